@@ -1,0 +1,373 @@
+package config
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+)
+
+// APIVersion is the apiVersion of every pcsync document.
+const APIVersion = "pcsync.io/v1alpha1"
+
+// Model is a loaded, validated config directory with the schema's defaults
+// filled in. It is read-only once returned by Load.
+type Model struct {
+	// Dir is the config directory the model was loaded from.
+	Dir string
+	// Settings is the Settings document, or the schema's defaults when the
+	// directory has none.
+	Settings Settings
+	// Companies are sorted by slug.
+	Companies []Company
+	// Builtin holds the schema's built-in adapter defaults, before Settings
+	// spec.adapters overrides; use Adapter for the effective values.
+	Builtin map[AdapterType]AdapterDefaults
+	// Warnings are findings that do not make the config invalid (for
+	// example FQDNs wanted in standard egress mode, which cannot enforce
+	// them).
+	Warnings []Warning
+}
+
+// Warning is a positioned finding that does not stop validation.
+type Warning struct {
+	Pos     Position
+	Field   string
+	Message string
+}
+
+// String formats the warning like an error line: path:line:col: field: message.
+func (w Warning) String() string { return formatLine(w.Pos, w.Field, w.Message) }
+
+// Position is a place in a config file; Line and Column start at 1.
+type Position struct {
+	File   string
+	Line   int
+	Column int
+}
+
+// String renders "file:line:col", leaving out what is unknown.
+func (p Position) String() string {
+	switch {
+	case p.File == "":
+		return "-"
+	case p.Line == 0:
+		return p.File
+	default:
+		return p.File + ":" + strconv.Itoa(p.Line) + ":" + strconv.Itoa(p.Column)
+	}
+}
+
+func formatLine(p Position, field, msg string) string {
+	if field == "" {
+		return fmt.Sprintf("%s: %s", p, msg)
+	}
+	return fmt.Sprintf("%s: %s: %s", p, field, msg)
+}
+
+// Metadata is the metadata of a pcsync document.
+type Metadata struct {
+	Name        string            `json:"name"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// Settings is the fleet-wide configuration document.
+type Settings struct {
+	APIVersion string       `json:"apiVersion"`
+	Kind       string       `json:"kind"`
+	Metadata   Metadata     `json:"metadata"`
+	Spec       SettingsSpec `json:"spec"`
+	// Source is where the document starts; zero when defaulted.
+	Source Position `json:"-"`
+}
+
+// SettingsSpec is Settings.spec; see schema/settings.cue for each field.
+type SettingsSpec struct {
+	NamespacePrefix string                          `json:"namespacePrefix"`
+	Server          Server                          `json:"server"`
+	Egress          SettingsEgress                  `json:"egress"`
+	Images          Images                          `json:"images"`
+	Defaults        Defaults                        `json:"defaults"`
+	Adapters        map[AdapterType]AdapterOverride `json:"adapters"`
+	Patches         []Patch                         `json:"patches"`
+}
+
+// Server locates the Paperclip server that agents call back to.
+type Server struct {
+	Namespace   string            `json:"namespace"`
+	PodSelector map[string]string `json:"podSelector"`
+	Port        int               `json:"port"`
+}
+
+// EgressMode selects how egress is enforced.
+type EgressMode string
+
+// The egress modes.
+const (
+	EgressStandard EgressMode = "standard"
+	EgressCilium   EgressMode = "cilium"
+)
+
+// SettingsEgress is Settings.spec.egress.
+type SettingsEgress struct {
+	Mode EgressMode `json:"mode"`
+}
+
+// Images is Settings.spec.images.
+type Images struct {
+	Registry    string   `json:"registry,omitempty"`
+	AllowList   []string `json:"allowList"`
+	PullSecrets []string `json:"pullSecrets"`
+}
+
+// Defaults is Settings.spec.defaults: what every company gets unless it
+// overrides a field.
+type Defaults struct {
+	Quota      Quota      `json:"quota"`
+	LimitRange LimitRange `json:"limitRange"`
+	Jobs       Jobs       `json:"jobs"`
+	Resources  Resources  `json:"resources"`
+}
+
+// Quantity is a Kubernetes resource quantity as written in the config
+// ("250m", "2Gi", or a bare number).
+type Quantity string
+
+// UnmarshalJSON accepts a JSON string or number.
+func (q *Quantity) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		*q = Quantity(s)
+		return nil
+	}
+	var n json.Number
+	if err := json.Unmarshal(b, &n); err != nil {
+		return fmt.Errorf("quantity %s: %w", b, err)
+	}
+	*q = Quantity(n.String())
+	return nil
+}
+
+// Quota is a company's ResourceQuota. Nil fields are unset (an override
+// that leaves the default in place).
+type Quota struct {
+	Pods           *int      `json:"pods,omitempty"`
+	RequestsCPU    *Quantity `json:"requestsCpu,omitempty"`
+	RequestsMemory *Quantity `json:"requestsMemory,omitempty"`
+	LimitsCPU      *Quantity `json:"limitsCpu,omitempty"`
+	LimitsMemory   *Quantity `json:"limitsMemory,omitempty"`
+}
+
+// ResourceList is CPU and memory; nil fields are unset.
+type ResourceList struct {
+	CPU    *Quantity `json:"cpu,omitempty"`
+	Memory *Quantity `json:"memory,omitempty"`
+}
+
+// LimitRange is a company's container LimitRange.
+type LimitRange struct {
+	Max            *ResourceList `json:"max,omitempty"`
+	Min            *ResourceList `json:"min,omitempty"`
+	Default        *ResourceList `json:"default,omitempty"`
+	DefaultRequest *ResourceList `json:"defaultRequest,omitempty"`
+}
+
+// Jobs says how agent Jobs are run and kept.
+type Jobs struct {
+	TTLSecondsAfterFinished *int  `json:"ttlSecondsAfterFinished,omitempty"`
+	ActiveDeadlineSeconds   *int  `json:"activeDeadlineSeconds,omitempty"`
+	Retain                  *bool `json:"retain,omitempty"`
+}
+
+// Resources are container requests and limits.
+type Resources struct {
+	Requests *ResourceList `json:"requests,omitempty"`
+	Limits   *ResourceList `json:"limits,omitempty"`
+}
+
+// AdapterType names an agent CLI integration.
+type AdapterType string
+
+// The adapter types of the schema.
+const (
+	AdapterClaude   AdapterType = "claude_local"
+	AdapterCodex    AdapterType = "codex_local"
+	AdapterGemini   AdapterType = "gemini_local"
+	AdapterCursor   AdapterType = "cursor_local"
+	AdapterOpenCode AdapterType = "opencode_local"
+	AdapterPi       AdapterType = "pi_local"
+	AdapterACPX     AdapterType = "acpx_local"
+)
+
+// AdapterDefaults is what pcsync needs of an adapter type.
+type AdapterDefaults struct {
+	Image      string   `json:"image"`
+	EnvKeys    []string `json:"envKeys"`
+	AllowFQDNs []string `json:"allowFqdns"`
+	Command    []string `json:"command"`
+}
+
+// AdapterOverride replaces built-in adapter defaults field by field.
+type AdapterOverride struct {
+	Image      *string  `json:"image,omitempty"`
+	EnvKeys    []string `json:"envKeys,omitempty"`
+	AllowFQDNs []string `json:"allowFqdns,omitempty"`
+	Command    []string `json:"command,omitempty"`
+}
+
+// Patch is a kustomize patches entry. Path, when set, was resolved by the
+// loader: Patch then holds the file's content and Path the file it came from.
+type Patch struct {
+	Patch   string        `json:"patch,omitempty"`
+	Path    string        `json:"path,omitempty"`
+	Target  *PatchTarget  `json:"target,omitempty"`
+	Options *PatchOptions `json:"options,omitempty"`
+}
+
+// PatchTarget selects the objects a patch applies to.
+type PatchTarget struct {
+	Group              string `json:"group,omitempty"`
+	Version            string `json:"version,omitempty"`
+	Kind               string `json:"kind,omitempty"`
+	Name               string `json:"name,omitempty"`
+	Namespace          string `json:"namespace,omitempty"`
+	LabelSelector      string `json:"labelSelector,omitempty"`
+	AnnotationSelector string `json:"annotationSelector,omitempty"`
+}
+
+// PatchOptions are kustomize's patch options.
+type PatchOptions struct {
+	AllowNameChange bool `json:"allowNameChange,omitempty"`
+	AllowKindChange bool `json:"allowKindChange,omitempty"`
+}
+
+// Company is one tenant.
+type Company struct {
+	APIVersion string      `json:"apiVersion"`
+	Kind       string      `json:"kind"`
+	Metadata   Metadata    `json:"metadata"`
+	Spec       CompanySpec `json:"spec"`
+	// Source is where the document starts.
+	Source Position `json:"-"`
+}
+
+// Slug is the company's metadata.name.
+func (c *Company) Slug() string { return c.Metadata.Name }
+
+// Agent returns the agent of that name.
+func (c *Company) Agent(name string) (*Agent, bool) {
+	for i := range c.Spec.Agents {
+		if c.Spec.Agents[i].Name == name {
+			return &c.Spec.Agents[i], true
+		}
+	}
+	return nil, false
+}
+
+// CompanySpec is Company.spec; see schema/company.cue for each field.
+type CompanySpec struct {
+	ID                        string            `json:"id"`
+	Egress                    CompanyEgress     `json:"egress"`
+	Quota                     *Quota            `json:"quota,omitempty"`
+	LimitRange                *LimitRange       `json:"limitRange,omitempty"`
+	Jobs                      *Jobs             `json:"jobs,omitempty"`
+	RuntimeClassName          string            `json:"runtimeClassName,omitempty"`
+	ServiceAccountAnnotations map[string]string `json:"serviceAccountAnnotations,omitempty"`
+	ImagePullSecrets          []string          `json:"imagePullSecrets,omitempty"`
+	Sessions                  *Sessions         `json:"sessions,omitempty"`
+	SecretRefs                []SecretRef       `json:"secretRefs"`
+	Patches                   []Patch           `json:"patches"`
+	Agents                    []Agent           `json:"agents"`
+}
+
+// CompanyEgress is a company's egress allowance.
+type CompanyEgress struct {
+	Mode       EgressMode `json:"mode,omitempty"`
+	AllowFQDNs []string   `json:"allowFqdns"`
+	AllowCIDRs []CIDRRule `json:"allowCidrs"`
+}
+
+// CIDRRule allows egress to a CIDR on some ports. A plain CIDR string in the
+// config means TCP 443.
+type CIDRRule struct {
+	CIDR     string `json:"cidr"`
+	Ports    []int  `json:"ports"`
+	Protocol string `json:"protocol"`
+}
+
+// UnmarshalJSON accepts "10.0.0.0/8" or {cidr, ports, protocol}.
+func (r *CIDRRule) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		*r = CIDRRule{CIDR: s, Ports: []int{443}, Protocol: "TCP"}
+		return nil
+	}
+	type plain CIDRRule
+	var p plain
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	*r = CIDRRule(p)
+	return nil
+}
+
+// Sessions is the RWX volume for agent sessions.
+type Sessions struct {
+	Size             Quantity `json:"size"`
+	StorageClassName string   `json:"storageClassName,omitempty"`
+}
+
+// SecretRef names an existing Secret whose keys become agent env.
+type SecretRef struct {
+	Name     string `json:"name"`
+	Optional bool   `json:"optional"`
+}
+
+// Agent is one coding-agent CLI of a company.
+type Agent struct {
+	Name             string            `json:"name"`
+	Adapter          AdapterType       `json:"adapter"`
+	Model            string            `json:"model,omitempty"`
+	Effort           string            `json:"effort,omitempty"`
+	Variant          string            `json:"variant,omitempty"`
+	MaxTurnsPerRun   int               `json:"maxTurnsPerRun,omitempty"`
+	InstructionsFile string            `json:"instructionsFile,omitempty"`
+	ExtraArgs        []string          `json:"extraArgs"`
+	Env              map[string]string `json:"env"`
+	Image            string            `json:"image,omitempty"`
+	Concurrency      int               `json:"concurrency"`
+	TimeoutSec       int               `json:"timeoutSec"`
+	GraceSec         int               `json:"graceSec"`
+	Resources        *Resources        `json:"resources,omitempty"`
+	NodeSelector     map[string]string `json:"nodeSelector,omitempty"`
+	Tolerations      []Toleration      `json:"tolerations,omitempty"`
+	Labels           map[string]string `json:"labels,omitempty"`
+}
+
+// Toleration is a pod toleration.
+type Toleration struct {
+	Key               string `json:"key,omitempty"`
+	Operator          string `json:"operator,omitempty"`
+	Value             string `json:"value,omitempty"`
+	Effect            string `json:"effect,omitempty"`
+	TolerationSeconds *int64 `json:"tolerationSeconds,omitempty"`
+}
+
+// RunRequest is a validated run request from the spool directory.
+type RunRequest struct {
+	APIVersion string         `json:"apiVersion"`
+	Kind       string         `json:"kind"`
+	Company    string         `json:"company"`
+	Agent      string         `json:"agent"`
+	Prompt     string         `json:"prompt"`
+	RunID      string         `json:"runId,omitempty"`
+	SessionID  string         `json:"sessionId,omitempty"`
+	TimeoutSec int            `json:"timeoutSec,omitempty"`
+	Context    map[string]any `json:"context,omitempty"`
+}

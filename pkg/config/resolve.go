@@ -1,0 +1,152 @@
+package config
+
+import (
+	"path"
+	"strings"
+)
+
+// Company returns the company with that slug.
+func (m *Model) Company(slug string) (*Company, bool) {
+	for i := range m.Companies {
+		if m.Companies[i].Metadata.Name == slug {
+			return &m.Companies[i], true
+		}
+	}
+	return nil, false
+}
+
+// Namespace is the tenant namespace of a company: {namespacePrefix}{slug}.
+func (m *Model) Namespace(c *Company) string {
+	return m.Settings.Spec.NamespacePrefix + c.Metadata.Name
+}
+
+// EgressMode is the company's egress mode, else the Settings one.
+func (m *Model) EgressMode(c *Company) EgressMode {
+	if c.Spec.Egress.Mode != "" {
+		return c.Spec.Egress.Mode
+	}
+	return m.Settings.Spec.Egress.Mode
+}
+
+// Adapter returns the effective defaults of an adapter type: the built-in
+// ones, each field replaced by Settings spec.adapters when given, with the
+// image registry override applied to a built-in image.
+func (m *Model) Adapter(t AdapterType) AdapterDefaults {
+	d := m.Builtin[t]
+	d.Image = rewriteRegistry(d.Image, m.Settings.Spec.Images.Registry)
+	if o, ok := m.Settings.Spec.Adapters[t]; ok {
+		if o.Image != nil {
+			d.Image = *o.Image
+		}
+		if o.EnvKeys != nil {
+			d.EnvKeys = o.EnvKeys
+		}
+		if o.AllowFQDNs != nil {
+			d.AllowFQDNs = o.AllowFQDNs
+		}
+		if o.Command != nil {
+			d.Command = o.Command
+		}
+	}
+	return d
+}
+
+// AgentImage is the image an agent's pods run: its own image, else its
+// adapter's effective image.
+func (m *Model) AgentImage(a *Agent) string {
+	if a.Image != "" {
+		return a.Image
+	}
+	return m.Adapter(a.Adapter).Image
+}
+
+// rewriteRegistry replaces the registry and org of image (everything before
+// the last '/') with registry, keeping name:tag. An empty registry keeps image.
+func rewriteRegistry(image, registry string) string {
+	if registry == "" || image == "" {
+		return image
+	}
+	return strings.TrimSuffix(registry, "/") + "/" + path.Base(image)
+}
+
+// Quota is the company's effective quota: Settings defaults, overridden
+// field by field by the company.
+func (m *Model) Quota(c *Company) Quota {
+	q := m.Settings.Spec.Defaults.Quota
+	if o := c.Spec.Quota; o != nil {
+		q.Pods = pick(o.Pods, q.Pods)
+		q.RequestsCPU = pick(o.RequestsCPU, q.RequestsCPU)
+		q.RequestsMemory = pick(o.RequestsMemory, q.RequestsMemory)
+		q.LimitsCPU = pick(o.LimitsCPU, q.LimitsCPU)
+		q.LimitsMemory = pick(o.LimitsMemory, q.LimitsMemory)
+	}
+	return q
+}
+
+// LimitRange is the company's effective container LimitRange.
+func (m *Model) LimitRange(c *Company) LimitRange {
+	l := m.Settings.Spec.Defaults.LimitRange
+	if o := c.Spec.LimitRange; o != nil {
+		l.Max = mergeList(o.Max, l.Max)
+		l.Min = mergeList(o.Min, l.Min)
+		l.Default = mergeList(o.Default, l.Default)
+		l.DefaultRequest = mergeList(o.DefaultRequest, l.DefaultRequest)
+	}
+	return l
+}
+
+// Jobs is the company's effective Job settings.
+func (m *Model) Jobs(c *Company) Jobs {
+	j := m.Settings.Spec.Defaults.Jobs
+	if o := c.Spec.Jobs; o != nil {
+		j.TTLSecondsAfterFinished = pick(o.TTLSecondsAfterFinished, j.TTLSecondsAfterFinished)
+		j.ActiveDeadlineSeconds = pick(o.ActiveDeadlineSeconds, j.ActiveDeadlineSeconds)
+		j.Retain = pick(o.Retain, j.Retain)
+	}
+	return j
+}
+
+// AgentResources is the agent container's effective resources: Settings
+// defaults, overridden field by field by the agent.
+func (m *Model) AgentResources(a *Agent) Resources {
+	r := m.Settings.Spec.Defaults.Resources
+	if o := a.Resources; o != nil {
+		r.Requests = mergeList(o.Requests, r.Requests)
+		r.Limits = mergeList(o.Limits, r.Limits)
+	}
+	return r
+}
+
+// ImagePullSecrets are the pull secrets of a company's agent pods: the
+// Settings ones, then the company's, without duplicates.
+func (m *Model) ImagePullSecrets(c *Company) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, s := range append(append([]string{}, m.Settings.Spec.Images.PullSecrets...), c.Spec.ImagePullSecrets...) {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func pick[T any](override, base *T) *T {
+	if override != nil {
+		return override
+	}
+	return base
+}
+
+func mergeList(override, base *ResourceList) *ResourceList {
+	if override == nil {
+		return base
+	}
+	if base == nil {
+		return override
+	}
+	out := *base
+	out.CPU = pick(override.CPU, base.CPU)
+	out.Memory = pick(override.Memory, base.Memory)
+	return &out
+}

@@ -1,0 +1,64 @@
+package kube
+
+import (
+	"net/http"
+	"strings"
+	"sync/atomic"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/transport"
+)
+
+// RequestCounter counts the HTTP requests that clients built from a rest.Config send,
+// split into reads (GET, HEAD, OPTIONS: get, list, watch, discovery) and mutations
+// (POST, PUT, PATCH, DELETE). Server-side dry-run requests count as mutations because
+// they use mutating verbs. It is safe for concurrent use; the zero value is ready.
+type RequestCounter struct {
+	reads     atomic.Int64
+	mutations atomic.Int64
+}
+
+// Instrument makes every client built from cfg (after this call) count its requests in
+// c. It composes with any WrapTransport already set on cfg.
+func (c *RequestCounter) Instrument(cfg *rest.Config) {
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			if IsMutatingMethod(req.Method) {
+				c.mutations.Add(1)
+			} else {
+				c.reads.Add(1)
+			}
+			return rt.RoundTrip(req)
+		})
+	})
+}
+
+// Reads returns the number of non-mutating requests counted so far.
+func (c *RequestCounter) Reads() int64 { return c.reads.Load() }
+
+// Mutations returns the number of mutating requests counted so far.
+func (c *RequestCounter) Mutations() int64 { return c.mutations.Load() }
+
+// Reset sets both counts to zero.
+func (c *RequestCounter) Reset() {
+	c.reads.Store(0)
+	c.mutations.Store(0)
+}
+
+// IsMutatingMethod reports whether an HTTP method changes state on the API server.
+func IsMutatingMethod(method string) bool {
+	switch strings.ToUpper(method) {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return false
+	default:
+		return true
+	}
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// WrappedRoundTripper lets client-go see through the wrapper (for cancellation and
+// connection management).
+var _ transport.WrapperFunc = func(rt http.RoundTripper) http.RoundTripper { return rt }
