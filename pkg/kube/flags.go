@@ -1,6 +1,3 @@
-// Package kube builds Kubernetes client configuration the way kubectl does:
-// --kubeconfig, --context, the KUBECONFIG variable, ~/.kube/config, and the
-// in-cluster service account, in that order.
 package kube
 
 import (
