@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/transport"
 )
 
 // RequestCounter counts the HTTP requests that clients built from a rest.Config send,
@@ -58,7 +57,3 @@ func IsMutatingMethod(method string) bool {
 type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
-
-// WrappedRoundTripper lets client-go see through the wrapper (for cancellation and
-// connection management).
-var _ transport.WrapperFunc = func(rt http.RoundTripper) http.RoundTripper { return rt }
