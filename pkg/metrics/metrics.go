@@ -1,0 +1,163 @@
+// Package metrics holds pcsync's Prometheus metrics in a registry of their
+// own (no global state), and the helpers that record a reconcile or a run
+// result in them.
+package metrics
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/pcsync/pcsync/pkg/result"
+)
+
+const namespace = "pcsync"
+
+// Metrics are the daemon's metrics. Create them with New; the zero value is
+// not usable.
+type Metrics struct {
+	// Registry holds every metric below plus the Go and process collectors.
+	Registry *prometheus.Registry
+
+	// ReconcileDuration observes whole reconciles (load → apply), by outcome.
+	ReconcileDuration *prometheus.HistogramVec
+	// ReconcileErrors counts failed reconciles by the stage that failed
+	// (load, render, apply, prune).
+	ReconcileErrors *prometheus.CounterVec
+	// ConfigValid is 1 while the last loaded config was valid, else 0.
+	ConfigValid prometheus.Gauge
+	// LastSuccess is the Unix time of the last successful reconcile.
+	LastSuccess prometheus.Gauge
+	// ObjectsApplied counts objects by apply action (created, configured,
+	// unchanged, pruned, failed).
+	ObjectsApplied *prometheus.CounterVec
+	// DriftCorrections counts objects changed by a reconcile whose config
+	// had not changed since the previous one: drift made in the cluster.
+	DriftCorrections prometheus.Counter
+	// Prunes counts objects deleted by prune.
+	Prunes prometheus.Counter
+
+	// Runs counts finished runs by status, adapter and company.
+	Runs *prometheus.CounterVec
+	// RunsQueued is the number of accepted runs waiting for a slot.
+	RunsQueued prometheus.Gauge
+	// RunsInFlight is the number of runs started and not finished.
+	RunsInFlight prometheus.Gauge
+	// RunDuration observes run durations by adapter and status.
+	RunDuration *prometheus.HistogramVec
+	// Tokens counts tokens by company, agent and kind (input, cached_input,
+	// cache_creation, output).
+	Tokens *prometheus.CounterVec
+	// CostUSD counts the CLIs' reported cost by company and agent.
+	CostUSD *prometheus.CounterVec
+}
+
+// New creates the metrics in a fresh registry.
+func New() *Metrics {
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		ReconcileDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "reconcile_duration_seconds",
+			Help:    "Duration of config reconciles (load, validate, render, apply, prune).",
+			Buckets: []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120},
+		}, []string{"outcome"}),
+		ReconcileErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "reconcile_errors_total",
+			Help: "Failed reconciles by the stage that failed.",
+		}, []string{"stage"}),
+		ConfigValid: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "config_valid",
+			Help: "1 while the last loaded config was valid, else 0 (the last good state is kept).",
+		}),
+		LastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "reconcile_last_success_timestamp_seconds",
+			Help: "Unix time of the last successful reconcile.",
+		}),
+		ObjectsApplied: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "objects_applied_total",
+			Help: "Objects handled by apply, by action.",
+		}, []string{"action"}),
+		DriftCorrections: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Name: "drift_corrections_total",
+			Help: "Objects changed by a reconcile while the config had not changed: drift corrected.",
+		}),
+		Prunes: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Name: "pruned_objects_total",
+			Help: "Objects deleted by prune.",
+		}),
+		Runs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "runs_total",
+			Help: "Finished runs by status, adapter and company.",
+		}, []string{"status", "adapter", "company"}),
+		RunsQueued: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "runs_queued",
+			Help: "Accepted runs waiting for a concurrency slot.",
+		}),
+		RunsInFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "runs_in_flight",
+			Help: "Runs started and not yet finished.",
+		}),
+		RunDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "run_duration_seconds",
+			Help:    "Run durations by adapter and status.",
+			Buckets: []float64{1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200},
+		}, []string{"adapter", "status"}),
+		Tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "tokens_total",
+			Help: "Tokens used by runs, by company, agent and kind (input, cached_input, cache_creation, output).",
+		}, []string{"company", "agent", "kind"}),
+		CostUSD: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "cost_usd_total",
+			Help: "Cost reported by the agent CLIs, in US dollars, by company and agent.",
+		}, []string{"company", "agent"}),
+	}
+	m.Registry.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.ReconcileDuration, m.ReconcileErrors, m.ConfigValid, m.LastSuccess,
+		m.ObjectsApplied, m.DriftCorrections, m.Prunes,
+		m.Runs, m.RunsQueued, m.RunsInFlight, m.RunDuration, m.Tokens, m.CostUSD,
+	)
+	return m
+}
+
+// Handler serves the registry in the Prometheus exposition format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})
+}
+
+// ObserveRun records a finished run: its status, duration, tokens and cost.
+func (m *Metrics) ObserveRun(r result.RunResult) {
+	m.Runs.WithLabelValues(string(r.Status), r.Adapter, r.Company).Inc()
+	if r.DurationMs != nil {
+		m.RunDuration.WithLabelValues(r.Adapter, string(r.Status)).Observe(float64(*r.DurationMs) / 1000)
+	}
+	if u := r.Usage; u != nil {
+		for kind, n := range map[string]int64{
+			"input": u.InputTokens, "cached_input": u.CachedInputTokens,
+			"cache_creation": u.CacheCreationInputTokens, "output": u.OutputTokens,
+		} {
+			if n > 0 {
+				m.Tokens.WithLabelValues(r.Company, r.Agent, kind).Add(float64(n))
+			}
+		}
+	}
+	if r.CostUSD != nil && *r.CostUSD > 0 {
+		m.CostUSD.WithLabelValues(r.Company, r.Agent).Add(*r.CostUSD)
+	}
+}
+
+// ObserveReconcile records a reconcile's duration and outcome; failedStage is
+// empty on success.
+func (m *Metrics) ObserveReconcile(d time.Duration, failedStage string, now time.Time) {
+	if failedStage == "" {
+		m.ReconcileDuration.WithLabelValues("success").Observe(d.Seconds())
+		m.LastSuccess.Set(float64(now.Unix()))
+		return
+	}
+	m.ReconcileDuration.WithLabelValues("error").Observe(d.Seconds())
+	m.ReconcileErrors.WithLabelValues(failedStage).Inc()
+}
