@@ -1,0 +1,32 @@
+# Local Kubernetes control plane for development and integration tests
+# (internal/testcluster; docs/testcluster.md). Included from the root Makefile.
+#
+#   make k8sbin            build etcd, kube-apiserver, kube-controller-manager,
+#                          kube-scheduler and kwok once (cached outside the repo,
+#                          keyed by version) and print their directory
+#   make dev-cluster       start the dev cluster in the background (or reuse it) and
+#                          write .dev/kubeconfig
+#   make dev-cluster-down  stop it
+#   make dev-cluster-status
+
+DEV_DIR ?= .dev
+DEVCLUSTER_BIN := $(DEV_DIR)/bin/devcluster
+
+.PHONY: k8sbin dev-cluster dev-cluster-down dev-cluster-status devcluster-bin
+
+k8sbin:
+	@bash hack/k8sbin/build.sh
+
+devcluster-bin:
+	@mkdir -p $(DEV_DIR)/bin
+	@go build -o $(DEVCLUSTER_BIN) ./hack/devcluster
+
+dev-cluster: devcluster-bin
+	@bin_dir="$$(bash hack/k8sbin/build.sh)" && \
+		$(DEVCLUSTER_BIN) up --dir $(DEV_DIR) --bin-dir "$$bin_dir"
+
+dev-cluster-down: devcluster-bin
+	@$(DEVCLUSTER_BIN) down --dir $(DEV_DIR)
+
+dev-cluster-status: devcluster-bin
+	@$(DEVCLUSTER_BIN) status --dir $(DEV_DIR)

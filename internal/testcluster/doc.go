@@ -1,0 +1,105 @@
+// Package testcluster runs a real Kubernetes control plane for pcsync's integration
+// tests and for `make dev-cluster`: etcd, kube-apiserver (RBAC, Pod Security
+// admission, an audit log of mutating requests), kube-controller-manager (service
+// accounts, Job, CronJob, garbage collector, namespace, TTL-after-finished,
+// ResourceQuota, pod GC, ReplicaSet, Deployment, node lifecycle), kube-scheduler and
+// kwok playing one node. Everything listens on 127.0.0.1 with free ports and
+// certificates generated at start (ECDSA P-256). Nothing runs in a container: kwok
+// fakes the pods' lifecycle from their labels, as described below.
+//
+// # Binaries
+//
+// The five executables come from hack/k8sbin/build.sh (`make k8sbin`), which builds
+// them once per version set into DefaultBinDir(): $PCSYNC_K8S_BIN_DIR, else
+// ${XDG_CACHE_HOME:-$HOME/.cache}/pcsync/k8sbin/<VersionKey()>. If they are missing,
+// Start fails with ErrBinariesMissing, which says to run `make k8sbin`.
+//
+// # Using it in tests
+//
+// One cluster per test binary, started by TestMain; each test works in namespaces of
+// its own:
+//
+//	func TestMain(m *testing.M) { os.Exit(testcluster.Main(m)) }
+//
+//	func TestSomething(t *testing.T) {
+//		c := testcluster.Get(t)
+//		ns := c.Namespace(t, "something", nil) // deleted when the test ends
+//		cs, _ := kubernetes.NewForConfig(c.RESTConfig())
+//		...
+//	}
+//
+// With PCSYNC_TEST_KUBECONFIG=/path/to/kubeconfig (e.g. the dev cluster's
+// .dev/kubeconfig) Main attaches to that running cluster instead of starting one,
+// which saves the ~6 s start. Main never skips: a missing binary or a failed start
+// fails the test binary, with the tail of the failing component's log. If the test
+// binary dies (panic, -timeout, SIGKILL), the kernel kills the components too
+// (Pdeathsig); SIGINT/SIGTERM make Main stop them in order.
+//
+// # Choosing what a pod does
+//
+// pcsync creates its Jobs' pods itself and copies only the agent's `labels` onto them,
+// so every outcome is chosen by pod labels (label values: at most 63 characters of
+// [A-Za-z0-9._-]). Put these labels in an agent's config (or a pod template):
+//
+//	label sim.pcsync.io/outcome   what happens
+//	(absent), pod owned by a Job  Running, then Succeeded after 500 ms (exit 0, Completed)
+//	(absent), any other pod       Running until deleted
+//	run                           Running until deleted (also for a Job's pod)
+//	succeed                       Running, then Succeeded after delay-ms
+//	fail                          Running, then Failed after delay-ms: every container
+//	                              terminated with reason (default Error), exit-code
+//	                              (default 1) and message (default none)
+//	image-pull                    Pending, containers waiting with reason (default
+//	                              ImagePullBackOff; or ErrImagePull) and a message
+//	pending                       Pending, containers waiting in ContainerCreating
+//	unschedulable                 Pending, PodScheduled=False reason Unschedulable
+//	                              (the real scheduler: an admission policy gives the pod
+//	                              a node selector no node matches)
+//
+// Parameters, all labels: sim.pcsync.io/delay-ms (milliseconds from Running to the end,
+// default 500), sim.pcsync.io/reason, sim.pcsync.io/exit-code, sim.pcsync.io/message
+// (label-value characters only; an annotation sim.pcsync.io/message, if present, wins
+// and may hold any text) and sim.pcsync.io/container (fail only that container; the
+// others exit 0). The helpers build the label maps:
+//
+//	SucceedAfter(2*time.Second)          // outcome=succeed, delay-ms=2000
+//	FailWith("Error", 1, time.Second)    // outcome=fail, reason=Error, exit-code=1
+//	OOMKilled(0)                         // outcome=fail, reason=OOMKilled, exit-code=137
+//	ImagePullFailure("ErrImagePull")     // outcome=image-pull, reason=ErrImagePull
+//	Unschedulable(), PendingForever(), RunForever()
+//	Merge(OOMKilled(0), map[string]string{"app": "x"})
+//
+// A Job whose pod fails this way fails like a real one (with backoffLimit 0:
+// condition Failed, reason BackoffLimitExceeded); activeDeadlineSeconds,
+// ttlSecondsAfterFinished, garbage collection and namespace deletion behave as in a
+// real cluster, because the real controllers run.
+//
+// # Container logs
+//
+// kwok serves container logs from files in CRI format
+// (`<RFC3339Nano> stdout F <text>` per line), through the real API server's pods/log
+// (kubectl logs, client-go GetLogs, with Follow too):
+//
+//	src, err := c.ServeLogs(ctx, ns, nil, []string{"first line"})  // every pod in ns
+//	src, err := c.ServeLogs(ctx, ns, []string{"pod-a"}, lines)     // pod-a only
+//	err = src.Append("another line")                               // a follower sees it
+//
+// Register the namespace rule before pcsync creates the Job (Job pod names are
+// generated). kwok never ends a follow stream, not even when the pod has finished; a
+// follower must stop on its own, e.g. when the pod reaches a terminal phase (a real
+// kubelet ends the stream). The files are written where the cluster's kwok can read
+// them (same machine).
+//
+// # Observing requests
+//
+// MetricsText returns the API server's /metrics; RequestCounts parses
+// apiserver_request_total. AuditEvents reads the audit log, which records every
+// request except get/list/watch with user, user agent, verb and object: a test can
+// assert that a client made no mutating request by filtering on its user agent or
+// namespace.
+//
+// # Limits
+//
+// kwok runs nothing: no container processes, no NetworkPolicy enforcement (the
+// objects are stored and validated only), startedAt equals the Running time.
+package testcluster
