@@ -1,0 +1,320 @@
+package apply
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// upToDate reports whether server-side applying desired with field manager fm would
+// leave live as it is, and if not, why. It needs no request: live comes from a LIST.
+//
+// Three checks, all of which must pass:
+//
+//  1. live carries the applied-hash annotation of desired: pcsync last applied exactly
+//     this configuration (so nothing was added to or removed from it since);
+//  2. fm's Apply entry in live's managedFields is for desired's apiVersion and covers
+//     every field of desired: no other manager has taken a field over (an Update by
+//     kubectl edit moves the edited fields to that manager);
+//  3. every field of desired has an equal value in live, after normalising what the
+//     server normalises (quantities such as "1000m" and "1", numbers given as strings
+//     for quantities, empty values that the server drops). Extra fields in live
+//     (server defaults, other managers' fields) are fine.
+//
+// It errs on the side of "changed": the apply that follows is then a server-side no-op,
+// which the caller reports as unchanged.
+func upToDate(desired, live *unstructured.Unstructured, fm string) (bool, string) {
+	want := desired.GetAnnotations()[AnnotationAppliedHash]
+	if got := live.GetAnnotations()[AnnotationAppliedHash]; got != want {
+		return false, "the configuration changed since pcsync last applied it"
+	}
+	entry := applyEntry(live, fm)
+	if entry == nil {
+		return false, "no fields are managed by " + fm
+	}
+	if entry.APIVersion != desired.GetAPIVersion() {
+		return false, "last applied as " + entry.APIVersion
+	}
+	var owned map[string]any
+	if entry.FieldsV1 == nil || json.Unmarshal(entry.FieldsV1.Raw, &owned) != nil {
+		return false, "unreadable managedFields"
+	}
+	content := comparable(desired.Object)
+	if path, ok := covered(content, owned, ""); !ok {
+		return false, "field " + path + " is not owned by " + fm
+	}
+	if path, ok := matches(content, live.Object, "", false); !ok {
+		return false, "field " + path + " differs"
+	}
+	return true, ""
+}
+
+// applyEntry returns fm's Apply entry of the main resource, or nil.
+func applyEntry(live *unstructured.Unstructured, fm string) *metav1.ManagedFieldsEntry {
+	for _, e := range live.GetManagedFields() {
+		if e.Manager == fm && e.Operation == metav1.ManagedFieldsOperationApply && e.Subresource == "" {
+			return &e
+		}
+	}
+	return nil
+}
+
+// comparable returns the fields of a configuration that the server tracks in
+// managedFields: all but apiVersion, kind, status, and metadata's name, namespace and
+// server-owned fields.
+func comparable(obj map[string]any) map[string]any {
+	out := make(map[string]any, len(obj))
+	for k, v := range obj {
+		switch k {
+		case "apiVersion", "kind", "status":
+			continue
+		case "metadata":
+			md, ok := v.(map[string]any)
+			if !ok {
+				continue
+			}
+			m := map[string]any{}
+			for mk, mv := range md {
+				switch mk {
+				case "name", "namespace", "generateName":
+					continue
+				}
+				m[mk] = mv
+			}
+			out[k] = m
+		default:
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// covered checks that the managedFields trie node covers every non-null field of v.
+// A node without children (other than ".") owns its whole subtree: an atomic map, list
+// or struct, or a scalar.
+func covered(v any, node map[string]any, path string) (string, bool) {
+	if !hasChildren(node) {
+		return "", true
+	}
+	switch v := v.(type) {
+	case map[string]any:
+		for k, child := range v {
+			if child == nil {
+				continue
+			}
+			p := path + "." + k
+			sub, ok := node["f:"+k].(map[string]any)
+			if !ok {
+				return p, false
+			}
+			if bad, ok := covered(child, sub, p); !ok {
+				return bad, false
+			}
+		}
+	case []any:
+		for i, elem := range v {
+			p := fmt.Sprintf("%s[%d]", path, i)
+			sub := listElementNode(node, elem, i)
+			if sub == nil {
+				return p, false
+			}
+			if bad, ok := covered(elem, sub, p); !ok {
+				return bad, false
+			}
+		}
+	}
+	return "", true
+}
+
+func hasChildren(node map[string]any) bool {
+	for k := range node {
+		if k != "." {
+			return true
+		}
+	}
+	return false
+}
+
+// listElementNode finds the trie node of one element of a granular list: "k:{…}" for
+// an associative list (the key fields must match), "v:…" for a set, "i:N" by index.
+func listElementNode(node map[string]any, elem any, index int) map[string]any {
+	if sub, ok := node["i:"+strconv.Itoa(index)].(map[string]any); ok {
+		return sub
+	}
+	for k, sub := range node {
+		subMap, ok := sub.(map[string]any)
+		if !ok {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(k, "k:"):
+			em, ok := elem.(map[string]any)
+			if !ok {
+				continue
+			}
+			var keys map[string]any
+			if json.Unmarshal([]byte(k[2:]), &keys) != nil {
+				continue
+			}
+			match := true
+			for kk, kv := range keys {
+				if _, ok := matches(kv, em[kk], "", false); !ok || em[kk] == nil {
+					match = false
+					break
+				}
+			}
+			if match {
+				return subMap
+			}
+		case strings.HasPrefix(k, "v:"):
+			var val any
+			if json.Unmarshal([]byte(k[2:]), &val) != nil {
+				continue
+			}
+			if _, ok := matches(elem, val, "", false); ok {
+				return subMap
+			}
+		}
+	}
+	return nil
+}
+
+// matches reports whether live has every non-null field of desired with an equal
+// value, and if not, the first path that differs. Lists must have the same length and
+// match element by element. inMetadata turns off quantity normalisation (label and
+// annotation values are plain strings).
+func matches(desired, live any, path string, inMetadata bool) (string, bool) {
+	switch d := desired.(type) {
+	case nil:
+		return "", true
+	case map[string]any:
+		l, ok := live.(map[string]any)
+		if !ok {
+			if live == nil && len(d) == 0 {
+				return "", true // the server drops empty maps of omitempty fields
+			}
+			return path, false
+		}
+		for k, dv := range d {
+			p := path + "." + k
+			lv, present := l[k]
+			if !present {
+				if isEmpty(dv) {
+					continue
+				}
+				return p, false
+			}
+			if bad, ok := matches(dv, lv, p, inMetadata || p == ".metadata"); !ok {
+				return bad, false
+			}
+		}
+		return "", true
+	case []any:
+		l, ok := live.([]any)
+		if !ok {
+			if live == nil && len(d) == 0 {
+				return "", true
+			}
+			return path, false
+		}
+		if len(l) != len(d) {
+			return path, false
+		}
+		for i := range d {
+			if bad, ok := matches(d[i], l[i], fmt.Sprintf("%s[%d]", path, i), inMetadata); !ok {
+				return bad, false
+			}
+		}
+		return "", true
+	default:
+		if scalarEqual(desired, live, inMetadata) {
+			return "", true
+		}
+		return path, false
+	}
+}
+
+// isEmpty reports whether v is a value the server drops for omitempty fields.
+func isEmpty(v any) bool {
+	switch v := v.(type) {
+	case nil:
+		return true
+	case map[string]any:
+		return len(v) == 0
+	case []any:
+		return len(v) == 0
+	case string:
+		return v == ""
+	case bool:
+		return !v
+	case int64:
+		return v == 0
+	case float64:
+		return v == 0
+	case int:
+		return v == 0
+	}
+	return false
+}
+
+// scalarEqual compares two scalars the way the server would store them: numbers by
+// value whatever their Go type, and, outside metadata, quantities by value ("1" and
+// "1000m", 20 and "20", "2Gi" and "2048Mi").
+func scalarEqual(d, l any, inMetadata bool) bool {
+	if d == l {
+		return true
+	}
+	df, dNum := number(d)
+	lf, lNum := number(l)
+	if dNum && lNum {
+		return df == lf
+	}
+	if inMetadata {
+		return false
+	}
+	dq, ok1 := quantity(d)
+	lq, ok2 := quantity(l)
+	return ok1 && ok2 && dq.Cmp(lq) == 0
+}
+
+func number(v any) (float64, bool) {
+	switch v := v.(type) {
+	case int64:
+		return float64(v), true
+	case int:
+		return float64(v), true
+	case int32:
+		return float64(v), true
+	case float64:
+		return v, true
+	case float32:
+		return float64(v), true
+	case json.Number:
+		f, err := v.Float64()
+		return f, err == nil
+	}
+	return 0, false
+}
+
+// quantity parses a string or number as a resource.Quantity.
+func quantity(v any) (resource.Quantity, bool) {
+	var s string
+	switch v := v.(type) {
+	case string:
+		s = v
+	default:
+		f, ok := number(v)
+		if !ok || math.IsInf(f, 0) || math.IsNaN(f) {
+			return resource.Quantity{}, false
+		}
+		s = strconv.FormatFloat(f, 'f', -1, 64)
+	}
+	q, err := resource.ParseQuantity(s)
+	return q, err == nil
+}

@@ -1,0 +1,362 @@
+package apply
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/sets"
+)
+
+// Apply makes the cluster hold objs, server-side applied with the Manager's field
+// manager, and records them in the ApplySet inventory:
+//
+//  1. the parent is read (a parent of another tool is refused) and the live members
+//     are listed, one LIST per resource;
+//  2. with Prune, the members no longer given are planned for deletion, and the call
+//     is refused before anything changes if objs is empty or the plan exceeds PruneMax
+//     (unless AllowMassPrune);
+//  3. the parent is updated to the union of its kinds and namespaces and those of objs
+//     (as kubectl does, so an interrupted apply never leaks objects);
+//  4. CRDs are applied and waited for until Established, then cluster-scoped objects
+//     (Namespaces among them), then namespaced objects, each stage in parallel; an
+//     object already as desired is not sent at all;
+//  5. with Prune, members no longer given are deleted: namespaced objects first, then
+//     cluster-scoped ones, Namespaces, CRDs; then the parent lists exactly objs' kinds;
+//  6. with Wait, Apply waits until every object is current and every pruned one gone.
+//
+// Objects that fail (a kind the cluster does not serve, a conflict, an immutable field)
+// are reported in the Report and do not stop the others. The error is for failures of
+// the whole call (the inventory, listing, a refused prune, a wait timeout); per-object
+// failures are in Report.Err.
+func (m *Manager) Apply(ctx context.Context, objs []*unstructured.Unstructured, opts ApplyOptions) (*Report, error) {
+	start := time.Now()
+	mut0, read0 := m.counter.Mutations(), m.counter.Reads()
+	report := &Report{ApplySetID: m.applySetID(), Parent: m.parentRef(), DryRun: opts.DryRun}
+	defer func() {
+		report.Duration = time.Since(start)
+		report.MutatingRequests = m.counter.Mutations() - mut0
+		report.ReadRequests = m.counter.Reads() - read0
+	}()
+	if err := opts.complete(); err != nil {
+		return report, err
+	}
+	if opts.Prune && len(objs) == 0 && !opts.AllowMassPrune {
+		return report, ErrEmptyRender
+	}
+	desired, err := prepare(objs, report.ApplySetID)
+	if err != nil {
+		return report, err
+	}
+	results := make([]ObjectResult, len(objs))
+	for _, d := range desired {
+		results[d.index] = ObjectResult{Ref: d.ref}
+	}
+	var pruned []ObjectResult
+	fill := func() { report.Objects = append(append([]ObjectResult(nil), results...), pruned...) }
+	defer fill()
+
+	inv, err := m.readInventory(ctx)
+	if err != nil {
+		return report, err
+	}
+	m.resolve(desired, false)
+
+	idx := m.newLiveIndex(inv.id, m.interestingNamespaces(inv, desired))
+	if err := idx.loadAll(ctx, uniqueMappings(desired)); err != nil {
+		return report, err
+	}
+	var plan *prunePlan
+	if opts.Prune {
+		plan, err = m.planPrune(ctx, inv, desired, idx)
+		if err != nil {
+			return report, err
+		}
+		if err := checkPruneLimits(plan, opts); err != nil {
+			return report, err
+		}
+	}
+
+	kinds, namespaces := setScope(desired)
+	if !opts.DryRun {
+		if err := m.writeInventory(ctx, inv, kinds.Union(inv.kinds), namespaces.Union(inv.namespaces)); err != nil {
+			return report, err
+		}
+	}
+
+	stages := byStage(desired)
+	m.applyStage(ctx, stages[stageCRDs], idx, desired, opts, results)
+	if len(stages[stageCRDs]) > 0 {
+		m.waitEstablished(ctx, stages[stageCRDs], opts, results)
+		m.mapper.Reset()
+		m.resolve(desired, opts.DryRun)
+		var late []*desiredObject
+		for _, d := range desired {
+			if d.err == nil && d.mapping != nil && d.stage() != stageCRDs {
+				late = append(late, d)
+			}
+		}
+		if err := idx.loadAll(ctx, uniqueMappings(late)); err != nil {
+			return report, err
+		}
+		kinds, namespaces = setScope(desired)
+		if !opts.DryRun {
+			if err := m.writeInventory(ctx, inv, kinds.Union(inv.kinds), namespaces.Union(inv.namespaces)); err != nil {
+				return report, err
+			}
+		}
+		stages = byStage(desired)
+	}
+	m.applyStage(ctx, stages[stageClusterScoped], idx, desired, opts, results)
+	m.applyStage(ctx, stages[stageNamespaced], idx, desired, opts, results)
+	for _, d := range desired {
+		switch {
+		case d.pending:
+			// A dry run cannot create the CRD, so the server cannot check its objects.
+			results[d.index] = ObjectResult{Ref: d.ref, Action: ActionCreated}
+		case d.err != nil && results[d.index].Action == "":
+			results[d.index] = ObjectResult{Ref: d.ref, Action: ActionFailed, Err: d.err}
+		}
+	}
+	if ctx.Err() != nil {
+		return report, ctx.Err()
+	}
+
+	applyFailed := false
+	for _, r := range results {
+		if r.Action == ActionFailed {
+			applyFailed = true
+		}
+	}
+	if plan != nil {
+		var pruneFailed bool
+		pruned, pruneFailed = m.prune(ctx, plan, opts)
+		if !opts.DryRun && !applyFailed && !pruneFailed {
+			if err := m.writeInventory(ctx, inv, kinds, namespaces); err != nil {
+				return report, fmt.Errorf("apply and prune succeeded, but: %w", err)
+			}
+		}
+	}
+
+	if opts.Wait && !opts.DryRun {
+		fill()
+		if err := m.Wait(ctx, report, opts.Timeout); err != nil {
+			return report, err
+		}
+	}
+	return report, nil
+}
+
+// setScope returns the kinds and namespaces of the resolved objects, for the parent's
+// annotations.
+func setScope(objs []*desiredObject) (sets.Set[schema.GroupKind], sets.Set[string]) {
+	kinds, namespaces := sets.New[schema.GroupKind](), sets.New[string]()
+	for _, d := range objs {
+		if d.mapping == nil {
+			continue
+		}
+		kinds.Insert(d.ref.GroupKind())
+		if namespaced(d.mapping) {
+			namespaces.Insert(d.ref.Namespace)
+		}
+	}
+	return kinds, namespaces
+}
+
+// interestingNamespaces are the namespaces listed one by one when listing across all
+// namespaces is forbidden.
+func (m *Manager) interestingNamespaces(inv *inventory, objs []*desiredObject) sets.Set[string] {
+	ns := inv.namespaces.Clone().Insert(inv.parent.Namespace)
+	for _, d := range objs {
+		if d.ref.Namespace != "" {
+			ns.Insert(d.ref.Namespace)
+		}
+	}
+	return ns
+}
+
+// applyStage applies one stage's objects in parallel.
+func (m *Manager) applyStage(ctx context.Context, objs []*desiredObject, idx *liveIndex, all []*desiredObject,
+	opts ApplyOptions, results []ObjectResult) {
+	creatingNS := sets.New[string]()
+	for _, d := range all {
+		if d.ref.GroupKind() == namespaceGroupKind && d.mapping != nil && idx.get(d.mapping, d.ref) == nil {
+			creatingNS.Insert(d.ref.Name)
+		}
+	}
+	forEach(ctx, m.opts.Workers, len(objs), func(ctx context.Context, i int) {
+		d := objs[i]
+		action, err := m.applyOne(ctx, d, idx.get(d.mapping, d.ref), opts, creatingNS)
+		if err != nil {
+			err = objectError(d.ref, "apply", redact(err, d.obj))
+			m.log.Debug("apply failed", "object", d.ref.String(), "error", err)
+		} else {
+			m.log.Debug("applied", "object", d.ref.String(), "action", string(action))
+		}
+		results[d.index] = ObjectResult{Ref: d.ref, Action: action, Err: err}
+	})
+}
+
+// applyOne applies one object unless live shows it is already as desired.
+func (m *Manager) applyOne(ctx context.Context, d *desiredObject, live *unstructured.Unstructured, opts ApplyOptions,
+	creatingNS sets.Set[string]) (Action, error) {
+	if live != nil && live.GetDeletionTimestamp() == nil {
+		ok, why := upToDate(d.obj, live, m.opts.FieldManager)
+		if ok {
+			return ActionUnchanged, nil
+		}
+		m.log.Debug("object differs", "object", d.ref.String(), "reason", why)
+	}
+	out, created, err := m.patchApply(ctx, d.mapping, d.ref.Namespace, d.ref.Name, d.body, m.opts.FieldManager,
+		opts.ForceConflicts, opts.DryRun)
+	if err != nil {
+		if opts.DryRun && apierrors.IsNotFound(err) && creatingNS.Has(d.ref.Namespace) {
+			// Its namespace is created by this apply; the server cannot dry-run it yet.
+			return ActionCreated, nil
+		}
+		err = explainApplyError(err)
+		if errors.Is(err, ErrImmutable) && opts.Force {
+			return m.recreate(ctx, d, opts)
+		}
+		return ActionFailed, err
+	}
+	switch {
+	case created:
+		return ActionCreated, nil
+	case live == nil:
+		return ActionConfigured, nil
+	case opts.DryRun && sameObject(out, live):
+		return ActionUnchanged, nil
+	case !opts.DryRun && out.GetResourceVersion() == live.GetResourceVersion():
+		return ActionUnchanged, nil
+	default:
+		return ActionConfigured, nil
+	}
+}
+
+// sameObject compares two versions of an object, ignoring what changes on every write
+// or dry run (resourceVersion, generation, managedFields timestamps).
+func sameObject(a, b *unstructured.Unstructured) bool {
+	strip := func(u *unstructured.Unstructured) map[string]any {
+		c := u.DeepCopy()
+		unstructured.RemoveNestedField(c.Object, "metadata", "resourceVersion")
+		unstructured.RemoveNestedField(c.Object, "metadata", "generation")
+		mf := c.GetManagedFields()
+		for i := range mf {
+			mf[i].Time = nil
+		}
+		c.SetManagedFields(mf)
+		return c.Object
+	}
+	return reflect.DeepEqual(strip(a), strip(b))
+}
+
+// recreate deletes an object and applies it again (Force on an immutable field).
+func (m *Manager) recreate(ctx context.Context, d *desiredObject, opts ApplyOptions) (Action, error) {
+	if err := m.deleteObject(ctx, d.mapping, d.ref.Namespace, d.ref.Name, "", opts.DryRun); err != nil && !apierrors.IsNotFound(err) {
+		return ActionFailed, fmt.Errorf("deleting it to recreate it: %w", err)
+	}
+	if opts.DryRun {
+		return ActionRecreated, nil
+	}
+	res := m.dyn.Resource(d.mapping.Resource)
+	err := poll(ctx, 200*time.Millisecond, opts.Timeout, func(ctx context.Context) (bool, error) {
+		var err error
+		if d.ref.Namespace == "" {
+			_, err = res.Get(ctx, d.ref.Name, getOptions())
+		} else {
+			_, err = res.Namespace(d.ref.Namespace).Get(ctx, d.ref.Name, getOptions())
+		}
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, err
+	})
+	if err != nil {
+		return ActionFailed, fmt.Errorf("waiting for the old object to be deleted: %w", err)
+	}
+	if _, _, err := m.patchApply(ctx, d.mapping, d.ref.Namespace, d.ref.Name, d.body, m.opts.FieldManager,
+		opts.ForceConflicts, false); err != nil {
+		return ActionFailed, fmt.Errorf("recreating it after deleting it: %w", explainApplyError(err))
+	}
+	return ActionRecreated, nil
+}
+
+// waitEstablished waits until the applied CRDs are Established and marks those that
+// are not as failed.
+func (m *Manager) waitEstablished(ctx context.Context, crds []*desiredObject, opts ApplyOptions, results []ObjectResult) {
+	if opts.DryRun {
+		return
+	}
+	var waiting []*desiredObject
+	for _, d := range crds {
+		if results[d.index].Action != ActionFailed {
+			waiting = append(waiting, d)
+		}
+	}
+	pending := map[int]bool{}
+	for _, d := range waiting {
+		pending[d.index] = true
+	}
+	err := poll(ctx, 250*time.Millisecond, opts.Timeout, func(ctx context.Context) (bool, error) {
+		for _, d := range waiting {
+			if !pending[d.index] {
+				continue
+			}
+			u, err := m.dyn.Resource(d.mapping.Resource).Get(ctx, d.ref.Name, getOptions())
+			if err != nil {
+				if apierrors.IsNotFound(err) {
+					continue
+				}
+				return false, err
+			}
+			if crdEstablished(u) {
+				delete(pending, d.index)
+			}
+		}
+		return len(pending) == 0, nil
+	})
+	if err == nil {
+		return
+	}
+	for _, d := range waiting {
+		if pending[d.index] {
+			results[d.index] = ObjectResult{Ref: d.ref, Action: ActionFailed,
+				Err: objectError(d.ref, "apply", fmt.Errorf("not Established within %s: %w", opts.Timeout, err))}
+		}
+	}
+}
+
+func crdEstablished(u *unstructured.Unstructured) bool {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		cm, ok := c.(map[string]any)
+		if ok && cm["type"] == "Established" && cm["status"] == "True" {
+			return true
+		}
+	}
+	return false
+}
+
+// checkPruneLimits refuses a prune plan that is larger than opts allow.
+func checkPruneLimits(plan *prunePlan, opts ApplyOptions) error {
+	if opts.AllowMassPrune {
+		return nil
+	}
+	limit, err := intstr.GetScaledValueFromIntOrPercent(&opts.PruneMax, plan.members, false)
+	if err != nil {
+		return err
+	}
+	if len(plan.objects) > limit {
+		return fmt.Errorf("%w: prune would delete %d of the set's %d objects, more than --prune-max %s (%d); "+
+			"nothing was changed; pass --allow-mass-prune if that is really wanted",
+			ErrMassPrune, len(plan.objects), plan.members, opts.PruneMax.String(), limit)
+	}
+	return nil
+}

@@ -1,0 +1,160 @@
+package apply
+
+import (
+	"context"
+	"sort"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// prunePlan is what a prune would delete.
+type prunePlan struct {
+	// members is the number of live members of the set.
+	members int
+	// objects are the members that are no longer desired, in deletion order.
+	objects []pruneObject
+}
+
+type pruneObject struct {
+	ref     ObjectRef
+	mapping *meta.RESTMapping
+	uid     types.UID
+	obj     *unstructured.Unstructured
+}
+
+// pruneOrder: namespaced objects, then cluster-scoped ones, then Namespaces, then CRDs
+// (so that nothing is deleted from under the objects that depend on it).
+func (p pruneObject) order() int {
+	switch {
+	case namespaced(p.mapping):
+		return 0
+	case p.ref.GroupKind() == namespaceGroupKind:
+		return 2
+	case p.ref.GroupKind() == crdGroupKind:
+		return 3
+	default:
+		return 1
+	}
+}
+
+// planPrune lists the set's members of every kind the parent names or objs have, and
+// returns those not among objs. Only objects that carry this set's part-of label are
+// ever candidates, and never the namespace that holds the parent.
+func (m *Manager) planPrune(ctx context.Context, inv *inventory, objs []*desiredObject, idx *liveIndex) (*prunePlan, error) {
+	mappings := uniqueMappings(objs)
+	have := map[schema.GroupKind]bool{}
+	for _, mp := range mappings {
+		have[mp.GroupVersionKind.GroupKind()] = true
+	}
+	for _, gk := range sortedKinds(inv.kinds) {
+		if have[gk] {
+			continue
+		}
+		mp, err := m.mapper.RESTMapping(gk)
+		if meta.IsNoMatchError(err) {
+			// The kind is gone from the cluster (e.g. its CRD was deleted), and with it
+			// every object of the kind.
+			m.log.Warn("the ApplySet lists a kind the cluster no longer serves", "kind", gk.String())
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		have[gk] = true
+		mappings = append(mappings, mp)
+	}
+	if err := idx.loadAll(ctx, mappings); err != nil {
+		return nil, err
+	}
+	wanted := map[objKey]bool{}
+	for _, d := range objs {
+		wanted[d.ref.key()] = true
+	}
+	byResource := map[schema.GroupVersionResource]*meta.RESTMapping{}
+	for _, mp := range mappings {
+		byResource[mp.Resource] = mp
+	}
+	plan := &prunePlan{}
+	seen := map[objKey]bool{}
+	for gvr, items := range idx.members() {
+		mp := byResource[gvr]
+		if mp == nil {
+			continue
+		}
+		gk := mp.GroupVersionKind.GroupKind()
+		for _, u := range items {
+			if u.GetLabels()[LabelPartOf] != inv.id {
+				continue // the selector already ensures this; never trust it alone
+			}
+			ref := ObjectRef{Group: gk.Group, Version: mp.GroupVersionKind.Version, Kind: gk.Kind,
+				Namespace: u.GetNamespace(), Name: u.GetName()}
+			if seen[ref.key()] {
+				continue
+			}
+			seen[ref.key()] = true
+			if u.GetDeletionTimestamp() != nil {
+				continue
+			}
+			plan.members++
+			if wanted[ref.key()] {
+				continue
+			}
+			if gk == namespaceGroupKind && ref.Name == inv.parent.Namespace {
+				continue
+			}
+			plan.objects = append(plan.objects, pruneObject{ref: ref, mapping: mp, uid: u.GetUID(), obj: u})
+		}
+	}
+	sort.SliceStable(plan.objects, func(i, j int) bool {
+		a, b := plan.objects[i], plan.objects[j]
+		if a.order() != b.order() {
+			return a.order() < b.order()
+		}
+		if a.ref.Namespace != b.ref.Namespace {
+			return a.ref.Namespace < b.ref.Namespace
+		}
+		if a.ref.Kind != b.ref.Kind {
+			return a.ref.Kind < b.ref.Kind
+		}
+		return a.ref.Name < b.ref.Name
+	})
+	return plan, nil
+}
+
+// prune deletes the planned objects, one order group after the other, each group in
+// parallel. A deletion is conditional on the UID that was listed, so an object
+// recreated by someone else in the meantime is left alone.
+func (m *Manager) prune(ctx context.Context, plan *prunePlan, opts ApplyOptions) ([]ObjectResult, bool) {
+	results := make([]ObjectResult, len(plan.objects))
+	failed := false
+	for lo := 0; lo < len(plan.objects); {
+		hi := lo
+		for hi < len(plan.objects) && plan.objects[hi].order() == plan.objects[lo].order() {
+			hi++
+		}
+		group := plan.objects[lo:hi]
+		forEach(ctx, m.opts.Workers, len(group), func(ctx context.Context, i int) {
+			p := group[i]
+			err := m.deleteObject(ctx, p.mapping, p.ref.Namespace, p.ref.Name, p.uid, opts.DryRun)
+			if apierrors.IsNotFound(err) {
+				err = nil
+			}
+			r := ObjectResult{Ref: p.ref, Action: ActionPruned}
+			if err != nil {
+				r = ObjectResult{Ref: p.ref, Action: ActionFailed, Err: objectError(p.ref, "prune", redact(err, p.obj))}
+			}
+			results[lo+i] = r
+		})
+		lo = hi
+	}
+	for _, r := range results {
+		if r.Action != ActionPruned {
+			failed = true
+		}
+	}
+	return results, failed
+}

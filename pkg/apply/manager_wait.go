@@ -1,0 +1,108 @@
+package apply
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
+)
+
+// Wait waits until every object the report applied is current by kstatus rules (e.g.
+// a Namespace is Active, a Deployment has rolled out, a PVC is Bound; objects without
+// status are current at once) and every object it pruned is gone. It polls with one
+// LIST per resource. It fails at once when an object's status is Failed, and after
+// timeout with the objects that are not ready and why.
+func (m *Manager) Wait(ctx context.Context, report *Report, timeout time.Duration) error {
+	type target struct {
+		ref     ObjectRef
+		mapping *meta.RESTMapping
+		gone    bool
+	}
+	var targets []target
+	for _, o := range report.Objects {
+		var gone bool
+		switch o.Action {
+		case ActionCreated, ActionConfigured, ActionUnchanged, ActionRecreated:
+		case ActionPruned:
+			gone = true
+		default:
+			continue
+		}
+		mp, err := m.mapper.RESTMapping(o.Ref.GroupKind(), o.Ref.Version)
+		if err != nil {
+			return fmt.Errorf("waiting: %s: %w", o.Ref, err)
+		}
+		targets = append(targets, target{ref: o.Ref, mapping: mp, gone: gone})
+	}
+	if len(targets) == 0 {
+		return nil
+	}
+	namespaces := sets.New[string]()
+	var mappings []*meta.RESTMapping
+	seen := sets.New[string]()
+	for _, t := range targets {
+		if t.ref.Namespace != "" {
+			namespaces.Insert(t.ref.Namespace)
+		}
+		if !seen.Has(t.mapping.Resource.String()) {
+			seen.Insert(t.mapping.Resource.String())
+			mappings = append(mappings, t.mapping)
+		}
+	}
+
+	var notReady []string
+	var failed []string
+	start := time.Now()
+	err := poll(ctx, 500*time.Millisecond, timeout, func(ctx context.Context) (bool, error) {
+		idx := m.newLiveIndex(report.ApplySetID, namespaces)
+		if err := idx.loadAll(ctx, mappings); err != nil {
+			return false, err
+		}
+		notReady, failed = notReady[:0], failed[:0]
+		for _, t := range targets {
+			u := idx.get(t.mapping, t.ref)
+			if t.gone {
+				if u != nil {
+					notReady = append(notReady, t.ref.String()+": still exists")
+				}
+				continue
+			}
+			if u == nil {
+				notReady = append(notReady, t.ref.String()+": not found")
+				continue
+			}
+			res, err := status.Compute(u)
+			if err != nil {
+				notReady = append(notReady, fmt.Sprintf("%s: %v", t.ref, err))
+				continue
+			}
+			switch res.Status {
+			case status.CurrentStatus:
+			case status.FailedStatus:
+				failed = append(failed, fmt.Sprintf("%s: %s: %s", t.ref, res.Status, res.Message))
+			default:
+				notReady = append(notReady, fmt.Sprintf("%s: %s: %s", t.ref, res.Status, res.Message))
+			}
+		}
+		if len(failed) > 0 {
+			return false, errors.New("failed: " + strings.Join(failed, "; "))
+		}
+		m.log.Debug("waiting for objects", "notReady", len(notReady), "elapsed", time.Since(start).Round(time.Millisecond))
+		return len(notReady) == 0, nil
+	})
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		sort.Strings(notReady)
+		return fmt.Errorf("timed out after %s waiting for %d object(s) to become ready: %s",
+			timeout, len(notReady), strings.Join(notReady, "; "))
+	}
+	return fmt.Errorf("waiting for objects: %w", err)
+}

@@ -1,0 +1,175 @@
+package apply
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// DefaultFieldManager is the server-side apply field manager of pcsync.
+const DefaultFieldManager = "pcsync"
+
+// ManagerOptions configure a Manager: who it is and which inventory it keeps.
+type ManagerOptions struct {
+	// FieldManager is the server-side apply field manager for applied objects.
+	// Default "pcsync".
+	FieldManager string
+	// ApplySet is the inventory parent, a Secret. Default pcsync in namespace
+	// paperclip.
+	ApplySet ParentRef
+	// ToolingName is the tool name written to and required in the parent's
+	// applyset.kubernetes.io/tooling annotation. Default "pcsync". A parent that names
+	// another tool is refused, as the ApplySet specification asks. Setting "kubectl"
+	// makes the set one that kubectl (KUBECTL_APPLYSET=true) will also change and
+	// prune.
+	ToolingName string
+	// ToolVersion is the version written after ToolingName, e.g. "v0.3.0".
+	// Default "v0.0.0-dev".
+	ToolVersion string
+	// Workers bounds the requests one verb sends in parallel. Default 16.
+	Workers int
+	// MissingKindHints says, per group, what to do when the cluster does not serve a
+	// kind of that group; it is appended to the error. Default:
+	// DefaultMissingKindHints.
+	MissingKindHints map[string]string
+	// Logger receives debug and progress records; nil discards them. Object contents
+	// are never logged.
+	Logger *slog.Logger
+}
+
+// ParentRef names the Secret that is the ApplySet parent.
+type ParentRef struct {
+	// Name of the Secret. Default "pcsync".
+	Name string
+	// Namespace of the Secret; created if missing. Default "paperclip".
+	Namespace string
+}
+
+// DefaultMissingKindHints are the built-in hints for kinds a plain cluster lacks.
+func DefaultMissingKindHints() map[string]string {
+	return map[string]string{
+		"cilium.io": "install Cilium (it serves cilium.io/v2 CiliumNetworkPolicy), " +
+			"or set Settings spec.egress.mode (or the company's egress.mode) to \"standard\"",
+	}
+}
+
+// DefaultManagerOptions returns the defaults described on ManagerOptions.
+func DefaultManagerOptions() ManagerOptions {
+	return ManagerOptions{
+		FieldManager:     DefaultFieldManager,
+		ApplySet:         ParentRef{Name: "pcsync", Namespace: "paperclip"},
+		ToolingName:      "pcsync",
+		ToolVersion:      "v0.0.0-dev",
+		Workers:          16,
+		MissingKindHints: DefaultMissingKindHints(),
+	}
+}
+
+func (o *ManagerOptions) complete() {
+	d := DefaultManagerOptions()
+	if o.FieldManager == "" {
+		o.FieldManager = d.FieldManager
+	}
+	if o.ApplySet.Name == "" {
+		o.ApplySet.Name = d.ApplySet.Name
+	}
+	if o.ApplySet.Namespace == "" {
+		o.ApplySet.Namespace = d.ApplySet.Namespace
+	}
+	if o.ToolingName == "" {
+		o.ToolingName = d.ToolingName
+	}
+	if o.ToolVersion == "" {
+		o.ToolVersion = d.ToolVersion
+	}
+	if o.Workers <= 0 {
+		o.Workers = d.Workers
+	}
+	if o.MissingKindHints == nil {
+		o.MissingKindHints = d.MissingKindHints
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// ApplyOptions configure one Apply.
+type ApplyOptions struct {
+	// ForceConflicts takes ownership of fields another field manager owns. Without it
+	// such an object fails with an error naming the other managers and the fields.
+	ForceConflicts bool
+	// Force deletes and recreates an object whose change touches an immutable field.
+	// Without it such an object fails with an error that says so.
+	Force bool
+	// DryRun persists nothing: changes are sent as server-side dry runs, the parent is
+	// not written and prune only reports what it would delete.
+	DryRun bool
+	// Prune deletes members of the set that are not among the objects given.
+	Prune bool
+	// PruneMax is the largest number (e.g. 10) or share of the set's live members
+	// (e.g. "25%", rounded down) one prune may delete. Default 25%.
+	PruneMax intstr.IntOrString
+	// AllowMassPrune lifts PruneMax and allows pruning with no objects given.
+	AllowMassPrune bool
+	// Wait waits until every applied object is current (kstatus) and every pruned
+	// object is gone.
+	Wait bool
+	// Timeout bounds waiting: for CRDs to be established, for an object deleted by
+	// Force to disappear, and for Wait. Default 2m.
+	Timeout time.Duration
+}
+
+// DefaultApplyOptions returns the defaults described on ApplyOptions.
+func DefaultApplyOptions() ApplyOptions {
+	return ApplyOptions{PruneMax: intstr.FromString("25%"), Timeout: 2 * time.Minute}
+}
+
+func (o *ApplyOptions) complete() error {
+	if o.PruneMax.Type == intstr.Int && o.PruneMax.IntVal == 0 && o.PruneMax.StrVal == "" {
+		// The zero value: take the default, unless a caller explicitly wants 0 via "0".
+		o.PruneMax = intstr.FromString("25%")
+	}
+	if _, err := intstr.GetScaledValueFromIntOrPercent(&o.PruneMax, 100, false); err != nil {
+		return fmt.Errorf("invalid prune limit %q: %w", o.PruneMax.String(), err)
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 2 * time.Minute
+	}
+	return nil
+}
+
+// ParsePruneMax parses a --prune-max value: a count ("10") or a percentage ("25%").
+func ParsePruneMax(s string) (intstr.IntOrString, error) {
+	v := intstr.Parse(s)
+	if v.Type == intstr.String && (len(s) < 2 || s[len(s)-1] != '%') {
+		return v, fmt.Errorf("invalid prune limit %q: want a count such as 10 or a percentage such as 25%%", s)
+	}
+	n, err := intstr.GetScaledValueFromIntOrPercent(&v, 100, false)
+	if err != nil || n < 0 {
+		return v, fmt.Errorf("invalid prune limit %q: want a count such as 10 or a percentage such as 25%%", s)
+	}
+	return v, nil
+}
+
+// DiffOptions configure one Diff.
+type DiffOptions struct {
+	// ForceConflicts dry-runs with conflicts forced, showing the result of
+	// apply --force-conflicts; without it an object with conflicts fails.
+	ForceConflicts bool
+	// Prune shows the members that apply --prune would delete, as deletions.
+	Prune bool
+	// Context is the number of unchanged lines around each change. Default 3.
+	Context int
+}
+
+// DefaultDiffOptions returns the defaults described on DiffOptions.
+func DefaultDiffOptions() DiffOptions { return DiffOptions{Context: 3} }
+
+// crdGroupKind is the kind of CustomResourceDefinitions.
+var crdGroupKind = schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}
+
+// namespaceGroupKind is the kind of Namespaces.
+var namespaceGroupKind = schema.GroupKind{Kind: "Namespace"}

@@ -1,0 +1,271 @@
+package apply
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/sets"
+)
+
+// AnnotationAppliedHash holds a digest of the configuration pcsync last applied to an
+// object. Together with managedFields it lets pcsync see, from a LIST, that an object
+// is already as desired — including fields removed from the configuration inside
+// atomic lists and maps, which managedFields alone cannot show.
+const AnnotationAppliedHash = "pcsync.io/applied-hash"
+
+// stage orders the apply: CRDs, then cluster-scoped objects (Namespaces among them),
+// then namespaced objects.
+type stage int
+
+const (
+	stageCRDs stage = iota
+	stageClusterScoped
+	stageNamespaced
+)
+
+// desiredObject is one input object, prepared for applying.
+type desiredObject struct {
+	// index is the object's position in the input.
+	index int
+	ref   ObjectRef
+	// obj is the configuration to apply: the input plus the part-of label and the
+	// applied-hash annotation, without server-owned metadata and status.
+	obj  *unstructured.Unstructured
+	body []byte
+	// mapping is nil until the kind is resolved; pending is set for kinds defined
+	// by a CRD of the same input that the server does not serve yet.
+	mapping *meta.RESTMapping
+	pending bool
+	// err is set when the object cannot be applied at all.
+	err error
+}
+
+func (d *desiredObject) stage() stage {
+	switch {
+	case d.ref.GroupKind() == crdGroupKind:
+		return stageCRDs
+	case d.mapping != nil && !namespaced(d.mapping):
+		return stageClusterScoped
+	default:
+		return stageNamespaced
+	}
+}
+
+// serverOwnedMetadata are metadata fields a configuration must not carry.
+var serverOwnedMetadata = []string{"managedFields", "resourceVersion", "uid", "generation", "creationTimestamp",
+	"selfLink", "deletionTimestamp", "deletionGracePeriodSeconds"}
+
+// prepare copies and checks the input objects and marks them as members of set id.
+// Input-level problems (missing name, duplicates, a foreign part-of label) are errors
+// of the whole call: they mean the input is wrong, not the cluster.
+func prepare(objs []*unstructured.Unstructured, id string) ([]*desiredObject, error) {
+	out := make([]*desiredObject, 0, len(objs))
+	seen := map[objKey]int{}
+	var errs []error
+	for i, in := range objs {
+		if in == nil {
+			errs = append(errs, fmt.Errorf("object %d is nil", i))
+			continue
+		}
+		ref := RefOf(in)
+		if ref.Kind == "" || ref.Version == "" || ref.Name == "" {
+			errs = append(errs, fmt.Errorf("object %d (%s): apiVersion, kind and metadata.name are required", i, ref))
+			continue
+		}
+		if j, dup := seen[ref.key()]; dup {
+			errs = append(errs, fmt.Errorf("%s: given twice (objects %d and %d)", ref, j, i))
+			continue
+		}
+		seen[ref.key()] = i
+		u := in.DeepCopy()
+		delete(u.Object, "status")
+		if md, ok := u.Object["metadata"].(map[string]any); ok {
+			for _, f := range serverOwnedMetadata {
+				delete(md, f)
+			}
+		}
+		if ref.GroupKind() == (schema.GroupKind{Kind: "Secret"}) {
+			if err := foldStringData(u); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", ref, err))
+				continue
+			}
+		}
+		labels := u.GetLabels()
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		if v, ok := labels[LabelPartOf]; ok && v != id {
+			errs = append(errs, fmt.Errorf("%s: carries %s=%s of another ApplySet", ref, LabelPartOf, v))
+			continue
+		}
+		labels[LabelPartOf] = id
+		u.SetLabels(labels)
+		d := &desiredObject{index: i, ref: ref, obj: u}
+		if err := d.seal(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", ref, err))
+			continue
+		}
+		out = append(out, d)
+	}
+	return out, errors.Join(errs...)
+}
+
+// seal stamps the applied-hash annotation and encodes the body. It must be called
+// again after the object changes.
+func (d *desiredObject) seal() error {
+	ann := d.obj.GetAnnotations()
+	delete(ann, AnnotationAppliedHash)
+	if len(ann) == 0 {
+		unstructured.RemoveNestedField(d.obj.Object, "metadata", "annotations")
+	} else {
+		d.obj.SetAnnotations(ann)
+	}
+	plain, err := json.Marshal(d.obj.Object) // encoding/json sorts map keys: canonical
+	if err != nil {
+		return fmt.Errorf("encoding: %w", err)
+	}
+	sum := sha256.Sum256(plain)
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	ann[AnnotationAppliedHash] = base64.RawURLEncoding.EncodeToString(sum[:18])
+	d.obj.SetAnnotations(ann)
+	d.body, err = json.Marshal(d.obj.Object)
+	if err != nil {
+		return fmt.Errorf("encoding: %w", err)
+	}
+	return nil
+}
+
+// foldStringData moves a Secret's stringData into data (base64), as the API server
+// does on write, so that the applied configuration is what the server stores.
+func foldStringData(u *unstructured.Unstructured) error {
+	sd, found, err := unstructured.NestedMap(u.Object, "stringData")
+	if err != nil {
+		return fmt.Errorf("stringData: %w", err)
+	}
+	if !found {
+		return nil
+	}
+	data, _, err := unstructured.NestedMap(u.Object, "data")
+	if err != nil {
+		return fmt.Errorf("data: %w", err)
+	}
+	if data == nil {
+		data = map[string]any{}
+	}
+	for k, v := range sd {
+		s, ok := v.(string)
+		if !ok {
+			return fmt.Errorf("stringData.%s is not a string", k)
+		}
+		data[k] = base64.StdEncoding.EncodeToString([]byte(s))
+	}
+	delete(u.Object, "stringData")
+	return unstructured.SetNestedMap(u.Object, data, "data")
+}
+
+// definedByCRDs returns the kinds the CRDs among objs define.
+func definedByCRDs(objs []*desiredObject) sets.Set[schema.GroupKind] {
+	out := sets.New[schema.GroupKind]()
+	for _, d := range objs {
+		if d.ref.GroupKind() != crdGroupKind {
+			continue
+		}
+		group, _, _ := unstructured.NestedString(d.obj.Object, "spec", "group")
+		kind, _, _ := unstructured.NestedString(d.obj.Object, "spec", "names", "kind")
+		if group != "" && kind != "" {
+			out.Insert(schema.GroupKind{Group: group, Kind: kind})
+		}
+	}
+	return out
+}
+
+// resolve finds the REST mapping of every object that has none yet. Kinds the server
+// does not serve become per-object errors with a hint, unless a CRD of the same input
+// defines them (then the object stays pending until the CRDs are established, or
+// fails if final is set).
+func (m *Manager) resolve(objs []*desiredObject, final bool) {
+	crdKinds := definedByCRDs(objs)
+	for _, d := range objs {
+		if d.mapping != nil || d.err != nil {
+			continue
+		}
+		mapping, err := m.mapper.RESTMapping(d.ref.GroupKind(), d.ref.Version)
+		if err != nil {
+			if meta.IsNoMatchError(err) && crdKinds.Has(d.ref.GroupKind()) && !final {
+				d.pending = true
+				continue
+			}
+			d.pending = false
+			d.err = objectError(d.ref, "apply", m.mappingError(d.ref, err))
+			continue
+		}
+		d.pending = false
+		d.mapping = mapping
+		if !namespaced(mapping) && d.ref.Namespace != "" {
+			// As kubectl does: a namespace on a cluster-scoped object means nothing.
+			d.ref.Namespace = ""
+			d.obj.SetNamespace("")
+			if err := d.seal(); err != nil {
+				d.err = objectError(d.ref, "apply", err)
+			}
+		}
+		if namespaced(mapping) && d.ref.Namespace == "" {
+			d.err = objectError(d.ref, "apply", errors.New("namespaced object without metadata.namespace"))
+		}
+	}
+}
+
+// mappingError explains a kind the server does not serve.
+func (m *Manager) mappingError(ref ObjectRef, err error) error {
+	if !meta.IsNoMatchError(err) {
+		return fmt.Errorf("resolving its kind: %w", err)
+	}
+	gv := schema.GroupVersion{Group: ref.Group, Version: ref.Version}.String()
+	hint, ok := m.opts.MissingKindHints[ref.Group]
+	if !ok {
+		if ref.Group == "" || !isCustomGroup(ref.Group) {
+			hint = "check the apiVersion against `kubectl api-versions`"
+		} else {
+			hint = "install the CustomResourceDefinition (or the operator) that provides it"
+		}
+	}
+	return fmt.Errorf("the cluster does not serve kind %s in %s: %s", ref.Kind, gv, hint)
+}
+
+// isCustomGroup reports whether a group is not one of Kubernetes' own.
+func isCustomGroup(group string) bool {
+	for _, suffix := range []string{".k8s.io", ".kubernetes.io"} {
+		if len(group) > len(suffix) && group[len(group)-len(suffix):] == suffix {
+			return false
+		}
+	}
+	switch group {
+	case "apps", "batch", "autoscaling", "policy":
+		return false
+	}
+	return true
+}
+
+// byStage groups resolved objects by stage, each group in input order.
+func byStage(objs []*desiredObject) map[stage][]*desiredObject {
+	out := map[stage][]*desiredObject{}
+	for _, d := range objs {
+		if d.err != nil || d.pending || d.mapping == nil {
+			continue
+		}
+		out[d.stage()] = append(out[d.stage()], d)
+	}
+	for _, g := range out {
+		sort.SliceStable(g, func(i, j int) bool { return g[i].index < g[j].index })
+	}
+	return out
+}

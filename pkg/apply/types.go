@@ -1,0 +1,146 @@
+package apply
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Action is what happened (or, in a dry run, would happen) to one object.
+type Action string
+
+// The actions, in the order the summary lists them.
+const (
+	// ActionCreated: the object did not exist and was created.
+	ActionCreated Action = "created"
+	// ActionConfigured: the object existed and was changed.
+	ActionConfigured Action = "configured"
+	// ActionUnchanged: the object was already as desired; no request was needed or
+	// the server made no change.
+	ActionUnchanged Action = "unchanged"
+	// ActionRecreated: an immutable field differed and, with Force, the object was
+	// deleted and created again.
+	ActionRecreated Action = "recreated"
+	// ActionPruned: the object was a member of the set, is no longer rendered, and was
+	// deleted.
+	ActionPruned Action = "pruned"
+	// ActionFailed: the object could not be applied (or pruned); see its error.
+	ActionFailed Action = "failed"
+)
+
+// Actions lists every Action in summary order.
+var Actions = []Action{ActionCreated, ActionConfigured, ActionUnchanged, ActionRecreated, ActionPruned, ActionFailed}
+
+// ObjectRef names one object. Version is informative (the version it was applied
+// with); two refs name the same object when Group, Kind, Namespace and Name match.
+type ObjectRef struct {
+	// Group is the API group ("" for the core group).
+	Group string `json:"group,omitempty"`
+	// Version is the API version the object was read or applied with.
+	Version string `json:"version"`
+	// Kind is the object's kind, e.g. "Role".
+	Kind string `json:"kind"`
+	// Namespace is empty for cluster-scoped objects.
+	Namespace string `json:"namespace,omitempty"`
+	// Name is the object's name.
+	Name string `json:"name"`
+}
+
+// RefOf returns the ref of u.
+func RefOf(u *unstructured.Unstructured) ObjectRef {
+	gvk := u.GroupVersionKind()
+	return ObjectRef{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind, Namespace: u.GetNamespace(), Name: u.GetName()}
+}
+
+// GroupKind returns the ref's group and kind.
+func (r ObjectRef) GroupKind() schema.GroupKind { return schema.GroupKind{Group: r.Group, Kind: r.Kind} }
+
+// String names the object in errors and logs: Kind/namespace/name, or Kind/name for
+// cluster-scoped objects, e.g. "Role/paperclip-acme/paperclip-tenant-role".
+func (r ObjectRef) String() string {
+	if r.Namespace == "" {
+		return r.Kind + "/" + r.Name
+	}
+	return r.Kind + "/" + r.Namespace + "/" + r.Name
+}
+
+// KubectlName is the name kubectl prints for the object: the lower-case kind, the
+// group if any, and the name, e.g. "role.rbac.authorization.k8s.io/paperclip-tenant-role"
+// or "namespace/paperclip-acme".
+func (r ObjectRef) KubectlName() string {
+	k := strings.ToLower(r.Kind)
+	if r.Group != "" {
+		k += "." + r.Group
+	}
+	return k + "/" + r.Name
+}
+
+// key drops the version so that refs compare by identity.
+func (r ObjectRef) key() objKey {
+	return objKey{group: r.Group, kind: r.Kind, namespace: r.Namespace, name: r.Name}
+}
+
+type objKey struct{ group, kind, namespace, name string }
+
+// ObjectResult is the outcome for one object.
+type ObjectResult struct {
+	// Ref names the object.
+	Ref ObjectRef
+	// Action is what happened to it.
+	Action Action
+	// Err is set when Action is ActionFailed. Its message starts with the object's
+	// ref and never contains Secret values.
+	Err error
+}
+
+// Report is the outcome of one Apply.
+type Report struct {
+	// ApplySetID is the applyset.kubernetes.io/id of the inventory parent.
+	ApplySetID string
+	// Parent names the inventory parent object.
+	Parent ObjectRef
+	// DryRun is true when nothing was persisted.
+	DryRun bool
+	// Objects has one entry per input object, in the order they were given, followed
+	// by the pruned objects in deletion order.
+	Objects []ObjectResult
+	// MutatingRequests is the number of mutating HTTP requests (POST, PUT, PATCH,
+	// DELETE, including server-side dry runs) the Manager sent during the call.
+	MutatingRequests int64
+	// ReadRequests is the number of other requests (GET, LIST, discovery).
+	ReadRequests int64
+	// Duration is the wall time of the call.
+	Duration time.Duration
+}
+
+// Count returns how many objects ended with action a.
+func (r *Report) Count(a Action) int {
+	n := 0
+	for _, o := range r.Objects {
+		if o.Action == a {
+			n++
+		}
+	}
+	return n
+}
+
+// Err joins the errors of the failed objects; nil when none failed.
+func (r *Report) Err() error {
+	var errs []error
+	for _, o := range r.Objects {
+		if o.Err != nil {
+			errs = append(errs, o.Err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// objectError prefixes err with the object and the operation, as in
+// "Role/paperclip-acme/paperclip-tenant-role apply failed: …".
+func objectError(ref ObjectRef, op string, err error) error {
+	return fmt.Errorf("%s %s failed: %w", ref, op, err)
+}
