@@ -57,7 +57,9 @@ func RefOf(u *unstructured.Unstructured) ObjectRef {
 }
 
 // GroupKind returns the ref's group and kind.
-func (r ObjectRef) GroupKind() schema.GroupKind { return schema.GroupKind{Group: r.Group, Kind: r.Kind} }
+func (r ObjectRef) GroupKind() schema.GroupKind {
+	return schema.GroupKind{Group: r.Group, Kind: r.Kind}
+}
 
 // String names the object in errors and logs: Kind/namespace/name, or Kind/name for
 // cluster-scoped objects, e.g. "Role/paperclip-acme/paperclip-tenant-role".
