@@ -51,6 +51,20 @@ func (m *Model) Adapter(t AdapterType) AdapterDefaults {
 	return d
 }
 
+// WantsFQDNs reports whether a company's egress names hosts: its own
+// egress.allowFqdns, or the effective allowFqdns of its agents' adapters.
+func (m *Model) WantsFQDNs(c *Company) bool {
+	if len(c.Spec.Egress.AllowFQDNs) > 0 {
+		return true
+	}
+	for i := range c.Spec.Agents {
+		if len(m.Adapter(c.Spec.Agents[i].Adapter).AllowFQDNs) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // AgentImage is the image an agent's pods run: its own image, else its
 // adapter's effective image.
 func (m *Model) AgentImage(a *Agent) string {

@@ -1,0 +1,303 @@
+package config
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// LoadOptions tune Load. The zero value is valid; DefaultLoadOptions
+// spells out the defaults.
+type LoadOptions struct {
+	// Concurrency is how many files are parsed and validated at once.
+	// 0 means GOMAXPROCS.
+	Concurrency int
+	// MaxFileSize is the largest config file read, in bytes; larger files
+	// are an error. 0 means 8 MiB.
+	MaxFileSize int64
+	// MaxNodes is the most values one file may hold once YAML aliases are
+	// expanded, which stops alias bombs. 0 means 1,000,000.
+	MaxNodes int
+	// Validator checks documents against the schema; nil means the
+	// package's shared one.
+	Validator *Validator
+}
+
+// DefaultLoadOptions returns the options Load uses for zero fields.
+func DefaultLoadOptions() LoadOptions {
+	return LoadOptions{MaxFileSize: 8 << 20, MaxNodes: 1_000_000}
+}
+
+func (o LoadOptions) withDefaults() (LoadOptions, error) {
+	d := DefaultLoadOptions()
+	if o.MaxFileSize <= 0 {
+		o.MaxFileSize = d.MaxFileSize
+	}
+	if o.MaxNodes <= 0 {
+		o.MaxNodes = d.MaxNodes
+	}
+	if o.Validator == nil {
+		v, err := sharedValidator()
+		if err != nil {
+			return o, err
+		}
+		o.Validator = v
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = o.Validator.limit
+	}
+	return o, nil
+}
+
+// sharedValidator is the Validator of Load and ParseRun when none is
+// given: compiled on first use, then only lent out under its own lock.
+var sharedValidator = sync.OnceValues(func() (*Validator, error) { return NewValidator(0) })
+
+// loadedDoc is a document with its kind and, when valid, its JSON.
+type loadedDoc struct {
+	doc  *document
+	kind string
+	json []byte
+}
+
+// fileResult is what parsing and validating one file gave.
+type fileResult struct {
+	docs []*loadedDoc
+	errs []*Error
+}
+
+// Load reads every *.yaml and *.yml file under dir (recursively; hidden
+// files and directories are skipped), validates each document against the
+// schema and the rules across documents, and returns the model with the
+// schema's defaults. Invalid config gives an *Errors holding every
+// problem; other failures (an unreadable directory) give a plain error.
+func Load(ctx context.Context, dir string, opts LoadOptions) (*Model, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	files, err := listFiles(dir)
+	if err != nil {
+		return nil, err
+	}
+	results := make([]fileResult, len(files))
+	jobs := make(chan int)
+	var wg sync.WaitGroup
+	var ioMu sync.Mutex
+	var ioErr error
+	for range min(opts.Concurrency, max(len(files), 1)) {
+		wg.Go(func() {
+			for i := range jobs {
+				r, err := loadFile(files[i], opts)
+				if err != nil {
+					ioMu.Lock()
+					ioErr = cmpErr(ioErr, err)
+					ioMu.Unlock()
+				}
+				results[i] = r
+			}
+		})
+	}
+feed:
+	for i := range files {
+		select {
+		case jobs <- i:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("load %s: %w", dir, err)
+	}
+	if ioErr != nil {
+		return nil, ioErr
+	}
+	return assemble(dir, results, opts)
+}
+
+func cmpErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// listFiles finds the config files under dir, sorted.
+func listFiles(dir string) ([]string, error) {
+	info, err := os.Stat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("config directory: %w", err)
+	}
+	if !info.IsDir() {
+		return nil, fmt.Errorf("config directory %s: not a directory", dir)
+	}
+	var files []string
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return fmt.Errorf("config directory: %w", err)
+		}
+		name := d.Name()
+		if p != dir && strings.HasPrefix(name, ".") {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() {
+			return nil
+		}
+		if ext := strings.ToLower(filepath.Ext(name)); ext == ".yaml" || ext == ".yml" {
+			files = append(files, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(files)
+	return files, nil
+}
+
+// loadFile parses a file and validates its documents.
+func loadFile(name string, opts LoadOptions) (fileResult, error) {
+	var r fileResult
+	f, err := os.Open(name)
+	if err != nil {
+		return r, fmt.Errorf("config file: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return r, fmt.Errorf("config file: %w", err)
+	}
+	if st.Size() > opts.MaxFileSize {
+		r.errs = append(r.errs, &Error{Pos: Position{File: name, Line: 1, Column: 1},
+			Message: fmt.Sprintf("file is larger than %d bytes", opts.MaxFileSize)})
+		return r, nil
+	}
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return r, fmt.Errorf("config file: %w", err)
+	}
+	docs, perr := parseYAML(name, data, parseLimits{maxNodes: opts.MaxNodes})
+	if perr != nil {
+		r.errs = append(r.errs, perr)
+	}
+	for _, d := range docs {
+		ld, errs := checkDocument(d, opts.Validator, configKinds)
+		r.errs = append(r.errs, errs...)
+		if ld != nil {
+			r.docs = append(r.docs, ld)
+		}
+	}
+	return r, nil
+}
+
+// configKinds are the kinds a config directory holds.
+var configKinds = []string{"Settings", "Company"}
+
+// checkDocument reads apiVersion and kind and validates the document
+// against the schema of its kind.
+func checkDocument(d *document, v *Validator, kinds []string) (*loadedDoc, []*Error) {
+	if kindOf(d.expr) != "struct" {
+		return nil, []*Error{{Pos: d.start, Message: "a document must be a mapping with apiVersion, kind, metadata and spec"}}
+	}
+	api, hasAPI := d.stringAt(keys("apiVersion"))
+	kind, hasKind := d.stringAt(keys("kind"))
+	switch {
+	case !hasKind:
+		return nil, []*Error{{Pos: d.posIn(keys("kind"), true), Field: "kind",
+			Message: "kind is required: one of " + strings.Join(kinds, ", ")}}
+	case !hasAPI:
+		return nil, []*Error{{Pos: d.posIn(keys("apiVersion"), true), Field: "apiVersion",
+			Message: "apiVersion is required: " + APIVersion}}
+	case api != APIVersion:
+		return nil, []*Error{{Pos: d.posIn(keys("apiVersion"), false), Field: "apiVersion",
+			Message: fmt.Sprintf("unknown apiVersion %q: pcsync reads %s", api, APIVersion)}}
+	case !slices.Contains(kinds, kind):
+		msg := fmt.Sprintf("unknown kind %q: must be one of %s", kind, strings.Join(kinds, ", "))
+		if kind == "Run" {
+			msg = "a Run request belongs in the spool directory, not in the config directory"
+		}
+		return nil, []*Error{{Pos: d.posIn(keys("kind"), false), Field: "kind", Message: msg}}
+	}
+	out, errs := v.validate(kind, d)
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return &loadedDoc{doc: d, kind: kind, json: out}, nil
+}
+
+// assemble decodes the valid documents into the model and checks the
+// rules across documents.
+func assemble(dir string, results []fileResult, opts LoadOptions) (*Model, error) {
+	errs := &Errors{}
+	m := &Model{Dir: dir, Builtin: opts.Validator.builtin, Settings: opts.Validator.defaultSettings}
+	var settingsDoc *loadedDoc
+	var companyDocs []*loadedDoc
+	for _, r := range results {
+		errs.List = append(errs.List, r.errs...)
+		for _, d := range r.docs {
+			switch d.kind {
+			case "Settings":
+				if settingsDoc != nil {
+					errs.add(d.doc.posIn(keys("kind"), false), "kind",
+						"a second Settings document; the first is at %s", settingsDoc.doc.start)
+					continue
+				}
+				settingsDoc = d
+				var s Settings
+				if err := json.Unmarshal(d.json, &s); err != nil {
+					errs.add(d.doc.start, "", "cannot decode Settings: %v", err)
+					continue
+				}
+				s.Source = d.doc.start
+				m.Settings = s
+			case "Company":
+				var c Company
+				if err := json.Unmarshal(d.json, &c); err != nil {
+					errs.add(d.doc.start, "", "cannot decode Company: %v", err)
+					continue
+				}
+				c.Source = d.doc.start
+				m.Companies = append(m.Companies, c)
+				companyDocs = append(companyDocs, d)
+			}
+		}
+	}
+	chk := &checker{m: m, errs: errs}
+	if settingsDoc != nil {
+		chk.settings(settingsDoc.doc)
+	}
+	chk.companies(companyDocs)
+	if err := errs.err(); err != nil {
+		return nil, err
+	}
+	// Sort companies by slug, keeping their documents alongside.
+	idx := make([]int, len(m.Companies))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortFunc(idx, func(a, b int) int { return strings.Compare(m.Companies[a].Metadata.Name, m.Companies[b].Metadata.Name) })
+	sorted := make([]Company, len(idx))
+	for i, j := range idx {
+		sorted[i] = m.Companies[j]
+	}
+	m.Companies = sorted
+	docs := map[string]*document{}
+	for _, d := range companyDocs {
+		if name, ok := d.doc.stringAt(keys("metadata", "name")); ok {
+			docs[name] = d.doc
+		}
+	}
+	m.Warnings = warnings(m, docs)
+	return m, nil
+}

@@ -1,0 +1,240 @@
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// checker applies the rules that the schema cannot express: the ones
+// across documents, and the ones that need Kubernetes' or Go's own
+// validation (label keys, CIDRs, host names, patch files).
+type checker struct {
+	m    *Model
+	errs *Errors
+}
+
+func (k *checker) settings(d *document) {
+	s := &k.m.Settings.Spec
+	k.metadata(d, k.m.Settings.Metadata)
+	k.labels(d, keys("spec", "server", "podSelector"), s.Server.PodSelector)
+	for i, g := range s.Images.AllowList {
+		if _, err := path.Match(g, ""); err != nil {
+			k.errs.add(d.posIn(keys("spec", "images", "allowList").with(index(i)), false),
+				keys("spec", "images", "allowList").with(index(i)).String(), "invalid glob %q: %v", g, err)
+		}
+	}
+	types := make([]string, 0, len(s.Adapters))
+	for t := range s.Adapters {
+		types = append(types, string(t))
+	}
+	slices.Sort(types)
+	for _, t := range types {
+		for i, h := range s.Adapters[AdapterType(t)].AllowFQDNs {
+			k.fqdn(d, keys("spec", "adapters", t, "allowFqdns").with(index(i)), h)
+		}
+	}
+	k.patches(d, keys("spec", "patches"), s.Patches)
+}
+
+func (k *checker) companies(docs []*loadedDoc) {
+	slugs := map[string]Position{}
+	ids := map[string]Position{}
+	for i, ld := range docs {
+		d, c := ld.doc, &k.m.Companies[i]
+		namePos := d.posIn(keys("metadata", "name"), false)
+		if first, dup := slugs[c.Metadata.Name]; dup {
+			k.errs.add(namePos, "metadata.name", "company %q is defined twice (first at %s)", c.Metadata.Name, first)
+		} else {
+			slugs[c.Metadata.Name] = namePos
+		}
+		idPos := d.posIn(keys("spec", "id"), false)
+		if first, dup := ids[c.Spec.ID]; dup {
+			k.errs.add(idPos, "spec.id", "company id %q is used twice (first at %s)", c.Spec.ID, first)
+		} else {
+			ids[c.Spec.ID] = idPos
+		}
+		k.company(d, c)
+	}
+}
+
+func (k *checker) company(d *document, c *Company) {
+	k.metadata(d, c.Metadata)
+	k.annotations(d, keys("spec", "serviceAccountAnnotations"), c.Spec.ServiceAccountAnnotations)
+	for i, h := range c.Spec.Egress.AllowFQDNs {
+		k.fqdn(d, keys("spec", "egress", "allowFqdns").with(index(i)), h)
+	}
+	for i, r := range c.Spec.Egress.AllowCIDRs {
+		p := keys("spec", "egress", "allowCidrs").with(index(i))
+		if l := locate(d.expr, p); l.found && kindOf(l.value) == "struct" {
+			p = p.with(key("cidr"))
+		}
+		pfx, err := netip.ParsePrefix(r.CIDR)
+		switch {
+		case err != nil:
+			k.errs.add(d.posIn(p, false), p.String(), "invalid CIDR %q: want an address and a prefix length such as 10.0.0.0/8", r.CIDR)
+		case pfx != pfx.Masked():
+			k.errs.add(d.posIn(p, false), p.String(), "CIDR %q has host bits set: write %s", r.CIDR, pfx.Masked())
+		}
+	}
+	names := map[string]Position{}
+	for i, a := range c.Spec.Agents {
+		ap := keys("spec", "agents").with(index(i))
+		if first, dup := names[a.Name]; dup {
+			k.errs.add(d.posIn(ap.with(key("name")), false), ap.with(key("name")).String(),
+				"agent %q is defined twice in company %q (first at %s)", a.Name, c.Metadata.Name, first)
+		} else {
+			names[a.Name] = d.posIn(ap.with(key("name")), false)
+		}
+		if a.Image != "" && !imageAllowed(a.Image, k.m.Settings.Spec.Images.AllowList) {
+			msg := "image %q is not allowed: it matches no glob of Settings spec.images.allowList"
+			if len(k.m.Settings.Spec.Images.AllowList) == 0 {
+				msg = "image %q is not allowed: Settings spec.images.allowList is empty, so no agent may choose its image"
+			}
+			k.errs.add(d.posIn(ap.with(key("image")), false), ap.with(key("image")).String(), msg, a.Image)
+		}
+		k.labels(d, ap.with(key("labels")), a.Labels)
+		k.labels(d, ap.with(key("nodeSelector")), a.NodeSelector)
+	}
+	k.patches(d, keys("spec", "patches"), c.Spec.Patches)
+}
+
+// imageAllowed reports whether image matches a glob of the allow list; '*'
+// and '?' never match '/' (path.Match). An empty list allows nothing.
+func imageAllowed(image string, allow []string) bool {
+	for _, g := range allow {
+		if ok, err := path.Match(g, image); err == nil && ok {
+			return true
+		}
+	}
+	return false
+}
+
+func (k *checker) metadata(d *document, md Metadata) {
+	k.labels(d, keys("metadata", "labels"), md.Labels)
+	k.annotations(d, keys("metadata", "annotations"), md.Annotations)
+}
+
+// labels checks label keys and values the way the API server does.
+func (k *checker) labels(d *document, at fieldPath, m map[string]string) {
+	for _, name := range sortedKeys(m) {
+		p := at.with(key(name))
+		for _, msg := range validation.IsQualifiedName(name) {
+			k.errs.add(d.posIn(p, true), p.String(), "invalid label key %q: %s", name, msg)
+		}
+		for _, msg := range validation.IsValidLabelValue(m[name]) {
+			k.errs.add(d.posIn(p, false), p.String(), "invalid label value %q: %s", m[name], msg)
+		}
+	}
+}
+
+// annotations checks annotation keys and their total size the way the API
+// server does.
+func (k *checker) annotations(d *document, at fieldPath, m map[string]string) {
+	total := 0
+	for _, name := range sortedKeys(m) {
+		p := at.with(key(name))
+		for _, msg := range validation.IsQualifiedName(strings.ToLower(name)) {
+			k.errs.add(d.posIn(p, true), p.String(), "invalid annotation key %q: %s", name, msg)
+		}
+		total += len(name) + len(m[name])
+	}
+	if total > totalAnnotationSizeLimit {
+		k.errs.add(d.posIn(at, true), at.String(), "annotations are %d bytes, more than the limit of %d", total, totalAnnotationSizeLimit)
+	}
+}
+
+// fqdn checks a host name that egress is allowed to.
+func (k *checker) fqdn(d *document, p fieldPath, h string) {
+	if _, err := netip.ParseAddr(h); err == nil {
+		k.errs.add(d.posIn(p, false), p.String(), "%q is an IP address, not a host name: allow it with allowCidrs", h)
+		return
+	}
+	if msgs := validation.IsDNS1123Subdomain(h); len(msgs) > 0 {
+		k.errs.add(d.posIn(p, false), p.String(), "invalid host name %q: %s", h, msgs[0])
+	}
+}
+
+// patches checks each patch entry and loads the files named by path,
+// relative to the file that declares them and inside the config directory.
+func (k *checker) patches(d *document, at fieldPath, ps []Patch) {
+	for i := range ps {
+		p := &ps[i]
+		pp := at.with(index(i))
+		switch {
+		case p.Patch != "" && p.Path != "":
+			k.errs.add(d.posIn(pp, true), pp.String(), "set either patch or path, not both")
+			continue
+		case p.Patch == "" && p.Path == "":
+			k.errs.add(d.posIn(pp, true), pp.String(), "a patch needs patch (inline) or path (a file)")
+			continue
+		case p.Path == "":
+			continue
+		}
+		fp := pp.with(key("path"))
+		if filepath.IsAbs(p.Path) {
+			k.errs.add(d.posIn(fp, false), fp.String(), "patch path %q must be relative to the file that names it", p.Path)
+			continue
+		}
+		file := filepath.Join(filepath.Dir(d.file), filepath.FromSlash(p.Path))
+		if rel, err := filepath.Rel(k.m.Dir, file); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			k.errs.add(d.posIn(fp, false), fp.String(), "patch file %q is outside the config directory", p.Path)
+			continue
+		}
+		b, err := os.ReadFile(file)
+		if err != nil {
+			msg := fmt.Sprintf("patch file %s: %v", file, err)
+			if os.IsNotExist(err) {
+				msg = fmt.Sprintf("patch file %s does not exist", file)
+			}
+			k.errs.add(d.posIn(fp, false), fp.String(), "%s", msg)
+			continue
+		}
+		if len(strings.TrimSpace(string(b))) == 0 {
+			k.errs.add(d.posIn(fp, false), fp.String(), "patch file %s is empty", file)
+			continue
+		}
+		p.Patch, p.Path = string(b), file
+	}
+}
+
+func sortedKeys(m map[string]string) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
+
+// warnings are findings that do not make the config invalid.
+func warnings(m *Model, docs map[string]*document) []Warning {
+	var out []Warning
+	for i := range m.Companies {
+		c := &m.Companies[i]
+		if m.EgressMode(c) != EgressStandard || !m.WantsFQDNs(c) {
+			continue
+		}
+		pos, field := c.Source, ""
+		if d := docs[c.Metadata.Name]; d != nil {
+			field = "spec.egress"
+			if l := locate(d.expr, keys("spec", "egress")); !l.found {
+				field = "metadata.name"
+			}
+			pos = d.posIn(keys(strings.Split(field, ".")...), field == "spec.egress")
+		}
+		out = append(out, Warning{Pos: pos, Field: field, Message: fmt.Sprintf(
+			"company %q: standard egress mode cannot enforce host names (FQDNs); its agents may reach every public IPv4 address on TCP 443. Set egress mode cilium to allow only the named hosts", c.Metadata.Name)})
+	}
+	return out
+}
+
+// totalAnnotationSizeLimit is the API server's limit on the summed size of
+// an object's annotation keys and values.
+const totalAnnotationSizeLimit = 256 << 10
