@@ -95,7 +95,7 @@ func comparable(obj map[string]any) map[string]any {
 	return out
 }
 
-// covered checks that the managedFields trie node covers every non-null field of v.
+// covered checks that the managedFields trie node covers every non-empty field of v.
 // A node without children (other than ".") owns its whole subtree: an atomic map, list
 // or struct, or a scalar.
 func covered(v any, node map[string]any, path string) (string, bool) {
@@ -105,8 +105,8 @@ func covered(v any, node map[string]any, path string) (string, bool) {
 	switch v := v.(type) {
 	case map[string]any:
 		for k, child := range v {
-			if child == nil {
-				continue
+			if isEmpty(child) {
+				continue // nil, or a value the server may drop (then nobody owns it)
 			}
 			p := path + "." + k
 			sub, ok := node["f:"+k].(map[string]any)
