@@ -30,6 +30,7 @@ type Manager struct {
 	log     *slog.Logger
 	rc      rest.Interface
 	dyn     dynamic.Interface
+	disc    discovery.CachedDiscoveryInterface
 	mapper  meta.ResettableRESTMapper
 	counter *kube.RequestCounter
 }
@@ -57,12 +58,14 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building the discovery client: %w", err)
 	}
+	cached := memory.NewMemCacheClient(disc)
 	return &Manager{
 		opts:    opts,
 		log:     opts.Logger,
 		rc:      rc,
 		dyn:     dynamic.New(rc),
-		mapper:  restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc)),
+		disc:    cached,
+		mapper:  restmapper.NewDeferredDiscoveryRESTMapper(cached),
 		counter: counter,
 	}, nil
 }

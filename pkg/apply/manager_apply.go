@@ -137,7 +137,13 @@ func (m *Manager) Apply(ctx context.Context, objs []*unstructured.Unstructured, 
 	if plan != nil {
 		var pruneFailed bool
 		pruned, pruneFailed = m.prune(ctx, plan, opts)
-		if !opts.DryRun && !applyFailed && !pruneFailed {
+		retained := false
+		for _, r := range pruned {
+			if r.Action == ActionRetained {
+				retained = true
+			}
+		}
+		if !opts.DryRun && !applyFailed && !pruneFailed && !retained {
 			if err := m.writeInventory(ctx, inv, kinds, namespaces); err != nil {
 				return report, fmt.Errorf("apply and prune succeeded, but: %w", err)
 			}

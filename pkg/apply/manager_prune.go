@@ -2,13 +2,19 @@ package apply
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"sort"
+	"strings"
+	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
 )
 
 // prunePlan is what a prune would delete.
@@ -139,6 +145,12 @@ func (m *Manager) prune(ctx context.Context, plan *prunePlan, opts ApplyOptions)
 		group := plan.objects[lo:hi]
 		forEach(ctx, m.opts.Workers, len(group), func(ctx context.Context, i int) {
 			p := group[i]
+			if p.ref.GroupKind() == namespaceGroupKind {
+				if note := m.namespaceHoldsOthers(ctx, p.ref.Name, plan); note != "" {
+					results[lo+i] = ObjectResult{Ref: p.ref, Action: ActionRetained, Note: note}
+					return
+				}
+			}
 			err := m.deleteObject(ctx, p.mapping, p.ref.Namespace, p.ref.Name, p.uid, opts.DryRun)
 			if apierrors.IsNotFound(err) {
 				err = nil
@@ -152,9 +164,84 @@ func (m *Manager) prune(ctx context.Context, plan *prunePlan, opts ApplyOptions)
 		lo = hi
 	}
 	for _, r := range results {
-		if r.Action != ActionPruned {
+		if r.Action == ActionFailed {
 			failed = true
 		}
 	}
 	return results, failed
+}
+
+// namespaceHoldsOthers checks whether a Namespace about to be pruned still holds
+// objects that are not members of the set being pruned (deleting the Namespace would
+// delete them too: agent Jobs, Secrets created by hand, …). It lists every namespaced
+// resource in it (the plan's own members, objects already being deleted, events and
+// what Kubernetes puts in every namespace do not count) and returns why the Namespace
+// must be kept, or "" if it may go. When it cannot tell, it keeps the Namespace.
+func (m *Manager) namespaceHoldsOthers(ctx context.Context, ns string, plan *prunePlan) string {
+	lists, err := discovery.ServerPreferredNamespacedResources(m.disc)
+	if err != nil && len(lists) == 0 {
+		return "cannot tell whether it holds objects that are not in the set: " + err.Error()
+	}
+	pruning := map[objKey]bool{}
+	for _, p := range plan.objects {
+		pruning[p.ref.key()] = true
+	}
+	type res struct {
+		gvr  schema.GroupVersionResource
+		kind string
+	}
+	var resources []res
+	for _, l := range lists {
+		gv, perr := schema.ParseGroupVersion(l.GroupVersion)
+		if perr != nil {
+			continue
+		}
+		for _, r := range l.APIResources {
+			if strings.Contains(r.Name, "/") || !slices.Contains(r.Verbs, "list") || r.Name == "events" {
+				continue
+			}
+			resources = append(resources, res{gvr: gv.WithResource(r.Name), kind: r.Kind})
+		}
+	}
+	var mu sync.Mutex
+	var others []string
+	var failures []string
+	forEach(ctx, m.opts.Workers, len(resources), func(ctx context.Context, i int) {
+		r := resources[i]
+		list, err := m.dyn.Resource(r.gvr).Namespace(ns).List(ctx, metav1.ListOptions{Limit: 50})
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			if !apierrors.IsNotFound(err) && !apierrors.IsMethodNotSupported(err) {
+				failures = append(failures, r.gvr.GroupResource().String())
+			}
+			return
+		}
+		for _, u := range list.Items {
+			key := objKey{group: r.gvr.Group, kind: r.kind, namespace: ns, name: u.GetName()}
+			switch {
+			case u.GetDeletionTimestamp() != nil, pruning[key],
+				r.gvr.Group == "" && r.kind == "ServiceAccount" && u.GetName() == "default",
+				r.gvr.Group == "" && r.kind == "ConfigMap" && u.GetName() == "kube-root-ca.crt":
+				continue
+			}
+			others = append(others, strings.ToLower(r.kind)+"/"+u.GetName())
+		}
+	})
+	if len(failures) > 0 {
+		sort.Strings(failures)
+		return "cannot tell whether it holds objects that are not in the set (listing " +
+			strings.Join(failures, ", ") + " failed)"
+	}
+	if len(others) == 0 {
+		return ""
+	}
+	sort.Strings(others)
+	more := ""
+	if len(others) > 5 {
+		more = fmt.Sprintf(" and %d more", len(others)-5)
+		others = others[:5]
+	}
+	return "holds objects that are not in the set, which deleting it would delete too: " +
+		strings.Join(others, ", ") + more + "; it is pruned once they are gone"
 }

@@ -17,8 +17,9 @@ import (
 // "role.rbac.authorization.k8s.io/paperclip-tenant-role configured (paperclip-acme, dry run)",
 // then one summary line:
 //
-//	summary: 3 created, 1 configured, 4 unchanged, 0 recreated, 1 pruned, 0 failed; 9 objects, 5 mutating requests, 0.42s
+//	summary: 3 created, 1 configured, 4 unchanged, 0 recreated, 1 pruned, 0 retained, 0 failed; 9 objects, 5 mutating requests, 0.42s
 //
+// A retained Namespace's line ends with ": <why>".
 // Errors are not part of it; WriteErrors writes them, one "error: …" line each.
 
 // ObjectLine formats one object's line (without a newline).
@@ -59,6 +60,9 @@ func (r *Report) WriteText(w io.Writer) error {
 			continue
 		}
 		sb.WriteString(ObjectLine(o.Ref, o.Action, r.DryRun))
+		if o.Note != "" {
+			sb.WriteString(": " + o.Note)
+		}
 		sb.WriteByte('\n')
 	}
 	sb.WriteString(r.SummaryLine())
@@ -101,6 +105,8 @@ type JSONObject struct {
 	Name       string `json:"name"`
 	Action     Action `json:"action"`
 	Error      string `json:"error,omitempty"`
+	// Note explains a retained Namespace.
+	Note string `json:"note,omitempty"`
 	// Diff is the unified diff (diff output only).
 	Diff string `json:"diff,omitempty"`
 }
@@ -112,6 +118,7 @@ type JSONSummary struct {
 	Unchanged        int     `json:"unchanged"`
 	Recreated        int     `json:"recreated"`
 	Pruned           int     `json:"pruned"`
+	Retained         int     `json:"retained"`
 	Failed           int     `json:"failed"`
 	Objects          int     `json:"objects"`
 	MutatingRequests int64   `json:"mutatingRequests"`
@@ -162,6 +169,8 @@ func summarize(s *JSONSummary, a Action) {
 		s.Recreated++
 	case ActionPruned:
 		s.Pruned++
+	case ActionRetained:
+		s.Retained++
 	case ActionFailed:
 		s.Failed++
 	}
@@ -178,7 +187,9 @@ func (r *Report) JSON() JSONReport {
 		if o.Action == "" {
 			continue
 		}
-		out.Objects = append(out.Objects, jsonObject(o.Ref, o.Action, o.Err))
+		j := jsonObject(o.Ref, o.Action, o.Err)
+		j.Note = o.Note
+		out.Objects = append(out.Objects, j)
 		summarize(&out.Summary, o.Action)
 	}
 	out.Summary.Objects = len(out.Objects)

@@ -28,12 +28,17 @@ const (
 	// ActionPruned: the object was a member of the set, is no longer rendered, and was
 	// deleted.
 	ActionPruned Action = "pruned"
+	// ActionRetained: a Namespace that prune would delete but that still holds objects
+	// that are not members of the set (agent Jobs, Secrets created by hand, …); it is
+	// kept, and a later prune deletes it once they are gone. See ObjectResult.Note.
+	ActionRetained Action = "retained"
 	// ActionFailed: the object could not be applied (or pruned); see its error.
 	ActionFailed Action = "failed"
 )
 
 // Actions lists every Action in summary order.
-var Actions = []Action{ActionCreated, ActionConfigured, ActionUnchanged, ActionRecreated, ActionPruned, ActionFailed}
+var Actions = []Action{ActionCreated, ActionConfigured, ActionUnchanged, ActionRecreated, ActionPruned,
+	ActionRetained, ActionFailed}
 
 // ObjectRef names one object. Version is informative (the version it was applied
 // with); two refs name the same object when Group, Kind, Namespace and Name match.
@@ -97,6 +102,8 @@ type ObjectResult struct {
 	// Err is set when Action is ActionFailed. Its message starts with the object's
 	// ref and never contains Secret values.
 	Err error
+	// Note explains an ActionRetained.
+	Note string
 }
 
 // Report is the outcome of one Apply.

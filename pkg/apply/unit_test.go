@@ -181,7 +181,7 @@ func TestOutput(t *testing.T) {
 	want := "namespace/paperclip-acme created\n" +
 		"networkpolicy.networking.k8s.io/paperclip-deny-all unchanged (paperclip-acme)\n" +
 		"ciliumnetworkpolicy.cilium.io/paperclip-egress-fqdn failed (paperclip-acme)\n" +
-		"summary: 1 created, 0 configured, 1 unchanged, 0 recreated, 0 pruned, 1 failed; 3 objects, 1 mutating requests, 1.23s\n"
+		"summary: 1 created, 0 configured, 1 unchanged, 0 recreated, 0 pruned, 0 retained, 1 failed; 3 objects, 1 mutating requests, 1.23s\n"
 	if diff := cmp.Diff(want, out.String()); diff != "" {
 		t.Errorf("text (-want +got):\n%s", diff)
 	}
