@@ -127,6 +127,9 @@ func (m *Manager) patchApply(ctx context.Context, mapping *meta.RESTMapping, nam
 	}
 	var code int
 	res := req.Do(ctx).StatusCode(&code)
+	if err := res.Error(); err != nil {
+		return nil, false, err // Error (unlike Raw) decodes the server's Status
+	}
 	raw, err := res.Raw()
 	if err != nil {
 		return nil, false, err

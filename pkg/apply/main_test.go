@@ -1,0 +1,12 @@
+package apply_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/pcsync/pcsync/internal/testcluster"
+)
+
+// Every test binary of this package runs one real control plane (see
+// internal/testcluster); unit tests run alongside the integration tests.
+func TestMain(m *testing.M) { os.Exit(testcluster.Main(m)) }
