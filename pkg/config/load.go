@@ -68,6 +68,7 @@ type loadedDoc struct {
 
 // fileResult is what parsing and validating one file gave.
 type fileResult struct {
+	file string
 	docs []*loadedDoc
 	errs []*Error
 }
@@ -168,7 +169,7 @@ func listFiles(dir string) ([]string, error) {
 
 // loadFile parses a file and validates its documents.
 func loadFile(name string, opts LoadOptions) (fileResult, error) {
-	var r fileResult
+	r := fileResult{file: name}
 	f, err := os.Open(name)
 	if err != nil {
 		return r, fmt.Errorf("config file: %w", err)
@@ -243,7 +244,12 @@ func assemble(dir string, results []fileResult, opts LoadOptions) (*Model, error
 	m := &Model{Dir: dir, Builtin: opts.Validator.builtin, Settings: opts.Validator.defaultSettings}
 	var settingsDoc *loadedDoc
 	var companyDocs []*loadedDoc
+	patchFiles := referencedPatchFiles(results)
 	for _, r := range results {
+		if patchFiles[r.file] {
+			// A patch file named by a patch's path is not a config document.
+			continue
+		}
 		errs.List = append(errs.List, r.errs...)
 		for _, d := range r.docs {
 			switch d.kind {
@@ -300,4 +306,30 @@ func assemble(dir string, results []fileResult, opts LoadOptions) (*Model, error
 	}
 	m.Warnings = warnings(m, docs)
 	return m, nil
+}
+
+// referencedPatchFiles are the files that valid documents name in a
+// patch's path: they hold kustomize patches, not pcsync documents.
+func referencedPatchFiles(results []fileResult) map[string]bool {
+	out := map[string]bool{}
+	for _, r := range results {
+		for _, d := range r.docs {
+			var doc struct {
+				Spec struct {
+					Patches []struct {
+						Path string `json:"path"`
+					} `json:"patches"`
+				} `json:"spec"`
+			}
+			if json.Unmarshal(d.json, &doc) != nil {
+				continue
+			}
+			for _, p := range doc.Spec.Patches {
+				if p.Path != "" && !filepath.IsAbs(p.Path) {
+					out[filepath.Join(filepath.Dir(d.doc.file), filepath.FromSlash(p.Path))] = true
+				}
+			}
+		}
+	}
+	return out
 }

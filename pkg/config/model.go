@@ -225,6 +225,9 @@ type Patch struct {
 	Path    string        `json:"path,omitempty"`
 	Target  *PatchTarget  `json:"target,omitempty"`
 	Options *PatchOptions `json:"options,omitempty"`
+	// Source is where the patch entry is declared, for errors that
+	// applying it gives.
+	Source Position `json:"-"`
 }
 
 // PatchTarget selects the objects a patch applies to.

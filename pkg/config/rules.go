@@ -167,6 +167,7 @@ func (k *checker) patches(d *document, at fieldPath, ps []Patch) {
 	for i := range ps {
 		p := &ps[i]
 		pp := at.with(index(i))
+		p.Source = d.posIn(pp, true)
 		switch {
 		case p.Patch != "" && p.Path != "":
 			k.errs.add(d.posIn(pp, true), pp.String(), "set either patch or path, not both")

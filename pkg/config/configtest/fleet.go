@@ -1,0 +1,82 @@
+// Package configtest writes synthetic config directories for tests and
+// benchmarks.
+package configtest
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// FleetOptions shape a synthetic fleet.
+type FleetOptions struct {
+	// Companies is how many Company documents to write.
+	Companies int
+	// AgentsPerCompany is how many agents each company has; 0 means 2.
+	AgentsPerCompany int
+	// Cilium selects egress mode cilium in Settings.
+	Cilium bool
+}
+
+// adapters are cycled through for the agents.
+var adapters = []string{"claude_local", "codex_local", "gemini_local", "opencode_local"}
+
+// WriteFleet writes a Settings file and one file per company under dir,
+// each company with its own CIDR, host names and agents.
+func WriteFleet(dir string, o FleetOptions) error {
+	if o.AgentsPerCompany <= 0 {
+		o.AgentsPerCompany = 2
+	}
+	mode := "standard"
+	if o.Cilium {
+		mode = "cilium"
+	}
+	settings := fmt.Sprintf(`apiVersion: pcsync.io/v1alpha1
+kind: Settings
+metadata:
+  name: fleet
+spec:
+  egress:
+    mode: %s
+  images:
+    allowList: ["registry.example.com/agents/*"]
+`, mode)
+	if err := os.MkdirAll(filepath.Join(dir, "companies"), 0o755); err != nil {
+		return fmt.Errorf("fleet: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "settings.yaml"), []byte(settings), 0o644); err != nil {
+		return fmt.Errorf("fleet: %w", err)
+	}
+	for i := range o.Companies {
+		var b strings.Builder
+		fmt.Fprintf(&b, `apiVersion: pcsync.io/v1alpha1
+kind: Company
+metadata:
+  name: company-%04d
+  labels:
+    team: team-%d
+spec:
+  id: c-%04d
+  egress:
+    allowFqdns: [github.com, "git-%d.example.com"]
+    allowCidrs: ["10.%d.%d.0/24"]
+  serviceAccountAnnotations:
+    eks.amazonaws.com/role-arn: arn:aws:iam::123456789012:role/company-%04d
+  agents:
+`, i, i%10, i, i, (i/256)%256, i%256, i)
+		for j := range o.AgentsPerCompany {
+			fmt.Fprintf(&b, `    - name: agent-%d
+      adapter: %s
+      model: model-%d
+      env:
+        LOG_LEVEL: info
+`, j, adapters[(i+j)%len(adapters)], j)
+		}
+		name := filepath.Join(dir, "companies", fmt.Sprintf("company-%04d.yaml", i))
+		if err := os.WriteFile(name, []byte(b.String()), 0o644); err != nil {
+			return fmt.Errorf("fleet: %w", err)
+		}
+	}
+	return nil
+}

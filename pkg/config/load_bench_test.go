@@ -1,0 +1,33 @@
+package config_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/config/configtest"
+)
+
+// BenchmarkLoad loads and validates fleets of companies with two agents
+// each: the same configs that BenchmarkRender in pkg/render renders.
+func BenchmarkLoad(b *testing.B) {
+	for _, n := range []int{10, 100, 1000} {
+		b.Run(fmt.Sprintf("companies=%d", n), func(b *testing.B) {
+			dir := b.TempDir()
+			if err := configtest.WriteFleet(dir, configtest.FleetOptions{Companies: n}); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				m, err := config.Load(context.Background(), dir, config.DefaultLoadOptions())
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(m.Companies) != n {
+					b.Fatalf("loaded %d companies, want %d", len(m.Companies), n)
+				}
+			}
+		})
+	}
+}

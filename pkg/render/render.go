@@ -1,0 +1,184 @@
+package render
+
+import (
+	"bytes"
+	"cmp"
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"github.com/pcsync/pcsync/pkg/config"
+)
+
+// Options tune Render. The zero value is valid.
+type Options struct {
+	// Concurrency is how many companies are rendered at once; 0 means
+	// GOMAXPROCS. Kustomize runs are serialised whatever the value.
+	Concurrency int
+	// AlwaysKustomize runs kustomize for companies without patches too.
+	// The output is the same either way (the tests prove it); this exists
+	// for those tests and for the curious.
+	AlwaysKustomize bool
+}
+
+// DefaultOptions returns the options Render uses for zero fields.
+func DefaultOptions() Options {
+	return Options{Concurrency: runtime.GOMAXPROCS(0)}
+}
+
+// Output is the rendered manifests.
+type Output struct {
+	// Objects are every company's objects, sorted: Namespaces first, then
+	// other cluster-scoped objects, then by namespace, kind and name.
+	Objects []*unstructured.Unstructured
+	// Warnings are findings that do not stop rendering, one line each.
+	Warnings []string
+	// Companies are the objects per company, sorted by slug.
+	Companies []CompanyOutput
+}
+
+// CompanyOutput is one company's manifests.
+type CompanyOutput struct {
+	// Slug is the company's metadata.name.
+	Slug string
+	// Namespace is the tenant namespace.
+	Namespace string
+	// Objects are sorted like Output.Objects.
+	Objects []*unstructured.Unstructured
+}
+
+// Render builds the tenant manifests of every company in m. A patch that
+// kustomize cannot apply gives a *config.Errors positioned at that patch;
+// other failures give a plain error.
+func Render(m *config.Model, opts Options) (*Output, error) {
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = DefaultOptions().Concurrency
+	}
+	comps := make([]CompanyOutput, len(m.Companies))
+	errs := make([]error, len(m.Companies))
+	jobs := make(chan int)
+	var wg sync.WaitGroup
+	for range min(opts.Concurrency, max(len(m.Companies), 1)) {
+		wg.Go(func() {
+			for i := range jobs {
+				comps[i], errs[i] = renderCompany(m, &m.Companies[i], opts)
+			}
+		})
+	}
+	for i := range m.Companies {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+
+	var cfgErrs config.Errors
+	for _, err := range errs {
+		var ce *config.Errors
+		switch {
+		case err == nil:
+		case errors.As(err, &ce):
+			cfgErrs.List = append(cfgErrs.List, ce.List...)
+		default:
+			return nil, err
+		}
+	}
+	if len(cfgErrs.List) > 0 {
+		return nil, &cfgErrs
+	}
+	out := &Output{Companies: comps}
+	for _, c := range comps {
+		out.Objects = append(out.Objects, c.Objects...)
+	}
+	sortObjects(out.Objects)
+	for _, w := range m.Warnings {
+		out.Warnings = append(out.Warnings, warningLine(w))
+	}
+	return out, nil
+}
+
+func renderCompany(m *config.Model, c *config.Company, opts Options) (CompanyOutput, error) {
+	t := tenant{m: m, c: c, ns: m.Namespace(c)}
+	objs := t.objects()
+	var patches []patchRef
+	for i, p := range m.Settings.Spec.Patches {
+		patches = append(patches, patchRef{patch: p, field: fmt.Sprintf("spec.patches[%d]", i), index: i})
+	}
+	for i, p := range c.Spec.Patches {
+		patches = append(patches, patchRef{patch: p, field: fmt.Sprintf("spec.patches[%d]", i), index: i})
+	}
+	if len(patches) > 0 || opts.AlwaysKustomize {
+		patched, err := kustomize(t.ns, objs, patches)
+		if err != nil {
+			return CompanyOutput{}, patchError(c.Metadata.Name, t.ns, objs, patches, err)
+		}
+		objs = patched
+	}
+	sortObjects(objs)
+	return CompanyOutput{Slug: c.Metadata.Name, Namespace: t.ns, Objects: objs}, nil
+}
+
+// sortObjects orders objects: Namespaces first, then other cluster-scoped
+// objects, then by namespace, kind, name and API group.
+func sortObjects(objs []*unstructured.Unstructured) {
+	rank := func(o *unstructured.Unstructured) int {
+		switch {
+		case o.GetKind() == "Namespace" && o.GetNamespace() == "":
+			return 0
+		case o.GetNamespace() == "":
+			return 1
+		default:
+			return 2
+		}
+	}
+	slices.SortStableFunc(objs, func(a, b *unstructured.Unstructured) int {
+		return cmp.Or(
+			cmp.Compare(rank(a), rank(b)),
+			cmp.Compare(a.GetNamespace(), b.GetNamespace()),
+			cmp.Compare(a.GetKind(), b.GetKind()),
+			cmp.Compare(a.GetName(), b.GetName()),
+			cmp.Compare(a.GetAPIVersion(), b.GetAPIVersion()),
+		)
+	})
+}
+
+// YAML is every object as one YAML stream, documents separated by "---",
+// keys sorted.
+func (o *Output) YAML() ([]byte, error) { return encodeYAML(o.Objects) }
+
+// YAML is the company's objects as one YAML stream.
+func (c *CompanyOutput) YAML() ([]byte, error) { return encodeYAML(c.Objects) }
+
+func encodeYAML(objs []*unstructured.Unstructured) ([]byte, error) {
+	var b bytes.Buffer
+	for i, o := range objs {
+		y, err := yaml.Marshal(o.Object)
+		if err != nil {
+			return nil, fmt.Errorf("render: encode %s %s/%s: %w", o.GetKind(), o.GetNamespace(), o.GetName(), err)
+		}
+		if i > 0 {
+			b.WriteString("---\n")
+		}
+		b.Write(y)
+	}
+	return b.Bytes(), nil
+}
+
+// warningLine formats a warning as path:line:col: warning: field: message.
+func warningLine(w config.Warning) string {
+	s := w.Pos.String() + ": warning: "
+	if w.Field != "" {
+		s += w.Field + ": "
+	}
+	return s + w.Message
+}
+
+func itoa(n int) string { return fmt.Sprint(n) }
+
+// oneLine keeps a message on one line.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
