@@ -44,6 +44,7 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (*Manager, error) {
 	if cfg.RateLimiter == nil && cfg.QPS == 0 {
 		kube.DefaultFlags().ConfigureRateLimits(cfg)
 	}
+	cfg.WarningHandler = warningLogger{opts.Logger}
 	counter := &kube.RequestCounter{}
 	counter.Instrument(cfg)
 	httpClient, err := rest.HTTPClientFor(cfg)
@@ -68,6 +69,15 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (*Manager, error) {
 		mapper:  restmapper.NewDeferredDiscoveryRESTMapper(cached),
 		counter: counter,
 	}, nil
+}
+
+// warningLogger sends the API server's warnings (deprecated APIs, …) to the logger.
+type warningLogger struct{ log *slog.Logger }
+
+func (w warningLogger) HandleWarningHeader(code int, agent, text string) {
+	if code == 299 && text != "" {
+		w.log.Warn("API server warning", "warning", text)
+	}
 }
 
 // ApplySetID returns the ID of the Manager's inventory (the value of the

@@ -197,7 +197,8 @@ func (m *Manager) namespaceHoldsOthers(ctx context.Context, ns string, plan *pru
 			continue
 		}
 		for _, r := range l.APIResources {
-			if strings.Contains(r.Name, "/") || !slices.Contains(r.Verbs, "list") || r.Name == "events" {
+			if strings.Contains(r.Name, "/") || !slices.Contains(r.Verbs, "list") || r.Name == "events" ||
+				(gv.Group == "" && r.Name == "endpoints") { // deprecated; EndpointSlices show the same
 				continue
 			}
 			resources = append(resources, res{gvr: gv.WithResource(r.Name), kind: r.Kind})
