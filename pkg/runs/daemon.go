@@ -1,0 +1,218 @@
+package runs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/metrics"
+	"github.com/pcsync/pcsync/pkg/result"
+)
+
+// Options configure a Daemon.
+type Options struct {
+	// Spool is the spool directory; required.
+	Spool string
+	// StateDir is where the daemon keeps its state; default
+	// <spool>/.pcsync.
+	StateDir string
+	// Once makes Run handle every request present when it starts, wait
+	// for all their results, and return; requests that arrive later are
+	// left for the next daemon.
+	Once bool
+	// Watch enables fsnotify; without it only the periodic rescan finds
+	// new requests and cancels.
+	Watch bool
+	// RescanInterval is how often the spool directory is listed in full,
+	// to catch what fsnotify missed.
+	RescanInterval time.Duration
+	// SettleWindow: a request that does not parse or validate and was
+	// modified within this window is retried (its writer may still be
+	// writing it) before it is rejected.
+	SettleWindow time.Duration
+	// MaxRequestBytes caps how much of a request file is read; larger
+	// files are rejected.
+	MaxRequestBytes int64
+	// Workers is the number of requests read, validated and adopted at
+	// once.
+	Workers int
+	// Logger receives structured logs; every line about a run carries
+	// its runId.
+	Logger *slog.Logger
+	// Metrics, when set, counts queued, running and finished runs.
+	Metrics *metrics.Metrics
+	// Observe, when set, is called from the daemon loop for every step of
+	// every request, in order. It must not block. Tests and tools use it.
+	Observe func(Event)
+}
+
+// DefaultOptions returns the options the CLI starts from.
+func DefaultOptions(spool string) Options {
+	return Options{
+		Spool:           spool,
+		StateDir:        DefaultStateDir(spool),
+		Watch:           true,
+		RescanInterval:  2 * time.Second,
+		SettleWindow:    time.Second,
+		MaxRequestBytes: DefaultMaxRequestBytes,
+		Workers:         runtime.GOMAXPROCS(0),
+		Logger:          slog.Default(),
+	}
+}
+
+// EventKind names a step in the life of a request.
+type EventKind string
+
+// The steps the daemon reports through Options.Observe.
+const (
+	// EventRetrying: the request did not validate but changed recently;
+	// it is looked at again later.
+	EventRetrying EventKind = "retrying"
+	// EventRejected: a rejected result was written.
+	EventRejected EventKind = "rejected"
+	// EventQueued: the request was accepted and waits for a slot.
+	EventQueued EventKind = "queued"
+	// EventAdopted: the run was started by an earlier daemon and is
+	// running; it holds a slot.
+	EventAdopted EventKind = "adopted"
+	// EventStarting: the run took a slot and is being started.
+	EventStarting EventKind = "starting"
+	// EventStarted: the executor started the run.
+	EventStarted EventKind = "started"
+	// EventCancelling: a cancel file was seen for a queued or running run.
+	EventCancelling EventKind = "cancelling"
+	// EventFinished: the result was written and the slot (if any) freed.
+	EventFinished EventKind = "finished"
+)
+
+// Event is one step of one request.
+type Event struct {
+	Kind  EventKind
+	Name  string
+	RunID string
+	// Agent is set once the request was accepted.
+	Agent AgentKey
+	// Status is the result's status for EventFinished and EventRejected.
+	Status result.Status
+}
+
+// Daemon serves one spool directory: it watches for requests, queues them
+// per agent and runs them through an Executor.
+type Daemon struct {
+	opts   Options
+	model  *config.Model
+	exec   Executor
+	log    *slog.Logger
+	layout Layout
+	usage  *usageStore
+}
+
+// New returns a daemon for a loaded config and an executor.
+func New(model *config.Model, exec Executor, opts Options) (*Daemon, error) {
+	if opts.Spool == "" {
+		return nil, errors.New("daemon: no spool directory")
+	}
+	if model == nil || exec == nil {
+		return nil, errors.New("daemon: a config model and an executor are required")
+	}
+	def := DefaultOptions(opts.Spool)
+	if opts.StateDir == "" {
+		opts.StateDir = def.StateDir
+	}
+	if opts.RescanInterval <= 0 {
+		opts.RescanInterval = def.RescanInterval
+	}
+	if opts.SettleWindow <= 0 {
+		opts.SettleWindow = def.SettleWindow
+	}
+	if opts.MaxRequestBytes <= 0 {
+		opts.MaxRequestBytes = def.MaxRequestBytes
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = def.Workers
+	}
+	if opts.Logger == nil {
+		opts.Logger = def.Logger
+	}
+	fi, err := os.Stat(opts.Spool)
+	if err != nil {
+		return nil, fmt.Errorf("daemon: spool: %w", err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("daemon: spool %s is not a directory", opts.Spool)
+	}
+	layout := Layout{Dir: opts.StateDir}
+	if err := os.MkdirAll(layout.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("daemon: state directory: %w", err)
+	}
+	return &Daemon{
+		opts:   opts,
+		model:  model,
+		exec:   exec,
+		log:    opts.Logger.With(slog.String("spool", opts.Spool), slog.String("executor", exec.Name())),
+		layout: layout,
+		usage:  &usageStore{layout: layout},
+	}, nil
+}
+
+// Run serves the spool until ctx ends (or, with Once, until every request
+// present at start has its result). Runs still going when Run returns are
+// left alone: the next daemon adopts them. Failed runs are results, not
+// errors; Run fails only when it cannot serve the spool at all.
+func (d *Daemon) Run(ctx context.Context) error {
+	unlock, err := lockState(d.layout.Lock())
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	l := newLoop(d)
+	var wg sync.WaitGroup
+	if d.opts.Watch {
+		w, err := newSpoolWatcher(d.opts.Spool, d.log)
+		if err != nil {
+			return fmt.Errorf("daemon: %w", err)
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); w.run(ctx, l.events, l.rescanNow) }()
+	}
+	for range d.opts.Workers {
+		wg.Add(1)
+		go func() { defer wg.Done(); l.admitWorker(ctx) }()
+	}
+	d.log.Info("daemon started", slog.Bool("once", d.opts.Once), slog.String("stateDir", d.opts.StateDir))
+	err = l.run(ctx, &wg)
+	cancel()
+	wg.Wait()
+	d.log.Info("daemon stopped")
+	return err
+}
+
+// lockState takes the daemon lock: one daemon per spool, or runs could
+// start twice.
+func lockState(path string) (unlock func(), err error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("daemon: lock %s: %w", path, err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("daemon: another daemon serves this spool (lock %s is held)", path)
+		}
+		return nil, fmt.Errorf("daemon: lock %s: %w", path, err)
+	}
+	return func() {
+		_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
+		f.Close()
+	}, nil
+}

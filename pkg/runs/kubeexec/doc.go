@@ -1,0 +1,24 @@
+// Package kubeexec is pcsync's Kubernetes executor: it runs each accepted run
+// request as a hardened batch/v1 Job in the company's tenant namespace, with a
+// per-run Secret holding the prompt and the secret environment, tracks the Job
+// and its pod through shared informers (no per-run polling), follows the
+// agent container's log through the API server into <name>.log while the
+// adapter's parser reads the same lines, and explains every way a run can end
+// (OOM kill, image pull failure, unschedulable pod, quota refusal, deadline,
+// cancel, deletion by someone else) in the run's result.
+//
+// The package implements runs.Executor. Its files are split by verb:
+//
+//	names.go        Job names and label values
+//	job_build.go    the Job, from the model, the run and the adapter's command
+//	secret_build.go the per-run Secret and the container environment
+//	tracker.go      the shared Job/Pod/Event informers and their dispatch
+//	logs_follow.go  following the container log, reconnecting without duplicates
+//	explain.go      turning Job, Pod and Event state into a verdict
+//	executor.go     Start and Adopt
+//	handle.go       one run: Wait, Cancel, Release
+//	cleanup.go      deleting Jobs once their result is written
+//	marker.go       the durable "a Job was created for this run" marker
+//
+// See docs/kubernetes-executor.md for the user-facing description.
+package kubeexec

@@ -1,0 +1,258 @@
+package kubeexec
+
+import (
+	"fmt"
+	"maps"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/pcsync/pcsync/pkg/config"
+)
+
+// Volume names of the agent pod.
+const (
+	volWorkspace = "workspace"
+	volHome      = "home"
+	volCache     = "cache"
+	volTmp       = "tmp"
+	volInput     = "run-input"
+	volSessions  = "sessions"
+)
+
+// Labels returns the labels of a run's Job and Secret.
+func (in Input) Labels() map[string]string {
+	return map[string]string{
+		LabelManagedBy: ManagedByValue,
+		LabelRunID:     LabelValue(in.RunID),
+		LabelAgentID:   LabelValue(in.Agent.Name),
+		LabelCompanyID: LabelValue(in.Company.Spec.ID),
+		LabelCompany:   LabelValue(in.Company.Slug()),
+		LabelAdapter:   LabelValue(string(in.Agent.Adapter)),
+		LabelRole:      RoleAgent,
+	}
+}
+
+// BuildJob returns the run's Job: one pod, never retried (backoffLimit 0),
+// stopped at the run's deadline (activeDeadlineSeconds), removed by the TTL
+// controller after the company's ttlSecondsAfterFinished at the latest, and
+// hardened to pass Pod Security "restricted": non-root uid/gid 1000, no
+// service-account token, seccomp RuntimeDefault, all capabilities dropped, no
+// privilege escalation, a read-only root filesystem with emptyDirs for the
+// working directory, HOME, the cache and /tmp.
+//
+// The prompt and the secret env live in the per-run Secret of the same name
+// (BuildSecret), which the pod needs (a non-optional volume and secretKeyRefs):
+// the kubelet waits for it, so the Job may be created first.
+func BuildJob(in Input, o BuildOptions) (*batchv1.Job, error) {
+	o = o.withDefaults()
+	ns, name := in.Namespace(), in.JobName()
+	errf := func(format string, args ...any) error {
+		return fmt.Errorf("Job/%s/%s: "+format, append([]any{ns, name}, args...)...)
+	}
+	if len(in.Command.Args) == 0 {
+		return nil, errf("the adapter gave an empty command line")
+	}
+	res, err := resources(in.Model.AgentResources(in.Agent))
+	if err != nil {
+		return nil, errf("agent %s resources: %w", in.Agent.Name, err)
+	}
+	jobs := in.Model.Jobs(in.Company)
+	labels := in.Labels()
+	podLabels := maps.Clone(in.Agent.Labels)
+	if podLabels == nil {
+		podLabels = map[string]string{}
+	}
+	maps.Copy(podLabels, labels)
+
+	var env []corev1.EnvVar
+	for _, e := range in.env(o) {
+		v := corev1.EnvVar{Name: e.name, Value: e.value}
+		if e.secret {
+			v = corev1.EnvVar{Name: e.name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: name},
+				Key:                  SecretEnvPrefix + e.name,
+				Optional:             ptr(false),
+			}}}
+		}
+		env = append(env, v)
+	}
+	var envFrom []corev1.EnvFromSource
+	for _, s := range in.Company.Spec.SecretRefs {
+		envFrom = append(envFrom, corev1.EnvFromSource{SecretRef: &corev1.SecretEnvSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: s.Name},
+			Optional:             ptr(s.Optional),
+		}})
+	}
+
+	home := in.home(o)
+	mounts := []corev1.VolumeMount{
+		{Name: volWorkspace, MountPath: o.WorkDir},
+		{Name: volCache, MountPath: o.CacheDir},
+		{Name: volTmp, MountPath: "/tmp"},
+		{Name: volInput, MountPath: o.InputDir, ReadOnly: true},
+	}
+	volumes := []corev1.Volume{
+		emptyDir(volWorkspace),
+		emptyDir(volCache),
+		emptyDir(volTmp),
+		{Name: volInput, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName:  name,
+			Items:       []corev1.KeyToPath{{Key: SecretKeyPrompt, Path: SecretKeyPrompt}},
+			DefaultMode: ptr(int32(0o440)),
+			Optional:    ptr(false),
+		}}},
+	}
+	if in.Company.Spec.Sessions != nil {
+		mounts = append(mounts, corev1.VolumeMount{Name: volSessions, MountPath: o.SessionsMountPath})
+		volumes = append(volumes, corev1.Volume{Name: volSessions, VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: o.SessionsClaimName},
+		}})
+	} else {
+		mounts = append(mounts, corev1.VolumeMount{Name: volHome, MountPath: home})
+		volumes = append(volumes, emptyDir(volHome))
+	}
+
+	var pullSecrets []corev1.LocalObjectReference
+	for _, s := range in.Model.ImagePullSecrets(in.Company) {
+		pullSecrets = append(pullSecrets, corev1.LocalObjectReference{Name: s})
+	}
+	var tolerations []corev1.Toleration
+	for _, t := range in.Agent.Tolerations {
+		tolerations = append(tolerations, corev1.Toleration{
+			Key: t.Key, Operator: corev1.TolerationOperator(t.Operator), Value: t.Value,
+			Effect: corev1.TaintEffect(t.Effect), TolerationSeconds: t.TolerationSeconds,
+		})
+	}
+	var runtimeClass *string
+	if in.Company.Spec.RuntimeClassName != "" {
+		runtimeClass = ptr(in.Company.Spec.RuntimeClassName)
+	}
+	uid := o.UID
+
+	spec := batchv1.JobSpec{
+		BackoffLimit:            ptr(int32(0)),
+		TTLSecondsAfterFinished: int32Ptr(jobs.TTLSecondsAfterFinished),
+		Template: corev1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{
+				Labels:      podLabels,
+				Annotations: map[string]string{"kubectl.kubernetes.io/default-container": o.ContainerName},
+			},
+			Spec: corev1.PodSpec{
+				ServiceAccountName:            o.ServiceAccountName,
+				AutomountServiceAccountToken:  ptr(false),
+				EnableServiceLinks:            ptr(false),
+				RestartPolicy:                 corev1.RestartPolicyNever,
+				TerminationGracePeriodSeconds: ptr(int64(in.Agent.GraceSec)),
+				RuntimeClassName:              runtimeClass,
+				ImagePullSecrets:              pullSecrets,
+				NodeSelector:                  maps.Clone(in.Agent.NodeSelector),
+				Tolerations:                   tolerations,
+				SecurityContext: &corev1.PodSecurityContext{
+					RunAsNonRoot:        ptr(true),
+					RunAsUser:           ptr(uid),
+					RunAsGroup:          ptr(uid),
+					FSGroup:             ptr(uid),
+					FSGroupChangePolicy: ptr(corev1.FSGroupChangeOnRootMismatch),
+					SeccompProfile:      &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+				},
+				Containers: []corev1.Container{{
+					Name:       o.ContainerName,
+					Image:      in.Model.AgentImage(in.Agent),
+					Command:    escapeAll(o.Launcher),
+					Args:       escapeAll(in.Command.Args),
+					WorkingDir: o.WorkDir,
+					Env:        env,
+					EnvFrom:    envFrom,
+					Resources:  res,
+					SecurityContext: &corev1.SecurityContext{
+						AllowPrivilegeEscalation: ptr(false),
+						Privileged:               ptr(false),
+						ReadOnlyRootFilesystem:   ptr(true),
+						RunAsNonRoot:             ptr(true),
+						Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+						SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+					},
+					VolumeMounts:             mounts,
+					TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+					ImagePullPolicy:          corev1.PullIfNotPresent,
+				}},
+				Volumes: volumes,
+			},
+		},
+	}
+	if in.Timeout > 0 {
+		spec.ActiveDeadlineSeconds = ptr(int64((in.Timeout + time.Second - 1) / time.Second))
+	}
+	return &batchv1.Job{
+		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        name,
+			Namespace:   ns,
+			Labels:      labels,
+			Annotations: map[string]string{AnnotationRequest: in.RequestFile},
+		},
+		Spec: spec,
+	}, nil
+}
+
+func emptyDir(name string) corev1.Volume {
+	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}
+}
+
+func int32Ptr(v *int) *int32 {
+	if v == nil {
+		return nil
+	}
+	return ptr(int32(*v))
+}
+
+// escapeAll doubles every '$' so that the kubelet's $(VAR) expansion of
+// command and args leaves the strings exactly as given.
+func escapeAll(in []string) []string {
+	out := make([]string, len(in))
+	for i, s := range in {
+		out[i] = strings.ReplaceAll(s, "$", "$$")
+	}
+	return out
+}
+
+// resources converts the config's requests and limits.
+func resources(r config.Resources) (corev1.ResourceRequirements, error) {
+	var out corev1.ResourceRequirements
+	conv := func(l *config.ResourceList) (corev1.ResourceList, error) {
+		if l == nil {
+			return nil, nil
+		}
+		rl := corev1.ResourceList{}
+		for _, q := range []struct {
+			name corev1.ResourceName
+			v    *config.Quantity
+		}{{corev1.ResourceCPU, l.CPU}, {corev1.ResourceMemory, l.Memory}} {
+			if q.v == nil {
+				continue
+			}
+			parsed, err := resource.ParseQuantity(string(*q.v))
+			if err != nil {
+				return nil, fmt.Errorf("%s %q: %w", q.name, string(*q.v), err)
+			}
+			rl[q.name] = parsed
+		}
+		if len(rl) == 0 {
+			return nil, nil
+		}
+		return rl, nil
+	}
+	var err error
+	if out.Requests, err = conv(r.Requests); err != nil {
+		return out, fmt.Errorf("requests: %w", err)
+	}
+	if out.Limits, err = conv(r.Limits); err != nil {
+		return out, fmt.Errorf("limits: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,165 @@
+package kubeexec
+
+import (
+	"log/slog"
+	"os"
+	"time"
+)
+
+// BuildOptions shape the Job and Secret of every run. The zero value of a
+// field means its default (see DefaultBuildOptions).
+type BuildOptions struct {
+	// ServiceAccountName is the ServiceAccount of agent pods; the tenant
+	// manifests create it. Default "paperclip-tenant-sa".
+	ServiceAccountName string
+	// SessionsClaimName is the PersistentVolumeClaim of a company with
+	// sessions configured; the tenant manifests create it. Default
+	// "paperclip-sessions".
+	SessionsClaimName string
+	// SessionsMountPath is where the sessions volume is mounted. Default
+	// "/paperclip". HOME is then <SessionsMountPath>/home/<agent>.
+	SessionsMountPath string
+	// ContainerName is the name of the agent container. Default "agent".
+	ContainerName string
+	// WorkDir is the agent's working directory, an emptyDir. Default
+	// "/workspace".
+	WorkDir string
+	// HomeDir is HOME, an emptyDir, when the company has no sessions
+	// volume. Default "/home/agent".
+	HomeDir string
+	// CacheDir is an emptyDir for caches; XDG_CACHE_HOME points at it.
+	// Default "/cache".
+	CacheDir string
+	// InputDir is where the per-run Secret's prompt file is mounted
+	// (read-only). Default "/run/pcsync".
+	InputDir string
+	// Launcher is the command that starts the agent CLI with the prompt
+	// file on its standard input. The CLI's argv is appended to it as
+	// container args, and the prompt file's path is in the environment as
+	// PCSYNC_PROMPT_FILE. The default, DefaultLauncher, needs /bin/sh in
+	// the image; images without a shell can ship any small program that
+	// opens $PCSYNC_PROMPT_FILE as stdin and execs its arguments.
+	Launcher []string
+	// UID is runAsUser, runAsGroup and fsGroup of agent pods. Default 1000.
+	UID int64
+}
+
+// DefaultLauncher runs the CLI through /bin/sh: it creates HOME (which may
+// not exist yet on the sessions volume), then replaces itself with the CLI,
+// whose standard input is the prompt file. "$@" keeps every argument intact;
+// nothing of the prompt is ever on a command line.
+var DefaultLauncher = []string{"/bin/sh", "-c", `mkdir -p "$HOME" 2>/dev/null; exec "$@" <"$PCSYNC_PROMPT_FILE"`, "pcsync-launch"}
+
+// DefaultBuildOptions returns the defaults of BuildOptions.
+func DefaultBuildOptions() BuildOptions {
+	return BuildOptions{
+		ServiceAccountName: "paperclip-tenant-sa",
+		SessionsClaimName:  "paperclip-sessions",
+		SessionsMountPath:  "/paperclip",
+		ContainerName:      "agent",
+		WorkDir:            "/workspace",
+		HomeDir:            "/home/agent",
+		CacheDir:           "/cache",
+		InputDir:           "/run/pcsync",
+		Launcher:           append([]string(nil), DefaultLauncher...),
+		UID:                1000,
+	}
+}
+
+func (o BuildOptions) withDefaults() BuildOptions {
+	d := DefaultBuildOptions()
+	set := func(v *string, def string) {
+		if *v == "" {
+			*v = def
+		}
+	}
+	set(&o.ServiceAccountName, d.ServiceAccountName)
+	set(&o.SessionsClaimName, d.SessionsClaimName)
+	set(&o.SessionsMountPath, d.SessionsMountPath)
+	set(&o.ContainerName, d.ContainerName)
+	set(&o.WorkDir, d.WorkDir)
+	set(&o.HomeDir, d.HomeDir)
+	set(&o.CacheDir, d.CacheDir)
+	set(&o.InputDir, d.InputDir)
+	if len(o.Launcher) == 0 {
+		o.Launcher = d.Launcher
+	}
+	if o.UID == 0 {
+		o.UID = d.UID
+	}
+	return o
+}
+
+// Options configure the executor. The zero value of a field means its
+// default (see DefaultOptions).
+type Options struct {
+	// Build shapes the Jobs and Secrets.
+	Build BuildOptions
+	// StateDir is the daemon's state directory (runs.Layout.Dir); the
+	// executor keeps a small marker per started run under
+	// <StateDir>/runs/<name>/ so that a run whose Job vanished while no
+	// daemon watched is reported, not started again. Required.
+	StateDir string
+	// Environ returns the daemon's environment as KEY=VALUE lines; the
+	// adapter's env keys are taken from it. Default os.Environ.
+	Environ func() []string
+	// Logger receives the executor's logs; every line about a run carries
+	// its runId. Default slog.Default().
+	Logger *slog.Logger
+	// UnschedulableGrace is how long a pod may stay unschedulable before
+	// the run fails with errorCode unschedulable (a cluster autoscaler may
+	// add a node meanwhile). Default 2 minutes.
+	UnschedulableGrace time.Duration
+	// QuotaGrace is how long the Job controller may be refused pods by a
+	// ResourceQuota (other runs may finish and free it) before the run
+	// fails with errorCode quota_exceeded. Refusals that cannot pass (a
+	// LimitRange maximum, Pod Security) fail the run at once. Default 1
+	// minute.
+	QuotaGrace time.Duration
+	// ConfigErrorGrace is how long the agent container may wait in
+	// CreateContainerConfigError (e.g. a non-optional secretRef that does
+	// not exist) before the run fails. Default 1 minute.
+	ConfigErrorGrace time.Duration
+	// LogReconnectDelay is the pause before a broken log stream is opened
+	// again. Default 1 second.
+	LogReconnectDelay time.Duration
+	// DeleteTimeout bounds the Job deletion after the result is written
+	// (the TTL is the backstop). Default 30 seconds.
+	DeleteTimeout time.Duration
+}
+
+// DefaultOptions returns the defaults of Options (StateDir has none).
+func DefaultOptions() Options {
+	return Options{
+		Build:              DefaultBuildOptions(),
+		Environ:            os.Environ,
+		Logger:             slog.Default(),
+		UnschedulableGrace: 2 * time.Minute,
+		QuotaGrace:         time.Minute,
+		ConfigErrorGrace:   time.Minute,
+		LogReconnectDelay:  time.Second,
+		DeleteTimeout:      30 * time.Second,
+	}
+}
+
+func (o Options) withDefaults() Options {
+	d := DefaultOptions()
+	o.Build = o.Build.withDefaults()
+	if o.Environ == nil {
+		o.Environ = d.Environ
+	}
+	if o.Logger == nil {
+		o.Logger = d.Logger
+	}
+	dur := func(v *time.Duration, def time.Duration) {
+		if *v <= 0 {
+			*v = def
+		}
+	}
+	dur(&o.UnschedulableGrace, d.UnschedulableGrace)
+	dur(&o.QuotaGrace, d.QuotaGrace)
+	dur(&o.ConfigErrorGrace, d.ConfigErrorGrace)
+	dur(&o.LogReconnectDelay, d.LogReconnectDelay)
+	dur(&o.DeleteTimeout, d.DeleteTimeout)
+	return o
+}

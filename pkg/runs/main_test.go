@@ -1,0 +1,99 @@
+package runs
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestMain lets the test binary be the run shim and the test agent: the
+// local executor starts real processes, never mocks.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case ShimArg:
+			os.Exit(ShimMain(os.Args[2:]))
+		case "test-agent":
+			os.Exit(testAgent())
+		}
+	}
+	os.Exit(m.Run())
+}
+
+// testAgent is a fake Claude Code CLI driven by its environment (the
+// agent's env in the test config):
+//
+//	AGENT_MODE  ok | block | block-ignore-term | fail | garbage
+//	RECORD_DIR  where it records <runId>.start, <runId>.env and <runId>.args
+//	RELEASE_DIR block modes wait for <runId> to appear there
+//
+// It reads the prompt from stdin and prints stream-json lines like the
+// real CLI (see /work/shared/agent-samples/claude-*.jsonl).
+func testAgent() int {
+	runID := os.Getenv("PAPERCLIP_RUN_ID")
+	rec := os.Getenv("RECORD_DIR")
+	mode := os.Getenv("AGENT_MODE")
+	if mode == "block-ignore-term" {
+		signal.Ignore(syscall.SIGTERM)
+	}
+	prompt, _ := io.ReadAll(os.Stdin)
+	if rec != "" {
+		f, err := os.OpenFile(filepath.Join(rec, runID+".start"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err == nil {
+			fmt.Fprintf(f, "%d\n", os.Getpid())
+			f.Close()
+		}
+		env, _ := json.Marshal(os.Environ())
+		_ = os.WriteFile(filepath.Join(rec, runID+".env"), env, 0o644)
+		args, _ := json.Marshal(os.Args[2:])
+		_ = os.WriteFile(filepath.Join(rec, runID+".args"), args, 0o644)
+		cwd, _ := os.Getwd()
+		_ = os.WriteFile(filepath.Join(rec, runID+".cwd"), []byte(cwd), 0o644)
+	}
+	session := "5e55a7e0-0000-4000-8000-" + fmt.Sprintf("%012d", len(prompt))
+	for i, a := range os.Args {
+		if a == "--resume" && i+1 < len(os.Args) {
+			session = os.Args[i+1]
+		}
+	}
+	emit := func(v any) {
+		b, _ := json.Marshal(v)
+		os.Stdout.Write(append(b, '\n'))
+	}
+	emit(map[string]any{"type": "system", "subtype": "init", "session_id": session, "model": "claude-sonnet-4-6", "cwd": "."})
+	switch mode {
+	case "fail":
+		fmt.Fprintln(os.Stderr, "fatal: the fake agent was told to fail")
+		return 3
+	case "garbage":
+		os.Stdout.Write([]byte("not json at all\n\x00\x01\x02{\"type\":\n"))
+	case "block", "block-ignore-term":
+		rel := filepath.Join(os.Getenv("RELEASE_DIR"), runID)
+		for {
+			if _, err := os.Stat(rel); err == nil {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	emit(map[string]any{"type": "assistant", "session_id": session, "message": map[string]any{
+		"model": "claude-sonnet-4-6", "role": "assistant",
+		"content": []any{map[string]any{"type": "text", "text": "done"}},
+		"usage":   map[string]any{"input_tokens": 3, "cache_read_input_tokens": 100, "cache_creation_input_tokens": 50, "output_tokens": 7},
+	}})
+	emit(map[string]any{
+		"type": "result", "subtype": "success", "is_error": false, "num_turns": 1,
+		"result": fmt.Sprintf("handled a prompt of %d bytes", len(prompt)), "session_id": session,
+		"total_cost_usd": 0.0125,
+		"usage":          map[string]any{"input_tokens": 3, "cache_read_input_tokens": 100, "cache_creation_input_tokens": 50, "output_tokens": 7},
+		"modelUsage": map[string]any{"claude-sonnet-4-6": map[string]any{
+			"inputTokens": 3, "outputTokens": 7, "cacheReadInputTokens": 100, "cacheCreationInputTokens": 50, "costUSD": 0.0125}},
+	})
+	return 0
+}

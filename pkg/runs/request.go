@@ -1,0 +1,215 @@
+package runs
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/pcsync/pcsync/pkg/adapters"
+	"github.com/pcsync/pcsync/pkg/config"
+)
+
+// DefaultMaxRequestBytes caps how much of a request file is read: twice the
+// 1 MiB prompt limit, room for JSON escapes and the other fields.
+const DefaultMaxRequestBytes = 2 << 20
+
+// Rejection is why a request is not run. Its message goes into the
+// rejected result, so it names the problem and never holds a secret.
+type Rejection struct {
+	// Message says what is wrong, one problem a line, positioned
+	// ("req.yaml:3:9: prompt: …") where the schema found it.
+	Message string
+	// RunID, Company and Agent are what the request said, as far as it
+	// could be read; they identify the rejected result.
+	RunID, Company, Agent string
+	// Adapter is the agent's adapter when the agent is known.
+	Adapter string
+}
+
+// Error implements error.
+func (r *Rejection) Error() string { return r.Message }
+
+// readRequestFile reads at most max bytes of path; tooLarge is set when the
+// file holds more.
+func readRequestFile(path string, max int64) (data []byte, tooLarge bool, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, false, err
+	}
+	defer f.Close()
+	data, err = io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, false, fmt.Errorf("read %s: %w", path, err)
+	}
+	if int64(len(data)) > max {
+		return nil, true, nil
+	}
+	return data, false, nil
+}
+
+// ParseRequest validates the content of a request file against the Run
+// schema and the config, and resolves the run's effective settings. file is
+// the request's base name (it prefixes positioned messages), name the
+// request name. It returns a *Rejection for a bad request.
+func ParseRequest(m *config.Model, paths Paths, file string, data []byte) (*Run, error) {
+	req, err := config.ParseRun(file, data)
+	if err != nil {
+		var errs *config.Errors
+		if errors.As(err, &errs) {
+			return nil, &Rejection{Message: strings.Join(errs.Lines(), "\n"), RunID: paths.Name}
+		}
+		return nil, &Rejection{Message: fmt.Sprintf("%s: %v", file, err), RunID: paths.Name}
+	}
+	rej := &Rejection{RunID: req.RunID, Company: req.Company, Agent: req.Agent}
+	if rej.RunID == "" {
+		rej.RunID = paths.Name
+	}
+	co, ok := m.Company(req.Company)
+	if !ok {
+		rej.Message = fmt.Sprintf("%s: company: company %q is not in the config (companies: %s)", file, req.Company, companyList(m))
+		return nil, rej
+	}
+	ag, ok := co.Agent(req.Agent)
+	if !ok {
+		rej.Message = fmt.Sprintf("%s: agent: company %q has no agent %q (agents: %s)", file, req.Company, req.Agent, agentList(co))
+		return nil, rej
+	}
+	rej.Adapter = string(ag.Adapter)
+	runID := req.RunID
+	switch {
+	case runID == "" && !IsDNSLabel(paths.Name):
+		rej.Message = fmt.Sprintf("%s: runId: no runId given and the file name %q is not a DNS-safe run id (at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit); set runId or rename the file", file, paths.Name)
+		return nil, rej
+	case runID == "":
+		runID = paths.Name
+	case !IsDNSLabel(runID):
+		rej.Message = fmt.Sprintf("%s: runId: %q is not a DNS-safe run id (at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit)", file, runID)
+		return nil, rej
+	}
+	if len(req.Prompt) == 0 || len(req.Prompt) > 1<<20 {
+		rej.Message = fmt.Sprintf("%s: prompt: must hold 1 byte to 1 MiB (1048576 bytes), has %d", file, len(req.Prompt))
+		return nil, rej
+	}
+	ad, err := adapters.Get(adapters.Type(ag.Adapter))
+	if err != nil {
+		rej.Message = fmt.Sprintf("%s: agent: %v", file, err)
+		return nil, rej
+	}
+	inv := adapters.Invocation{
+		Command:          m.Adapter(ag.Adapter).Command,
+		Model:            ag.Model,
+		Effort:           cmp.Or(ag.Effort, ag.Variant),
+		MaxTurns:         ag.MaxTurnsPerRun,
+		SessionID:        req.SessionID,
+		InstructionsFile: ag.InstructionsFile,
+		ExtraArgs:        ag.ExtraArgs,
+		Prompt:           req.Prompt,
+	}
+	// Build the command line once now: a request the adapter cannot turn
+	// into a safe command (a session id that looks like a flag) is rejected
+	// instead of failing later.
+	if _, err := ad.Command(inv); err != nil {
+		field := ""
+		if req.SessionID != "" && strings.Contains(err.Error(), "session") {
+			field = "sessionId: "
+		}
+		rej.Message = fmt.Sprintf("%s: %s%v", file, field, err)
+		return nil, rej
+	}
+	run := &Run{
+		Paths:      paths,
+		Request:    req,
+		RunID:      runID,
+		Model:      m,
+		Company:    co,
+		Agent:      ag,
+		Grace:      time.Duration(ag.GraceSec) * time.Second,
+		Adapter:    ad,
+		Invocation: inv,
+	}
+	switch {
+	case req.TimeoutSec > 0:
+		run.Timeout, run.TimeoutSource = time.Duration(req.TimeoutSec)*time.Second, "the request's timeoutSec"
+	case ag.TimeoutSec > 0:
+		run.Timeout, run.TimeoutSource = time.Duration(ag.TimeoutSec)*time.Second, "the agent's timeoutSec"
+	default:
+		if d := m.Jobs(co).ActiveDeadlineSeconds; d != nil && *d > 0 {
+			run.Timeout, run.TimeoutSource = time.Duration(*d)*time.Second, "jobs.activeDeadlineSeconds"
+		}
+	}
+	return run, nil
+}
+
+// LoadRequest reads and validates the request file at path.
+func LoadRequest(m *config.Model, path string, maxBytes int64) (*Run, error) {
+	base := filepath.Base(path)
+	kind, name := Classify(base)
+	if kind != KindRequest {
+		return nil, fmt.Errorf("request %s: not a request file name (<name>.json, .yaml or .yml)", path)
+	}
+	paths := Paths{Spool: filepath.Dir(path), Name: name}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("request %s: %w", path, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, &Rejection{Message: fmt.Sprintf("%s: not a regular file", base), RunID: name}
+	}
+	data, tooLarge, err := readRequestFile(path, maxBytes)
+	if err != nil {
+		return nil, fmt.Errorf("request %s: %w", path, err)
+	}
+	if tooLarge {
+		return nil, &Rejection{RunID: name, Message: fmt.Sprintf(
+			"%s: request is larger than %s (%d bytes), the most pcsync reads; prompts are at most 1 MiB", base, sizeString(maxBytes), maxBytes)}
+	}
+	run, err := ParseRequest(m, paths, base, data)
+	if err != nil {
+		return nil, err
+	}
+	run.RequestFile = path
+	run.ModTime = fi.ModTime()
+	return run, nil
+}
+
+func companyList(m *config.Model) string {
+	var names []string
+	for i := range m.Companies {
+		names = append(names, m.Companies[i].Slug())
+	}
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
+}
+
+func agentList(c *config.Company) string {
+	var names []string
+	for _, a := range c.Spec.Agents {
+		names = append(names, a.Name)
+	}
+	slices.Sort(names)
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
+}
+
+// sizeString renders a byte count in KiB or MiB when it is a whole number
+// of them.
+func sizeString(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	default:
+		return fmt.Sprintf("%d bytes", n)
+	}
+}

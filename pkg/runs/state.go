@@ -1,0 +1,106 @@
+package runs
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Layout locates the daemon's files under its state directory; see the
+// package documentation for the tree.
+type Layout struct {
+	// Dir is the state directory.
+	Dir string
+}
+
+// DefaultStateDir is <spool>/.pcsync.
+func DefaultStateDir(spool string) string { return filepath.Join(spool, ".pcsync") }
+
+// Lock is the daemon lock file.
+func (l Layout) Lock() string { return filepath.Join(l.Dir, "daemon.lock") }
+
+// RunDir holds the executor state of a started run.
+func (l Layout) RunDir(name string) string { return filepath.Join(l.Dir, "runs", name) }
+
+// RunState is the run's state file.
+func (l Layout) RunState(name string) string { return filepath.Join(l.RunDir(name), "state.json") }
+
+// WorkDir is the run's working directory.
+func (l Layout) WorkDir(name string) string { return filepath.Join(l.Dir, "work", name) }
+
+// Home is the HOME of an agent's runs.
+func (l Layout) Home(k AgentKey) string { return filepath.Join(l.Dir, "home", k.Company, k.Agent) }
+
+// UsageDir holds the last cumulative usage per session of an adapter.
+func (l Layout) UsageDir(adapter string) string { return filepath.Join(l.Dir, "usage", adapter) }
+
+// RunPhase is how far the local executor got with a run.
+type RunPhase string
+
+// The phases recorded in a run's state file.
+const (
+	// PhaseStarting is written before the process is spawned: a daemon
+	// that finds a run in this phase cannot know whether it started, and
+	// never starts it again.
+	PhaseStarting RunPhase = "starting"
+	// PhaseRunning is written once the process is spawned, with its pid.
+	PhaseRunning RunPhase = "running"
+)
+
+// RunState is <state>/runs/<name>/state.json. It holds no secrets: the
+// environment and the prompt are not in it.
+type RunState struct {
+	Phase   RunPhase `json:"phase"`
+	RunID   string   `json:"runId"`
+	Company string   `json:"company"`
+	Agent   string   `json:"agent"`
+	Adapter string   `json:"adapter"`
+	// PID is the run shim's pid, the leader of the run's process group.
+	PID int `json:"pid,omitempty"`
+	// ProcStart is the shim's start time in clock ticks since boot; with
+	// BootID it tells the shim from a later process that reuses the pid.
+	ProcStart string `json:"procStart,omitempty"`
+	BootID    string `json:"bootId,omitempty"`
+	// StartedAt is when the process was spawned.
+	StartedAt time.Time `json:"startedAt"`
+	// TimeoutSec and GraceSec are the limits the run started with; an
+	// adopting daemon enforces the same deadline.
+	TimeoutSec    int    `json:"timeoutSec"`
+	TimeoutSource string `json:"timeoutSource,omitempty"`
+	GraceSec      int    `json:"graceSec"`
+	// SessionResumed records whether the request resumed a session, for
+	// usage accounting.
+	SessionResumed bool `json:"sessionResumed,omitempty"`
+	// Cancelled is set when a cancel was sent, so that an adopting daemon
+	// reports the run as cancelled.
+	Cancelled bool `json:"cancelled,omitempty"`
+	// TimedOut is set when the deadline passed and the run was stopped.
+	TimedOut bool `json:"timedOut,omitempty"`
+}
+
+// writeRunState stores st atomically.
+func writeRunState(path string, st RunState) error {
+	data, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return fmt.Errorf("run state %s: encode: %w", path, err)
+	}
+	return writeFileAtomic(path, append(data, '\n'), 0o600)
+}
+
+// readRunState loads a state file; ok is false when there is none.
+func readRunState(path string) (st RunState, ok bool, err error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return st, false, nil
+	}
+	if err != nil {
+		return st, false, fmt.Errorf("run state %s: %w", path, err)
+	}
+	if err := json.Unmarshal(data, &st); err != nil {
+		return st, false, fmt.Errorf("run state %s: decode: %w", path, err)
+	}
+	return st, true, nil
+}
