@@ -1,0 +1,183 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/kube"
+	"github.com/pcsync/pcsync/pkg/render"
+)
+
+// globalOptions are the settings every command shares.
+type globalOptions struct {
+	// Kube is the cluster access (--kubeconfig, --context, ...), registered
+	// as persistent flags.
+	Kube kube.Flags
+	// Stdout receives a command's output; Stderr its errors, warnings and
+	// logs.
+	Stdout, Stderr io.Writer
+	// Logger logs to Stderr at --log-level in --log-format.
+	Logger *slog.Logger
+
+	logLevel  string
+	logFormat string
+}
+
+// subcommands lists the commands of pcsync. Each command lives in its own
+// file; add a command here when its file lands.
+func subcommands(g *globalOptions) []*cobra.Command {
+	return []*cobra.Command{
+		newValidateCmd(g),
+		newRenderCmd(g),
+		newVersionCmd(g),
+		// newDiffCmd(g),
+		// newApplyCmd(g),
+		// newDaemonCmd(g),
+		// newRunsCmd(g),
+	}
+}
+
+// newRootCmd builds the pcsync command tree.
+func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
+	g := &globalOptions{Kube: kube.DefaultFlags(), Stdout: stdout, Stderr: stderr}
+	g.Logger = slog.New(slog.NewTextHandler(stderr, nil))
+	root := &cobra.Command{
+		Use:   "pcsync",
+		Short: "Keep Kubernetes tenants of AI coding-agent companies in the shape a Git repository describes",
+		Long: `pcsync validates a directory of YAML (Settings and Company documents) against its
+CUE schema, renders per-company tenant manifests through kustomize, applies them
+with server-side apply, and runs agent work as Kubernetes Jobs.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return g.setupLogger()
+		},
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	g.Kube.AddFlags(root.PersistentFlags())
+	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	root.PersistentFlags().StringVar(&g.logFormat, "log-format", "text", "log format: text or json")
+	root.AddCommand(subcommands(g)...)
+	return root
+}
+
+func (g *globalOptions) setupLogger() error {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(g.logLevel)); err != nil {
+		return usageErrorf("--log-level %q: want debug, info, warn or error", g.logLevel)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch strings.ToLower(g.logFormat) {
+	case "text":
+		g.Logger = slog.New(slog.NewTextHandler(g.Stderr, opts))
+	case "json":
+		g.Logger = slog.New(slog.NewJSONHandler(g.Stderr, opts))
+	default:
+		return usageErrorf("--log-format %q: want text or json", g.logFormat)
+	}
+	return nil
+}
+
+// run executes pcsync with args and returns the process exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	root := newRootCmd(stdout, stderr)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	var ee *exitError
+	if err != nil && !(errors.As(err, &ee) && ee.reported) {
+		fmt.Fprintf(stderr, "pcsync: %v\n", err)
+	}
+	return exitCode(err)
+}
+
+// loadAndRender loads dir, prints every config error as one line to
+// Stderr and the warnings too, and returns the render output. Invalid
+// config (including a patch kustomize cannot apply) returns an error for
+// which exitCode is 1, already reported.
+func (g *globalOptions) loadAndRender(ctx context.Context, dir string) (*render.Output, error) {
+	m, err := config.Load(ctx, dir, config.DefaultLoadOptions())
+	if err != nil {
+		return nil, g.reportConfigError(err)
+	}
+	out, err := render.Render(m, render.DefaultOptions())
+	if err != nil {
+		return nil, g.reportConfigError(err)
+	}
+	for _, w := range out.Warnings {
+		fmt.Fprintln(g.Stderr, w)
+	}
+	return out, nil
+}
+
+// reportConfigError prints each line of an invalid config and turns it
+// into exit code 1; other errors pass through (exit code 2).
+func (g *globalOptions) reportConfigError(err error) error {
+	var ce *config.Errors
+	if !errors.As(err, &ce) {
+		return err
+	}
+	for _, line := range ce.Lines() {
+		fmt.Fprintln(g.Stderr, line)
+	}
+	n := len(ce.List)
+	noun := "errors"
+	if n == 1 {
+		noun = "error"
+	}
+	fmt.Fprintf(g.Stderr, "pcsync: invalid config: %d %s\n", n, noun)
+	return &exitError{code: 1, err: err, reported: true}
+}
+
+// exitError carries a command's exit code: 1 for invalid config or (diff)
+// differences found, 2 or more for other failures.
+type exitError struct {
+	code int
+	err  error
+	// reported says the error was already printed.
+	reported bool
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// errDifferences is what diff returns (in an exitError with code 1) when
+// the cluster differs from the config.
+var errDifferences = errors.New("differences found")
+
+// usageErrorf is a command-line mistake: exit code 2.
+func usageErrorf(format string, args ...any) error {
+	return &exitError{code: 2, err: fmt.Errorf(format, args...)}
+}
+
+// exitCode maps a command's error to the process exit code: 0 ok, 1
+// invalid config or differences found, 2 anything else.
+func exitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	var ce *config.Errors
+	if errors.As(err, &ce) {
+		return 1
+	}
+	return 2
+}
+
+// dirArg is the config directory argument, "." when absent.
+func dirArg(args []string) string {
+	if len(args) > 0 {
+		return args[0]
+	}
+	return "."
+}
