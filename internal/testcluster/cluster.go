@@ -144,7 +144,7 @@ func (i clusterInfo) data() map[string]string {
 
 // ports are the loopback ports of one cluster.
 type ports struct {
-	etcdClient, etcdPeer, apiserver, kcm, scheduler, kwokNode, kwokServer int
+	etcdClient, etcdPeer, apiserver, kcm, scheduler, kwokServer int
 }
 
 // freePorts reserves n distinct free loopback ports (all held open until every one is
@@ -226,11 +226,11 @@ func (c *Cluster) start(ctx context.Context, begin time.Time) error {
 	if err != nil {
 		return err
 	}
-	pl, err := freePorts(7)
+	pl, err := freePorts(6)
 	if err != nil {
 		return err
 	}
-	pt := ports{pl[0], pl[1], pl[2], pl[3], pl[4], pl[5], pl[6]}
+	pt := ports{pl[0], pl[1], pl[2], pl[3], pl[4], pl[5]}
 	c.apiserverURL = fmt.Sprintf("https://127.0.0.1:%d", pt.apiserver)
 	c.info = clusterInfo{
 		WorkDir:       c.workDir,
@@ -389,7 +389,9 @@ func (c *Cluster) start(ctx context.Context, begin time.Time) error {
 		"--manage-single-node=" + c.opts.NodeName,
 		"--node-ip=127.0.0.1",
 		"--node-name=" + c.opts.NodeName,
-		"--node-port=" + strconv.Itoa(pt.kwokNode),
+		// kwok serves the kubelet API (container logs) and its own health/metrics on
+		// the server address; the node advertises that port to the API server.
+		"--node-port=" + strconv.Itoa(pt.kwokServer),
 		"--server-address=127.0.0.1:" + strconv.Itoa(pt.kwokServer),
 		"--tls-cert-file=" + p.kwokServingCert,
 		"--tls-private-key-file=" + p.kwokServingKey,

@@ -104,9 +104,17 @@ func restrictedPod(labels map[string]string) corev1.PodTemplateSpec {
 	}
 }
 
+// withNodeSelector is a test-only annotation key: createPod turns "k=v" into the pod's
+// node selector.
+const withNodeSelector = "selftest.pcsync.io/node-selector"
+
 func createPod(t *testing.T, ctx context.Context, cs kubernetes.Interface, ns, name string, labels, annotations map[string]string) *corev1.Pod {
 	t.Helper()
 	tmpl := restrictedPod(labels)
+	if sel, ok := annotations[withNodeSelector]; ok {
+		k, v, _ := strings.Cut(sel, "=")
+		tmpl.Spec.NodeSelector = map[string]string{k: v}
+	}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels, Annotations: annotations}, Spec: tmpl.Spec}
 	out, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
@@ -466,6 +474,10 @@ func TestWaitingOutcomes(t *testing.T) {
 		{"pending in ContainerCreating", testcluster.PendingForever(), nil,
 			waiting{Phase: corev1.PodPending, Scheduled: corev1.ConditionTrue, WaitReason: "ContainerCreating"}, ""},
 		{"unschedulable", testcluster.Unschedulable(), nil,
+			waiting{Phase: corev1.PodPending, Scheduled: corev1.ConditionFalse, ScheduleReason: "Unschedulable", MessageHas: true},
+			"didn't match Pod's node affinity/selector"},
+		{"unschedulable with a node selector of its own", testcluster.Unschedulable(),
+			map[string]string{withNodeSelector: "kubernetes.io/os=linux"},
 			waiting{Phase: corev1.PodPending, Scheduled: corev1.ConditionFalse, ScheduleReason: "Unschedulable", MessageHas: true},
 			"didn't match Pod's node affinity/selector"},
 	}
