@@ -85,6 +85,11 @@ func (c *converter) syntaxError(err error) *Error {
 			line = n
 		}
 		msg = msg[len(m[0]):]
+		if isParserError(msg) {
+			// yaml.v3 reports the parser's (not the scanner's) lines
+			// counting from 0.
+			line++
+		}
 	} else {
 		msg = strings.TrimPrefix(strings.TrimPrefix(msg, "yaml:"), " ")
 	}
@@ -92,6 +97,17 @@ func (c *converter) syntaxError(err error) *Error {
 		line = len(c.lines)
 	}
 	return &Error{Pos: Position{File: c.name, Line: line, Column: 1}, Message: "YAML syntax error: " + oneLine(msg)}
+}
+
+// isParserError reports whether a yaml.v3 message comes from its parser
+// (rather than its scanner), whose line numbers count from 0.
+func isParserError(msg string) bool {
+	for _, p := range []string{"did not find expected", "found duplicate %", "found incompatible YAML document", "found undefined tag handle"} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // converter turns yaml.v3 nodes into CUE syntax with positions.

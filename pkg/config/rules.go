@@ -125,11 +125,11 @@ func (k *checker) metadata(d *document, md Metadata) {
 func (k *checker) labels(d *document, at fieldPath, m map[string]string) {
 	for _, name := range sortedKeys(m) {
 		p := at.with(key(name))
-		for _, msg := range validation.IsQualifiedName(name) {
-			k.errs.add(d.posIn(p, true), p.String(), "invalid label key %q: %s", name, msg)
+		if msgs := validation.IsQualifiedName(name); len(msgs) > 0 {
+			k.errs.add(d.posIn(p, true), p.String(), "invalid label key %q: %s", name, msgs[0])
 		}
-		for _, msg := range validation.IsValidLabelValue(m[name]) {
-			k.errs.add(d.posIn(p, false), p.String(), "invalid label value %q: %s", m[name], msg)
+		if msgs := validation.IsValidLabelValue(m[name]); len(msgs) > 0 {
+			k.errs.add(d.posIn(p, false), p.String(), "invalid label value %q: %s", m[name], msgs[0])
 		}
 	}
 }
@@ -140,8 +140,8 @@ func (k *checker) annotations(d *document, at fieldPath, m map[string]string) {
 	total := 0
 	for _, name := range sortedKeys(m) {
 		p := at.with(key(name))
-		for _, msg := range validation.IsQualifiedName(strings.ToLower(name)) {
-			k.errs.add(d.posIn(p, true), p.String(), "invalid annotation key %q: %s", name, msg)
+		if msgs := validation.IsQualifiedName(strings.ToLower(name)); len(msgs) > 0 {
+			k.errs.add(d.posIn(p, true), p.String(), "invalid annotation key %q: %s", name, msgs[0])
 		}
 		total += len(name) + len(m[name])
 	}
