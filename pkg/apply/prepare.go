@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/sets"
 )
 
@@ -84,7 +85,11 @@ func prepare(objs []*unstructured.Unstructured, id string) ([]*desiredObject, er
 			continue
 		}
 		seen[ref.key()] = i
-		u := in.DeepCopy()
+		u, err := jsonCopy(in)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", ref, err))
+			continue
+		}
 		delete(u.Object, "status")
 		if md, ok := u.Object["metadata"].(map[string]any); ok {
 			for _, f := range serverOwnedMetadata {
@@ -142,6 +147,21 @@ func (d *desiredObject) seal() error {
 		return fmt.Errorf("encoding: %w", err)
 	}
 	return nil
+}
+
+// jsonCopy copies u through JSON, so that any Go values a renderer used (int, typed
+// maps, …) become the JSON types (int64, float64, map[string]any, []any) that the rest
+// of the package and apimachinery expect.
+func jsonCopy(u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	b, err := json.Marshal(u.Object)
+	if err != nil {
+		return nil, fmt.Errorf("encoding: %w", err)
+	}
+	out := &unstructured.Unstructured{}
+	if err := utiljson.Unmarshal(b, &out.Object); err != nil {
+		return nil, fmt.Errorf("decoding: %w", err)
+	}
+	return out, nil
 }
 
 // foldStringData moves a Secret's stringData into data (base64), as the API server

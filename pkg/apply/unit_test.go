@@ -247,3 +247,18 @@ func TestCheckPruneLimits(t *testing.T) {
 		t.Errorf("count 9: %v", err)
 	}
 }
+
+func TestPrepareAcceptsGoTypes(t *testing.T) {
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": "c", "namespace": "n"},
+		"spec":     map[string]any{"port": 443, "ratio": float32(0.5), "list": []string{"a"}}}}
+	got, err := prepare([]*unstructured.Unstructured{u}, "applyset-x-v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := got[0].obj.Object["spec"].(map[string]any)
+	if spec["port"] != int64(443) || spec["ratio"] != 0.5 || !cmp.Equal(spec["list"], []any{"a"}) {
+		t.Errorf("spec = %#v", spec)
+	}
+	_ = got[0].obj.DeepCopy() // must not panic
+}

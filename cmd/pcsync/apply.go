@@ -1,0 +1,138 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/pcsync/pcsync/pkg/apply"
+)
+
+// applySetFlags name the ApplySet inventory, shared by apply and diff.
+type applySetFlags struct {
+	name, namespace string
+	workers         int
+	output          string
+}
+
+func (f *applySetFlags) add(fs *pflag.FlagSet) {
+	d := apply.DefaultManagerOptions()
+	fs.StringVar(&f.name, "applyset", d.ApplySet.Name, "name of the Secret that is the ApplySet parent (inventory)")
+	fs.StringVar(&f.namespace, "applyset-namespace", d.ApplySet.Namespace,
+		"namespace of the ApplySet parent; created if missing")
+	fs.IntVar(&f.workers, "workers", d.Workers, "requests sent in parallel")
+	fs.StringVarP(&f.output, "output", "o", "text", "output format: text or json")
+}
+
+// manager builds the apply.Manager for the flags and the cluster of g.
+func (f *applySetFlags) manager(g *globalOptions) (*apply.Manager, error) {
+	if f.output != "text" && f.output != "json" {
+		return nil, usageErrorf("--output %q: want text or json", f.output)
+	}
+	if f.name == "" || f.namespace == "" {
+		return nil, usageErrorf("--applyset and --applyset-namespace must not be empty")
+	}
+	cfg, err := g.Kube.RESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	opts := apply.DefaultManagerOptions()
+	opts.ApplySet = apply.ParentRef{Name: f.name, Namespace: f.namespace}
+	opts.ToolVersion = toolVersion()
+	opts.Workers = f.workers
+	opts.Logger = g.Logger
+	return apply.NewManager(cfg, opts)
+}
+
+// toolVersion is the version for the ApplySet tooling annotation ("pcsync/<semver>").
+func toolVersion() string {
+	if strings.HasPrefix(version, "v") {
+		return version
+	}
+	return "v0.0.0-" + version
+}
+
+func newApplyCmd(g *globalOptions) *cobra.Command {
+	var (
+		set      applySetFlags
+		opts     = apply.DefaultApplyOptions()
+		pruneMax string
+	)
+	cmd := &cobra.Command{
+		Use:   "apply [DIR]",
+		Short: "Server-side apply the tenant manifests of a config directory",
+		Long: `apply validates and renders DIR (default ".") and server-side applies the result with
+field manager "pcsync": CRDs first (waiting until they are Established), then
+Namespaces and other cluster-scoped objects, then namespaced objects, each stage in
+parallel. Objects that are already as desired are not sent: a sync with nothing to
+do makes no change to the cluster. Every object is recorded in a kubectl-compatible
+ApplySet (a Secret, --applyset in --applyset-namespace), so that --prune deletes
+only what pcsync applied and no longer renders.
+
+An invalid config changes nothing (exit code 1). Output: one line per object,
+"<kind>[.<group>]/<name> <action>[ (<namespace>)]" with action created, configured,
+unchanged, recreated, pruned, retained or failed, then a summary line; -o json
+for machines. Exit code 2 if any object failed.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			pm, err := apply.ParsePruneMax(pruneMax)
+			if err != nil {
+				return usageErrorf("--prune-max: %v", err)
+			}
+			opts.PruneMax = pm
+			out, err := g.loadAndRender(cmd.Context(), dirArg(args))
+			if err != nil {
+				return err
+			}
+			m, err := set.manager(g)
+			if err != nil {
+				return err
+			}
+			report, err := m.Apply(cmd.Context(), out.Objects, opts)
+			if werr := writeReport(g, set.output, report); werr != nil && err == nil {
+				err = werr
+			}
+			if err != nil {
+				return &exitError{code: 2, err: err}
+			}
+			if failed := report.Count(apply.ActionFailed); failed > 0 {
+				return &exitError{code: 2, err: fmt.Errorf("%d of %d objects failed", failed, len(report.Objects))}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	set.add(f)
+	f.BoolVar(&opts.ForceConflicts, "force-conflicts", false,
+		"take ownership of fields other field managers own (otherwise such objects fail, naming the managers and fields)")
+	f.BoolVar(&opts.Force, "force", false, "delete and recreate objects whose change touches an immutable field")
+	f.BoolVar(&opts.DryRun, "dry-run", false,
+		"persist nothing: print what would be applied and pruned (server-side dry run)")
+	f.BoolVar(&opts.Prune, "prune", false, "delete members of the ApplySet that are no longer rendered")
+	f.StringVar(&pruneMax, "prune-max", "25%",
+		"most members one prune may delete: a count (10) or a share of the set (25%)")
+	f.BoolVar(&opts.AllowMassPrune, "allow-mass-prune", false,
+		"allow pruning more than --prune-max, or pruning everything when nothing is rendered")
+	f.BoolVar(&opts.Wait, "wait", false, "wait until applied objects are ready (kstatus) and pruned ones are gone")
+	f.DurationVar(&opts.Timeout, "timeout", 2*time.Minute,
+		"how long to wait for readiness, CRDs to be Established and --force deletions")
+	return cmd
+}
+
+// writeReport prints the report (stdout) and the failed objects' errors (stderr).
+func writeReport(g *globalOptions, format string, r *apply.Report) error {
+	if r == nil {
+		return nil
+	}
+	var err error
+	if format == "json" {
+		err = r.WriteJSON(g.Stdout)
+	} else {
+		err = r.WriteText(g.Stdout)
+	}
+	return errors.Join(err, r.WriteErrors(g.Stderr))
+}
