@@ -302,8 +302,9 @@ func (d devDir) down() error {
 			_ = syscall.Kill(cpid, syscall.SIGKILL)
 		}
 	}
-	_ = os.Remove(d.path("state.json"))
-	_ = os.Remove(d.path("devcluster.pid"))
+	for _, f := range []string{"state.json", "devcluster.pid", "kubeconfig"} {
+		_ = os.Remove(d.path(f))
+	}
 	fmt.Println("dev cluster stopped")
 	return nil
 }

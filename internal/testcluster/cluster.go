@@ -37,8 +37,9 @@ type Options struct {
 	BinDir string
 	// WorkDir receives certificates, kubeconfigs, etcd data, component logs
 	// (logs/<component>.log) and served container-log files. Default: a new
-	// directory under os.TempDir(), removed by Close unless KeepWorkDir is set.
-	// A given WorkDir is never removed.
+	// directory under os.TempDir(), removed by Close unless KeepWorkDir is set or
+	// Start failed (its error names the log to read). A given WorkDir is never
+	// removed.
 	WorkDir string
 	// KeepWorkDir keeps a generated WorkDir after Close (for post-mortems).
 	KeepWorkDir bool
@@ -198,6 +199,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	}
 	defer func() {
 		if err != nil {
+			c.removeWork = false // keep the logs the error points to
 			_ = c.Close()
 			c = nil
 		}

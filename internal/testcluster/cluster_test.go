@@ -785,3 +785,50 @@ func tail(s string, n int) string {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestStartFailureReportsComponentLog makes kube-apiserver refuse its command line: Start
+// must fail with the tail of that component's log and leave no process behind.
+func TestStartFailureReportsComponentLog(t *testing.T) {
+	t.Parallel()
+	testcluster.Get(t) // part of the self-test binary's cluster tests
+	ctx := ctxT(t, time.Minute)
+	opts := testcluster.DefaultOptions()
+	opts.WorkDir = t.TempDir()
+	opts.ExtraAPIServerArgs = []string{"--no-such-flag=1"}
+	c, err := testcluster.Start(ctx, opts)
+	if err == nil {
+		_ = c.Close()
+		t.Fatal("Start succeeded with a bad kube-apiserver flag")
+	}
+	for _, want := range []string{"kube-apiserver", "exited", "unknown flag: --no-such-flag", "last lines of kube-apiserver"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Start error lacks %q:\n%v", want, err)
+		}
+	}
+	// etcd had started; it must be gone again (found by the work dir on its command line).
+	waitFor(t, ctx, "etcd of the failed start stopped", func() (bool, string, error) {
+		pids, err := processesMentioning(opts.WorkDir)
+		return len(pids) == 0, fmt.Sprintf("processes using %s: %v", opts.WorkDir, pids), err
+	})
+}
+
+// processesMentioning lists live processes whose command line contains s.
+func processesMentioning(s string) ([]int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, e := range entries {
+		var pid int
+		if _, err := fmt.Sscanf(e.Name(), "%d", &pid); err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || !bytes.Contains(cmdline, []byte(s)) || !processAlive(pid) {
+			continue
+		}
+		out = append(out, pid)
+	}
+	return out, nil
+}
