@@ -46,7 +46,9 @@ func issuesOf(err error, doc ast.Expr) []issue {
 	groups := map[string]*msgGroup{}
 	for _, e := range cueerrors.Errors(err) {
 		format, args := e.Msg()
-		if strings.Contains(format, "errors in empty disjunction") {
+		if strings.Contains(format, "errors in empty disjunction") || strings.HasPrefix(format, "incomplete argument") {
+			// Headers of sub-errors, and a builtin called on a missing
+			// value (reported as that value's own error).
 			continue
 		}
 		p := userPath(doc, e.Path())

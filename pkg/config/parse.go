@@ -332,7 +332,8 @@ func parseJSON(name string, data []byte) (*document, *Error) {
 		if errors.As(err, &se) {
 			off = se.Offset
 		}
-		line, col := lineCol(data, off)
+		// Offset counts the bytes read, the offending one included.
+		line, col := lineCol(data, off-1)
 		return nil, &Error{Pos: Position{File: name, Line: line, Column: col}, Message: "JSON syntax error: " + oneLine(strings.TrimPrefix(err.Error(), "json: "))}
 	}
 	expr, err := cuejson.Extract(name, data)

@@ -179,7 +179,12 @@ func (w *worker) check(kind string, doc *document) ([]byte, []*Error) {
 			return b, nil
 		}
 		var fresh []fieldPath
-		for _, is := range issuesOf(err, expr) {
+		issues := issuesOf(err, expr)
+		if round == 0 {
+			issues = append(issues, notAllowed(def, expr)...)
+			issues = append(issues, missingTopLevel(def, expr)...)
+		}
+		for _, is := range issues {
 			if underAny(is.path, known) {
 				continue
 			}
@@ -249,4 +254,27 @@ func prune(e ast.Expr, p fieldPath) ast.Expr {
 		return n
 	}
 	return e
+}
+
+// missingTopLevel finds the document's required top-level fields that are
+// absent: CUE does not always report them when another error is present
+// (a constraint that needs the missing value fails first).
+func missingTopLevel(def cue.Value, expr ast.Expr) []issue {
+	var out []issue
+	it, err := def.Fields()
+	if err != nil {
+		return nil
+	}
+	for it.Next() {
+		name := it.Selector().Unquoted()
+		if locate(expr, fieldPath{key(name)}).found {
+			continue
+		}
+		v := it.Value()
+		if _, ok := v.Default(); ok || v.IsConcrete() || v.IncompleteKind() == cue.StructKind {
+			continue
+		}
+		out = append(out, issue{path: fieldPath{key(name)}, msg: "field is required", atKey: true})
+	}
+	return out
 }

@@ -1,0 +1,185 @@
+package config_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/pcsync/pcsync/pkg/config"
+)
+
+func writeFiles(t testing.TB, dir string, files map[string]string) {
+	t.Helper()
+	for name, content := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+const company = `apiVersion: pcsync.io/v1alpha1
+kind: Company
+metadata:
+  name: %s
+spec:
+  id: id-%s
+`
+
+func companyDoc(slug string) string { return strings.ReplaceAll(company, "%s", slug) }
+
+func TestLoadValid(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		"b.yaml":               companyDoc("beta") + "---\n" + companyDoc("alpha"),
+		"sub/c.yml":            companyDoc("gamma") + "  agents:\n    - {name: coder, adapter: codex_local}\n",
+		".hidden.yaml":         "not: [valid",
+		".git/config.yaml":     "not: [valid",
+		"notes.txt":            "not yaml at all: [",
+		"settings.yaml":        "apiVersion: pcsync.io/v1alpha1\nkind: Settings\nmetadata: {name: s}\nspec:\n  namespacePrefix: t-\n",
+		"empty.yaml":           "# nothing here\n",
+		"only-separators.yaml": "---\n---\n",
+	})
+	m, err := config.Load(context.Background(), dir, config.DefaultLoadOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var slugs []string
+	for i := range m.Companies {
+		slugs = append(slugs, m.Companies[i].Slug())
+	}
+	if diff := cmp.Diff([]string{"alpha", "beta", "gamma"}, slugs); diff != "" {
+		t.Errorf("companies (-want +got):\n%s", diff)
+	}
+	alpha, _ := m.Company("alpha")
+	if got, want := alpha.Source, (config.Position{File: filepath.Join(dir, "b.yaml"), Line: 8, Column: 1}); got != want {
+		t.Errorf("alpha source = %v, want %v (second document of the file)", got, want)
+	}
+	if got := m.Namespace(alpha); got != "t-alpha" {
+		t.Errorf("namespace = %q, want t-alpha", got)
+	}
+	gamma, _ := m.Company("gamma")
+	a := gamma.Spec.Agents[0]
+	if a.Concurrency != 1 || a.GraceSec != 60 || a.TimeoutSec != 0 {
+		t.Errorf("agent defaults = %+v", a)
+	}
+	if got := m.AgentImage(&a); got != "ghcr.io/paperclipai/agent-runtime-codex:v1" {
+		t.Errorf("agent image = %q", got)
+	}
+	if got := *m.Quota(gamma).Pods; got != 20 {
+		t.Errorf("quota pods = %d, want the default 20", got)
+	}
+	if len(m.Warnings) != 1 || !strings.Contains(m.Warnings[0].String(), `company "gamma": standard egress mode cannot enforce host names`) {
+		t.Errorf("warnings = %v, want one for gamma", m.Warnings)
+	}
+}
+
+func TestLoadDefaultsWithoutSettings(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"a.yaml": companyDoc("acme")})
+	m, err := config.Load(context.Background(), dir, config.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := m.Settings.Spec
+	if s.NamespacePrefix != "paperclip-" || s.Server.Port != 3100 || s.Egress.Mode != config.EgressStandard {
+		t.Errorf("default settings = %+v", s)
+	}
+	if len(m.Builtin) != 7 {
+		t.Errorf("built-in adapters = %d, want 7", len(m.Builtin))
+	}
+}
+
+func TestLoadNotADirectory(t *testing.T) {
+	_, err := config.Load(context.Background(), filepath.Join(t.TempDir(), "missing"), config.LoadOptions{})
+	var ce *config.Errors
+	if err == nil || errors.As(err, &ce) {
+		t.Fatalf("err = %v, want a plain (non-config) error", err)
+	}
+}
+
+func TestLoadAliasBomb(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("a: &a [x, x, x, x, x, x, x, x, x, x]\n")
+	prev := "a"
+	for i := range 12 {
+		name := string(rune('b' + i))
+		b.WriteString(name + ": &" + name + " [*" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + "]\n")
+		prev = name
+	}
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"bomb.yaml": b.String()})
+	start := time.Now()
+	_, err := config.Load(context.Background(), dir, config.LoadOptions{})
+	var ce *config.Errors
+	if !errors.As(err, &ce) {
+		t.Fatalf("err = %v, want *config.Errors", err)
+	}
+	if !strings.Contains(err.Error(), "too large") {
+		t.Errorf("err = %v, want a size error", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("alias bomb took %v", d)
+	}
+}
+
+func TestLoadErrorsAreSortedAndComplete(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		"a.yaml": companyDoc("acme") + "  colour: red\n  agents:\n    - {name: x, adapter: nope}\n",
+		"b.yaml": "apiVersion: pcsync.io/v1alpha1\nkind: Company\nmetadata: {name: beta}\nspec: {}\n",
+	})
+	_, err := config.Load(context.Background(), dir, config.LoadOptions{})
+	var ce *config.Errors
+	if !errors.As(err, &ce) {
+		t.Fatalf("err = %v", err)
+	}
+	want := []string{
+		filepath.Join(dir, "a.yaml") + `:7:3: spec.colour: field not allowed`,
+		filepath.Join(dir, "a.yaml") + `:9:26: spec.agents[0].adapter: invalid value "nope": must be one of "acpx_local", "claude_local", "codex_local", "cursor_local", "gemini_local", "opencode_local", "pi_local"`,
+		filepath.Join(dir, "b.yaml") + `:4:1: spec.id: field is required`,
+	}
+	if diff := cmp.Diff(want, ce.Lines()); diff != "" {
+		t.Errorf("errors (-want +got):\n%s", diff)
+	}
+	if got := strings.Count(err.Error(), "\n"); got != 2 {
+		t.Errorf("Error() has %d newlines, want 2", got)
+	}
+}
+
+func TestPatchPathLoaded(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		"tenants/acme.yaml":      companyDoc("acme") + "  patches:\n    - path: ../patches/p.yaml\n      target: {kind: ResourceQuota}\n",
+		"patches/p.yaml":         "- op: remove\n  path: /spec/hard/pods\n",
+		"patches/unrelated.yaml": "- this is not a config document",
+	})
+	_, err := config.Load(context.Background(), dir, config.LoadOptions{})
+	if err == nil || !strings.Contains(err.Error(), "unrelated.yaml:1:1: a document must be a mapping") {
+		t.Fatalf("err = %v, want only unrelated.yaml refused", err)
+	}
+	if strings.Contains(err.Error(), "p.yaml:") {
+		t.Errorf("the patch file was read as config: %v", err)
+	}
+	os.Remove(filepath.Join(dir, "patches/unrelated.yaml"))
+	m, err := config.Load(context.Background(), dir, config.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := m.Companies[0].Spec.Patches[0]
+	if p.Patch != "- op: remove\n  path: /spec/hard/pods\n" || p.Path != filepath.Join(dir, "patches/p.yaml") {
+		t.Errorf("patch = %+v", p)
+	}
+	if p.Source.Line != 8 || p.Source.Column != 7 {
+		t.Errorf("patch source = %v, want line 8, column 7", p.Source)
+	}
+}

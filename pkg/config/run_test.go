@@ -1,0 +1,133 @@
+package config_test
+
+import (
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/pcsync/pcsync/pkg/config"
+)
+
+func TestParseRunValid(t *testing.T) {
+	tests := []struct {
+		name, file, data string
+		want             config.RunRequest
+	}{
+		{"json", "r1.json", `{"apiVersion": "pcsync.io/v1alpha1", "kind": "Run", "company": "acme", "agent": "coder",
+	"prompt": "fix the build \/ please", "context": {"taskId": "T-1", "attempt": 2, "urgent": true}}`,
+			config.RunRequest{APIVersion: config.APIVersion, Kind: "Run", Company: "acme", Agent: "coder", Prompt: "fix the build / please",
+				Context: map[string]any{"taskId": "T-1", "attempt": 2.0, "urgent": true}}},
+		{"yaml", "r2.yaml", "apiVersion: pcsync.io/v1alpha1\nkind: Run\ncompany: acme\nagent: coder\nprompt: |\n  two\n  lines\nrunId: run-7\nsessionId: s-1\ntimeoutSec: 600\n",
+			config.RunRequest{APIVersion: config.APIVersion, Kind: "Run", Company: "acme", Agent: "coder", Prompt: "two\nlines\n", RunID: "run-7", SessionID: "s-1", TimeoutSec: 600}},
+		{"json content in a yaml name", "r3.yaml", `{"apiVersion":"pcsync.io/v1alpha1","kind":"Run","company":"a","agent":"b","prompt":"p"}`,
+			config.RunRequest{APIVersion: config.APIVersion, Kind: "Run", Company: "a", Agent: "b", Prompt: "p"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := config.ParseRun(tt.file, []byte(tt.data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(&tt.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestParseRunInvalid(t *testing.T) {
+	tests := []struct {
+		name, file, data string
+		want             []string
+	}{
+		{"unknown field", "r.json", "{\"apiVersion\": \"pcsync.io/v1alpha1\", \"kind\": \"Run\", \"company\": \"acme\",\n \"agent\": \"coder\", \"prompt\": \"p\", \"image\": \"evil:latest\"}",
+			[]string{`r.json:2:35: image: field not allowed`}},
+		{"several errors", "r.yaml", "apiVersion: pcsync.io/v1alpha1\nkind: Run\ncompany: Acme\nagent: coder\nprompt: \"\"\nnamespace: kube-system\n",
+			[]string{
+				`r.yaml:3:10: company: invalid value "Acme": must be a DNS label: lower-case letters, digits and '-', starting and ending with a letter or digit`,
+				`r.yaml:5:9: prompt: invalid value "": must not be empty`,
+				`r.yaml:6:1: namespace: field not allowed`,
+			}},
+		{"missing fields", "r.yaml", "apiVersion: pcsync.io/v1alpha1\nkind: Run\ncompany: acme\n",
+			[]string{`r.yaml:1:1: agent: field is required`, `r.yaml:1:1: prompt: field is required`}},
+		{"wrong kind", "r.yaml", "apiVersion: pcsync.io/v1alpha1\nkind: Company\n",
+			[]string{`r.yaml:2:7: kind: unknown kind "Company": must be one of Run`}},
+		{"json syntax", "r.json", "{\n  \"kind\": \"Run\",\n  oops\n}",
+			[]string{`r.json:3:3: JSON syntax error: invalid character 'o' looking for beginning of object key string`}},
+		{"duplicate json key", "r.json", `{"kind": "Run", "kind": "Run"}`,
+			[]string{`r.json:1:17: key "kind" repeated (first at line 1)`}},
+		{"two documents", "r.yaml", "kind: Run\n---\nkind: Run\n", []string{`r.yaml:3:1: a run request holds one document`}},
+		{"empty", "r.yaml", "", []string{`r.yaml:1:1: run request is empty`}},
+		{"not a mapping", "r.yaml", "- a\n- b\n", []string{`r.yaml:1:1: a document must be a mapping with apiVersion, kind, metadata and spec`}},
+		{"bad context key", "r.yaml", "apiVersion: pcsync.io/v1alpha1\nkind: Run\ncompany: a\nagent: b\nprompt: p\ncontext:\n  task-id: x\n",
+			[]string{`r.yaml:7:3: context.task-id: field not allowed`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := config.ParseRun(tt.file, []byte(tt.data))
+			var ce *config.Errors
+			if !errors.As(err, &ce) {
+				t.Fatalf("err = %v, want *config.Errors", err)
+			}
+			if diff := cmp.Diff(tt.want, ce.Lines()); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestParseRunHostile(t *testing.T) {
+	bomb := "a: &a [x,x,x,x,x,x,x,x,x,x]\n"
+	prev := "a"
+	for _, n := range []string{"b", "c", "d", "e", "f", "g", "h", "i"} {
+		bomb += n + ": &" + n + " [" + strings.Repeat("*"+prev+",", 9) + "*" + prev + "]\n"
+		prev = n
+	}
+	big := `{"apiVersion":"pcsync.io/v1alpha1","kind":"Run","company":"a","agent":"b","prompt":"` + strings.Repeat("x", 1<<20+1) + `"}`
+	tests := []struct{ name, data, want string }{
+		{"alias bomb", bomb, "too large"},
+		{"binary", "\x00\x01\x02\xff\xfe\x7f{{{[[[", "syntax error"},
+		{"utf16", "\xff\xfe\x00a", ""},
+		{"prompt over 1 MiB", big, "larger than 1 MiB"},
+		{"deep nesting", strings.Repeat("[", 20000) + strings.Repeat("]", 20000), ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			start := time.Now()
+			_, err := config.ParseRun("r.yaml", []byte(tt.data))
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err = %v, want it to contain %q", err, tt.want)
+			}
+			if d := time.Since(start); d > 3*time.Second {
+				t.Errorf("took %v", d)
+			}
+		})
+	}
+}
+
+func TestParseRunConcurrent(t *testing.T) {
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			for range 20 {
+				data := "apiVersion: pcsync.io/v1alpha1\nkind: Run\ncompany: acme\nagent: coder\nprompt: p\n"
+				if i%2 == 1 {
+					data += "bogus: 1\n"
+				}
+				_, err := config.ParseRun("r.yaml", []byte(data))
+				if (err != nil) != (i%2 == 1) {
+					t.Errorf("worker %d: err = %v", i, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
