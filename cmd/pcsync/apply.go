@@ -93,8 +93,10 @@ for machines. Exit code 2 if any object failed.`,
 				return err
 			}
 			report, err := m.Apply(cmd.Context(), out.Objects, opts)
-			if werr := writeReport(g, set.output, report); werr != nil && err == nil {
-				err = werr
+			if err == nil || len(report.Objects) > 0 {
+				if werr := writeReport(g, set.output, report); werr != nil && err == nil {
+					err = werr
+				}
 			}
 			if err != nil {
 				return &exitError{code: 2, err: err}

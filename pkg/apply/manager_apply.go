@@ -59,7 +59,15 @@ func (m *Manager) Apply(ctx context.Context, objs []*unstructured.Unstructured, 
 		results[d.index] = ObjectResult{Ref: d.ref}
 	}
 	var pruned []ObjectResult
-	fill := func() { report.Objects = append(append([]ObjectResult(nil), results...), pruned...) }
+	// Objects not reached (an early error) are left out of the report.
+	fill := func() {
+		report.Objects = nil
+		for _, r := range append(append([]ObjectResult(nil), results...), pruned...) {
+			if r.Action != "" {
+				report.Objects = append(report.Objects, r)
+			}
+		}
+	}
 	defer fill()
 
 	inv, err := m.readInventory(ctx)

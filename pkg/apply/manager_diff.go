@@ -253,7 +253,7 @@ func toYAML(u *unstructured.Unstructured) (string, error) {
 }
 
 // stripForDiff returns a copy of u without the fields that change on every write or
-// belong to the server.
+// belong to the server, and without the applied-hash annotation.
 func stripForDiff(u *unstructured.Unstructured) *unstructured.Unstructured {
 	if u == nil {
 		return nil
@@ -262,6 +262,12 @@ func stripForDiff(u *unstructured.Unstructured) *unstructured.Unstructured {
 	delete(c.Object, "status")
 	for _, f := range []string{"managedFields", "resourceVersion", "generation", "uid", "creationTimestamp", "selfLink"} {
 		unstructured.RemoveNestedField(c.Object, "metadata", f)
+	}
+	// pcsync's bookkeeping digest changes with every configuration change and tells a
+	// reader nothing the rest of the diff does not.
+	unstructured.RemoveNestedField(c.Object, "metadata", "annotations", AnnotationAppliedHash)
+	if len(c.GetAnnotations()) == 0 {
+		unstructured.RemoveNestedField(c.Object, "metadata", "annotations")
 	}
 	return c
 }
