@@ -1,0 +1,52 @@
+package kubeexec
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Release implements runs.Handle: once the result is written, the Job is
+// deleted (in the background: the garbage collector removes its pod and
+// Secret) unless the company retains Jobs, and the run's marker goes.
+func (h *handle) Release(ctx context.Context) error {
+	h.mu.Lock()
+	gone := h.jobGone
+	h.mu.Unlock()
+	var errs []error
+	if !gone && !h.retain {
+		dctx, cancel := context.WithTimeout(ctx, h.e.opts.DeleteTimeout)
+		if err := h.deleteJob(dctx); err != nil {
+			errs = append(errs, fmt.Errorf("%w (its ttlSecondsAfterFinished removes it later)", err))
+		}
+		cancel()
+	}
+	if err := removeMarker(markerPath(h.e.opts.StateDir, h.r.Name())); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// deleteJob deletes the run's Job with background propagation; a Job that
+// is already gone (or replaced by another of the same name) counts as
+// deleted.
+func (h *handle) deleteJob(ctx context.Context) error {
+	opts := metav1.DeleteOptions{PropagationPolicy: ptr(metav1.DeletePropagationBackground)}
+	if h.uid != "" {
+		opts.Preconditions = &metav1.Preconditions{UID: ptr(h.uid)}
+	}
+	err := h.e.client.BatchV1().Jobs(h.ns).Delete(ctx, h.name, opts)
+	if err == nil || isNotFound(err) || isConflict(err) {
+		return nil
+	}
+	return fmt.Errorf("Job/%s/%s delete failed: %w", h.ns, h.name, err)
+}
+
+func isNotFound(err error) bool { return apierrors.IsNotFound(err) }
+
+func isConflict(err error) bool { return apierrors.IsConflict(err) }
+
+func isAlreadyExists(err error) bool { return apierrors.IsAlreadyExists(err) }

@@ -1,0 +1,223 @@
+package kubeexec
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/pcsync/pcsync/pkg/result"
+	"github.com/pcsync/pcsync/pkg/runs"
+)
+
+// Executor runs each run as a Kubernetes Job. It implements runs.Executor.
+// Create it with New; it lives until the context given to New ends, and
+// leaves every Job running then (the next daemon adopts them).
+type Executor struct {
+	// ctx bounds the executor's goroutines (informers, handles, cancels);
+	// it is the daemon's lifetime, not a request's.
+	ctx     context.Context
+	client  kubernetes.Interface
+	opts    Options
+	tracker *tracker
+}
+
+// syncTimeout bounds the informers' first list.
+const syncTimeout = 2 * time.Minute
+
+// New starts the executor's watches (Jobs and Pods labelled
+// app.kubernetes.io/managed-by=pcsync, FailedCreate events of Jobs, in every
+// namespace) and waits until they have listed what exists, so that Adopt
+// finds the Jobs of an earlier daemon. The executor stops when ctx ends.
+func New(ctx context.Context, client kubernetes.Interface, opts Options) (*Executor, error) {
+	opts = opts.withDefaults()
+	if opts.StateDir == "" {
+		return nil, errors.New("kubernetes executor: no state directory")
+	}
+	t := newTracker(client)
+	if err := t.start(ctx, syncTimeout); err != nil {
+		return nil, fmt.Errorf("kubernetes executor: %w", err)
+	}
+	return &Executor{ctx: ctx, client: client, opts: opts, tracker: t}, nil
+}
+
+// Name implements runs.Executor.
+func (e *Executor) Name() string { return "kubernetes" }
+
+// Running returns how many runs of an agent hold a slot in the cluster now:
+// Jobs this executor is creating or following, and unfinished Jobs of the
+// agent that an earlier daemon started and nobody has adopted yet.
+func (e *Executor) Running(namespace, agent string) int {
+	return e.tracker.occupied(agentKey{namespace, agent})
+}
+
+// Start implements runs.Executor. It builds the Job and the Secret, waits
+// for a slot by the cluster's count (see Running; the daemon's own count
+// already allowed the run), records the run in its marker, creates the Job
+// and then the Secret owned by it. The pod cannot start before the Secret
+// exists (its volume and env refer to it and are not optional), and a daemon
+// that stops between the two requests creates the Secret when it adopts the
+// Job.
+func (e *Executor) Start(ctx context.Context, r *runs.Run) (runs.Handle, error) {
+	log := e.opts.Logger.With(r.LogAttrs()...)
+	b := e.opts.Build
+	in, err := NewInput(r, e.opts.Environ(), b)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range in.Command.Warnings {
+		log.Warn(w)
+	}
+	job, err := BuildJob(in, b)
+	if err != nil {
+		return nil, &runs.StartError{Code: result.ErrInvalidRequest, Err: err}
+	}
+	sec, err := BuildSecret(in, job, b)
+	if err != nil {
+		return nil, &runs.StartError{Code: result.ErrInvalidRequest, Err: err}
+	}
+	ns, name := job.Namespace, job.Name
+	key := jobKey(ns, name)
+	limit := max(1, r.Agent.Concurrency)
+	if err := e.tracker.reserve(ctx, agentKey{ns, r.Agent.Name}, key, limit, func(n int) {
+		log.Info("waiting for a slot: the cluster already runs the agent's concurrency in Jobs", slog.Int("running", n), slog.Int("concurrency", limit))
+	}); err != nil {
+		return nil, err
+	}
+	mpath := markerPath(e.opts.StateDir, r.Name())
+	if err := writeMarker(mpath, marker{RunID: r.RunID, Namespace: ns, Job: name, Request: in.RequestFile, CreatedAt: time.Now().UTC()}); err != nil {
+		e.tracker.unreserve(key)
+		return nil, err
+	}
+	undo := func() {
+		e.tracker.unreserve(key)
+		if err := removeMarker(mpath); err != nil {
+			log.Warn("cannot remove the run marker", slog.Any("error", err))
+		}
+	}
+	created, err := e.client.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{})
+	if err == nil {
+		// A new run starts a new log.
+		if err := os.WriteFile(r.Paths.Log(), nil, 0o644); err != nil {
+			log.Warn("cannot create the run's log file", slog.Any("error", err))
+		}
+	} else if isAlreadyExists(err) {
+		// Created by an earlier daemon that stopped before recording it,
+		// or by a second request with the same runId.
+		created, err = e.client.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
+		if err == nil && created.Annotations[AnnotationRequest] != in.RequestFile {
+			undo()
+			return nil, &runs.StartError{Code: result.ErrInvalidRequest, Err: fmt.Errorf(
+				"Job/%s/%s already exists for request %q: the runId %q of company %s agent %s is taken",
+				ns, name, created.Annotations[AnnotationRequest], r.RunID, r.Company.Slug(), r.Agent.Name)}
+		}
+		if err == nil {
+			log.Info("the run's Job exists already; following it")
+		}
+	}
+	if err != nil {
+		undo()
+		return nil, fmt.Errorf("Job/%s/%s create failed: %w", ns, name, err)
+	}
+	sec.OwnerReferences[0].UID = created.UID
+	if _, err := e.client.CoreV1().Secrets(ns).Create(ctx, sec, metav1.CreateOptions{}); err != nil && !isAlreadyExists(err) {
+		// Without its Secret the pod would wait for ever: take the Job back.
+		h := &handle{e: e, ns: ns, name: name, uid: created.UID}
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.DeleteTimeout)
+		derr := h.deleteJob(dctx)
+		cancel()
+		undo()
+		if derr != nil {
+			return nil, fmt.Errorf("Secret/%s/%s create failed: %w (and %v)", ns, name, err, derr)
+		}
+		return nil, fmt.Errorf("Secret/%s/%s create failed: %w (the Job was deleted)", ns, name, err)
+	}
+	log.Info("Job created", slog.String("job", ns+"/"+name))
+	h := e.newHandle(r, in, created)
+	go h.run(e.ctx)
+	return h, nil
+}
+
+// Adopt implements runs.Executor. A run whose Job exists is followed from
+// where it is (the Secret is created again if an earlier daemon stopped
+// before creating it). A run with a marker but no Job ended while no daemon
+// watched: its handle reports failed (or cancelled, when <name>.cancel
+// exists) saying so. A run with neither was never started.
+func (e *Executor) Adopt(ctx context.Context, r *runs.Run) (runs.Handle, error) {
+	log := e.opts.Logger.With(r.LogAttrs()...)
+	in, err := NewInput(r, e.opts.Environ(), e.opts.Build)
+	if err != nil {
+		return nil, err
+	}
+	ns, name := in.Namespace(), in.JobName()
+	mpath := markerPath(e.opts.StateDir, r.Name())
+	if job := e.tracker.job(ns, name); job != nil {
+		if req := job.Annotations[AnnotationRequest]; req != in.RequestFile {
+			res := r.NewResult()
+			res.Fail(result.StatusRejected, result.ErrInvalidRequest, fmt.Sprintf(
+				"Job/%s/%s belongs to request %q: the runId %q of company %s agent %s is taken",
+				ns, name, req, r.RunID, r.Company.Slug(), r.Agent.Name))
+			now := time.Now().UTC()
+			res.FinishedAt = &now
+			return &doneHandle{ending: runs.Ending{Result: res}}, nil
+		}
+		if !jobFinished(job) {
+			e.repairSecret(ctx, log, in, job)
+		}
+		log.Info("adopting the run's Job", slog.String("job", ns+"/"+name))
+		h := e.newHandle(r, in, job.DeepCopy())
+		go h.run(e.ctx)
+		return h, nil
+	}
+	m, ok, err := readMarker(mpath)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, runs.ErrNotStarted
+	}
+	res := r.NewResult()
+	now := time.Now().UTC()
+	res.SetTimes(m.CreatedAt, now)
+	res.Job = &result.Job{Namespace: ns, Name: name}
+	if _, err := os.Stat(r.Paths.Cancel()); err == nil {
+		res.Fail(result.StatusCancelled, result.ErrCancelled, fmt.Sprintf(
+			"cancelled: Job/%s/%s is gone (deleted on the cancel request before the daemon stopped)", ns, name))
+	} else {
+		res.Fail(result.StatusFailed, result.ErrInternal, fmt.Sprintf(
+			"Job/%s/%s of this run (started %s) is gone and left no trace of how it ended: it was deleted, removed by its TTL while no daemon watched, or never created because the daemon stopped right before; the run is not started again",
+			ns, name, m.CreatedAt.Format(time.RFC3339)))
+	}
+	log.Warn("the run's Job is gone", slog.String("job", ns+"/"+name), slog.String("status", string(res.Status)))
+	return &doneHandle{ending: runs.Ending{Result: res}, marker: mpath}, nil
+}
+
+// repairSecret creates the run's Secret when it is missing: an earlier
+// daemon stopped between creating the Job and its Secret.
+func (e *Executor) repairSecret(ctx context.Context, log *slog.Logger, in Input, job *batchv1.Job) {
+	_, err := e.client.CoreV1().Secrets(job.Namespace).Get(ctx, job.Name, metav1.GetOptions{})
+	if err == nil {
+		return
+	}
+	if !isNotFound(err) {
+		log.Warn("cannot check the run's Secret", slog.Any("error", fmt.Errorf("Secret/%s/%s get failed: %w", job.Namespace, job.Name, err)))
+		return
+	}
+	sec, err := BuildSecret(in, job, e.opts.Build)
+	if err == nil {
+		_, err = e.client.CoreV1().Secrets(job.Namespace).Create(ctx, sec, metav1.CreateOptions{})
+	}
+	if err != nil && !isAlreadyExists(err) {
+		log.Warn("cannot create the missing Secret of the adopted Job; its pod waits for it", slog.Any("error", fmt.Errorf("Secret/%s/%s create failed: %w", job.Namespace, job.Name, err)))
+		return
+	}
+	log.Info("created the missing Secret of the adopted Job")
+}
+
+var _ runs.Executor = (*Executor)(nil)

@@ -1,0 +1,417 @@
+package kubeexec
+
+import (
+	"fmt"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/pcsync/pcsync/pkg/result"
+)
+
+// observation is what the informers know of one run at one moment.
+type observation struct {
+	// Job is the run's Job: the cached one, or the last one seen when it
+	// was deleted since. Nil when it was never seen.
+	Job *batchv1.Job
+	// JobDeleted is set once the Job's deletion was observed.
+	JobDeleted bool
+	// Pod is the run's pod (the newest, if the Job made several), or nil.
+	Pod *corev1.Pod
+	// FailedCreate is the newest FailedCreate event of the Job, or nil.
+	FailedCreate *corev1.Event
+	// Cancelled is set when pcsync deleted the Job on a cancel request.
+	Cancelled bool
+	// Now is the time of the observation.
+	Now time.Time
+	// Since returns when a condition named by key was first observed by
+	// this daemon, recording now on the first call.
+	Since func(key string) time.Time
+	// Container is the agent container's name.
+	Container string
+	// Timeout and TimeoutSource describe the run's deadline, for messages.
+	Timeout       time.Duration
+	TimeoutSource string
+	// MemoryLimit is the agent container's memory limit as configured, for
+	// the OOM hint ("" when none).
+	MemoryLimit string
+	// Grace is the agent's termination grace period, for messages.
+	Grace time.Duration
+	// UnschedulableGrace, QuotaGrace and ConfigErrorGrace are the
+	// Options of the same names.
+	UnschedulableGrace, QuotaGrace, ConfigErrorGrace time.Duration
+}
+
+// verdict is what an observation means for the run.
+type verdict struct {
+	// Started is set once the agent container has started (running or
+	// terminated): its log can be read.
+	Started bool
+	// PodDone is set when the agent container will not write any more
+	// log: the pod is in a terminal phase, or gone.
+	PodDone bool
+	// Final is set when the run has ended (or must end now, see Stop).
+	Final bool
+	// Stop is set when the run ends although its Job is still there (the
+	// image cannot be pulled, the pod cannot be scheduled or created):
+	// pcsync deletes the Job.
+	Stop bool
+	// Status, Code and Message are set for endings that pcsync explains
+	// itself (OOM kill, image pull, deadline, …). When Code is empty, the
+	// adapter's parser decides from the exit code and the output.
+	Status  result.Status
+	Code    result.ErrorCode
+	Message string
+	// ExitCode and Signal describe how the agent container ended, when it
+	// did.
+	ExitCode *int
+	Signal   string
+	// TimedOut is set when the Job's deadline stopped the run.
+	TimedOut bool
+	// StartedAt and FinishedAt are the container's times, when known.
+	StartedAt, FinishedAt time.Time
+	// Recheck asks for another look after this long even if nothing
+	// changes (a grace period is running out); zero means none.
+	Recheck time.Duration
+}
+
+// imagePullReasons are the waiting reasons that mean the image will not
+// arrive.
+var imagePullReasons = map[string]bool{
+	"ErrImagePull":              true,
+	"ImagePullBackOff":          true,
+	"InvalidImageName":          true,
+	"ErrImageNeverPull":         true,
+	"RegistryUnavailable":       true,
+	"SignatureValidationFailed": true,
+}
+
+// explain reads an observation. It is a pure function of its input, so that
+// every ending can be tested on constructed objects.
+func explain(o observation) verdict {
+	var v verdict
+	if o.Cancelled {
+		v.Final, v.Status, v.Code = true, result.StatusCancelled, result.ErrCancelled
+		v.Message = "cancelled: pcsync deleted the Job"
+		if o.Grace > 0 {
+			v.Message += fmt.Sprintf("; the agent got SIGTERM, and SIGKILL after %s", o.Grace)
+		}
+		v.PodDone = true
+		fillContainer(&v, o)
+		return v
+	}
+	if o.Job == nil {
+		// Not in the cache yet (just created): wait for the informer.
+		return v
+	}
+	cs := containerStatus(o.Pod, o.Container)
+	if cs != nil && (cs.State.Running != nil || cs.State.Terminated != nil || cs.LastTerminationState.Terminated != nil) {
+		v.Started = true
+	}
+	if o.Pod != nil && (o.Pod.Status.Phase == corev1.PodRunning || o.Pod.Status.Phase == corev1.PodSucceeded || o.Pod.Status.Phase == corev1.PodFailed) {
+		v.Started = true
+	}
+
+	// The Job's own verdict comes first: it is final.
+	if c := jobCondition(o.Job, batchv1.JobFailed); c != nil {
+		v.Final, v.PodDone = true, true
+		fillContainer(&v, o)
+		if c.Reason == batchv1.JobReasonDeadlineExceeded {
+			v.Status, v.Code, v.TimedOut = result.StatusTimedOut, result.ErrTimeout, true
+			v.Message = fmt.Sprintf("timed out: the Job's activeDeadlineSeconds (%s, %s) passed and Kubernetes stopped the pod (SIGTERM, SIGKILL after %s)",
+				o.Timeout, o.TimeoutSource, o.Grace)
+			return v
+		}
+		if o.Pod != nil {
+			if pv := explainPodFailure(o); pv.Code != "" || pv.ExitCode != nil {
+				pv.Final, pv.PodDone, pv.Started = true, true, v.Started
+				return pv
+			}
+		}
+		v.Status, v.Code = result.StatusFailed, result.ErrAgentFailed
+		v.Message = fmt.Sprintf("the Job failed: %s", reasonMessage(c.Reason, c.Message))
+		return v
+	}
+	if jobCondition(o.Job, batchv1.JobComplete) != nil {
+		v.Final, v.PodDone = true, true
+		fillContainer(&v, o)
+		if v.ExitCode == nil {
+			v.ExitCode = ptr(0)
+		}
+		return v
+	}
+	if o.JobDeleted {
+		v.Final, v.PodDone = true, true
+		fillContainer(&v, o)
+		v.Status, v.Code = result.StatusFailed, result.ErrInternal
+		v.Message = fmt.Sprintf("Job/%s/%s was deleted before the run finished, and not by pcsync (kubectl delete, a namespace deletion, or another controller)",
+			o.Job.Namespace, o.Job.Name)
+		return v
+	}
+
+	pod := o.Pod
+	if pod != nil && (pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed) {
+		v.PodDone = true
+		if dt := podCondition(pod, corev1.DisruptionTarget); pod.DeletionTimestamp != nil || dt != nil && dt.Status == corev1.ConditionTrue {
+			// Stopped from outside (the Job's deadline, an eviction, a
+			// preemption): the Job's condition will say which.
+			return v
+		}
+		if pod.Status.Phase == corev1.PodSucceeded {
+			v.Final = true
+			fillContainer(&v, o)
+			if v.ExitCode == nil {
+				v.ExitCode = ptr(0)
+			}
+			return v
+		}
+		pv := explainPodFailure(o)
+		pv.Final, pv.PodDone, pv.Started = true, true, v.Started
+		return pv
+	}
+
+	if pod == nil {
+		return explainNoPod(o, v)
+	}
+	if pod.Status.Phase != corev1.PodPending && pod.Status.Phase != "" {
+		return v
+	}
+	// Pending: scheduling, pulling, creating.
+	if c := podCondition(pod, corev1.PodScheduled); c != nil && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+		since := o.Since("unschedulable")
+		if t := c.LastTransitionTime.Time; !t.IsZero() && t.Before(since) {
+			since = t
+		}
+		if waited := o.Now.Sub(since); waited < o.UnschedulableGrace {
+			v.Recheck = o.UnschedulableGrace - waited
+			return v
+		}
+		v.Final, v.Stop = true, true
+		v.Status, v.Code = result.StatusFailed, result.ErrUnschedulable
+		v.Message = fmt.Sprintf("the pod could not be scheduled for %s: %s", o.UnschedulableGrace, strings.TrimSpace(c.Message))
+		return v
+	}
+	if cs != nil && cs.State.Waiting != nil {
+		w := cs.State.Waiting
+		switch {
+		case imagePullReasons[w.Reason]:
+			v.Final, v.Stop = true, true
+			v.Status, v.Code = result.StatusFailed, result.ErrImagePullFailed
+			v.Message = fmt.Sprintf("container %s cannot pull image %s: %s", cs.Name, imageOf(pod, cs), reasonMessage(w.Reason, w.Message))
+			return v
+		case w.Reason == "CreateContainerConfigError" || w.Reason == "CreateContainerError":
+			since := o.Since("config:" + w.Reason)
+			if waited := o.Now.Sub(since); waited < o.ConfigErrorGrace {
+				v.Recheck = o.ConfigErrorGrace - waited
+				return v
+			}
+			v.Final, v.Stop = true, true
+			v.Status, v.Code = result.StatusFailed, result.ErrInternal
+			v.Message = fmt.Sprintf("container %s could not be created for %s: %s", cs.Name, o.ConfigErrorGrace, reasonMessage(w.Reason, w.Message))
+			return v
+		}
+	}
+	return v
+}
+
+// explainNoPod reads a Job that has no pod yet: the Job controller may be
+// refused the pod (quota, limit range, Pod Security), which it reports only
+// as a FailedCreate event on the Job.
+func explainNoPod(o observation, v verdict) verdict {
+	ev := o.FailedCreate
+	if ev == nil || o.Job.Status.Active > 0 {
+		return v
+	}
+	msg := strings.TrimSpace(ev.Message)
+	switch {
+	case strings.Contains(msg, "exceeded quota"):
+		since := o.Since("quota")
+		if t := ev.FirstTimestamp.Time; !t.IsZero() && t.Before(since) {
+			since = t
+		}
+		if waited := o.Now.Sub(since); waited < o.QuotaGrace {
+			v.Recheck = o.QuotaGrace - waited
+			return v
+		}
+		v.Final, v.Stop = true, true
+		v.Status, v.Code = result.StatusFailed, result.ErrQuotaExceeded
+		v.Message = fmt.Sprintf("the namespace's ResourceQuota refused the pod for %s: %s", o.QuotaGrace, msg)
+	case strings.Contains(msg, "forbidden"):
+		// A LimitRange maximum or minimum, Pod Security, another admission
+		// policy: retrying cannot help.
+		v.Final, v.Stop = true, true
+		v.Status, v.Code = result.StatusFailed, result.ErrInternal
+		v.Message = "the pod was refused by admission (LimitRange, Pod Security or another policy): " + msg
+	}
+	return v
+}
+
+// explainPodFailure explains a pod in phase Failed from its agent
+// container's terminated state, or the pod's own reason.
+func explainPodFailure(o observation) verdict {
+	var v verdict
+	fillContainer(&v, o)
+	pod := o.Pod
+	cs := containerStatus(pod, o.Container)
+	var term *corev1.ContainerStateTerminated
+	if cs != nil {
+		term = cs.State.Terminated
+		if term == nil {
+			term = cs.LastTerminationState.Terminated
+		}
+	}
+	if term == nil {
+		// The pod failed without the container ever running: rejected by
+		// the kubelet (OutOfcpu, NodeAffinity, …), evicted, or lost.
+		v.Status = result.StatusFailed
+		v.Code = result.ErrInternal
+		switch r := pod.Status.Reason; {
+		case strings.HasPrefix(r, "OutOf") || r == "NodeAffinity" || r == "NodeSelectorMismatching" || r == "UnexpectedAdmissionError":
+			v.Code = result.ErrUnschedulable
+		case r == "Evicted":
+			v.Code = result.ErrInternal
+		}
+		v.Message = "the pod failed before the agent ran: " + reasonMessage(pod.Status.Reason, pod.Status.Message)
+		return v
+	}
+	desc := describeTermination(o.Container, term)
+	if term.Reason == "OOMKilled" {
+		v.Status, v.Code = result.StatusFailed, result.ErrOOMKilled
+		hint := "raise the agent's resources.limits.memory"
+		if o.MemoryLimit != "" {
+			hint = fmt.Sprintf("it needed more than its memory limit of %s; raise the agent's resources.limits.memory", o.MemoryLimit)
+		}
+		v.Message = desc + ": " + hint
+		return v
+	}
+	if pod.Status.Reason == "Evicted" {
+		v.Status, v.Code = result.StatusFailed, result.ErrInternal
+		v.Message = "the pod was evicted (" + strings.TrimSpace(pod.Status.Message) + "); " + desc
+		return v
+	}
+	// The agent's own failure: the parser decides the code; the message
+	// explains the container's end.
+	v.Message = desc
+	return v
+}
+
+// describeTermination renders a terminated container: reason, exit code,
+// signal and message, with the OOM hint for 137.
+func describeTermination(name string, t *corev1.ContainerStateTerminated) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "container %s terminated", name)
+	if t.Reason != "" {
+		fmt.Fprintf(&b, " (%s)", t.Reason)
+	}
+	fmt.Fprintf(&b, " with exit code %d", t.ExitCode)
+	if sig := signalOf(t); sig != "" {
+		fmt.Fprintf(&b, " (%s)", sig)
+	}
+	if t.ExitCode == 137 && t.Reason != "OOMKilled" {
+		b.WriteString(", which is SIGKILL: often the memory limit (OOM kill) when pcsync did not stop it")
+	}
+	if m := strings.TrimSpace(t.Message); m != "" {
+		if len(m) > 1000 {
+			m = m[:1000] + "…"
+		}
+		fmt.Fprintf(&b, ": %s", m)
+	}
+	return b.String()
+}
+
+// fillContainer copies the agent container's exit code, signal and times
+// into v.
+func fillContainer(v *verdict, o observation) {
+	cs := containerStatus(o.Pod, o.Container)
+	if cs == nil {
+		return
+	}
+	if r := cs.State.Running; r != nil {
+		v.StartedAt = r.StartedAt.Time
+	}
+	t := cs.State.Terminated
+	if t == nil {
+		t = cs.LastTerminationState.Terminated
+	}
+	if t == nil {
+		return
+	}
+	v.ExitCode = ptr(int(t.ExitCode))
+	v.Signal = signalOf(t)
+	v.StartedAt, v.FinishedAt = t.StartedAt.Time, t.FinishedAt.Time
+}
+
+// signalOf names the signal that ended a container: its Signal field, else
+// an exit code of 128+n.
+func signalOf(t *corev1.ContainerStateTerminated) string {
+	n := int(t.Signal)
+	if n == 0 && t.ExitCode > 128 && t.ExitCode < 128+65 {
+		n = int(t.ExitCode) - 128
+	}
+	if n == 0 {
+		return ""
+	}
+	if name := unix.SignalName(syscall.Signal(n)); name != "" {
+		return name
+	}
+	return fmt.Sprintf("SIG%d", n)
+}
+
+func reasonMessage(reason, msg string) string {
+	msg = strings.TrimSpace(msg)
+	switch {
+	case reason == "":
+		return msg
+	case msg == "":
+		return reason
+	}
+	return reason + ": " + msg
+}
+
+func containerStatus(pod *corev1.Pod, name string) *corev1.ContainerStatus {
+	if pod == nil {
+		return nil
+	}
+	for i := range pod.Status.ContainerStatuses {
+		if pod.Status.ContainerStatuses[i].Name == name {
+			return &pod.Status.ContainerStatuses[i]
+		}
+	}
+	return nil
+}
+
+func imageOf(pod *corev1.Pod, cs *corev1.ContainerStatus) string {
+	for _, c := range pod.Spec.Containers {
+		if c.Name == cs.Name {
+			return c.Image
+		}
+	}
+	return cs.Image
+}
+
+func jobCondition(job *batchv1.Job, t batchv1.JobConditionType) *batchv1.JobCondition {
+	for i := range job.Status.Conditions {
+		if c := &job.Status.Conditions[i]; c.Type == t && c.Status == corev1.ConditionTrue {
+			return c
+		}
+	}
+	return nil
+}
+
+func podCondition(pod *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition {
+	for i := range pod.Status.Conditions {
+		if pod.Status.Conditions[i].Type == t {
+			return &pod.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// jobFinished reports whether a Job has its Complete or Failed condition.
+func jobFinished(job *batchv1.Job) bool {
+	return jobCondition(job, batchv1.JobComplete) != nil || jobCondition(job, batchv1.JobFailed) != nil
+}

@@ -1,0 +1,444 @@
+package kubeexec
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/pcsync/pcsync/pkg/adapters"
+	"github.com/pcsync/pcsync/pkg/result"
+	"github.com/pcsync/pcsync/pkg/runs"
+)
+
+// handle follows one run's Job to its end. It implements runs.Handle.
+type handle struct {
+	e             *Executor
+	r             *runs.Run
+	ns, name, key string
+	uid           types.UID
+	log           *slog.Logger
+	secrets       []string
+	retain        bool
+	memoryLimit   string
+
+	wakeCh chan struct{}
+	done   chan struct{}
+	ending runs.Ending
+	err    error
+
+	mu          sync.Mutex
+	cancelAsked bool
+	cancelled   bool
+	jobGone     bool
+	// lastJob is the newest state of the Job seen (the create response
+	// until the cache has it).
+	lastJob *batchv1.Job
+
+	// The fields below belong to the run goroutine.
+	since     map[string]time.Time
+	parser    adapters.Parser
+	fol       *follower
+	folDone   chan error
+	folCancel context.CancelFunc
+	logFile   *os.File
+	podDone   chan struct{}
+	podName   string
+	// runningAt is the agent container's start as its Running state said.
+	runningAt time.Time
+}
+
+func (e *Executor) newHandle(r *runs.Run, in Input, job *batchv1.Job) *handle {
+	res := in.Model.AgentResources(in.Agent)
+	mem := ""
+	if res.Limits != nil && res.Limits.Memory != nil {
+		mem = string(*res.Limits.Memory)
+	}
+	jobs := in.Model.Jobs(in.Company)
+	h := &handle{
+		e:           e,
+		r:           r,
+		ns:          job.Namespace,
+		name:        job.Name,
+		key:         jobKey(job.Namespace, job.Name),
+		uid:         job.UID,
+		log:         e.opts.Logger.With(append(r.LogAttrs(), slog.String("job", job.Namespace+"/"+job.Name))...),
+		secrets:     append(in.SecretValues(), r.Request.Prompt),
+		retain:      jobs.Retain != nil && *jobs.Retain,
+		memoryLimit: mem,
+		wakeCh:      make(chan struct{}, 1),
+		done:        make(chan struct{}),
+		lastJob:     job,
+		since:       map[string]time.Time{},
+		podDone:     make(chan struct{}),
+	}
+	h.parser = r.Adapter.NewParser(adapters.ParserOptions{
+		ResumedSessionID: r.Request.SessionID,
+		PreviousUsage:    r.PreviousUsage,
+		Model:            r.Agent.Model,
+		Secrets:          h.secrets,
+	})
+	return h
+}
+
+// wake makes the run goroutine look at the caches again.
+func (h *handle) wake() {
+	select {
+	case h.wakeCh <- struct{}{}:
+	default:
+	}
+}
+
+// Wait implements runs.Handle.
+func (h *handle) Wait(ctx context.Context) (runs.Ending, error) {
+	select {
+	case <-h.done:
+		return h.ending, h.err
+	case <-ctx.Done():
+		return runs.Ending{}, ctx.Err()
+	}
+}
+
+// Cancel implements runs.Handle: it deletes the Job (retrying until it
+// succeeds or the run ends); Wait then reports cancelled.
+func (h *handle) Cancel() {
+	h.mu.Lock()
+	if h.cancelAsked || isClosed(h.done) {
+		h.mu.Unlock()
+		return
+	}
+	h.cancelAsked = true
+	h.mu.Unlock()
+	h.log.Info("cancelling the run: deleting its Job")
+	go func() {
+		backoff := 500 * time.Millisecond
+		for {
+			ctx, cancel := context.WithTimeout(h.e.ctx, h.e.opts.DeleteTimeout)
+			err := h.deleteJob(ctx)
+			cancel()
+			if err == nil {
+				h.mu.Lock()
+				h.cancelled, h.jobGone = true, true
+				h.mu.Unlock()
+				h.wake()
+				return
+			}
+			h.log.Warn("cannot delete the Job to cancel the run; trying again", slog.Any("error", err), slog.Duration("in", backoff))
+			select {
+			case <-time.After(backoff):
+				backoff = min(2*backoff, 30*time.Second)
+			case <-h.done:
+				return
+			case <-h.e.ctx.Done():
+				return
+			}
+		}
+	}()
+}
+
+// run follows the run until it ends or ctx ends (the daemon stops: the Job
+// goes on and the next daemon adopts it).
+func (h *handle) run(ctx context.Context) {
+	h.e.tracker.subscribe(h)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	for {
+		obs := h.observe()
+		v := explain(obs)
+		if obs.Pod != nil {
+			h.podName = obs.Pod.Name
+			if cs := containerStatus(obs.Pod, obs.Container); cs != nil && cs.State.Running != nil && h.runningAt.IsZero() {
+				h.runningAt = cs.State.Running.StartedAt.Time
+			}
+		}
+		if v.Started && h.fol == nil && obs.Pod != nil {
+			h.startFollower(ctx, obs.Pod.Name)
+		}
+		if v.PodDone {
+			h.closePodDone()
+		}
+		if v.Final {
+			h.finish(ctx, obs, v)
+			return
+		}
+		if v.Recheck > 0 {
+			timer.Reset(v.Recheck)
+		}
+		select {
+		case <-h.wakeCh:
+		case <-timer.C:
+		case <-ctx.Done():
+			h.stopFollower()
+			h.e.tracker.unsubscribe(h, false)
+			h.err = ctx.Err()
+			close(h.done)
+			return
+		}
+		timer.Stop()
+	}
+}
+
+// observe gathers what the caches know of the run now.
+func (h *handle) observe() observation {
+	t := h.e.tracker
+	h.mu.Lock()
+	cancelled := h.cancelled
+	last := h.lastJob
+	h.mu.Unlock()
+	o := observation{
+		Cancelled:          cancelled,
+		Now:                time.Now(),
+		Since:              h.sinceFn,
+		Container:          h.e.opts.Build.ContainerName,
+		Timeout:            h.r.Timeout,
+		TimeoutSource:      h.r.TimeoutSource,
+		MemoryLimit:        h.memoryLimit,
+		Grace:              h.r.Grace,
+		UnschedulableGrace: h.e.opts.UnschedulableGrace,
+		QuotaGrace:         h.e.opts.QuotaGrace,
+		ConfigErrorGrace:   h.e.opts.ConfigErrorGrace,
+	}
+	job := t.job(h.ns, h.name)
+	if job != nil && h.uid != "" && job.UID != h.uid {
+		// Another Job of the same name: ours is gone.
+		job = nil
+		o.JobDeleted = true
+	}
+	if d := t.deletedJob(h.key); d != nil && job == nil && (h.uid == "" || d.UID == h.uid) {
+		o.JobDeleted = true
+		last = d
+	}
+	if job != nil {
+		last = job
+		h.mu.Lock()
+		h.lastJob = job
+		h.mu.Unlock()
+	}
+	o.Job = last
+	if o.JobDeleted {
+		h.mu.Lock()
+		h.jobGone = true
+		h.mu.Unlock()
+	}
+	if p := t.pod(h.key); p != nil {
+		if ref := metav1.GetControllerOf(p); ref != nil && (h.uid == "" || ref.UID == h.uid) {
+			o.Pod = p
+		}
+	}
+	o.FailedCreate = t.failedCreate(h.key, string(h.uid))
+	return o
+}
+
+func (h *handle) sinceFn(key string) time.Time {
+	if t, ok := h.since[key]; ok {
+		return t
+	}
+	now := time.Now()
+	h.since[key] = now
+	return now
+}
+
+func (h *handle) closePodDone() {
+	if !isClosed(h.podDone) {
+		close(h.podDone)
+	}
+}
+
+// startFollower begins copying the pod's log into <name>.log.
+func (h *handle) startFollower(ctx context.Context, pod string) {
+	f, skip, err := openLog(h.r.Paths.Log(), true)
+	if err != nil {
+		h.log.Error("cannot open the run's log file; the log is not kept", slog.Any("error", err))
+	}
+	h.logFile = f
+	var out = discard{}.Write
+	if f != nil {
+		out = f.Write
+	}
+	h.fol = &follower{
+		src:       podLogs{client: h.e.client, namespace: h.ns, pod: pod, container: h.e.opts.Build.ContainerName},
+		out:       writerFunc(out),
+		parser:    h.parser,
+		log:       h.log,
+		reconnect: h.e.opts.LogReconnectDelay,
+		skip:      skip,
+	}
+	fctx, cancel := context.WithCancel(ctx)
+	h.folCancel = cancel
+	h.folDone = make(chan error, 1)
+	h.log.Debug("following the agent's log", slog.String("pod", pod), slog.Int("linesKept", skip))
+	go func() { h.folDone <- h.fol.run(fctx, h.podDone) }()
+}
+
+// stopFollower ends the follower without waiting for the rest of the log.
+func (h *handle) stopFollower() {
+	if h.fol == nil {
+		return
+	}
+	h.folCancel()
+	<-h.folDone
+	h.closeLog()
+}
+
+func (h *handle) closeLog() {
+	if h.logFile != nil {
+		if err := h.logFile.Close(); err != nil {
+			h.log.Warn("cannot close the run's log file", slog.Any("error", err))
+		}
+		h.logFile = nil
+	}
+}
+
+// finish ends the run: it stops the Job when the verdict says so, reads the
+// rest of the log, and builds the result.
+func (h *handle) finish(ctx context.Context, obs observation, v verdict) {
+	if v.Stop {
+		dctx, cancel := context.WithTimeout(ctx, h.e.opts.DeleteTimeout)
+		if err := h.deleteJob(dctx); err != nil {
+			h.log.Warn("cannot delete the Job of the failed run", slog.Any("error", err))
+		} else {
+			h.mu.Lock()
+			h.jobGone = true
+			h.mu.Unlock()
+		}
+		cancel()
+	}
+	h.closePodDone()
+	tail := ""
+	fed := 0
+	if h.fol != nil {
+		select {
+		case err := <-h.folDone:
+			if err != nil && ctx.Err() == nil {
+				h.log.Warn("the end of the agent's log could not be read", slog.Any("error", err))
+			}
+		case <-ctx.Done():
+			h.folCancel()
+			<-h.folDone
+		}
+		tail = h.fol.stderrTail()
+		fed = h.fol.seen
+		h.closeLog()
+	}
+	if fed == 0 {
+		// The pod's log is gone (the pod was deleted); what an earlier
+		// daemon copied into <name>.log is the best there is.
+		if f, err := os.Open(h.r.Paths.Log()); err == nil {
+			_ = adapters.FeedLines(h.parser, f)
+			f.Close()
+		}
+	}
+	h.ending = h.buildEnding(obs, v, tail)
+	h.e.tracker.unsubscribe(h, true)
+	close(h.done)
+}
+
+// buildEnding turns the verdict and the parser's reading of the log into
+// the run's result.
+func (h *handle) buildEnding(obs observation, v verdict, tail string) runs.Ending {
+	po := adapters.ProcessOutcome{
+		ExitCode:  v.ExitCode,
+		Signal:    v.Signal,
+		TimedOut:  v.TimedOut,
+		Cancelled: v.Status == result.StatusCancelled,
+		Stderr:    tail,
+	}
+	o := h.parser.Finish(po)
+	res := runs.Outcome(h.r, po, o)
+	msg := redact(v.Message, h.secrets)
+	switch {
+	case v.Code != "":
+		res.Fail(v.Status, v.Code, msg)
+		res.TimedOut = v.TimedOut
+	case res.Status == result.StatusFailed && msg != "":
+		if o.Failed && o.ErrorMessage != nil && *o.ErrorMessage != "" {
+			res.ErrorMessage = result.Ptr(*o.ErrorMessage + "; " + msg)
+		} else {
+			res.ErrorMessage = result.Ptr(msg + lastLine(redact(tail, h.secrets)))
+		}
+	}
+	now := time.Now()
+	started := earliest(h.runningAt, v.StartedAt)
+	if started.IsZero() && obs.Job != nil {
+		started = obs.Job.CreationTimestamp.Time
+	}
+	if started.IsZero() {
+		started = now
+	}
+	finished := v.FinishedAt
+	if finished.IsZero() || finished.Before(started) || v.Stop || v.Status == result.StatusCancelled {
+		finished = now
+	}
+	res.SetTimes(started, finished)
+	res.Job = &result.Job{Namespace: h.ns, Name: h.name, Pod: h.podName}
+	return runs.Ending{Result: res, SessionTotal: o.SessionCumulativeUsage}
+}
+
+// earliest returns the earlier of the non-zero times.
+func earliest(a, b time.Time) time.Time {
+	switch {
+	case a.IsZero():
+		return b
+	case b.IsZero() || a.Before(b):
+		return a
+	}
+	return b
+}
+
+// redact replaces every secret value of 8 bytes or more in s.
+func redact(s string, secrets []string) string {
+	for _, v := range secrets {
+		if len(v) >= 8 && strings.Contains(s, v) {
+			s = strings.ReplaceAll(s, v, "[redacted]")
+		}
+	}
+	return s
+}
+
+// lastLine is ": <last non-empty line>", or "".
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	last := strings.TrimSpace(lines[len(lines)-1])
+	if last == "" {
+		return ""
+	}
+	if len(last) > 500 {
+		last = last[:500] + "…"
+	}
+	return ": " + last
+}
+
+// doneHandle is a run that ended before this daemon saw it: its Job is gone.
+type doneHandle struct {
+	ending runs.Ending
+	marker string
+}
+
+// Wait implements runs.Handle.
+func (d *doneHandle) Wait(context.Context) (runs.Ending, error) { return d.ending, nil }
+
+// Cancel implements runs.Handle; the run has ended already.
+func (d *doneHandle) Cancel() {}
+
+// Release implements runs.Handle.
+func (d *doneHandle) Release(context.Context) error {
+	if d.marker == "" {
+		return nil
+	}
+	return removeMarker(d.marker)
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+type writerFunc func([]byte) (int, error)
+
+func (w writerFunc) Write(p []byte) (int, error) { return w(p) }

@@ -1,0 +1,296 @@
+package kubeexec
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/pcsync/pcsync/pkg/adapters"
+)
+
+const (
+	// maxLineBytes is the longest log line kept whole; the rest of a
+	// longer line is dropped (from the log file and the parser alike) and
+	// a marker says so.
+	maxLineBytes = adapters.MaxLineBytes
+	// tailBytes is how much of the end of the non-JSON output (the CLI's
+	// stderr, mixed into the container log) the parser's error
+	// classification sees.
+	tailBytes = 16 << 10
+)
+
+// truncatedMarker ends a line cut at maxLineBytes.
+const truncatedMarker = " …[line truncated by pcsync]"
+
+// logSource opens the agent container's log through the API server.
+type logSource interface {
+	// Open returns the log from its first line; with follow, the stream
+	// goes on as the container writes.
+	Open(ctx context.Context, follow bool) (io.ReadCloser, error)
+}
+
+// podLogs reads a pod container's log through pods/log.
+type podLogs struct {
+	client                    kubernetes.Interface
+	namespace, pod, container string
+}
+
+// Open implements logSource.
+func (s podLogs) Open(ctx context.Context, follow bool) (io.ReadCloser, error) {
+	rc, err := s.client.CoreV1().Pods(s.namespace).GetLogs(s.pod, &corev1.PodLogOptions{
+		Container: s.container,
+		Follow:    follow,
+	}).Stream(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("Pod/%s/%s log: %w", s.namespace, s.pod, err)
+	}
+	return rc, nil
+}
+
+// follower copies a container's log into <name>.log and feeds every line to
+// the adapter's parser. The parser reads the log from its first line, also
+// after a reconnect or an adoption; the log file gets every line once: lines
+// already in it (skip) and lines already handled on this follower (seen) are
+// recognised by their position, since every stream starts at the first line.
+type follower struct {
+	src       logSource
+	out       io.Writer
+	parser    adapters.Parser
+	log       *slog.Logger
+	reconnect time.Duration
+
+	// skip is how many lines the log file held when the run was adopted.
+	skip int
+	// seen is how many lines of the container log were handled.
+	seen int
+	// tail is the end of the non-JSON lines.
+	tail []byte
+	// wbuf is reused for writing a line and its newline at once.
+	wbuf []byte
+	// streams counts the log requests made, for tests.
+	streams int
+}
+
+// run follows the log until podDone is closed and the rest of the log is
+// read, or ctx ends. A real kubelet ends a follow stream when the container
+// exits; kwok never does, so when the pod is done and the stream is still
+// open, run closes it and reads the log once more without follow (skipping
+// what it already has). A stream that breaks while the pod runs is opened
+// again after the reconnect delay.
+func (f *follower) run(ctx context.Context, podDone <-chan struct{}) error {
+	for {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if isClosed(podDone) {
+			return f.final(ctx)
+		}
+		sctx, cancel := context.WithCancel(ctx)
+		f.streams++
+		rc, err := f.src.Open(sctx, true)
+		if err != nil {
+			cancel()
+			f.log.Debug("cannot open the log stream; trying again", slog.Any("error", err))
+			if err := f.pause(ctx, podDone); err != nil {
+				return err
+			}
+			continue
+		}
+		readDone := make(chan error, 1)
+		go func() { readDone <- f.consume(rc, func() bool { return isClosed(podDone) }) }()
+		select {
+		case err := <-readDone:
+			rc.Close()
+			cancel()
+			if err == nil && isClosed(podDone) {
+				return nil // ended after the pod was done: the whole log is in
+			}
+			if err != nil {
+				f.log.Debug("log stream broke", slog.Any("error", err))
+			}
+			// Ended early (a kubelet ends it at container exit, before
+			// the pod's status says so) or broke: read again once the
+			// pod is done, or reconnect.
+			if err := f.pause(ctx, podDone); err != nil {
+				return err
+			}
+		case <-podDone:
+			cancel()
+			<-readDone
+			rc.Close()
+			return f.final(ctx)
+		case <-ctx.Done():
+			cancel()
+			<-readDone
+			rc.Close()
+			return ctx.Err()
+		}
+	}
+}
+
+// pause waits for the reconnect delay; it returns early (nil) when the pod
+// is done.
+func (f *follower) pause(ctx context.Context, podDone <-chan struct{}) error {
+	t := time.NewTimer(f.reconnect)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-podDone:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
+
+// final reads the whole log once, without follow, for the lines not handled
+// yet.
+func (f *follower) final(ctx context.Context) error {
+	f.streams++
+	rc, err := f.src.Open(ctx, false)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	return f.consume(rc, func() bool { return true })
+}
+
+// consume handles every complete line of r; an unterminated last line is
+// handled too when lastOK says the stream is complete (the container is
+// gone), and left for the next stream otherwise. It returns nil at EOF.
+func (f *follower) consume(r io.Reader, lastOK func() bool) error {
+	br := bufio.NewReaderSize(r, 16<<10)
+	idx := 0
+	var line []byte
+	truncated := false
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if !truncated {
+			if len(line)+len(chunk) > maxLineBytes {
+				line = append(line, chunk[:maxLineBytes-len(line)]...)
+				truncated = true
+			} else {
+				line = append(line, chunk...)
+			}
+		}
+		switch {
+		case err == nil:
+			f.take(idx, line, truncated)
+			idx++
+			line, truncated = line[:0], false
+		case errors.Is(err, bufio.ErrBufferFull):
+			// A long line: keep reading it.
+		case errors.Is(err, io.EOF):
+			if len(line) > 0 && lastOK() {
+				f.take(idx, line, truncated)
+			}
+			return nil
+		default:
+			return err
+		}
+	}
+}
+
+// take handles line idx of the current stream.
+func (f *follower) take(idx int, line []byte, truncated bool) {
+	if idx < f.seen {
+		return
+	}
+	f.seen++
+	line = bytes.TrimSuffix(line, []byte("\n"))
+	line = bytes.TrimSuffix(line, []byte("\r"))
+	if truncated {
+		line = append(line, truncatedMarker...)
+	} else {
+		f.parser.Feed(line)
+	}
+	if t := bytes.TrimSpace(line); len(t) > 0 && t[0] != '{' {
+		f.tail = append(f.tail, t...)
+		f.tail = append(f.tail, '\n')
+		if len(f.tail) > 2*tailBytes {
+			f.tail = append(f.tail[:0], f.tail[len(f.tail)-tailBytes:]...)
+		}
+	}
+	if idx < f.skip {
+		return
+	}
+	f.wbuf = append(append(f.wbuf[:0], line...), '\n')
+	if _, err := f.out.Write(f.wbuf); err != nil {
+		f.log.Warn("cannot write the run's log file", slog.Any("error", err))
+	}
+}
+
+// stderrTail is the end of the non-JSON output, for the parser.
+func (f *follower) stderrTail() string {
+	t := f.tail
+	if len(t) > tailBytes {
+		t = t[len(t)-tailBytes:]
+	}
+	return string(t)
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// openLog opens <name>.log for a run. A fresh run starts it empty; an
+// adopted one keeps it, cut back to its last complete line, and reports how
+// many lines it holds, which the follower then skips.
+func openLog(path string, adopted bool) (*os.File, int, error) {
+	if !adopted {
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC|os.O_APPEND, 0o644)
+		return f, 0, err
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, 0, err
+	}
+	lines, complete, err := countLines(f)
+	if err == nil {
+		err = f.Truncate(complete)
+	}
+	if err == nil {
+		_, err = f.Seek(0, io.SeekEnd)
+	}
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	return f, lines, nil
+}
+
+// countLines counts the newline-terminated lines of f and the size they
+// take.
+func countLines(f *os.File) (lines int, size int64, err error) {
+	buf := make([]byte, 64<<10)
+	var off int64
+	for {
+		n, err := f.ReadAt(buf, off)
+		for i := 0; i < n; i++ {
+			if buf[i] == '\n' {
+				lines++
+				size = off + int64(i) + 1
+			}
+		}
+		off += int64(n)
+		if errors.Is(err, io.EOF) {
+			return lines, size, nil
+		}
+		if err != nil {
+			return 0, 0, err
+		}
+	}
+}
