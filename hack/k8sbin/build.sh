@@ -60,6 +60,7 @@ if complete; then
 fi
 
 tmp="$(mktemp -d "$bin_dir.tmp.XXXXXX")"
+chmod 755 "$tmp"
 trap 'rm -rf "$tmp"' EXIT
 
 export GOWORK=off CGO_ENABLED=0 GOFLAGS=-buildvcs=false
