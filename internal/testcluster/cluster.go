@@ -129,6 +129,7 @@ type clusterInfo struct {
 	AuditLogPath  string
 	ServedLogsDir string
 	NodeName      string
+	KwokAddress   string // host:port of kwok's kubelet API (container logs)
 }
 
 const infoConfigMap = "pcsync-testcluster"
@@ -139,6 +140,7 @@ func (i clusterInfo) data() map[string]string {
 		"auditLogPath":  i.AuditLogPath,
 		"servedLogsDir": i.ServedLogsDir,
 		"nodeName":      i.NodeName,
+		"kwokAddress":   i.KwokAddress,
 		"version":       VersionKey(),
 	}
 }
@@ -239,6 +241,7 @@ func (c *Cluster) start(ctx context.Context, begin time.Time) error {
 		AuditLogPath:  c.path("logs", "audit.log"),
 		ServedLogsDir: c.path("served-logs"),
 		NodeName:      c.opts.NodeName,
+		KwokAddress:   "127.0.0.1:" + strconv.Itoa(pt.kwokServer),
 	}
 	if err := os.MkdirAll(c.info.ServedLogsDir, 0o755); err != nil {
 		return fmt.Errorf("served logs dir: %w", err)
@@ -786,6 +789,7 @@ func Attach(ctx context.Context, kubeconfigPath string) (*Cluster, error) {
 		AuditLogPath:  cm.Data["auditLogPath"],
 		ServedLogsDir: cm.Data["servedLogsDir"],
 		NodeName:      cm.Data["nodeName"],
+		KwokAddress:   cm.Data["kwokAddress"],
 	}
 	c.opts.NodeName = c.info.NodeName
 	n, err := c.client.CoreV1().Nodes().Get(ctx, c.info.NodeName, metav1.GetOptions{})

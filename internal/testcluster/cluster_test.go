@@ -551,15 +551,12 @@ func TestLogsFollow(t *testing.T) {
 		})
 	}
 
-	// The per-pod rule wins over the namespace rule (read without follow).
-	var body []byte
-	waitFor(t, ctx, "logs of the special pod", func() (bool, string, error) {
-		body, err = cs.CoreV1().Pods(ns).GetLogs("special", &corev1.PodLogOptions{}).DoRaw(ctx)
-		if err != nil {
-			return false, err.Error(), nil // kwok may not have seen the rule yet
-		}
-		return true, "", nil
-	})
+	// ServeLogs returns once kwok applies the rule; the per-pod rule wins over the
+	// namespace rule (read without follow).
+	body, err := cs.CoreV1().Pods(ns).GetLogs("special", &corev1.PodLogOptions{}).DoRaw(ctx)
+	if err != nil {
+		t.Fatalf("logs of the special pod: %v", err)
+	}
 	if diff := cmp.Diff("{\"type\":\"system\"}\n", string(body)); diff != "" {
 		t.Errorf("special pod log (-want +got):\n%s", diff)
 	}

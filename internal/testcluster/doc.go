@@ -84,8 +84,8 @@
 //	src, err := c.ServeLogs(ctx, ns, []string{"pod-a"}, lines)     // pod-a only
 //	err = src.Append("another line")                               // a follower sees it
 //
-// Register the namespace rule before pcsync creates the Job (Job pod names are
-// generated). kwok never ends a follow stream, not even when the pod has finished; a
+// ServeLogs returns once kwok serves the file. Register the namespace rule before
+// pcsync creates the Job (Job pod names are generated). kwok never ends a follow stream, not even when the pod has finished; a
 // follower must stop on its own, e.g. when the pod reaches a terminal phase (a real
 // kubelet ends the stream). The files are written where the cluster's kwok can read
 // them (same machine).

@@ -2,7 +2,11 @@ package testcluster
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -76,8 +80,10 @@ func CRILine(t time.Time, stream, text string) string {
 // ServeLogs makes kwok serve a new log file as the container log of the pods named
 // podNames in namespace, or, if podNames is empty, of every pod in namespace (use that
 // for Job pods, whose names are generated). lines are written first; append more with
-// the returned LogSource. Register before the pods' logs are read: kwok picks the
-// rule up within a moment. A per-pod rule wins over the namespace rule. Namespace
+// the returned LogSource. ServeLogs returns once kwok serves the file for these pods
+// (it asks kwok directly), so register before the pods' logs are read. A per-pod rule
+// wins over the namespace rule; a second call for the same namespace or pod replaces
+// the rule. Namespace
 // rules are removed by the cleanup of Cluster.Namespace; per-pod rules live in the
 // namespace and go with it.
 func (c *Cluster) ServeLogs(ctx context.Context, namespace string, podNames []string, lines []string) (*LogSource, error) {
@@ -118,6 +124,9 @@ func (c *Cluster) ServeLogs(ctx context.Context, namespace string, podNames []st
 		if err := c.putLogs(ctx, c.dyn.Resource(clusterLogsGVR), u); err != nil {
 			return nil, fmt.Errorf("testcluster: serve logs of namespace %s: %w", namespace, err)
 		}
+		if err := c.waitKwokServes(ctx, namespace, "pcsync-logs-probe", src.path); err != nil {
+			return nil, fmt.Errorf("testcluster: serve logs of namespace %s: %w", namespace, err)
+		}
 		return src, nil
 	}
 	for _, pod := range podNames {
@@ -131,7 +140,58 @@ func (c *Cluster) ServeLogs(ctx context.Context, namespace string, podNames []st
 			return nil, fmt.Errorf("testcluster: serve logs of pod %s/%s: %w", namespace, pod, err)
 		}
 	}
+	for _, pod := range podNames {
+		if err := c.waitKwokServes(ctx, namespace, pod, src.path); err != nil {
+			return nil, fmt.Errorf("testcluster: serve logs of pod %s/%s: %w", namespace, pod, err)
+		}
+	}
 	return src, nil
+}
+
+// waitKwokServes asks kwok's kubelet API directly (it answers for any pod name, the
+// pod need not exist) until it serves the file at path for namespace/pod, so that a
+// rule ServeLogs created is in force when it returns. Without kwok's address (an
+// attached cluster started by an older version) it returns at once.
+func (c *Cluster) waitKwokServes(ctx context.Context, namespace, pod, path string) error {
+	if c.info.KwokAddress == "" {
+		return nil
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(c.restConfig.TLSClientConfig.CAData) {
+		return fmt.Errorf("no CA certificate in the admin config")
+	}
+	hc := &http.Client{
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}},
+		Timeout:   5 * time.Second,
+	}
+	defer hc.CloseIdleConnections()
+	// The container name does not matter: the rules ServeLogs writes cover all.
+	url := fmt.Sprintf("https://%s/containerLogs/%s/%s/probe", c.info.KwokAddress, namespace, pod)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return poll(ctx, nil, 50*time.Millisecond, func(ctx context.Context) (bool, string, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return false, "", err
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return false, fmt.Sprintf("kwok answered %s: %s", resp.Status, strings.TrimSpace(string(body))), nil
+		}
+		if string(body) != criText(want) {
+			return false, fmt.Sprintf("kwok serves %q, not (yet) %s", tail(string(body), 200), path), nil
+		}
+		return true, "", nil
+	})
 }
 
 // putLogs creates or replaces a (Cluster)Logs object.
@@ -173,4 +233,32 @@ func mergeMaps(a, b map[string]any) map[string]any {
 		out[k] = v
 	}
 	return out
+}
+
+// criText is what a log reader receives for CRI log content: each line's text, with
+// partial ("P") lines joined to the next.
+func criText(data []byte) string {
+	var b strings.Builder
+	for _, line := range strings.Split(string(data), "\n") {
+		parts := strings.SplitN(line, " ", 4)
+		if len(parts) < 3 {
+			continue
+		}
+		text := ""
+		if len(parts) == 4 {
+			text = parts[3]
+		}
+		b.WriteString(text)
+		if parts[2] != "P" {
+			b.WriteString("\n")
+		}
+	}
+	return b.String()
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
 }

@@ -131,3 +131,13 @@ func TestCRILine(t *testing.T) {
 		t.Errorf("CRILine = %q", got)
 	}
 }
+
+func TestCRIText(t *testing.T) {
+	data := CRILine(time.Unix(0, 0), "stdout", "one") +
+		"2026-01-02T03:04:05Z stderr P par\n" +
+		"2026-01-02T03:04:05Z stderr F tial\n" +
+		CRILine(time.Unix(0, 0), "stdout", "")
+	if diff := cmp.Diff("one\npartial\n\n", criText([]byte(data))); diff != "" {
+		t.Errorf("criText (-want +got):\n%s", diff)
+	}
+}
