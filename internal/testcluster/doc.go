@@ -30,7 +30,8 @@
 //
 // With PCSYNC_TEST_KUBECONFIG=/path/to/kubeconfig (e.g. the dev cluster's
 // .dev/kubeconfig) Main attaches to that running cluster instead of starting one,
-// which saves the ~6 s start. Main never skips: a missing binary or a failed start
+// which saves the ~6 s start. PCSYNC_TEST_KEEP_WORKDIR=1 keeps the started cluster's
+// work directory (component logs, audit log) after the tests. Main never skips: a missing binary or a failed start
 // fails the test binary, with the tail of the failing component's log. If the test
 // binary dies (panic, -timeout, SIGKILL), the kernel kills the components too
 // (Pdeathsig); SIGINT/SIGTERM make Main stop them in order.
