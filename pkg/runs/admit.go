@@ -162,8 +162,10 @@ func (d *Daemon) writeResult(name string, res result.RunResult) error {
 
 // onAdmitted takes a worker's answer into the loop.
 func (l *loop) onAdmitted(ctx context.Context, wg *sync.WaitGroup, a admission) {
+	delete(l.initial, a.name)
 	e := l.entries[a.name]
 	if e == nil {
+		l.schedule(ctx, wg)
 		return
 	}
 	e.admitting = false
@@ -176,6 +178,7 @@ func (l *loop) onAdmitted(ctx context.Context, wg *sync.WaitGroup, a admission) 
 		delete(l.once, e.name)
 	case admitGone:
 		l.vanished(e)
+		l.schedule(ctx, wg)
 		return
 	case admitRetry:
 		l.d.log.Debug("request does not validate yet and changed recently; retrying",
@@ -245,6 +248,9 @@ func (l *loop) accept(ctx context.Context, wg *sync.WaitGroup, e *entry, a admis
 
 // schedule starts every run that has a free slot.
 func (l *loop) schedule(ctx context.Context, wg *sync.WaitGroup) {
+	if len(l.initial) > 0 {
+		return
+	}
 	for _, r := range l.q.ready() {
 		e := l.entries[r.Name()]
 		e.state = stateStarting

@@ -79,6 +79,11 @@ type loop struct {
 	once map[string]bool
 	// inflight counts admissions handed to workers.
 	inflight int
+	// initial holds the names of the first listing not yet read: nothing
+	// starts before they all are, so that runs adopted from an earlier
+	// daemon count against concurrency first and the first runs start in
+	// FIFO order.
+	initial map[string]bool
 }
 
 func newLoop(d *Daemon) *loop {
@@ -115,7 +120,7 @@ func (l *loop) run(ctx context.Context, wg *sync.WaitGroup) error {
 	if err != nil {
 		return err
 	}
-	l.initial(snap)
+	l.takeFirstListing(snap)
 	ticker := time.NewTicker(l.d.opts.RescanInterval)
 	defer ticker.Stop()
 	defer l.stopTimers()
@@ -157,9 +162,9 @@ func (l *loop) run(ctx context.Context, wg *sync.WaitGroup) error {
 	}
 }
 
-// initial takes in the first listing: names with results are done (their
+// takeFirstListing takes in the first listing: names with results are done (their
 // run ids are remembered), the others are looked at.
-func (l *loop) initial(snap spoolSnapshot) {
+func (l *loop) takeFirstListing(snap spoolSnapshot) {
 	if l.d.opts.Once {
 		l.once = map[string]bool{}
 	}
@@ -176,8 +181,10 @@ func (l *loop) initial(snap spoolSnapshot) {
 			l.once[name] = true
 		}
 	}
+	l.initial = map[string]bool{}
 	for name := range snap.requests {
 		if !snap.results[name] {
+			l.initial[name] = true
 			l.consider(name)
 		}
 	}

@@ -1,6 +1,7 @@
 package runs
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pcsync/pcsync/pkg/config"
 )
 
 // TestMain lets the test binary be the run shim and the test agent: the
@@ -21,6 +24,8 @@ func TestMain(m *testing.M) {
 			os.Exit(ShimMain(os.Args[2:]))
 		case "test-agent":
 			os.Exit(testAgent())
+		case "test-daemon":
+			os.Exit(testDaemon(os.Args[2:]))
 		}
 	}
 	os.Exit(m.Run())
@@ -95,5 +100,31 @@ func testAgent() int {
 		"modelUsage": map[string]any{"claude-sonnet-4-6": map[string]any{
 			"inputTokens": 3, "outputTokens": 7, "cacheReadInputTokens": 100, "cacheCreationInputTokens": 50, "costUSD": 0.0125}},
 	})
+	return 0
+}
+
+// testDaemon serves a spool in its own process until it is killed: args
+// are the config directory and the spool. The restart tests kill it hard.
+func testDaemon(args []string) int {
+	m, err := config.Load(context.Background(), args[0], config.LoadOptions{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	exec, err := NewLocalExecutor(LocalOptions{StateDir: DefaultStateDir(args[1]), Shim: []string{os.Args[0], ShimArg},
+		Environ: os.Environ(), PollInterval: 20 * time.Millisecond})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	d, err := New(m, exec, DefaultOptions(args[1]))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	if err := d.Run(context.Background()); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	return 0
 }

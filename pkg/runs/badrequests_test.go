@@ -1,0 +1,112 @@
+package runs
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/pcsync/pcsync/pkg/result"
+)
+
+// badRequests maps every file of testdata/badrequests, and the few bad
+// requests generated here (too big to keep), to a fragment its rejection
+// message must hold.
+var badRequests = map[string]string{
+	"malformed.json":         `malformed.json:2:1: JSON syntax error: unexpected end of JSON input`,
+	"malformed-yaml.yaml":    `YAML syntax error: did not find expected ',' or ']'`,
+	"unknown-company.yaml":   `company: company "globex" is not in the config (companies: acme)`,
+	"unknown-agent.yaml":     `agent: company "acme" has no agent "ghost"`,
+	"missing-prompt.yaml":    `prompt: field is required`,
+	"empty-prompt.json":      `empty-prompt.json:1:91: prompt: invalid value "": must not be empty`,
+	"bad-runid.yaml":         `bad-runid.yaml:6:8: runId: invalid value "Bad_ID": must be a DNS label`,
+	"Not_A_DNS_Name.yaml":    `no runId given and the file name "Not_A_DNS_Name" is not a DNS-safe run id`,
+	"unknown-field.yaml":     `unknown-field.yaml:6:1: image: field not allowed`,
+	"alias-bomb.yaml":        `alias-bomb.yaml:5:26: document too large`,
+	"binary.json":            `binary.json:1:2: JSON syntax error`,
+	"binary-bytes.yaml":      `binary-bytes.yaml:1:1: YAML syntax error: control characters are not allowed`,
+	"wrong-kind.yaml":        `wrong-kind.yaml:2:7: kind: unknown kind "Company"`,
+	"wrong-apiversion.yaml":  `wrong-apiversion.yaml:1:13: apiVersion: unknown apiVersion "pcsync.io/v2"`,
+	"two-documents.yaml":     `two-documents.yaml:7:1: a run request holds one document`,
+	"bad-context.yaml":       `bad-context.yaml:7:3: context.taskId:`,
+	"negative-timeout.yaml":  `negative-timeout.yaml:6:13: timeoutSec: invalid value -5: must be at least 1`,
+	"session-flag.yaml":      `sessionId: claude_local: session id "--dangerously-load-plugin" is not an id`,
+	"empty.yaml":             `empty.yaml:1:1: run request is empty`,
+	"array.json":             `array.json:1:1: a document must be a mapping`,
+	"prompt-not-string.yaml": `prompt-not-string.yaml:5:9: prompt: expected string, got int`,
+	// Generated below.
+	"huge.json":        `huge.json: request is larger than 2 MiB (2097152 bytes)`,
+	"huge-prompt.json": `huge-prompt.json:1:91: prompt: prompt is larger than 1 MiB (1048576 bytes)`,
+	"twice.json":       `several requests are named "twice" (twice.json, twice.yaml)`,
+	"twice.yaml":       `several requests are named "twice" (twice.json, twice.yaml)`,
+}
+
+func TestBadRequestsAreRejected(t *testing.T) {
+	h := newHarness(t, "")
+	corpus, err := filepath.Glob("testdata/badrequests/*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	contents := map[string][]byte{}
+	for _, p := range corpus {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		contents[filepath.Base(p)] = b
+	}
+	contents["huge.json"] = bytes.Repeat([]byte(" "), 3<<20)
+	contents["huge-prompt.json"] = []byte(fmt.Sprintf(`{"apiVersion":"pcsync.io/v1alpha1","kind":"Run","company":"acme","agent":"coder","prompt":%q}`,
+		strings.Repeat("x", 1<<20+1)))
+	contents["twice.json"] = []byte(`{"apiVersion":"pcsync.io/v1alpha1","kind":"Run","company":"acme","agent":"coder","prompt":"a"}`)
+	contents["twice.yaml"] = []byte(request("coder", ""))
+
+	var files, want []string
+	for f := range contents {
+		files = append(files, f)
+	}
+	for f := range badRequests {
+		want = append(want, f)
+	}
+	slices.Sort(files)
+	slices.Sort(want)
+	if diff := cmp.Diff(want, files); diff != "" {
+		t.Fatalf("corpus and expectations differ (-expected +corpus):\n%s", diff)
+	}
+	// Old enough that no retry is due: rejected at once.
+	old := time.Now().Add(-time.Hour)
+	for f, b := range contents {
+		p := filepath.Join(h.spool, f)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.once()
+	for _, f := range files {
+		_, name := Classify(f)
+		got := h.result(name)
+		msg, _ := deref(got.ErrorMessage).(string)
+		t.Logf("%s: %s", f, msg)
+		if got.Status != result.StatusRejected || deref(got.ErrorCode) != result.ErrInvalidRequest {
+			t.Errorf("%s: status %s errorCode %v, want rejected invalid_request", f, got.Status, deref(got.ErrorCode))
+		}
+		if !strings.Contains(msg, badRequests[f]) {
+			t.Errorf("%s: message %q lacks %q", f, msg, badRequests[f])
+		}
+		if b, err := os.ReadFile(filepath.Join(h.spool, f)); err != nil || !bytes.Equal(b, contents[f]) {
+			t.Errorf("%s: the request was changed or removed", f)
+		}
+	}
+	if n, _ := filepath.Glob(filepath.Join(h.rec, "*.start")); len(n) > 0 {
+		t.Errorf("bad requests started agents: %v", n)
+	}
+}
