@@ -11,15 +11,18 @@ import (
 )
 
 // Default client-side rate limits. The API server protects itself with priority and
-// fairness (and max-requests-inflight); these limits only stop a runaway client. They
-// are far above client-go's 5/10 so that applying hundreds of objects in parallel is
-// bounded by the server, not by the client.
+// fairness (and max-requests-inflight), and pcsync bounds its requests in flight with a
+// worker pool (16 by default); these limits only stop a runaway client. They are far
+// above client-go's 5/10 so that applying a fleet of hundreds of objects is bounded by
+// the server, not by the client: the burst covers one request per object of ~120
+// companies, and measured on a 2-core control plane 250/500 made a cold apply of 800
+// objects 1.7 s slower than no limit, while 500/1000 costs nothing.
 const (
 	// DefaultQPS is the default sustained request rate of a pcsync client.
-	DefaultQPS float32 = 250
+	DefaultQPS float32 = 500
 	// DefaultBurst is the default number of requests a pcsync client may send at once
 	// before DefaultQPS applies.
-	DefaultBurst = 500
+	DefaultBurst = 1000
 )
 
 // Flags are the cluster-access settings of a pcsync command. They follow kubectl: an
