@@ -28,14 +28,19 @@ func (f *applySetFlags) add(fs *pflag.FlagSet) {
 	fs.StringVarP(&f.output, "output", "o", "text", "output format: text or json")
 }
 
-// manager builds the apply.Manager for the flags and the cluster of g.
-func (f *applySetFlags) manager(g *globalOptions) (*apply.Manager, error) {
+// validate checks the flags before anything is loaded.
+func (f *applySetFlags) validate() error {
 	if f.output != "text" && f.output != "json" {
-		return nil, usageErrorf("--output %q: want text or json", f.output)
+		return usageErrorf("--output %q: want text or json", f.output)
 	}
 	if f.name == "" || f.namespace == "" {
-		return nil, usageErrorf("--applyset and --applyset-namespace must not be empty")
+		return usageErrorf("--applyset and --applyset-namespace must not be empty")
 	}
+	return nil
+}
+
+// manager builds the apply.Manager for the flags and the cluster of g.
+func (f *applySetFlags) manager(g *globalOptions) (*apply.Manager, error) {
 	cfg, err := g.Kube.RESTConfig()
 	if err != nil {
 		return nil, err
@@ -79,6 +84,9 @@ unchanged, recreated, pruned, retained or failed, then a summary line; -o json
 for machines. Exit code 2 if any object failed.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := set.validate(); err != nil {
+				return err
+			}
 			pm, err := apply.ParsePruneMax(pruneMax)
 			if err != nil {
 				return usageErrorf("--prune-max: %v", err)

@@ -28,6 +28,9 @@ Exit code: 0 no differences, 1 differences (or an invalid config), 2 or more on
 errors. A summary line goes to stderr.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := set.validate(); err != nil {
+				return err
+			}
 			out, err := g.loadAndRender(cmd.Context(), dirArg(args))
 			if err != nil {
 				return err

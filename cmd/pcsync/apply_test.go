@@ -1,0 +1,103 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pcsync/pcsync/pkg/kube"
+)
+
+// recordingServer counts every request; a config that never reaches the cluster
+// leaves it at zero.
+func recordingServer(t *testing.T) (kubeconfig string, requests *atomic.Int64) {
+	t.Helper()
+	requests = &atomic.Int64{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		http.Error(w, "not a real API server", http.StatusInternalServerError)
+	}))
+	t.Cleanup(srv.Close)
+	kubeconfig = filepath.Join(t.TempDir(), "kubeconfig")
+	kc := "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: \"" + srv.URL + "\"}\n" +
+		"users:\n- name: u\n  user: {token: t}\ncontexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\n"
+	if err := os.WriteFile(kubeconfig, []byte(kc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return kubeconfig, requests
+}
+
+// runCmd runs one command built by newCmd, as run would, and returns the exit code.
+func runCmd(t *testing.T, newCmd func(*globalOptions) *cobra.Command, kubeconfig string, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	g := &globalOptions{Kube: kube.DefaultFlags(), Stdout: &stdout, Stderr: &stderr,
+		Logger: slog.New(slog.NewTextHandler(&stderr, nil))}
+	g.Kube.Kubeconfig = kubeconfig
+	cmd := newCmd(g)
+	cmd.SetArgs(args)
+	cmd.SetOut(&stdout)
+	cmd.SetErr(&stderr)
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	err := cmd.ExecuteContext(context.Background())
+	return exitCode(err), stdout.String(), stderr.String()
+}
+
+func TestApplyAndDiffNeverReachTheClusterWithAnInvalidConfig(t *testing.T) {
+	kubeconfig, requests := recordingServer(t)
+	bad := filepath.Join("..", "..", "testdata", "badconfig", "many-errors")
+	if _, err := os.Stat(bad); err != nil {
+		t.Fatalf("test data: %v", err)
+	}
+	tests := []struct {
+		name   string
+		newCmd func(*globalOptions) *cobra.Command
+		args   []string
+	}{
+		{"apply --prune", newApplyCmd, []string{"--prune", "--allow-mass-prune", bad}},
+		{"diff --prune", newDiffCmd, []string{"--prune", bad}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stdout, stderr := runCmd(t, tt.newCmd, kubeconfig, tt.args...)
+			if code != 1 {
+				t.Errorf("exit code %d, want 1; stderr:\n%s", code, stderr)
+			}
+			if stdout != "" || !strings.Contains(stderr, "invalid config") {
+				t.Errorf("stdout %q, stderr:\n%s", stdout, stderr)
+			}
+			if n := requests.Load(); n != 0 {
+				t.Errorf("%d requests reached the cluster", n)
+			}
+		})
+	}
+}
+
+func TestApplyFlagErrors(t *testing.T) {
+	kubeconfig, requests := recordingServer(t)
+	good := filepath.Join("..", "..", "testdata", "render", "minimal", "config")
+	if _, err := os.Stat(good); err != nil {
+		t.Fatalf("test data: %v", err)
+	}
+	for _, args := range [][]string{
+		{"--prune-max", "lots", good},
+		{"-o", "yaml", good},
+	} {
+		code, _, stderr := runCmd(t, newApplyCmd, kubeconfig, args...)
+		if code != 2 {
+			t.Errorf("%v: exit code %d, want 2; stderr:\n%s", args, code, stderr)
+		}
+	}
+	if n := requests.Load(); n != 0 {
+		t.Errorf("%d requests reached the cluster", n)
+	}
+}
