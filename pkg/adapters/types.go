@@ -235,7 +235,7 @@ func BuiltinDefaults() map[Type]Defaults {
 		OpencodeLocal: {
 			Image:      registry + "opencode:v1",
 			EnvKeys:    []string{"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENCODE_CONFIG_CONTENT", "OPENROUTER_API_KEY"},
-			AllowFQDNs: []string{"api.anthropic.com", "api.openai.com", "models.dev", "openrouter.ai"},
+			AllowFQDNs: []string{"api.anthropic.com", "api.openai.com", "models.dev", "models.opencode.ai", "openrouter.ai"},
 			Command:    []string{"opencode"},
 		},
 		PiLocal: {
