@@ -297,6 +297,8 @@ func (l *loop) onStarted(ctx context.Context, wg *sync.WaitGroup, s started) {
 	}
 	e.state = stateRunning
 	e.handle = s.handle
+	now := time.Now().UTC()
+	e.startedAt = &now
 	log.Info("run started")
 	l.observe(e, EventStarted, "")
 	l.wait(ctx, wg, e, s.handle)

@@ -19,7 +19,7 @@ import (
 // requests generated here (too big to keep), to a fragment its rejection
 // message must hold.
 var badRequests = map[string]string{
-	"malformed.json":         `malformed.json:2:1: JSON syntax error: unexpected end of JSON input`,
+	"malformed.json":         `JSON syntax error: unexpected end of JSON input`,
 	"malformed-yaml.yaml":    `YAML syntax error: did not find expected ',' or ']'`,
 	"unknown-company.yaml":   `company: company "globex" is not in the config (companies: acme)`,
 	"unknown-agent.yaml":     `agent: company "acme" has no agent "ghost"`,
@@ -29,7 +29,7 @@ var badRequests = map[string]string{
 	"Not_A_DNS_Name.yaml":    `no runId given and the file name "Not_A_DNS_Name" is not a DNS-safe run id`,
 	"unknown-field.yaml":     `unknown-field.yaml:6:1: image: field not allowed`,
 	"alias-bomb.yaml":        `alias-bomb.yaml:5:26: document too large`,
-	"binary.json":            `binary.json:1:2: JSON syntax error`,
+	"binary.json":            `JSON syntax error: invalid character`,
 	"binary-bytes.yaml":      `binary-bytes.yaml:1:1: YAML syntax error: control characters are not allowed`,
 	"wrong-kind.yaml":        `wrong-kind.yaml:2:7: kind: unknown kind "Company"`,
 	"wrong-apiversion.yaml":  `wrong-apiversion.yaml:1:13: apiVersion: unknown apiVersion "pcsync.io/v2"`,

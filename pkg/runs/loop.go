@@ -41,6 +41,8 @@ type entry struct {
 	runID string
 	// cancelled is set once a cancel was acted on.
 	cancelled bool
+	// startedAt is when the run started, for the status file.
+	startedAt *time.Time
 }
 
 // started reports that the executor started (or failed to start) a run.
@@ -123,12 +125,17 @@ func (l *loop) run(ctx context.Context, wg *sync.WaitGroup) error {
 	l.takeFirstListing(snap)
 	ticker := time.NewTicker(l.d.opts.RescanInterval)
 	defer ticker.Stop()
+	status := time.NewTicker(250 * time.Millisecond)
+	defer status.Stop()
 	defer l.stopTimers()
+	defer l.writeStatus()
+	dirty := true
 	for {
 		if l.once != nil && len(l.once) == 0 && l.inflight == 0 {
 			return nil
 		}
 		l.updateMetrics()
+		statusTurn := false
 		var admitCh chan string
 		var next string
 		if len(l.admitQ) > 0 {
@@ -149,6 +156,13 @@ func (l *loop) run(ctx context.Context, wg *sync.WaitGroup) error {
 			}
 		case <-ticker.C:
 			l.rescan()
+		case <-status.C:
+			// Rewritten when anything happened since the last write.
+			statusTurn = true
+			if dirty {
+				l.writeStatus()
+				dirty = false
+			}
 		case <-l.rescanNow:
 			l.rescan()
 		case a := <-l.admitted:
@@ -159,6 +173,7 @@ func (l *loop) run(ctx context.Context, wg *sync.WaitGroup) error {
 		case f := <-l.finishCh:
 			l.onFinished(ctx, wg, f)
 		}
+		dirty = dirty || !statusTurn
 	}
 }
 
