@@ -248,7 +248,19 @@ func TestApplyCRDThenCustomResource(t *testing.T) {
 	// Given in the "wrong" order: the widget first.
 	all := append([]*unstructured.Unstructured{widget}, objs...)
 	all = append(all, crd)
-	r, err := e.manager().Apply(ctx, all, apply.DefaultApplyOptions())
+
+	// A dry run cannot create the CRD; its object is reported without a server check.
+	dry := apply.DefaultApplyOptions()
+	dry.DryRun = true
+	r, err := e.manager().Apply(ctx, all, dry)
+	if err != nil || r.Err() != nil {
+		t.Fatalf("dry run: %v %v", err, r.Err())
+	}
+	if diff := cmp.Diff(allActions(all, apply.ActionCreated), actions(r)); diff != "" {
+		t.Errorf("dry-run actions (-want +got):\n%s", diff)
+	}
+
+	r, err = e.manager().Apply(ctx, all, apply.DefaultApplyOptions())
 	if err != nil || r.Err() != nil {
 		t.Fatalf("apply: %v %v", err, r.Err())
 	}
@@ -258,5 +270,53 @@ func TestApplyCRDThenCustomResource(t *testing.T) {
 	r, err = e.manager().Apply(ctx, all, apply.DefaultApplyOptions())
 	if err != nil || r.Err() != nil || r.MutatingRequests != 0 {
 		t.Errorf("no-op: %v %v, %d mutating, actions %v", err, r.Err(), r.MutatingRequests, actions(r))
+	}
+}
+
+// TestLongLivedManagerSeesNewKinds: a Manager (as in the daemon) that once found a
+// kind missing finds it after its CRD was installed by someone else.
+func TestLongLivedManagerSeesNewKinds(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	group := "l" + e.id + ".pcsync.io"
+	crd := &unstructured.Unstructured{}
+	crdJSON := `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",
+		"metadata":{"name":"gadgets.` + group + `"},
+		"spec":{"group":"` + group + `","scope":"Namespaced",
+		"names":{"plural":"gadgets","singular":"gadget","kind":"Gadget","listKind":"GadgetList"},
+		"versions":[{"name":"v1","served":true,"storage":true,"schema":{"openAPIV3Schema":{"type":"object",
+		"x-kubernetes-preserve-unknown-fields":true}}}]}}`
+	if err := json.Unmarshal([]byte(crdJSON), &crd.Object); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = e.dyn.Resource(crdGVR).Delete(ctxT(t), crd.GetName(), metav1.DeleteOptions{})
+	})
+	gadget := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": group + "/v1", "kind": "Gadget",
+		"metadata": map[string]any{"name": "g", "namespace": e.companyNS(0)},
+	}}
+	objs := append(e.companies(1), gadget)
+	daemon := e.manager()
+	r, err := daemon.Apply(ctx, objs, apply.DefaultApplyOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantErr := "Gadget/" + e.companyNS(0) + "/g apply failed: the cluster does not serve kind Gadget in " + group +
+		"/v1: install the CustomResourceDefinition (or the operator) that provides it"
+	if err := r.Err(); err == nil || err.Error() != wantErr {
+		t.Errorf("error:\n got %v\nwant %s", err, wantErr)
+	}
+	installer := e.manager(func(o *apply.ManagerOptions) { o.ApplySet.Name = "crds" })
+	if r, err := installer.Apply(ctx, []*unstructured.Unstructured{crd}, apply.DefaultApplyOptions()); err != nil || r.Err() != nil {
+		t.Fatalf("install CRD: %v %v", err, r.Err())
+	}
+	// The CRD is Established when Apply returns (it waits).
+	r, err = daemon.Apply(ctx, objs, apply.DefaultApplyOptions())
+	if err != nil || r.Err() != nil {
+		t.Fatalf("second apply: %v %v", err, r.Err())
+	}
+	if got := actions(r)["Gadget/"+e.companyNS(0)+"/g"]; got != apply.ActionCreated {
+		t.Errorf("gadget: %s", got)
 	}
 }

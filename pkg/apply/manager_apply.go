@@ -103,7 +103,9 @@ func (m *Manager) Apply(ctx context.Context, objs []*unstructured.Unstructured, 
 	if len(stages[stageCRDs]) > 0 {
 		m.waitEstablished(ctx, stages[stageCRDs], opts, results)
 		m.mapper.Reset()
-		m.resolve(desired, opts.DryRun)
+		// In a dry run the CRDs were not created: their objects stay pending and are
+		// reported as created without a server check.
+		m.resolve(desired, !opts.DryRun)
 		var late []*desiredObject
 		for _, d := range desired {
 			if d.err == nil && d.mapping != nil && d.stage() != stageCRDs {

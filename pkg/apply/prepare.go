@@ -212,13 +212,23 @@ func definedByCRDs(objs []*desiredObject) sets.Set[schema.GroupKind] {
 // does not serve become per-object errors with a hint, unless a CRD of the same input
 // defines them (then the object stays pending until the CRDs are established, or
 // fails if final is set).
+//
+// The kinds the server serves are cached for the Manager's life; the first kind that
+// is not found makes the Manager read them again (once per call), so that a
+// long-running daemon sees CRDs installed after it started.
 func (m *Manager) resolve(objs []*desiredObject, final bool) {
 	crdKinds := definedByCRDs(objs)
+	refreshed := false
 	for _, d := range objs {
 		if d.mapping != nil || d.err != nil {
 			continue
 		}
 		mapping, err := m.mapper.RESTMapping(d.ref.GroupKind(), d.ref.Version)
+		if meta.IsNoMatchError(err) && !refreshed {
+			refreshed = true
+			m.mapper.Reset()
+			mapping, err = m.mapper.RESTMapping(d.ref.GroupKind(), d.ref.Version)
+		}
 		if err != nil {
 			if meta.IsNoMatchError(err) && crdKinds.Has(d.ref.GroupKind()) && !final {
 				d.pending = true
