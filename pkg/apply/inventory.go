@@ -49,9 +49,11 @@ type inventory struct {
 	parent ObjectRef
 	// exists is false when the parent has not been created yet.
 	exists bool
-	// kinds and namespaces are the parent's current annotations.
+	// kinds and namespaces are the parent's current annotations, tooling its
+	// tooling annotation.
 	kinds      sets.Set[schema.GroupKind]
 	namespaces sets.Set[string]
+	tooling    string
 }
 
 // parentRef returns the ref of the parent Secret.
@@ -86,6 +88,7 @@ func (m *Manager) readInventory(ctx context.Context) (*inventory, error) {
 		return nil, err
 	}
 	ann := obj.GetAnnotations()
+	inv.tooling = ann[AnnotationTooling]
 	for _, s := range splitList(ann[AnnotationContainsGroupKinds]) {
 		inv.kinds.Insert(schema.ParseGroupKind(s))
 	}
@@ -161,7 +164,9 @@ func formatNamespaces(namespaces sets.Set[string], parentNamespace string) strin
 func (m *Manager) writeInventory(ctx context.Context, inv *inventory, kinds sets.Set[schema.GroupKind], namespaces sets.Set[string]) error {
 	wantKinds := formatGroupKinds(kinds)
 	wantNS := formatNamespaces(namespaces, inv.parent.Namespace)
-	if inv.exists && formatGroupKinds(inv.kinds) == wantKinds && formatNamespaces(inv.namespaces, inv.parent.Namespace) == wantNS {
+	tooling := m.opts.ToolingName + "/" + m.opts.ToolVersion
+	if inv.exists && inv.tooling == tooling && formatGroupKinds(inv.kinds) == wantKinds &&
+		formatNamespaces(inv.namespaces, inv.parent.Namespace) == wantNS {
 		return nil
 	}
 	if !inv.exists {
@@ -177,7 +182,7 @@ func (m *Manager) writeInventory(ctx context.Context, inv *inventory, kinds sets
 			"namespace": inv.parent.Namespace,
 			"labels":    map[string]any{LabelApplySetID: inv.id},
 			"annotations": map[string]any{
-				AnnotationTooling:              m.opts.ToolingName + "/" + m.opts.ToolVersion,
+				AnnotationTooling:              tooling,
 				AnnotationContainsGroupKinds:   wantKinds,
 				AnnotationAdditionalNamespaces: wantNS,
 			},
@@ -194,6 +199,7 @@ func (m *Manager) writeInventory(ctx context.Context, inv *inventory, kinds sets
 		return fmt.Errorf("updating ApplySet parent %s: %w", inv.parent, err)
 	}
 	inv.exists = true
+	inv.tooling = tooling
 	inv.kinds = kinds.Clone()
 	inv.namespaces = namespaces.Clone().Delete(inv.parent.Namespace, "")
 	return nil

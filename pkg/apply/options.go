@@ -110,7 +110,8 @@ type ApplyOptions struct {
 	// Prune deletes members of the set that are not among the objects given.
 	Prune bool
 	// PruneMax is the largest number (e.g. 10) or share of the set's live members
-	// (e.g. "25%", rounded down) one prune may delete. Default 25%.
+	// (e.g. "25%", rounded down) one prune may delete. DefaultApplyOptions sets 25%;
+	// the zero value allows no deletion at all (without AllowMassPrune).
 	PruneMax intstr.IntOrString
 	// AllowMassPrune lifts PruneMax and allows pruning with no objects given.
 	AllowMassPrune bool
@@ -128,10 +129,6 @@ func DefaultApplyOptions() ApplyOptions {
 }
 
 func (o *ApplyOptions) complete() error {
-	if o.PruneMax.Type == intstr.Int && o.PruneMax.IntVal == 0 && o.PruneMax.StrVal == "" {
-		// The zero value: take the default, unless a caller explicitly wants 0 via "0".
-		o.PruneMax = intstr.FromString("25%")
-	}
 	if _, err := intstr.GetScaledValueFromIntOrPercent(&o.PruneMax, 100, false); err != nil {
 		return fmt.Errorf("invalid prune limit %q: %w", o.PruneMax.String(), err)
 	}

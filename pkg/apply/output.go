@@ -41,7 +41,7 @@ func ObjectLine(ref ObjectRef, action Action, dryRun bool) string {
 // SummaryLine formats the report's summary line (without a newline).
 func (r *Report) SummaryLine() string {
 	var parts []string
-	for _, a := range Actions {
+	for _, a := range Actions() {
 		parts = append(parts, fmt.Sprintf("%d %s", r.Count(a), a))
 	}
 	s := fmt.Sprintf("summary: %s; %d objects, %d mutating requests, %s", strings.Join(parts, ", "),

@@ -36,9 +36,11 @@ const (
 	ActionFailed Action = "failed"
 )
 
-// Actions lists every Action in summary order.
-var Actions = []Action{ActionCreated, ActionConfigured, ActionUnchanged, ActionRecreated, ActionPruned,
-	ActionRetained, ActionFailed}
+// Actions returns every Action in summary order.
+func Actions() []Action {
+	return []Action{ActionCreated, ActionConfigured, ActionUnchanged, ActionRecreated, ActionPruned,
+		ActionRetained, ActionFailed}
+}
 
 // ObjectRef names one object. Version is informative (the version it was applied
 // with); two refs name the same object when Group, Kind, Namespace and Name match.

@@ -246,6 +246,9 @@ func TestCheckPruneLimits(t *testing.T) {
 	if err := checkPruneLimits(plan, ApplyOptions{PruneMax: intstr.FromInt32(9)}); err != nil {
 		t.Errorf("count 9: %v", err)
 	}
+	if err := checkPruneLimits(plan, ApplyOptions{}); !errors.Is(err, ErrMassPrune) {
+		t.Errorf("the zero value must allow no deletion: %v", err)
+	}
 }
 
 func TestPrepareAcceptsGoTypes(t *testing.T) {
