@@ -206,10 +206,20 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 			c = nil
 		}
 	}()
-	if err := c.start(ctx, begin); err != nil {
-		return c, fmt.Errorf("testcluster: start: %w", err)
+	// Free ports are picked before the processes bind them; if another process took
+	// one meanwhile, start over with new ports.
+	for attempt := 1; ; attempt++ {
+		err = c.start(ctx, begin)
+		if err == nil {
+			return c, nil
+		}
+		if attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
+			return c, fmt.Errorf("testcluster: start: %w", err)
+		}
+		opts.Logf("testcluster: a port was taken, starting over: %v", err)
+		_ = c.stopComponents()
+		c.comps = nil
 	}
-	return c, nil
 }
 
 func (c *Cluster) path(elem ...string) string {
@@ -852,27 +862,7 @@ func (c *Cluster) Close() error {
 		return nil
 	}
 	c.closeOnce.Do(func() {
-		grace := c.opts.StopGrace
-		var clients, servers []*component
-		for _, comp := range c.comps {
-			switch comp.name {
-			case "etcd", "kube-apiserver":
-				servers = append(servers, comp)
-			default:
-				clients = append(clients, comp)
-			}
-		}
-		var wg sync.WaitGroup
-		errs := make([]error, len(clients))
-		for i, comp := range clients {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				errs[i] = comp.stop(grace)
-			}()
-		}
-		wg.Wait()
-		errs = append(errs, stopAll(servers, grace))
+		errs := []error{c.stopComponents()}
 		if c.removeWork {
 			if err := os.RemoveAll(c.workDir); err != nil {
 				errs = append(errs, fmt.Errorf("remove work dir: %w", err))
@@ -883,6 +873,33 @@ func (c *Cluster) Close() error {
 		}
 	})
 	return c.closeErr
+}
+
+// stopComponents stops kwok, the scheduler and the controller manager in parallel,
+// then the API server, then etcd.
+func (c *Cluster) stopComponents() error {
+	grace := c.opts.StopGrace
+	var clients, servers []*component
+	for _, comp := range c.comps {
+		switch comp.name {
+		case "etcd", "kube-apiserver":
+			servers = append(servers, comp)
+		default:
+			clients = append(clients, comp)
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(clients))
+	for i, comp := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = comp.stop(grace)
+		}()
+	}
+	wg.Wait()
+	errs = append(errs, stopAll(servers, grace))
+	return errors.Join(errs...)
 }
 
 // insecureLoopbackTLS is for the health checks of kube-controller-manager and
