@@ -829,3 +829,64 @@ func processesMentioning(s string) ([]int, error) {
 	}
 	return out, nil
 }
+
+// TestJobDeadlineAndTTL covers what pcsync's run timeouts and cleanup rely on: a Job
+// past activeDeadlineSeconds fails with DeadlineExceeded and its running pod is
+// removed; a finished Job with ttlSecondsAfterFinished=0 is deleted, and the garbage
+// collector removes its pods.
+func TestJobDeadlineAndTTL(t *testing.T) {
+	t.Parallel()
+	c, cs := client(t)
+	ns := c.Namespace(t, "deadline", restricted)
+	ctx := ctxT(t, 2*time.Minute)
+	jobs := cs.BatchV1().Jobs(ns)
+	_, err := jobs.Create(ctx, &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: "slow"},
+		Spec: batchv1.JobSpec{BackoffLimit: ptr(int32(0)), ActiveDeadlineSeconds: ptr(int64(2)),
+			Template: restrictedPod(testcluster.RunForever())},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = jobs.Create(ctx, &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: "short-lived"},
+		Spec: batchv1.JobSpec{BackoffLimit: ptr(int32(0)), TTLSecondsAfterFinished: ptr(int32(0)),
+			Template: restrictedPod(testcluster.SucceedAfter(0))},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "Job past its deadline fails", func() (bool, string, error) {
+		j, err := jobs.Get(ctx, "slow", metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		for _, cond := range j.Status.Conditions {
+			if cond.Type == batchv1.JobFailed && cond.Status == corev1.ConditionTrue {
+				if cond.Reason != "DeadlineExceeded" {
+					return false, "", fmt.Errorf("Job failed with reason %q, want DeadlineExceeded", cond.Reason)
+				}
+				return true, "", nil
+			}
+		}
+		return false, fmt.Sprintf("%+v", j.Status), nil
+	})
+	waitFor(t, ctx, "pods of both Jobs gone", func() (bool, string, error) {
+		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		var left []string
+		for _, p := range pods.Items {
+			left = append(left, p.Name+"/"+string(p.Status.Phase))
+		}
+		return len(left) == 0, fmt.Sprintf("pods left: %v", left), nil
+	})
+	waitFor(t, ctx, "finished Job deleted by its TTL", func() (bool, string, error) {
+		_, err := jobs.Get(ctx, "short-lived", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, "", nil
+		}
+		return false, fmt.Sprintf("get: %v", err), nil
+	})
+}
