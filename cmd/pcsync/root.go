@@ -39,8 +39,8 @@ func subcommands(g *globalOptions) []*cobra.Command {
 		newVersionCmd(g),
 		// newDiffCmd(g),
 		// newApplyCmd(g),
-		// newDaemonCmd(g),
-		// newRunsCmd(g),
+		newDaemonCmd(g),
+		newRunsCmd(g),
 	}
 }
 

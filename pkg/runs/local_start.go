@@ -81,8 +81,9 @@ func (e *LocalExecutor) prepare(r *Run) (prepared, error) {
 	inv := r.Invocation
 	inv.Command = slices.Clone(inv.Command)
 	inv.WorkDir = e.layout.WorkDir(r.Name())
-	if f := inv.InstructionsFile; f != "" && !filepath.IsAbs(f) && r.Model.Dir != "" {
-		inv.InstructionsFile = filepath.Join(r.Model.Dir, f)
+	if f := inv.InstructionsFile; f != "" && !filepath.IsAbs(f) {
+		// Relative to the Company file that names it.
+		inv.InstructionsFile = filepath.Join(fileDir(r.Company.Source.File, r.Model.Dir), f)
 	}
 	exe, err := e.resolveExecutable(r, inv.Command[0], pathOf(spec.Build()))
 	if err != nil {
@@ -110,8 +111,8 @@ func pathOf(env []string) string {
 }
 
 // resolveExecutable finds the agent CLI: a path with a '/' is taken as is
-// (relative to the config directory), a bare name is looked up on the
-// agent's PATH.
+// (relative to the directory of the Settings file that sets it), a bare
+// name is looked up on the agent's PATH.
 func (e *LocalExecutor) resolveExecutable(r *Run, name, path string) (string, error) {
 	t := r.Agent.Adapter
 	notFound := func(why string) error {
@@ -120,8 +121,8 @@ func (e *LocalExecutor) resolveExecutable(r *Run, name, path string) (string, er
 	}
 	if strings.ContainsRune(name, '/') {
 		p := name
-		if !filepath.IsAbs(p) && r.Model.Dir != "" {
-			p = filepath.Join(r.Model.Dir, p)
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(fileDir(r.Model.Settings.Source.File, r.Model.Dir), p)
 		}
 		abs, err := filepath.Abs(p)
 		if err != nil {
@@ -259,4 +260,13 @@ func parserOptions(r *Run, secrets []string) adapters.ParserOptions {
 		Model:            r.Agent.Model,
 		Secrets:          secrets,
 	}
+}
+
+// fileDir is the directory of a config file, or dir when the file is not
+// known (a defaulted document).
+func fileDir(file, dir string) string {
+	if file == "" {
+		return dir
+	}
+	return filepath.Dir(file)
 }
