@@ -202,7 +202,9 @@ func usageString(r *result.RunResult) string {
 		u.InputTokens, u.CachedInputTokens, u.CacheCreationInputTokens, u.OutputTokens, basis)
 }
 
-func indent(s string) string { return "  " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n  ") }
+func indent(s string) string {
+	return "  " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n  ")
+}
 
 func dash(s string) string {
 	if s == "" {
