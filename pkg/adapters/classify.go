@@ -1,6 +1,7 @@
 package adapters
 
 import (
+	"encoding/json"
 	"regexp"
 	"strings"
 
@@ -56,7 +57,7 @@ var (
 func stderrDigest(stderr string) string {
 	var lines, telling []string
 	for _, l := range strings.Split(stripANSI(stderr), "\n") {
-		l = strings.TrimSpace(l)
+		l = jsonErrorText(strings.TrimSpace(l))
 		if l == "" || stderrNoise.MatchString(l) || stackLine.MatchString(l) {
 			continue
 		}
@@ -73,4 +74,35 @@ func stderrDigest(stderr string) string {
 		pick = pick[len(pick)-2:]
 	}
 	return strings.Join(pick, "; ")
+}
+
+// jsonErrorText turns a JSON error line on stderr (acpx prints JSON-RPC
+// errors there) into its message, with acpx's code when present; other
+// lines are returned as they are.
+func jsonErrorText(l string) string {
+	if !strings.HasPrefix(l, "{") {
+		return l
+	}
+	var m struct {
+		Message string `json:"message"`
+		Error   *struct {
+			Message string `json:"message"`
+			Data    struct {
+				AcpxCode string `json:"acpxCode"`
+			} `json:"data"`
+		} `json:"error"`
+	}
+	if json.Unmarshal([]byte(l), &m) != nil {
+		return l
+	}
+	if m.Error != nil && m.Error.Message != "" {
+		if m.Error.Data.AcpxCode != "" {
+			return m.Error.Message + " (" + m.Error.Data.AcpxCode + ")"
+		}
+		return m.Error.Message
+	}
+	if m.Message != "" {
+		return m.Message
+	}
+	return l
 }

@@ -43,7 +43,7 @@ func TestCommand(t *testing.T) {
 				"--dangerously-skip-permissions", "--model", "m-1", "--effort", "high", "--max-turns", "30", "--resume", testSession,
 				"--append-system-prompt-file", testInstr, "--extra", "x"},
 			Stdin: []byte(testPrompt), Env: map[string]string{"IS_SANDBOX": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"},
-			Dir:   "/work/agent"}},
+			Dir: "/work/agent"}},
 
 		{"codex minimal", CodexLocal, minimal("codex"), Command{
 			Args:  []string{"codex", "exec", "--json", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "-"},

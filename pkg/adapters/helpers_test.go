@@ -33,7 +33,9 @@ func usage(in, cached, created, out int64) *result.Usage {
 
 func exit(c int) ProcessOutcome { return ProcessOutcome{ExitCode: &c} }
 
-func exitErr(c int, stderr string) ProcessOutcome { return ProcessOutcome{ExitCode: &c, Stderr: stderr} }
+func exitErr(c int, stderr string) ProcessOutcome {
+	return ProcessOutcome{ExitCode: &c, Stderr: stderr}
+}
 
 // parseFile feeds a file to a new parser of type t and finishes it.
 func parseFile(t *testing.T, typ Type, path string, opts ParserOptions, proc ProcessOutcome) Outcome {

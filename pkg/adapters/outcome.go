@@ -85,8 +85,8 @@ func conclude(o *Outcome, v verdict, p ProcessOutcome, red redactor) {
 		} else if stderr != "" {
 			msg += ": " + stderr
 		}
-		if exitInfo != "" {
-			msg += " (" + exitInfo + ")"
+		if abnormal {
+			msg += "; " + exitInfo
 		}
 		fail(code, msg)
 		return
@@ -163,7 +163,8 @@ type noise struct {
 
 func (n *noise) add(line []byte) {
 	s := strings.TrimSpace(stripANSI(string(line)))
-	if s == "" {
+	if s == "" || s[0] == '{' || s[0] == '[' {
+		// Empty, or a cut or malformed JSON event: nothing to tell a user.
 		return
 	}
 	n.lines = append(n.lines, truncate(s, 500))

@@ -23,8 +23,10 @@ var secretPatterns = []struct {
 	re   *regexp.Regexp
 	repl string
 }{
-	{regexp.MustCompile(`(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{6,}`), "${1}" + Redacted},
-	{regexp.MustCompile(`(?i)\b(basic\s+)[A-Za-z0-9+/=]{8,}`), "${1}" + Redacted},
+	// A credential after "Bearer"/"Basic" has a digit; prose ("bearer or
+	// basic authentication") has none.
+	{regexp.MustCompile(`(?i)\b(bearer\s+)[A-Za-z._~+/=-]*[0-9][A-Za-z0-9._~+/=-]*`), "${1}" + Redacted},
+	{regexp.MustCompile(`(?i)\b(basic\s+)[A-Za-z+/=]*[0-9][A-Za-z0-9+/=]*`), "${1}" + Redacted},
 	{regexp.MustCompile(`\bsk-[A-Za-z0-9_*-]{8,}`), Redacted},
 	{regexp.MustCompile(`\bAIza[0-9A-Za-z_-]{20,}`), Redacted},
 	{regexp.MustCompile(`\b(?:AKIA|ASIA)[0-9A-Z]{16}\b`), Redacted},
