@@ -1,0 +1,100 @@
+package render_test
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"testing"
+
+	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/config/configtest"
+	"github.com/pcsync/pcsync/pkg/render"
+)
+
+var fleetSizes = []int{10, 100, 1000}
+
+func loadFleet(b *testing.B, n int) *config.Model {
+	b.Helper()
+	dir := b.TempDir()
+	if err := configtest.WriteFleet(dir, configtest.FleetOptions{Companies: n}); err != nil {
+		b.Fatal(err)
+	}
+	m, err := config.Load(context.Background(), dir, config.DefaultLoadOptions())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return m
+}
+
+// BenchmarkRender renders fleets of companies with two agents each (the
+// configs BenchmarkLoad in pkg/config loads) to one YAML stream.
+func BenchmarkRender(b *testing.B) {
+	for _, n := range fleetSizes {
+		b.Run(fmt.Sprintf("companies=%d", n), func(b *testing.B) {
+			m := loadFleet(b, n)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				out, err := render.Render(m, render.DefaultOptions())
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := out.YAML(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkRenderPatched is BenchmarkRender with a Settings patch, so that
+// every company goes through kustomize.
+func BenchmarkRenderPatched(b *testing.B) {
+	for _, n := range fleetSizes {
+		b.Run(fmt.Sprintf("companies=%d", n), func(b *testing.B) {
+			m := loadFleet(b, n)
+			m.Settings.Spec.Patches = []config.Patch{{Patch: "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: paperclip-tenant-sa\n  annotations:\n    example.com/team: agents\n"}}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				out, err := render.Render(m, render.DefaultOptions())
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := out.YAML(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkKubectlKustomize times `kubectl kustomize` on the tree that
+// `pcsync render -o` writes for the same fleets: the yardstick for
+// BenchmarkRender. It needs kubectl on PATH.
+func BenchmarkKubectlKustomize(b *testing.B) {
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		b.Fatalf("kubectl is needed for this benchmark: %v", err)
+	}
+	for _, n := range fleetSizes {
+		b.Run(fmt.Sprintf("companies=%d", n), func(b *testing.B) {
+			m := loadFleet(b, n)
+			out, err := render.Render(m, render.DefaultOptions())
+			if err != nil {
+				b.Fatal(err)
+			}
+			dir := b.TempDir()
+			if err := render.WriteDir(out, dir); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for b.Loop() {
+				cmd := exec.Command(kubectl, "kustomize", dir)
+				if outb, err := cmd.Output(); err != nil || len(outb) == 0 {
+					b.Fatalf("kubectl kustomize: %v", err)
+				}
+			}
+		})
+	}
+}
