@@ -46,7 +46,7 @@ func kustomize(ns string, objs []*unstructured.Unstructured, patches []patchRef)
 			c.SetNamespace("")
 			obj = c.Object
 		}
-		b, err := yaml.Marshal(obj)
+		b, err := marshalObject(obj)
 		if err != nil {
 			return nil, fmt.Errorf("kustomize: encode %s %s: %w", o.GetKind(), o.GetName(), err)
 		}
