@@ -87,7 +87,7 @@ func (h *localHandle) Wait(ctx context.Context) (Ending, error) {
 		} else {
 			h.st.TimedOut = true
 		}
-		if err := writeRunState(h.files.state(), h.st); err != nil {
+		if err := writeRunState(h.files.state(), h.st, false); err != nil {
 			h.log.Warn("cannot record the stop in the run state", slog.Any("error", err))
 		}
 		h.log.Info("stopping run: SIGTERM to its process group", slog.String("reason", string(why)), slog.Int("graceSec", h.st.GraceSec))

@@ -192,7 +192,11 @@ func (e *LocalExecutor) start(_ context.Context, r *Run) (Handle, error) {
 		}
 		stdinPath = files.stdin()
 	}
-	if err := writeRunState(files.state(), st); err != nil {
+	// The run directory's entry must be durable too.
+	if err := syncDir(filepath.Dir(files.dir)); err != nil {
+		return nil, err
+	}
+	if err := writeRunState(files.state(), st, true); err != nil {
 		return nil, err
 	}
 	stdin, err := os.Open(stdinPath)
@@ -234,7 +238,7 @@ func (e *LocalExecutor) start(_ context.Context, r *Run) (Handle, error) {
 			append(r.LogAttrs(), slog.Any("error", err))...)
 	}
 	st.Phase, st.PID, st.ProcStart, st.BootID = PhaseRunning, pid, start, bootID()
-	if err := writeRunState(files.state(), st); err != nil {
+	if err := writeRunState(files.state(), st, false); err != nil {
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
 		_ = cmd.Wait()
 		return nil, fmt.Errorf("record the started run: %w (the process was killed)", err)

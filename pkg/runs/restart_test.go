@@ -118,7 +118,7 @@ func TestRestartWhileStarting(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(h.state, "runs", "limbo"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := writeRunState(Layout{Dir: h.state}.RunState("limbo"), RunState{Phase: PhaseStarting, RunID: "limbo"}); err != nil {
+	if err := writeRunState(Layout{Dir: h.state}.RunState("limbo"), RunState{Phase: PhaseStarting, RunID: "limbo"}, true); err != nil {
 		t.Fatal(err)
 	}
 	h.once()

@@ -120,14 +120,14 @@ func signalName(s syscall.Signal) string {
 	return fmt.Sprintf("SIG%d", int(s))
 }
 
-// writeExitStatus writes the exit file atomically (temp file, fsync,
-// rename).
+// writeExitStatus writes the exit file atomically (temp file, rename). It
+// is not fsynced: after a power loss the run is gone either way.
 func writeExitStatus(path string, st exitStatus) error {
 	data, err := json.Marshal(st)
 	if err != nil {
 		return fmt.Errorf("exit file %s: encode: %w", path, err)
 	}
-	return writeFileAtomic(path, data, 0o644)
+	return replaceFile(path, data, 0o644, false)
 }
 
 // readExitStatus reads the exit file; ok is false when there is none.

@@ -81,13 +81,17 @@ type RunState struct {
 	TimedOut bool `json:"timedOut,omitempty"`
 }
 
-// writeRunState stores st atomically.
-func writeRunState(path string, st RunState) error {
+// writeRunState stores st atomically. durable makes it survive a power
+// loss too: that matters only for phase starting, the promise that the run
+// is never started again; after a power loss the processes are gone
+// anyway, and a later phase that was lost reads as starting, which ends the
+// same way (failed, not started again).
+func writeRunState(path string, st RunState, durable bool) error {
 	data, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
 		return fmt.Errorf("run state %s: encode: %w", path, err)
 	}
-	return writeFileAtomic(path, append(data, '\n'), 0o600)
+	return replaceFile(path, append(data, '\n'), 0o600, durable)
 }
 
 // readRunState loads a state file; ok is false when there is none.

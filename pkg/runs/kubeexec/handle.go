@@ -189,7 +189,7 @@ func (h *handle) run(ctx context.Context) {
 func (h *handle) observe() observation {
 	t := h.e.tracker
 	h.mu.Lock()
-	cancelled := h.cancelled
+	cancelled, cancelling := h.cancelled, h.cancelAsked
 	last := h.lastJob
 	h.mu.Unlock()
 	o := observation{
@@ -222,6 +222,10 @@ func (h *handle) observe() observation {
 		h.mu.Unlock()
 	}
 	o.Job = last
+	if o.JobDeleted && cancelling {
+		// The deletion pcsync asked for, seen before the request returned.
+		o.Cancelled = true
+	}
 	if o.JobDeleted {
 		h.mu.Lock()
 		h.jobGone = true

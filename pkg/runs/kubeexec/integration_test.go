@@ -1,0 +1,472 @@
+package kubeexec
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/pcsync/pcsync/internal/testcluster"
+	"github.com/pcsync/pcsync/pkg/adapters"
+	"github.com/pcsync/pcsync/pkg/result"
+)
+
+// outcomeFields are the result fields a run gets from its log.
+type outcomeFields struct {
+	SessionID  *string
+	Summary    *string
+	Model      *string
+	Usage      *result.Usage
+	UsageBasis *result.UsageBasis
+	CostUSD    *float64
+	NumTurns   *int
+}
+
+// expectedFromTranscript runs the adapter's parser over a transcript, as the
+// local executor would: the result's fields must be the same.
+func expectedFromTranscript(t *testing.T, file string) outcomeFields {
+	t.Helper()
+	ad, err := adapters.Get(adapters.ClaudeLocal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := ad.NewParser(adapters.ParserOptions{Model: "claude-sonnet-4-6"})
+	f, err := os.Open(filepath.Join("testdata", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := adapters.FeedLines(p, f); err != nil {
+		t.Fatal(err)
+	}
+	o := p.Finish(adapters.ProcessOutcome{ExitCode: result.Ptr(0)})
+	if o.Failed || o.SessionID == nil || o.Usage == nil {
+		t.Fatalf("the transcript does not parse as a successful run: %+v", o)
+	}
+	return outcomeFields{o.SessionID, o.Summary, o.Model, o.Usage, o.UsageBasis, o.CostUSD, o.NumTurns}
+}
+
+func fieldsOf(r result.RunResult) outcomeFields {
+	return outcomeFields{r.SessionID, r.Summary, r.Model, r.Usage, r.UsageBasis, r.CostUSD, r.NumTurns}
+}
+
+const claudeTranscript = "claude-obers-small-success.jsonl"
+
+// TestRunSucceedsWithClaudeTranscript: the pod's log is a real Claude Code
+// stream-json transcript; the result's session, usage, cost and summary come
+// from it, the log file is the transcript byte for byte, the API key reached
+// only the Secret, and the Job is deleted once the result is written.
+func TestRunSucceedsWithClaudeTranscript(t *testing.T) {
+	t.Parallel()
+	lines := transcript(t, claudeTranscript)
+	e := newEnv(t, envOptions{Labels: testcluster.SucceedAfter(time.Second), LogLines: lines})
+	e.drop("ok-1", map[string]any{"context": map[string]any{"taskId": "T-1"}})
+	d := e.startDaemon(true, nil)
+	d.wait(t)
+
+	res := e.result("ok-1")
+	if res.Status != result.StatusSucceeded || res.ErrorCode != nil || res.ExitCode == nil || *res.ExitCode != 0 {
+		t.Fatalf("result: status %s, errorCode %v, errorMessage %v, exitCode %v; want succeeded, exit 0",
+			res.Status, deref(res.ErrorCode), deref(res.ErrorMessage), deref(res.ExitCode))
+	}
+	if diff := cmp.Diff(expectedFromTranscript(t, claudeTranscript), fieldsOf(res)); diff != "" {
+		t.Errorf("result fields from the log (-want +got):\n%s", diff)
+	}
+	job := e.jobName("ok-1")
+	if res.Job == nil || res.Job.Namespace != e.ns || res.Job.Name != job || !strings.HasPrefix(res.Job.Pod, job+"-") {
+		t.Errorf("result job = %+v, want namespace %s, name %s and its pod", res.Job, e.ns, job)
+	}
+	if res.StartedAt == nil || res.FinishedAt == nil || res.DurationMs == nil || *res.DurationMs < 0 {
+		t.Errorf("result times: startedAt %v finishedAt %v durationMs %v", res.StartedAt, res.FinishedAt, res.DurationMs)
+	}
+	if diff := cmp.Diff(strings.Join(lines, "\n")+"\n", e.logFile("ok-1")); diff != "" {
+		t.Errorf("ok-1.log differs from the transcript (-want +got):\n%s", diff)
+	}
+	data, _ := os.ReadFile(filepath.Join(e.spool, "ok-1.result.json"))
+	if strings.Contains(string(data), testAPIKey) {
+		t.Error("the API key appears in the result")
+	}
+	if !e.jobGone(job) {
+		t.Errorf("Job %s still exists after its result was written", job)
+	}
+	// The Secret goes with the Job (owner reference, garbage collector).
+	e.waitUntil("the run's Secret to be garbage-collected", func() bool {
+		_, err := e.cs.CoreV1().Secrets(e.ns).Get(context.Background(), job, metav1.GetOptions{})
+		return err != nil
+	})
+	if n := e.auditCount("create", "jobs", job); n != 1 {
+		t.Errorf("%d Job creations, want 1", n)
+	}
+}
+
+// TestOOMKilled: the container ends OOMKilled with 137; the result says so,
+// with the signal and the memory limit.
+func TestOOMKilled(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{Labels: testcluster.OOMKilled(300 * time.Millisecond), LogLines: transcript(t, claudeTranscript)[:1]})
+	e.drop("oom-1", nil)
+	e.startDaemon(true, nil).wait(t)
+	res := e.result("oom-1")
+	want := struct {
+		Status   result.Status
+		Code     result.ErrorCode
+		ExitCode int
+		Signal   string
+	}{result.StatusFailed, result.ErrOOMKilled, 137, "SIGKILL"}
+	got := want
+	got.Status, got.Code, got.ExitCode, got.Signal = res.Status, deref(res.ErrorCode), deref(res.ExitCode), deref(res.Signal)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("result (-want +got):\n%s", diff)
+	}
+	msg := deref(res.ErrorMessage)
+	for _, s := range []string{"OOMKilled", "137", "SIGKILL", "4Gi", "resources.limits.memory"} {
+		if !strings.Contains(msg, s) {
+			t.Errorf("errorMessage %q does not mention %q", msg, s)
+		}
+	}
+	// The session started before the kill is still reported.
+	if res.SessionID == nil {
+		t.Error("sessionId is null although the log's init event named it")
+	}
+}
+
+// TestImagePullFailure: a pod waiting in ErrImagePull fails the run at once
+// (not at the deadline) and the Job is deleted.
+func TestImagePullFailure(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{Labels: testcluster.ImagePullFailure("ErrImagePull")})
+	e.drop("pull-1", nil)
+	e.startDaemon(true, nil).wait(t)
+	res := e.result("pull-1")
+	if res.Status != result.StatusFailed || deref(res.ErrorCode) != result.ErrImagePullFailed {
+		t.Fatalf("result: %s %s %q; want failed image_pull_failed", res.Status, deref(res.ErrorCode), deref(res.ErrorMessage))
+	}
+	if msg := deref(res.ErrorMessage); !strings.Contains(msg, "ErrImagePull") || !strings.Contains(msg, "ghcr.io/paperclipai/agent-runtime-claude:v1") {
+		t.Errorf("errorMessage %q does not name the reason and the image", msg)
+	}
+	if !e.jobGone(e.jobName("pull-1")) {
+		t.Error("the Job of the failed run still exists")
+	}
+}
+
+// TestUnschedulable: a pod the scheduler cannot place fails the run after
+// the grace period, with the scheduler's message.
+func TestUnschedulable(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{Labels: testcluster.Unschedulable()})
+	e.drop("nosched-1", nil)
+	e.startDaemon(true, nil).wait(t)
+	res := e.result("nosched-1")
+	if res.Status != result.StatusFailed || deref(res.ErrorCode) != result.ErrUnschedulable {
+		t.Fatalf("result: %s %s %q; want failed unschedulable", res.Status, deref(res.ErrorCode), deref(res.ErrorMessage))
+	}
+	if msg := deref(res.ErrorMessage); !strings.Contains(msg, "nodes are available") {
+		t.Errorf("errorMessage %q does not carry the scheduler's message", msg)
+	}
+}
+
+// TestDeadlineExceeded: the Job's activeDeadlineSeconds (the request's
+// timeoutSec) stops a run that does not end.
+func TestDeadlineExceeded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{Labels: testcluster.RunForever(), LogLines: transcript(t, claudeTranscript)[:2]})
+	e.drop("slow-1", map[string]any{"timeoutSec": 2})
+	e.startDaemon(true, nil).wait(t)
+	res := e.result("slow-1")
+	if res.Status != result.StatusTimedOut || deref(res.ErrorCode) != result.ErrTimeout || !res.TimedOut {
+		t.Fatalf("result: %s %s timedOut=%v %q; want timed_out timeout", res.Status, deref(res.ErrorCode), res.TimedOut, deref(res.ErrorMessage))
+	}
+	if msg := deref(res.ErrorMessage); !strings.Contains(msg, "activeDeadlineSeconds") || !strings.Contains(msg, "timeoutSec") {
+		t.Errorf("errorMessage %q does not explain the deadline", msg)
+	}
+	if res.SessionID == nil {
+		t.Error("sessionId is null although the log named it before the deadline")
+	}
+}
+
+// TestCancel: <name>.cancel deletes the Job and the result says cancelled.
+func TestCancel(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{Labels: testcluster.RunForever(), LogLines: transcript(t, claudeTranscript)[:1]})
+	e.drop("cancel-1", nil)
+	d := e.startDaemon(true, nil)
+	job := e.jobName("cancel-1")
+	e.waitUntil("the run's pod to run", func() bool { return e.podPhase(job) == corev1.PodRunning })
+	if err := os.WriteFile(filepath.Join(e.spool, "cancel-1.cancel"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d.wait(t)
+	res := e.result("cancel-1")
+	if res.Status != result.StatusCancelled || deref(res.ErrorCode) != result.ErrCancelled {
+		t.Fatalf("result: %s %s %q; want cancelled", res.Status, deref(res.ErrorCode), deref(res.ErrorMessage))
+	}
+	if !e.jobGone(job) {
+		t.Error("the cancelled run's Job still exists")
+	}
+}
+
+// TestJobDeletedBySomeoneElse: a Job deleted behind pcsync's back fails the
+// run, saying so.
+func TestJobDeletedBySomeoneElse(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{Labels: testcluster.RunForever()})
+	e.drop("gone-1", nil)
+	d := e.startDaemon(true, nil)
+	job := e.jobName("gone-1")
+	e.waitUntil("the run's pod to run", func() bool { return e.podPhase(job) == corev1.PodRunning })
+	bg := metav1.DeletePropagationBackground
+	if err := e.cs.BatchV1().Jobs(e.ns).Delete(context.Background(), job, metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil {
+		t.Fatal(err)
+	}
+	d.wait(t)
+	res := e.result("gone-1")
+	if res.Status != result.StatusFailed || !strings.Contains(deref(res.ErrorMessage), "deleted before the run finished, and not by pcsync") {
+		t.Fatalf("result: %s %s %q; want failed, deleted by someone else", res.Status, deref(res.ErrorCode), deref(res.ErrorMessage))
+	}
+}
+
+// TestDaemonRestartAdoptsTheJob: a daemon stopped mid-run (as SIGTERM
+// does) leaves the Job running; the next daemon adopts it. The run has one
+// Job, one result, and its log has every line once.
+func TestDaemonRestartAdoptsTheJob(t *testing.T) {
+	t.Parallel()
+	lines := transcript(t, claudeTranscript)
+	e := newEnv(t, envOptions{Labels: testcluster.SucceedAfter(5 * time.Second), LogLines: lines[:2]})
+	e.drop("restart-1", nil)
+	job := e.jobName("restart-1")
+
+	first := e.startDaemon(false, nil)
+	e.waitUntil("the first daemon to copy two log lines", func() bool {
+		data, _ := os.ReadFile(filepath.Join(e.spool, "restart-1.log"))
+		return strings.Count(string(data), "\n") == 2
+	})
+	first.stop(t)
+	if e.jobGone(job) {
+		t.Fatal("stopping the daemon deleted the run's Job")
+	}
+	if _, err := os.Stat(filepath.Join(e.spool, "restart-1.result.json")); err == nil {
+		t.Fatal("the run has a result before it ended")
+	}
+	// The agent goes on writing while no daemon watches.
+	if err := e.logs.Append(lines[2:]...); err != nil {
+		t.Fatal(err)
+	}
+
+	second := e.startDaemon(true, nil)
+	second.wait(t)
+	second.waitEvent(t, "adopted", "restart-1")
+	res := e.result("restart-1")
+	if res.Status != result.StatusSucceeded {
+		t.Fatalf("result: %s %s %q; want succeeded", res.Status, deref(res.ErrorCode), deref(res.ErrorMessage))
+	}
+	if diff := cmp.Diff(expectedFromTranscript(t, claudeTranscript), fieldsOf(res)); diff != "" {
+		t.Errorf("result fields from the log (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(strings.Join(lines, "\n")+"\n", e.logFile("restart-1")); diff != "" {
+		t.Errorf("restart-1.log (-want +got):\n%s", diff)
+	}
+	if n := e.auditCount("create", "jobs", ""); n != 1 {
+		t.Errorf("%d Job creations in the namespace, want exactly 1", n)
+	}
+}
+
+// TestAdoptionRepairsAMissingSecret: a daemon that stopped between creating
+// the Job and its Secret left a Job whose pod waits; the next daemon
+// creates the Secret when it adopts the Job.
+func TestAdoptionRepairsAMissingSecret(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{Labels: testcluster.SucceedAfter(time.Second), LogLines: transcript(t, claudeTranscript)})
+	e.drop("repair-1", nil)
+	job := e.createJobAsEarlierDaemon("repair-1", nil)
+	e.startDaemon(true, nil).wait(t)
+	res := e.result("repair-1")
+	if res.Status != result.StatusSucceeded {
+		t.Fatalf("result: %s %s %q; want succeeded", res.Status, deref(res.ErrorCode), deref(res.ErrorMessage))
+	}
+	if n := e.auditCount("create", "secrets", job.Name); n != 1 {
+		t.Errorf("%d creations of the run's Secret, want 1 (by the adopting daemon)", n)
+	}
+	if n := e.auditCount("create", "jobs", job.Name); n != 1 {
+		t.Errorf("%d Job creations, want 1 (none by the adopting daemon)", n)
+	}
+}
+
+// TestTwentyRunsConcurrencyTwo: twenty requests for an agent of
+// concurrency 2 all succeed, and the cluster never holds more than two of
+// its unfinished Jobs at once (watched from the test, in the order the API
+// server recorded the changes).
+func TestTwentyRunsConcurrencyTwo(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{Labels: testcluster.SucceedAfter(300 * time.Millisecond), Concurrency: 2,
+		LogLines: transcript(t, claudeTranscript)})
+	list, err := e.cs.BatchV1().Jobs(e.ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := e.cs.BatchV1().Jobs(e.ns).Watch(context.Background(), metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	maxActive := make(chan int, 1)
+	go func() {
+		active, most := map[string]bool{}, 0
+		for ev := range w.ResultChan() {
+			j, ok := ev.Object.(*batchv1.Job)
+			if !ok {
+				continue
+			}
+			switch {
+			case ev.Type == watch.Deleted || j.DeletionTimestamp != nil || jobFinished(j):
+				delete(active, j.Name)
+			case ev.Type == watch.Added || ev.Type == watch.Modified:
+				active[j.Name] = true
+			}
+			most = max(most, len(active))
+		}
+		maxActive <- most
+	}()
+	const n = 20
+	for i := range n {
+		e.drop(runName(i), nil)
+	}
+	e.startDaemon(true, nil).wait(t)
+	w.Stop()
+	for i := range n {
+		if res := e.result(runName(i)); res.Status != result.StatusSucceeded {
+			t.Errorf("%s: %s %s %q", runName(i), res.Status, deref(res.ErrorCode), deref(res.ErrorMessage))
+		}
+	}
+	if got := <-maxActive; got != 2 {
+		t.Errorf("at most %d of the agent's Jobs were active at once, want exactly 2 (its concurrency)", got)
+	}
+	if got := e.auditCount("create", "jobs", ""); got != n {
+		t.Errorf("%d Job creations, want %d", got, n)
+	}
+}
+
+func runName(i int) string { return "many-" + string(rune('a'+i/10)) + string(rune('0'+i%10)) }
+
+// TestPodSecurityRestricted: the tenant namespace (from the real tenant
+// manifests) enforces Pod Security "restricted", the runs' pods are
+// admitted, and a pod that breaks the rules is refused — which the run
+// reports from the Job's FailedCreate event, at once.
+func TestPodSecurityRestricted(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{Labels: testcluster.SucceedAfter(200 * time.Millisecond), LogLines: transcript(t, claudeTranscript)})
+	ns, err := e.cs.CoreV1().Namespaces().Get(context.Background(), e.ns, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []string{"enforce", "audit", "warn"} {
+		if got := ns.Labels["pod-security.kubernetes.io/"+mode]; got != "restricted" {
+			t.Errorf("namespace label pod-security.kubernetes.io/%s = %q, want restricted", mode, got)
+		}
+	}
+	e.drop("psa-ok", nil)
+	e.startDaemon(true, nil).wait(t)
+	if res := e.result("psa-ok"); res.Status != result.StatusSucceeded || res.Job == nil || res.Job.Pod == "" {
+		t.Fatalf("psa-ok: %s %s %q; want succeeded with a pod", res.Status, deref(res.ErrorCode), deref(res.ErrorMessage))
+	}
+	// A Job whose pod keeps its capabilities (an earlier daemon built it
+	// wrong, say) is refused by admission; the adopting daemon explains it.
+	e.drop("psa-caps", nil)
+	e.createJobAsEarlierDaemon("psa-caps", func(j *batchv1.Job) {
+		j.Spec.Template.Spec.Containers[0].SecurityContext.Capabilities = nil
+	})
+	e.startDaemon(true, nil).wait(t)
+	res := e.result("psa-caps")
+	if res.Status != result.StatusFailed || !strings.Contains(deref(res.ErrorMessage), "violates PodSecurity") {
+		t.Fatalf("psa-root: %s %s %q; want failed, refused by Pod Security", res.Status, deref(res.ErrorCode), deref(res.ErrorMessage))
+	}
+}
+
+// TestQuotaRefusal: with room for one pod in the company's quota, the second
+// run's pod is refused by the ResourceQuota; after the grace period the run
+// fails with quota_exceeded and the quota's message.
+func TestQuotaRefusal(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{Labels: testcluster.RunForever(), Concurrency: 2,
+		Company: map[string]any{"quota": map[string]any{"pods": 1}}})
+	e.drop("quota-a", nil)
+	e.drop("quota-b", nil)
+	d := e.startDaemon(true, nil)
+	var refused, other string
+	e.waitUntil("one run to be refused by the quota", func() bool {
+		for _, pair := range [][2]string{{"quota-a", "quota-b"}, {"quota-b", "quota-a"}} {
+			if _, err := os.Stat(filepath.Join(e.spool, pair[0]+".result.json")); err == nil {
+				refused, other = pair[0], pair[1]
+				return true
+			}
+		}
+		return false
+	})
+	res := e.result(refused)
+	if res.Status != result.StatusFailed || deref(res.ErrorCode) != result.ErrQuotaExceeded || !strings.Contains(deref(res.ErrorMessage), "exceeded quota") {
+		t.Fatalf("%s: %s %s %q; want failed quota_exceeded", refused, res.Status, deref(res.ErrorCode), deref(res.ErrorMessage))
+	}
+	if err := os.WriteFile(filepath.Join(e.spool, other+".cancel"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d.wait(t)
+}
+
+// createJobAsEarlierDaemon does what a daemon that stopped right after
+// creating a run's Job got done: the marker and the Job, no Secret. mutate,
+// when set, changes the Job first.
+func (e *env) createJobAsEarlierDaemon(name string, mutate func(*batchv1.Job)) *batchv1.Job {
+	e.t.Helper()
+	r := parseRun(e.t, e.model, e.spool, name+".json", mustRead(e.t, filepath.Join(e.spool, name+".json")))
+	in, err := NewInput(r, []string{"ANTHROPIC_API_KEY=" + testAPIKey}, BuildOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	job, err := BuildJob(in, BuildOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if mutate != nil {
+		mutate(job)
+	}
+	if err := writeMarker(markerPath(e.state, name), marker{RunID: r.RunID, Namespace: e.ns, Job: job.Name, Request: name + ".json"}); err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := e.cs.BatchV1().Jobs(e.ns).Create(context.Background(), job, metav1.CreateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+	return job
+}
+
+// podPhase is the phase of the Job's newest pod ("" when none).
+func (e *env) podPhase(job string) corev1.PodPhase {
+	pods, err := e.cs.CoreV1().Pods(e.ns).List(context.Background(), metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + job})
+	if err != nil || len(pods.Items) == 0 {
+		return ""
+	}
+	return pods.Items[len(pods.Items)-1].Status.Phase
+}
+
+func mustRead(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
