@@ -121,6 +121,10 @@ func TestFailedAgentIsAResult(t *testing.T) {
 	if got.SessionID == nil {
 		t.Error("the session id of the init line was lost")
 	}
+	raw, _ := os.ReadFile(filepath.Join(h.spool, "broken.result.json"))
+	if strings.Contains(string(raw), "sk-test-secret") {
+		t.Errorf("a forwarded secret the agent printed reached the result:\n%s", raw)
+	}
 }
 
 func TestRenamedInRequestsRunAndTempFilesAreIgnored(t *testing.T) {

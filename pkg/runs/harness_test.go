@@ -78,14 +78,16 @@ metadata: {name: test}
 spec:
   adapters:
     claude_local:
-      command: [%q, "test-agent"]
+      command: [%[1]q, "test-agent"]
+    codex_local:
+      command: [%[1]q, "test-agent"]
 ---
 apiVersion: pcsync.io/v1alpha1
 kind: Company
 metadata: {name: acme}
 spec:
   id: co-acme-1
-  agents:%s`, os.Args[0], agents)
+  agents:%[2]s`, os.Args[0], agents)
 	if err := os.WriteFile(filepath.Join(dir, "config", "fleet.yaml"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -61,6 +61,9 @@ func testAgent() int {
 		cwd, _ := os.Getwd()
 		_ = os.WriteFile(filepath.Join(rec, runID+".cwd"), []byte(cwd), 0o644)
 	}
+	if mode == "codex" {
+		return testCodex(runID)
+	}
 	session := "5e55a7e0-0000-4000-8000-" + fmt.Sprintf("%012d", len(prompt))
 	for i, a := range os.Args {
 		if a == "--resume" && i+1 < len(os.Args) {
@@ -74,7 +77,7 @@ func testAgent() int {
 	emit(map[string]any{"type": "system", "subtype": "init", "session_id": session, "model": "claude-sonnet-4-6", "cwd": "."})
 	switch mode {
 	case "fail":
-		fmt.Fprintln(os.Stderr, "fatal: the fake agent was told to fail")
+		fmt.Fprintln(os.Stderr, "fatal: the fake agent was told to fail; key", os.Getenv("ANTHROPIC_API_KEY"))
 		return 3
 	case "garbage":
 		os.Stdout.Write([]byte("not json at all\n\x00\x01\x02{\"type\":\n"))
@@ -126,5 +129,33 @@ func testDaemon(args []string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	return 0
+}
+
+// testCodex is a fake `codex exec --json`: it resumes the thread named
+// after "resume" or starts thread-<runId>, and reports the thread's
+// cumulative usage, kept under $HOME like the real CLI keeps its rollouts:
+// each run adds 1000 input tokens (600 of them cached) and 50 output.
+func testCodex(runID string) int {
+	thread := "thread-" + runID
+	for i, a := range os.Args {
+		if a == "resume" && i+1 < len(os.Args) {
+			thread = os.Args[i+1]
+		}
+	}
+	store := filepath.Join(os.Getenv("HOME"), ".fake-codex", thread)
+	var total struct{ In, Cached, Out int }
+	if b, err := os.ReadFile(store); err == nil {
+		_ = json.Unmarshal(b, &total)
+	}
+	total.In, total.Cached, total.Out = total.In+1000, total.Cached+600, total.Out+50
+	_ = os.MkdirAll(filepath.Dir(store), 0o700)
+	b, _ := json.Marshal(total)
+	_ = os.WriteFile(store, b, 0o600)
+	fmt.Printf(`{"type":"thread.started","thread_id":%q}`+"\n", thread)
+	fmt.Println(`{"type":"turn.started"}`)
+	fmt.Println(`{"type":"item.completed","item":{"id":"item_0","type":"agent_message","text":"codex did it"}}`)
+	fmt.Printf(`{"type":"turn.completed","usage":{"input_tokens":%d,"cached_input_tokens":%d,"output_tokens":%d}}`+"\n",
+		total.In, total.Cached, total.Out)
 	return 0
 }
