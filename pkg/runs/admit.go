@@ -52,7 +52,7 @@ func (l *loop) admitWorker(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case name := <-l.admitCh:
-			a := l.d.admit(ctx, name)
+			a := l.d.safeAdmit(ctx, name)
 			select {
 			case l.admitted <- a:
 			case <-ctx.Done():
@@ -60,6 +60,20 @@ func (l *loop) admitWorker(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// safeAdmit is admit that survives a panic on some input: the request is
+// rejected with the panic's message instead of crashing the daemon (which
+// would crash again on the same file after a restart).
+func (d *Daemon) safeAdmit(ctx context.Context, name string) (a admission) {
+	defer func() {
+		if p := recover(); p != nil {
+			d.log.Error("reading a request panicked; rejecting it", slog.String("name", name), slog.Any("panic", p))
+			a = d.reject(name, &Rejection{RunID: name, Message: fmt.Sprintf(
+				"%s: pcsync failed to read this request (internal error: %v); please report it", name, p)})
+		}
+	}()
+	return d.admit(ctx, name)
 }
 
 // admit reads, validates and (for a valid request) adopts one request name.
