@@ -292,7 +292,7 @@ func (m *Manager) recreate(ctx context.Context, d *desiredObject, opts ApplyOpti
 		if apierrors.IsNotFound(err) {
 			return true, nil
 		}
-		return false, err
+		return false, nil // still there, or transient: try again until the timeout
 	})
 	if err != nil {
 		return ActionFailed, fmt.Errorf("waiting for the old object to be deleted: %w", err)
@@ -327,10 +327,9 @@ func (m *Manager) waitEstablished(ctx context.Context, crds []*desiredObject, op
 			}
 			u, err := m.dyn.Resource(d.mapping.Resource).Get(ctx, d.ref.Name, getOptions())
 			if err != nil {
-				if apierrors.IsNotFound(err) {
-					continue
-				}
-				return false, err
+				// Not there yet, or transient: try again until the timeout.
+				m.log.Debug("waiting for a CRD", "object", d.ref.String(), "error", err)
+				continue
 			}
 			if crdEstablished(u) {
 				delete(pending, d.index)

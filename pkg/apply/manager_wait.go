@@ -58,11 +58,15 @@ func (m *Manager) Wait(ctx context.Context, report *Report, timeout time.Duratio
 
 	var notReady []string
 	var failed []string
+	var lastErr error
 	start := time.Now()
 	err := poll(ctx, 500*time.Millisecond, timeout, func(ctx context.Context) (bool, error) {
 		idx := m.newLiveIndex(report.ApplySetID, namespaces)
 		if err := idx.loadAll(ctx, mappings); err != nil {
-			return false, err
+			// Transient (or the deadline is near): try again until the timeout.
+			lastErr = err
+			m.log.Debug("waiting: listing failed", "error", err)
+			return false, nil
 		}
 		notReady, failed = notReady[:0], failed[:0]
 		for _, t := range targets {
@@ -100,6 +104,9 @@ func (m *Manager) Wait(ctx context.Context, report *Report, timeout time.Duratio
 		return nil
 	}
 	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		if len(notReady) == 0 && lastErr != nil {
+			return fmt.Errorf("timed out after %s waiting for objects to become ready: %w", timeout, lastErr)
+		}
 		sort.Strings(notReady)
 		return fmt.Errorf("timed out after %s waiting for %d object(s) to become ready: %s",
 			timeout, len(notReady), strings.Join(notReady, "; "))
