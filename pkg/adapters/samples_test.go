@@ -11,12 +11,11 @@ import (
 )
 
 // samplesDir finds shared/agent-samples by walking up from the package
-// directory (the shared/ folder sits beside the repository).
-func samplesDir(t *testing.T) string {
-	t.Helper()
+// directory (the shared/ folder sits beside the repository); "" if absent.
+func samplesDir() string {
 	dir, err := os.Getwd()
 	if err != nil {
-		t.Fatal(err)
+		return ""
 	}
 	for {
 		cand := filepath.Join(dir, "shared", "agent-samples")
@@ -156,7 +155,7 @@ func sampleCases() map[string]sampleCase {
 // TestAgentSamples parses every transcript in shared/agent-samples and
 // checks the hand-verified fields. Every transcript must have a case.
 func TestAgentSamples(t *testing.T) {
-	dir := samplesDir(t)
+	dir := samplesDir()
 	if dir == "" {
 		if os.Getenv("CI") == "true" {
 			t.Fatal("shared/agent-samples not found above the package directory; CI must have it")
