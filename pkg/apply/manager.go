@@ -23,8 +23,10 @@ import (
 )
 
 // Manager applies, diffs and prunes sets of objects in one cluster, keeping one
-// ApplySet inventory. Its verbs may be called one after the other; request counts in
-// reports are only exact when calls do not overlap.
+// ApplySet inventory. It is safe for concurrent use, but two Applies of the same
+// ApplySet must not overlap (each rewrites the parent), and request counts in reports
+// are only exact when calls do not overlap. A long-lived Manager (the daemon) keeps
+// its discovery cache and re-reads it when a kind is missing.
 type Manager struct {
 	opts    ManagerOptions
 	log     *slog.Logger
