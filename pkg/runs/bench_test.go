@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -28,7 +29,9 @@ const benchAgent = `cat >/dev/null; echo '{"type":"system","subtype":"init","ses
 // for every result. It reports, over the 1,000 runs, the time from the
 // request's rename to its process start and to its result file, at the
 // 50th and 99th percentile, and the daemon's peak RSS (the test process,
-// which is the daemon; agents and shims are separate processes).
+// which is the daemon; agents and shims are separate processes), and the
+// CPU time per run of the daemon and of the shim and agent processes: the
+// latencies depend on how busy the machine is, the CPU times much less.
 func BenchmarkLocalExecutor1000(b *testing.B) {
 	const n, agents, concurrency = 1000, 4, 50
 	for range b.N {
@@ -85,6 +88,7 @@ spec:
 			b.Fatal(err)
 		}
 		resetPeakRSS()
+		selfBefore, childBefore := cpuTime(syscall.RUSAGE_SELF), cpuTime(syscall.RUSAGE_CHILDREN)
 		ctx, cancel := context.WithCancel(context.Background())
 		stopped := make(chan error, 1)
 		go func() { stopped <- d.Run(ctx) }()
@@ -109,6 +113,7 @@ spec:
 			b.Fatalf("only %d of %d runs finished", finished.Load(), n)
 		}
 		b.StopTimer()
+		selfCPU, childCPU := cpuTime(syscall.RUSAGE_SELF)-selfBefore, cpuTime(syscall.RUSAGE_CHILDREN)-childBefore
 		cancel()
 		if err := <-stopped; err != nil {
 			b.Fatal(err)
@@ -136,7 +141,19 @@ spec:
 		b.ReportMetric(percentile(toResult, 50), "result-p50-ms")
 		b.ReportMetric(percentile(toResult, 99), "result-p99-ms")
 		b.ReportMetric(peakRSSMiB(), "peak-rss-MiB")
+		b.ReportMetric(ms(selfCPU)/n, "daemon-cpu-ms/run")
+		b.ReportMetric(ms(childCPU)/n, "shim+agent-cpu-ms/run")
 	}
+}
+
+// cpuTime is the user and system CPU time of this process (RUSAGE_SELF)
+// or of its reaped children and their descendants (RUSAGE_CHILDREN).
+func cpuTime(who int) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(who, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
