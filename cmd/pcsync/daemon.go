@@ -32,9 +32,10 @@ func newDaemonCmd(g *globalOptions) *cobra.Command {
 		Long: `daemon watches the spool directory for run requests (<name>.json or <name>.yaml,
 written as a hidden or .tmp file and renamed in), validates each against the Run
 schema and the config, queues them per agent (FIFO, at most the agent's
-concurrency at once) and runs them: with --executor local as local processes,
-no cluster needed. Output streams to <name>.log; the result is written once to
-<name>.result.json. <name>.cancel cancels a run. A restarted daemon adopts the
+concurrency at once) and runs them: with --executor kubernetes (the default) as
+hardened Jobs in the tenant namespaces (see docs/kubernetes-executor.md), with
+--executor local as local processes, no cluster needed. Output streams to
+<name>.log; the result is written once to <name>.result.json. <name>.cancel cancels a run. A restarted daemon adopts the
 runs the previous one left running; no run ever runs twice.
 
 --once handles every request present at start, waits for all their results and
@@ -58,9 +59,7 @@ exits 0; failed runs are results, not daemon errors. See docs/runs.md.`,
 
 func (f *daemonFlags) run(ctx context.Context, g *globalOptions) error {
 	switch f.executor {
-	case "local":
-	case "kubernetes":
-		return usageErrorf("--executor kubernetes is not available in this build yet; use --executor local")
+	case "local", "kubernetes":
 	default:
 		return usageErrorf("--executor %q: want kubernetes or local", f.executor)
 	}
@@ -76,14 +75,22 @@ func (f *daemonFlags) run(ctx context.Context, g *globalOptions) error {
 		opts.StateDir = f.stateDir
 	}
 	opts.Once, opts.RescanInterval, opts.Logger = f.once, f.rescan, g.Logger
-	lo, err := runs.DefaultLocalOptions(opts.StateDir)
-	if err != nil {
-		return err
-	}
-	lo.Logger = g.Logger
-	exec, err := runs.NewLocalExecutor(lo)
-	if err != nil {
-		return err
+	var exec runs.Executor
+	if f.executor == "kubernetes" {
+		// Jobs, log streams and informers live until ctx ends; the Jobs
+		// themselves go on, and the next daemon adopts them.
+		if exec, err = newKubeExecutor(ctx, g, opts.StateDir); err != nil {
+			return err
+		}
+	} else {
+		lo, err := runs.DefaultLocalOptions(opts.StateDir)
+		if err != nil {
+			return err
+		}
+		lo.Logger = g.Logger
+		if exec, err = runs.NewLocalExecutor(lo); err != nil {
+			return err
+		}
 	}
 	if f.metricsAddr != "" {
 		opts.Metrics = metrics.New()

@@ -1,0 +1,31 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/pcsync/pcsync/pkg/runs"
+	"github.com/pcsync/pcsync/pkg/runs/kubeexec"
+)
+
+// newKubeExecutor builds the Kubernetes executor of `pcsync daemon
+// --executor kubernetes` from the global cluster-access flags. It returns
+// once its watches have listed the cluster's pcsync Jobs, so that runs of an
+// earlier daemon are adopted.
+func newKubeExecutor(ctx context.Context, g *globalOptions, stateDir string) (runs.Executor, error) {
+	cfg, err := g.Kube.RESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	cfg.UserAgent = "pcsync-daemon"
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("cluster access: %w", err)
+	}
+	opts := kubeexec.DefaultOptions()
+	opts.StateDir = stateDir
+	opts.Logger = g.Logger
+	return kubeexec.New(ctx, cs, opts)
+}
