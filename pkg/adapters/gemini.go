@@ -202,6 +202,17 @@ func (p *geminiParser) collectDoc(line []byte) bool {
 		p.collecting, p.doc = true, append(p.doc[:0], '{')
 		return true
 	}
+	if len(line) > 0 && line[0] == '{' {
+		// A stream event at column 0 (the document's own lines are
+		// indented): the "{" was noise, not a document.
+		var probe struct {
+			Type string `json:"type"`
+		}
+		if parseJSON(line, &probe) && probe.Type != "" {
+			p.collecting, p.doc = false, nil
+			return false
+		}
+	}
 	if len(p.doc)+len(line) > maxJSONDoc {
 		p.collecting, p.doc = false, nil
 		return true

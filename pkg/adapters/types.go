@@ -175,13 +175,20 @@ type ProcessOutcome struct {
 // Outcome holds the result fields a run gets from its CLI's output. Nil
 // pointers mean unknown.
 type Outcome struct {
-	SessionID  *string
-	Summary    *string
-	Model      *string
-	Usage      *result.Usage
+	// SessionID is the CLI's session, to resume with a later run.
+	SessionID *string
+	// Summary is the final assistant or result text of a successful run.
+	Summary *string
+	// Model is the model the CLI reported, else the configured one.
+	Model *string
+	// Usage is the run's token accounting (see DESIGN.md), nil if unknown.
+	Usage *result.Usage
+	// UsageBasis says what period Usage covers; set exactly when Usage is.
 	UsageBasis *result.UsageBasis
-	CostUSD    *float64
-	NumTurns   *int
+	// CostUSD is the CLI's own cost figure, nil when it reports none.
+	CostUSD *float64
+	// NumTurns counts the run's agentic turns where the CLI reports them.
+	NumTurns *int
 	// SessionCumulativeUsage is the session's running total as the CLI
 	// reported it (Codex only); store it and pass it as
 	// ParserOptions.PreviousUsage when the session is resumed.
@@ -196,10 +203,14 @@ type Outcome struct {
 // Defaults is what this package believes an adapter type needs by default.
 // The authoritative defaults live in the CUE schema.
 type Defaults struct {
-	Image      string
-	EnvKeys    []string
+	// Image is the default agent runtime image.
+	Image string
+	// EnvKeys are the env keys forwarded to the agent, sorted.
+	EnvKeys []string
+	// AllowFQDNs are the hosts the agent must reach.
 	AllowFQDNs []string
-	Command    []string
+	// Command is the executable argv prefix.
+	Command []string
 }
 
 // BuiltinDefaults returns, per adapter type, the image, env keys, egress
