@@ -159,3 +159,24 @@ func sortedUnique(ss []string) []string {
 	}
 	return out[:w]
 }
+
+// EgressHostsFor returns the egress hosts that adapter type t needs beyond
+// its configured allowFqdns for an agent with env (see Adapter.EgressHosts):
+// sorted, deduplicated, valid host names only.
+func EgressHostsFor(t Type, env map[string]string) ([]string, error) {
+	a, err := Get(t)
+	if err != nil {
+		return nil, err
+	}
+	return a.EgressHosts(env), nil
+}
+
+// ForwardEnvKeysFor returns the env keys that adapter type t forwards beyond
+// its configured envKeys for an agent with env (see Adapter.ForwardEnvKeys).
+func ForwardEnvKeysFor(t Type, env map[string]string) ([]string, error) {
+	a, err := Get(t)
+	if err != nil {
+		return nil, err
+	}
+	return a.ForwardEnvKeys(env), nil
+}

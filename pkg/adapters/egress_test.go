@@ -94,3 +94,25 @@ func TestValidHostname(t *testing.T) {
 		}
 	}
 }
+
+func TestEgressHostsForAndForwardEnvKeysFor(t *testing.T) {
+	env := map[string]string{"CLAUDE_CODE_USE_BEDROCK": "1", "AWS_REGION": "us-east-2"}
+	hosts, err := EgressHostsFor(ClaudeLocal, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"bedrock-runtime.us-east-2.amazonaws.com", "bedrock.us-east-2.amazonaws.com", "sts.us-east-2.amazonaws.com"}
+	if diff := cmp.Diff(want, hosts); diff != "" {
+		t.Errorf("EgressHostsFor (-want +got):\n%s", diff)
+	}
+	keys, err := ForwardEnvKeysFor(ClaudeLocal, env)
+	if err != nil || len(keys) == 0 || keys[0] != "ANTHROPIC_BASE_URL" {
+		t.Errorf("ForwardEnvKeysFor = %v, %v", keys, err)
+	}
+	if _, err := EgressHostsFor("nope", env); err == nil {
+		t.Error("EgressHostsFor(nope) did not fail")
+	}
+	if _, err := ForwardEnvKeysFor("nope", env); err == nil {
+		t.Error("ForwardEnvKeysFor(nope) did not fail")
+	}
+}
