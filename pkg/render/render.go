@@ -154,19 +154,39 @@ func (o *Output) YAML() ([]byte, error) { return encodeYAML(o.Objects) }
 // YAML is the company's objects as one YAML stream.
 func (c *CompanyOutput) YAML() ([]byte, error) { return encodeYAML(c.Objects) }
 
+// encodeYAML encodes objects as one stream. The emitter is the slowest
+// part of rendering, so large outputs are encoded in parallel chunks and
+// joined in order.
 func encodeYAML(objs []*unstructured.Unstructured) ([]byte, error) {
-	var b bytes.Buffer
-	for i, o := range objs {
-		y, err := marshalObject(o.Object)
-		if err != nil {
-			return nil, fmt.Errorf("render: encode %s %s/%s: %w", o.GetKind(), o.GetNamespace(), o.GetName(), err)
-		}
-		if i > 0 {
-			b.WriteString("---\n")
-		}
-		b.Write(y)
+	workers := min(runtime.GOMAXPROCS(0), max(len(objs)/64, 1))
+	chunks := make([][]byte, workers)
+	errs := make([]error, workers)
+	per := (len(objs) + workers - 1) / workers
+	var wg sync.WaitGroup
+	for w := range workers {
+		lo, hi := min(w*per, len(objs)), min((w+1)*per, len(objs))
+		wg.Go(func() {
+			var b bytes.Buffer
+			for i := lo; i < hi; i++ {
+				o := objs[i]
+				y, err := marshalObject(o.Object)
+				if err != nil {
+					errs[w] = fmt.Errorf("render: encode %s %s/%s: %w", o.GetKind(), o.GetNamespace(), o.GetName(), err)
+					return
+				}
+				if i > 0 {
+					b.WriteString("---\n")
+				}
+				b.Write(y)
+			}
+			chunks[w] = b.Bytes()
+		})
 	}
-	return b.Bytes(), nil
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return bytes.Join(chunks, nil), nil
 }
 
 // marshalObject encodes one object as YAML with sorted keys. It gives the
