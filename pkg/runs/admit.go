@@ -111,7 +111,7 @@ func (d *Daemon) admit(ctx context.Context, name string) admission {
 	var rej *Rejection
 	switch {
 	case errors.As(err, &rej):
-		fi, serr := os.Stat(file)
+		fi, serr := os.Lstat(file)
 		if serr != nil {
 			return admission{name: name, kind: admitGone}
 		}

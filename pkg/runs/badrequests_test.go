@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -45,6 +46,8 @@ var badRequests = map[string]string{
 	"huge-prompt.json": `huge-prompt.json:1:91: prompt: prompt is larger than 1 MiB (1048576 bytes)`,
 	"twice.json":       `several requests are named "twice" (twice.json, twice.yaml)`,
 	"twice.yaml":       `several requests are named "twice" (twice.json, twice.yaml)`,
+	"link.yaml":        `link.yaml: not a regular file: a symbolic link; a request must be a regular file`,
+	"pipe.json":        `pipe.json: not a regular file: a named pipe; a request must be a regular file`,
 }
 
 func TestBadRequestsAreRejected(t *testing.T) {
@@ -66,6 +69,19 @@ func TestBadRequestsAreRejected(t *testing.T) {
 		strings.Repeat("x", 1<<20+1)))
 	contents["twice.json"] = []byte(`{"apiVersion":"pcsync.io/v1alpha1","kind":"Run","company":"acme","agent":"coder","prompt":"a"}`)
 	contents["twice.yaml"] = []byte(request("coder", ""))
+	// A link to a file pcsync must not quote, and a FIFO that would block
+	// a reader: no content to compare.
+	secret := filepath.Join(h.dir, "secret.yaml")
+	if err := os.WriteFile(secret, []byte("password: hunter2-do-not-quote\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(secret, filepath.Join(h.spool, "link.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(h.spool, "pipe.json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	contents["link.yaml"], contents["pipe.json"] = nil, nil
 
 	var files, want []string
 	for f := range contents {
@@ -82,6 +98,9 @@ func TestBadRequestsAreRejected(t *testing.T) {
 	// Old enough that no retry is due: rejected at once.
 	old := time.Now().Add(-time.Hour)
 	for f, b := range contents {
+		if b == nil {
+			continue // link.yaml and pipe.json, made above
+		}
 		p := filepath.Join(h.spool, f)
 		if err := os.WriteFile(p, b, 0o644); err != nil {
 			t.Fatal(err)
@@ -99,8 +118,14 @@ func TestBadRequestsAreRejected(t *testing.T) {
 		if got.Status != result.StatusRejected || deref(got.ErrorCode) != result.ErrInvalidRequest {
 			t.Errorf("%s: status %s errorCode %v, want rejected invalid_request", f, got.Status, deref(got.ErrorCode))
 		}
+		if strings.Contains(msg, "hunter2") {
+			t.Errorf("%s: the message quotes a file the request links to", f)
+		}
 		if !strings.Contains(msg, badRequests[f]) {
 			t.Errorf("%s: message %q lacks %q", f, msg, badRequests[f])
+		}
+		if contents[f] == nil {
+			continue
 		}
 		if b, err := os.ReadFile(filepath.Join(h.spool, f)); err != nil || !bytes.Equal(b, contents[f]) {
 			t.Errorf("%s: the request was changed or removed", f)

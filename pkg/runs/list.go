@@ -125,7 +125,7 @@ func describe(spool string, layout Layout, status DaemonStatus, name, file strin
 		Agent   string `json:"agent"`
 		RunID   string `json:"runId"`
 	}
-	if data, tooLarge, err := readRequestFile(filepath.Join(spool, file), DefaultMaxRequestBytes); err == nil && !tooLarge {
+	if data, _, tooLarge, err := readRequestFile(filepath.Join(spool, file), DefaultMaxRequestBytes); err == nil && !tooLarge {
 		_ = yaml.Unmarshal(data, &req)
 	}
 	info.Company, info.Agent, info.RunID = req.Company, req.Agent, cmp.Or(req.RunID, name)

@@ -131,8 +131,12 @@ follow:
 			h.signal(syscall.SIGKILL)
 		}
 	}
-	// Whatever the agent left behind in its process group goes too.
-	h.signal(syscall.SIGKILL)
+	if !h.gone {
+		// Whatever the agent left behind in its process group goes too.
+		// (Not for a run found dead at adoption: its process group id
+		// may belong to someone else by now.)
+		h.signal(syscall.SIGKILL)
+	}
 	if err := out.drain(); err != nil {
 		h.log.Warn("reading the run's output failed", slog.Any("error", err))
 	}

@@ -17,7 +17,7 @@ func (h *localHandle) ending(out *follower) Ending {
 	res := Outcome(h.r, po, o)
 	res.SetTimes(h.st.StartedAt, time.Now())
 	switch {
-	case !known && !h.st.Cancelled && !h.st.TimedOut && !o.Failed && o.Summary == nil:
+	case !known && !h.st.Cancelled && !h.st.TimedOut:
 		// Neither the shim's exit file nor a wait status: the process
 		// ended while no daemon watched it and without a trace of how.
 		res.Fail(result.StatusFailed, result.ErrInternal, fmt.Sprintf(

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/pcsync/pcsync/pkg/adapters"
@@ -35,22 +36,64 @@ type Rejection struct {
 // Error implements error.
 func (r *Rejection) Error() string { return r.Message }
 
+// errNotRegular is returned by openRequest for anything but a regular file.
+var errNotRegular = errors.New("not a regular file")
+
+// openRequest opens a request file for reading without following a
+// symbolic link (a link could make pcsync quote another file in its
+// messages) and without blocking on a FIFO, and checks that it is a
+// regular file.
+func openRequest(path string) (*os.File, os.FileInfo, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			return nil, nil, fmt.Errorf("%w: a symbolic link", errNotRegular)
+		}
+		return nil, nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, fmt.Errorf("%w: %s", errNotRegular, fileType(fi.Mode()))
+	}
+	return f, fi, nil
+}
+
+// fileType names the type of a file that is not regular.
+func fileType(m os.FileMode) string {
+	switch {
+	case m&os.ModeDir != 0:
+		return "a directory"
+	case m&os.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	}
+	return "not a regular file"
+}
+
 // readRequestFile reads at most max bytes of path; tooLarge is set when the
 // file holds more.
-func readRequestFile(path string, max int64) (data []byte, tooLarge bool, err error) {
-	f, err := os.Open(path)
+func readRequestFile(path string, max int64) (data []byte, fi os.FileInfo, tooLarge bool, err error) {
+	f, fi, err := openRequest(path)
 	if err != nil {
-		return nil, false, err
+		return nil, nil, false, err
 	}
 	defer f.Close()
 	data, err = io.ReadAll(io.LimitReader(f, max+1))
 	if err != nil {
-		return nil, false, fmt.Errorf("read %s: %w", path, err)
+		return nil, nil, false, fmt.Errorf("read %s: %w", path, err)
 	}
 	if int64(len(data)) > max {
-		return nil, true, nil
+		return nil, fi, true, nil
 	}
-	return data, false, nil
+	return data, fi, false, nil
 }
 
 // ParseRequest validates the content of a request file against the Run
@@ -154,18 +197,13 @@ func LoadRequest(m *config.Model, path string, maxBytes int64) (*Run, error) {
 		return nil, fmt.Errorf("request %s: not a request file name (<name>.json, .yaml or .yml)", path)
 	}
 	paths := Paths{Spool: filepath.Dir(path), Name: name}
-	fi, err := os.Stat(path)
-	if err != nil {
+	data, fi, tooLarge, err := readRequestFile(path, maxBytes)
+	switch {
+	case errors.Is(err, errNotRegular):
+		return nil, &Rejection{RunID: name, Message: fmt.Sprintf("%s: %v; a request must be a regular file", base, err)}
+	case err != nil:
 		return nil, fmt.Errorf("request %s: %w", path, err)
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, &Rejection{Message: fmt.Sprintf("%s: not a regular file", base), RunID: name}
-	}
-	data, tooLarge, err := readRequestFile(path, maxBytes)
-	if err != nil {
-		return nil, fmt.Errorf("request %s: %w", path, err)
-	}
-	if tooLarge {
+	case tooLarge:
 		return nil, &Rejection{RunID: name, Message: fmt.Sprintf(
 			"%s: request is larger than %s (%d bytes), the most pcsync reads; prompts are at most 1 MiB", base, sizeString(maxBytes), maxBytes)}
 	}
