@@ -29,6 +29,7 @@ func TestClassifyText(t *testing.T) {
 		{"429 RESOURCE_EXHAUSTED: Quota exceeded for metric", result.ErrQuotaExceeded},
 		{"shared rollout token budget exhausted", result.ErrQuotaExceeded},
 		{"Rate limit exceeded", result.ErrRateLimited},
+		{"429 RESOURCE_EXHAUSTED: Quota exceeded for quota metric 'Generate Content API requests per minute'", result.ErrRateLimited},
 		{"429 Too Many Requests", result.ErrRateLimited},
 		{"API Error: Unable to connect to API (EAI_AGAIN)", result.ErrUpstreamUnavailable},
 		{"Overloaded", result.ErrUpstreamUnavailable},
