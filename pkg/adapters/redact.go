@@ -66,8 +66,8 @@ func (r redactor) redact(s string) string {
 	return s
 }
 
-// clean redacts s, turns it into one tidy line-oriented text and bounds its
-// length.
+// clean strips colour codes from s, redacts it, trims it and bounds its
+// length to maxMessageLen bytes.
 func (r redactor) clean(s string) string {
 	s = stripANSI(s)
 	s = strings.TrimSpace(r.redact(s))
