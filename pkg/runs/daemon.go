@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime"
 	"sync"
 	"time"
@@ -126,6 +127,13 @@ func New(model *config.Model, exec Executor, opts Options) (*Daemon, error) {
 	def := DefaultOptions(opts.Spool)
 	if opts.StateDir == "" {
 		opts.StateDir = def.StateDir
+	}
+	for _, p := range []*string{&opts.Spool, &opts.StateDir} {
+		abs, err := filepath.Abs(*p)
+		if err != nil {
+			return nil, fmt.Errorf("daemon: %w", err)
+		}
+		*p = abs
 	}
 	if opts.RescanInterval <= 0 {
 		opts.RescanInterval = def.RescanInterval

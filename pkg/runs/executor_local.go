@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"time"
 )
 
@@ -60,6 +61,13 @@ func NewLocalExecutor(opts LocalOptions) (*LocalExecutor, error) {
 	if opts.StateDir == "" {
 		return nil, errors.New("local executor: no state directory")
 	}
+	// Absolute: the shim and the agent run in another directory, and HOME
+	// must not be relative.
+	abs, err := filepath.Abs(opts.StateDir)
+	if err != nil {
+		return nil, fmt.Errorf("local executor: state directory: %w", err)
+	}
+	opts.StateDir = abs
 	if len(opts.Shim) == 0 {
 		return nil, errors.New("local executor: no run shim command")
 	}
