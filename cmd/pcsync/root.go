@@ -37,8 +37,8 @@ func subcommands(g *globalOptions) []*cobra.Command {
 		newValidateCmd(g),
 		newRenderCmd(g),
 		newVersionCmd(g),
-		// newDiffCmd(g),
-		// newApplyCmd(g),
+		newDiffCmd(g),
+		newApplyCmd(g),
 		newDaemonCmd(g),
 		newRunsCmd(g),
 	}
