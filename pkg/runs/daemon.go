@@ -186,12 +186,15 @@ func (d *Daemon) Run(ctx context.Context) error {
 	l := newLoop(d)
 	var wg sync.WaitGroup
 	if d.opts.Watch {
-		w, err := newSpoolWatcher(d.opts.Spool, d.log)
-		if err != nil {
-			return fmt.Errorf("daemon: %w", err)
+		if w, err := newSpoolWatcher(d.opts.Spool, d.log); err != nil {
+			// Out of inotify watches, or a file system without events:
+			// the rescan still finds everything, only later.
+			d.log.Warn("cannot watch the spool; relying on the periodic rescan",
+				slog.Any("error", err), slog.Duration("rescanInterval", d.opts.RescanInterval))
+		} else {
+			wg.Add(1)
+			go func() { defer wg.Done(); w.run(ctx, l.events, l.rescanNow) }()
 		}
-		wg.Add(1)
-		go func() { defer wg.Done(); w.run(ctx, l.events, l.rescanNow) }()
 	}
 	for range d.opts.Workers {
 		wg.Add(1)
