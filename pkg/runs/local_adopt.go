@@ -69,8 +69,13 @@ type staticHandle struct {
 	end   func() Ending
 }
 
+// Wait implements Handle: the ending is known.
 func (s *staticHandle) Wait(context.Context) (Ending, error) { return s.end(), nil }
-func (s *staticHandle) Cancel()                              {}
+
+// Cancel implements Handle: there is nothing to stop.
+func (s *staticHandle) Cancel() {}
+
+// Release implements Handle: the run's state directory goes.
 func (s *staticHandle) Release(context.Context) error {
 	return (&localHandle{files: s.files}).Release(context.Background())
 }
