@@ -42,8 +42,9 @@ type Handle interface {
 	// period; or deleting the Job). Wait then reports status cancelled.
 	// Cancel may be called more than once and after the run ended.
 	Cancel()
-	// Release is called once the result file is written; the executor
-	// forgets the run (removes its state, its per-run Secret, …).
+	// Release is called once the result file is written (never before,
+	// and not at all when the write failed); the executor forgets the run
+	// (removes its state, its per-run Secret, …).
 	Release(ctx context.Context) error
 }
 
