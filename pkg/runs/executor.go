@@ -36,7 +36,7 @@ type Handle interface {
 	// Wait blocks until the run has ended and returns how, with every
 	// field of the result the executor knows filled in. It returns
 	// ctx.Err() when ctx ends first; the run then goes on, and a later
-	// daemon adopts it.
+	// daemon adopts it. The daemon calls Wait once per handle.
 	Wait(ctx context.Context) (Ending, error)
 	// Cancel asks the run to stop (SIGTERM, then SIGKILL after the grace
 	// period; or deleting the Job). Wait then reports status cancelled.
