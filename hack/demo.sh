@@ -15,6 +15,7 @@
 #   DEMO_CONFIG   config directory (default examples/demo)
 #   DEMO_REQUEST  request file to run (default examples/spool/hello.yaml)
 #   DEMO_DIR      where the binary, spool and state go (default: a new temp dir)
+#   PCSYNC_BIN    a pcsync binary to use instead of building one
 set -eu
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -23,10 +24,13 @@ config=${DEMO_CONFIG:-examples/demo}
 request=${DEMO_REQUEST:-examples/spool/hello.yaml}
 dir=${DEMO_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/pcsync-demo.XXXXXX")}
 spool=$dir/spool
-bin=$dir/pcsync
+bin=${PCSYNC_BIN:-$dir/pcsync}
+case $bin in /*) ;; *) bin=$root/$bin ;; esac
 
-echo "==> building pcsync"
-go build -o "$bin" ./cmd/pcsync
+if [ -z "${PCSYNC_BIN:-}" ]; then
+	echo "==> building pcsync"
+	go build -o "$bin" ./cmd/pcsync
+fi
 
 rm -rf "$spool"
 mkdir -p "$spool"
