@@ -107,7 +107,7 @@ func (d *Daemon) admit(ctx context.Context, name string) admission {
 		return d.reject(name, rej)
 	}
 	file := files[0]
-	run, err := LoadRequest(d.model, file, d.opts.MaxRequestBytes)
+	run, err := LoadRequest(d.model.Load(), file, d.opts.MaxRequestBytes)
 	var rej *Rejection
 	switch {
 	case errors.As(err, &rej):

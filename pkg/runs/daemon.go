@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -109,7 +110,7 @@ type Event struct {
 // per agent and runs them through an Executor.
 type Daemon struct {
 	opts   Options
-	model  *config.Model
+	model  atomic.Pointer[config.Model]
 	exec   Executor
 	log    *slog.Logger
 	layout Layout
@@ -161,15 +162,30 @@ func New(model *config.Model, exec Executor, opts Options) (*Daemon, error) {
 	if err := os.MkdirAll(layout.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("daemon: state directory: %w", err)
 	}
-	return &Daemon{
+	d := &Daemon{
 		opts:   opts,
-		model:  model,
 		exec:   exec,
 		log:    opts.Logger.With(slog.String("spool", opts.Spool), slog.String("executor", exec.Name())),
 		layout: layout,
 		usage:  &usageStore{layout: layout},
-	}, nil
+	}
+	d.model.Store(model)
+	return d, nil
 }
+
+// SetModel swaps in a newly loaded config; it is safe to call while Run
+// runs. Requests read from then on are validated against m (new companies
+// and agents are accepted, removed ones rejected); runs already accepted
+// keep the config they were accepted against (their agent's concurrency,
+// image, env). A nil m is ignored.
+func (d *Daemon) SetModel(m *config.Model) {
+	if m != nil {
+		d.model.Store(m)
+	}
+}
+
+// Model returns the config requests are currently validated against.
+func (d *Daemon) Model() *config.Model { return d.model.Load() }
 
 // Run serves the spool until ctx ends (or, with Once, until every request
 // present at start has its result). Runs still going when Run returns are
