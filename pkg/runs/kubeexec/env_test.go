@@ -25,6 +25,7 @@ import (
 
 	"github.com/pcsync/pcsync/internal/testcluster"
 	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/kube"
 	"github.com/pcsync/pcsync/pkg/render"
 	"github.com/pcsync/pcsync/pkg/result"
 	"github.com/pcsync/pcsync/pkg/runs"
@@ -57,7 +58,7 @@ type envOptions struct {
 // tenant manifests applied (Pod Security restricted), a config directory, a
 // spool directory and a state directory.
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	c      *testcluster.Cluster
 	cs     kubernetes.Interface
 	ns     string
@@ -72,7 +73,7 @@ type env struct {
 // agentName is the agent of every test company.
 const agentName = "coder"
 
-func newEnv(t *testing.T, o envOptions) *env {
+func newEnv(t testing.TB, o envOptions) *env {
 	t.Helper()
 	c := testcluster.Get(t)
 	// The namespace is created (and deleted after the test) by the test
@@ -182,12 +183,15 @@ func (e *env) drop(name string, req map[string]any) {
 
 // daemonRun is a running daemon with the Kubernetes executor.
 type daemonRun struct {
-	exec   *Executor
-	cancel context.CancelFunc
-	done   chan error
-	mu     sync.Mutex
-	events []runs.Event
-	seen   chan struct{}
+	exec    *Executor
+	cancel  context.CancelFunc
+	done    chan error
+	mu      sync.Mutex
+	events  []runs.Event
+	eventAt []time.Time
+	seen    chan struct{}
+	// finished receives the name of every run whose result is written.
+	finished chan string
 }
 
 // startDaemon runs `pcsync daemon --executor kubernetes` in process, as the
@@ -195,9 +199,19 @@ type daemonRun struct {
 // result.
 func (e *env) startDaemon(once bool, tweak func(*Options)) *daemonRun {
 	e.t.Helper()
+	return e.startDaemonWith(once, nil, tweak)
+}
+
+// startDaemonWith is startDaemon with the executor's REST config counted
+// by counter (when set) and the daemon's Observe chained to observe.
+func (e *env) startDaemonWith(once bool, counter *kube.RequestCounter, tweak func(*Options)) *daemonRun {
+	e.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cfg := e.c.RESTConfig()
-	cfg.QPS, cfg.Burst = 200, 400
+	kube.DefaultFlags().ConfigureRateLimits(cfg)
+	if counter != nil {
+		counter.Instrument(cfg)
+	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		e.t.Fatal(err)
@@ -218,13 +232,20 @@ func (e *env) startDaemon(once bool, tweak func(*Options)) *daemonRun {
 		cancel()
 		e.t.Fatal(err)
 	}
-	d := &daemonRun{exec: ex, cancel: cancel, done: make(chan error, 1), seen: make(chan struct{}, 1)}
+	d := &daemonRun{exec: ex, cancel: cancel, done: make(chan error, 1), seen: make(chan struct{}, 1), finished: make(chan string, 4096)}
 	do := runs.DefaultOptions(e.spool)
 	do.StateDir, do.Once, do.Logger = e.state, once, opts.Logger
 	do.RescanInterval = 500 * time.Millisecond
 	do.Observe = func(ev runs.Event) {
+		if ev.Kind == runs.EventFinished {
+			select {
+			case d.finished <- ev.Name:
+			default:
+			}
+		}
 		d.mu.Lock()
 		d.events = append(d.events, ev)
+		d.eventAt = append(d.eventAt, time.Now())
 		d.mu.Unlock()
 		select {
 		case d.seen <- struct{}{}:
@@ -242,7 +263,7 @@ func (e *env) startDaemon(once bool, tweak func(*Options)) *daemonRun {
 }
 
 // stop ends the daemon as SIGTERM does: its runs go on.
-func (d *daemonRun) stop(t *testing.T) {
+func (d *daemonRun) stop(t testing.TB) {
 	d.cancel()
 	select {
 	case err := <-d.done:
@@ -256,7 +277,7 @@ func (d *daemonRun) stop(t *testing.T) {
 }
 
 // wait waits (generously) for a once-daemon to return.
-func (d *daemonRun) wait(t *testing.T) {
+func (d *daemonRun) wait(t testing.TB) {
 	t.Helper()
 	select {
 	case err := <-d.done:
@@ -270,7 +291,7 @@ func (d *daemonRun) wait(t *testing.T) {
 }
 
 // waitEvent waits until the daemon reported an event of that kind for name.
-func (d *daemonRun) waitEvent(t *testing.T, kind runs.EventKind, name string) {
+func (d *daemonRun) waitEvent(t testing.TB, kind runs.EventKind, name string) {
 	t.Helper()
 	deadline := time.After(2 * time.Minute)
 	for {
@@ -358,7 +379,7 @@ func transcript(t testing.TB, file string) []string {
 
 // testLogger writes the executor's and daemon's logs to the test log, and
 // to nowhere once the test has ended.
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	w := &testWriter{t: t}
 	t.Cleanup(func() {
 		w.mu.Lock()
@@ -370,7 +391,7 @@ func testLogger(t *testing.T) *slog.Logger {
 
 type testWriter struct {
 	mu     sync.Mutex
-	t      *testing.T
+	t      testing.TB
 	closed bool
 }
 
@@ -384,3 +405,16 @@ func (w *testWriter) Write(p []byte) (int, error) {
 }
 
 var _ io.Writer = (*testWriter)(nil)
+
+// eventTime returns when the daemon reported an event of that kind for
+// name (zero when it did not).
+func (d *daemonRun) eventTime(kind runs.EventKind, name string) time.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for i, ev := range d.events {
+		if ev.Kind == kind && ev.Name == name {
+			return d.eventAt[i]
+		}
+	}
+	return time.Time{}
+}

@@ -454,7 +454,7 @@ func (e *env) podPhase(job string) corev1.PodPhase {
 	return pods.Items[len(pods.Items)-1].Status.Phase
 }
 
-func mustRead(t *testing.T, path string) string {
+func mustRead(t testing.TB, path string) string {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {

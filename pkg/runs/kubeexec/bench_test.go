@@ -1,0 +1,350 @@
+package kubeexec
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/pcsync/pcsync/internal/testcluster"
+	"github.com/pcsync/pcsync/pkg/kube"
+)
+
+// benchOptions give one agent room for every run at once: concurrency n, a
+// quota that never refuses, and the smallest resources the default
+// LimitRange allows.
+func benchOptions(n int, labels map[string]string, lines []string) envOptions {
+	return envOptions{
+		Labels: labels, Concurrency: n, LogLines: lines,
+		Company: map[string]any{"quota": map[string]any{
+			"pods": 5000, "requestsCpu": "1000", "requestsMemory": "4000Gi", "limitsCpu": "1000", "limitsMemory": "4000Gi",
+		}},
+		Agent: map[string]any{"resources": map[string]any{
+			"requests": map[string]any{"cpu": "100m", "memory": "128Mi"},
+			"limits":   map[string]any{"cpu": "100m", "memory": "128Mi"},
+		}},
+	}
+}
+
+func quiet(o *Options) { o.Logger = slog.New(slog.DiscardHandler) }
+
+// watchTimes records, from the benchmark's own informers, when each run's
+// Job was first seen and when its pod was first seen in a terminal phase.
+type watchTimes struct {
+	mu      sync.Mutex
+	jobAt   map[string]time.Time
+	podDone map[string]time.Time
+	stop    func()
+}
+
+func (e *env) watchRuns(b *testing.B) *watchTimes {
+	b.Helper()
+	wt := &watchTimes{jobAt: map[string]time.Time{}, podDone: map[string]time.Time{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	f := informers.NewSharedInformerFactoryWithOptions(e.cs, 0, informers.WithNamespace(e.ns),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = LabelManagedBy + "=" + ManagedByValue }))
+	record := func(m map[string]time.Time, obj any, ok func(any) bool) {
+		mo, isObj := obj.(metav1.Object)
+		if !isObj || !ok(obj) {
+			return
+		}
+		now := time.Now()
+		wt.mu.Lock()
+		if _, seen := m[mo.GetLabels()[LabelRunID]]; !seen {
+			m[mo.GetLabels()[LabelRunID]] = now
+		}
+		wt.mu.Unlock()
+	}
+	always := func(any) bool { return true }
+	podDone := func(obj any) bool {
+		p, ok := obj.(*corev1.Pod)
+		return ok && (p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed)
+	}
+	_, _ = f.Batch().V1().Jobs().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { record(wt.jobAt, obj, always) },
+		UpdateFunc: func(_, obj any) { record(wt.jobAt, obj, always) },
+	})
+	_, _ = f.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { record(wt.podDone, obj, podDone) },
+		UpdateFunc: func(_, obj any) { record(wt.podDone, obj, podDone) },
+	})
+	f.Start(ctx.Done())
+	f.WaitForCacheSync(ctx.Done())
+	wt.stop = func() { cancel(); f.Shutdown() }
+	return wt
+}
+
+// dropAll writes n requests as hidden temp files, then renames them all in
+// at once, and returns when each was renamed.
+func (e *env) dropAll(b *testing.B, names []string) map[string]time.Time {
+	b.Helper()
+	for _, name := range names {
+		data := fmt.Sprintf(`{"apiVersion":"pcsync.io/v1alpha1","kind":"Run","company":%q,"agent":%q,"prompt":"benchmark run %s"}`, e.slug, agentName, name)
+		if err := os.WriteFile(filepath.Join(e.spool, "."+name+".tmp"), []byte(data), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	at := make(map[string]time.Time, len(names))
+	for _, name := range names {
+		if err := os.Rename(filepath.Join(e.spool, "."+name+".tmp"), filepath.Join(e.spool, name+".json")); err != nil {
+			b.Fatal(err)
+		}
+		at[name] = time.Now()
+	}
+	return at
+}
+
+// waitFinished waits for n EventFinished of the daemon.
+func (d *daemonRun) waitFinished(b *testing.B, n int, within time.Duration) {
+	b.Helper()
+	deadline := time.After(within)
+	for range n {
+		select {
+		case <-d.finished:
+		case <-deadline:
+			b.Fatalf("not every run finished within %s", within)
+		}
+	}
+}
+
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(float64(len(s)-1) * p)
+	return s[i]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// procStatusMiB reads a field (VmRSS, VmHWM) of /proc/self/status in MiB.
+func procStatusMiB(b *testing.B, field string) float64 {
+	b.Helper()
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		b.Fatal(err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return kb / 1024
+		}
+	}
+	b.Fatalf("/proc/self/status has no %s", field)
+	return 0
+}
+
+// BenchmarkKubeExecutor200 drops 200 requests at once into the spool of a
+// running daemon with the Kubernetes executor, on the test control plane
+// (kwok pods finish 1 s after they run; their log is a real Claude
+// transcript). It reports the time from a request's rename to its Job being
+// visible to a watch and from its pod's terminal phase (as a watch sees it)
+// to its result file, at the 50th and 99th percentile, and the executor's
+// API requests per run (counted by kube.RequestCounter on its client,
+// informer start-up excluded: a warm-up run comes first).
+func BenchmarkKubeExecutor200(b *testing.B) {
+	const n = 200
+	lines := transcript(b, claudeTranscript)
+	for range b.N {
+		e := newEnv(b, benchOptions(n, testcluster.SucceedAfter(time.Second), lines))
+		counter := &kube.RequestCounter{}
+		d := e.startDaemonWith(false, counter, quiet)
+		wt := e.watchRuns(b)
+		e.dropAll(b, []string{"warm-up"})
+		d.waitFinished(b, 1, 2*time.Minute)
+		// One request at a time first: the latency of a single drop on an
+		// otherwise idle daemon.
+		var single []time.Duration
+		for i := range 5 {
+			name := fmt.Sprintf("single-%d", i)
+			at := e.dropAll(b, []string{name})
+			d.waitFinished(b, 1, 2*time.Minute)
+			wt.mu.Lock()
+			single = append(single, wt.jobAt[name].Sub(at[name]))
+			wt.mu.Unlock()
+		}
+		counter.Reset()
+
+		names := make([]string, n)
+		for i := range names {
+			names[i] = fmt.Sprintf("bench-%03d", i)
+		}
+		b.ResetTimer()
+		dropAt := e.dropAll(b, names)
+		d.waitFinished(b, n, 10*time.Minute)
+		b.StopTimer()
+		reads, mutations := counter.Reads(), counter.Mutations()
+		wt.stop()
+
+		var toJob, toResult []time.Duration
+		wt.mu.Lock()
+		for _, name := range names {
+			if r := e.result(name); r.Status != "succeeded" {
+				b.Fatalf("%s: %s %v", name, r.Status, deref(r.ErrorMessage))
+			}
+			jobAt, ok := wt.jobAt[name]
+			if !ok {
+				b.Fatalf("%s: its Job was never seen (%d of %d seen)", name, len(wt.jobAt), n)
+			}
+			toJob = append(toJob, jobAt.Sub(dropAt[name]))
+			fi, err := os.Stat(filepath.Join(e.spool, name+".result.json"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			done, ok := wt.podDone[name]
+			if !ok {
+				b.Fatalf("%s: its pod was never seen finished", name)
+			}
+			toResult = append(toResult, fi.ModTime().Sub(done))
+		}
+		wt.mu.Unlock()
+		// The split between the daemon (reading, validating and queueing
+		// the request) and the executor (Start: marker, Job, Secret).
+		var toStarting, startToJob []time.Duration
+		wt.mu.Lock()
+		for _, name := range names {
+			st := d.eventTime("starting", name)
+			toStarting = append(toStarting, st.Sub(dropAt[name]))
+			startToJob = append(startToJob, wt.jobAt[name].Sub(st))
+		}
+		wt.mu.Unlock()
+		b.ReportMetric(ms(percentile(toStarting, 0.5)), "drop-to-start-call-p50-ms")
+		b.ReportMetric(ms(percentile(startToJob, 0.5)), "start-call-to-job-p50-ms")
+		b.ReportMetric(ms(percentile(single, 0.5)), "single-drop-to-job-p50-ms")
+		b.ReportMetric(ms(percentile(toJob, 0.5)), "drop-to-job-p50-ms")
+		b.ReportMetric(ms(percentile(toJob, 0.99)), "drop-to-job-p99-ms")
+		b.ReportMetric(ms(percentile(toResult, 0.5)), "finished-to-result-p50-ms")
+		b.ReportMetric(ms(percentile(toResult, 0.99)), "finished-to-result-p99-ms")
+		b.ReportMetric(float64(reads+mutations)/n, "api-requests/run")
+		b.ReportMetric(float64(mutations)/n, "api-mutations/run")
+		b.ReportMetric(procStatusMiB(b, "VmHWM"), "peak-rss-MiB")
+		d.stop(b)
+	}
+}
+
+// addNodes creates extra kwok nodes (kwok manages every node) so that more
+// than the one node's 110 pods can run; they are deleted afterwards.
+func (e *env) addNodes(b *testing.B, n int) {
+	b.Helper()
+	ctx := context.Background()
+	res := corev1.ResourceList{
+		corev1.ResourceCPU:              resource.MustParse("64"),
+		corev1.ResourceMemory:           resource.MustParse("512Gi"),
+		corev1.ResourcePods:             resource.MustParse("110"),
+		corev1.ResourceEphemeralStorage: resource.MustParse("1Ti"),
+	}
+	var names []string
+	for i := range n {
+		name := fmt.Sprintf("kwok-bench-%s-%d", e.slug, i)
+		node := &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{
+				Name:        name,
+				Labels:      map[string]string{"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64", "type": "kwok"},
+				Annotations: map[string]string{"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+			},
+			Status: corev1.NodeStatus{
+				Capacity: res, Allocatable: res,
+				Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}, {Type: corev1.NodeHostName, Address: name}},
+			},
+		}
+		created, err := e.cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if created.Status.Allocatable.Cpu().IsZero() {
+			created.Status = node.Status
+			if _, err := e.cs.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		names = append(names, name)
+	}
+	b.Cleanup(func() {
+		for _, name := range names {
+			_ = e.cs.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{})
+		}
+	})
+	e.waitUntil("the extra kwok nodes to be Ready", func() bool {
+		for _, name := range names {
+			nd, err := e.cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false
+			}
+			ready := false
+			for _, c := range nd.Status.Conditions {
+				ready = ready || c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue
+			}
+			if !ready {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// BenchmarkKubeExecutorInFlight1000 starts 1,000 runs whose pods keep
+// running and reports the daemon's RSS once every run's log is being
+// followed (each run has its Job, its pod watched and an open log stream).
+// The process is the daemon (config, CUE validator, informers, 1,000 handles
+// and streams) plus the benchmark's few watches.
+func BenchmarkKubeExecutorInFlight1000(b *testing.B) {
+	const n = 1000
+	lines := transcript(b, claudeTranscript)[:2]
+	want := strings.Join(lines, "\n") + "\n"
+	for range b.N {
+		e := newEnv(b, benchOptions(n, testcluster.RunForever(), lines))
+		e.addNodes(b, (n+109)/110)
+		counter := &kube.RequestCounter{}
+		d := e.startDaemonWith(false, counter, quiet)
+		names := make([]string, n)
+		for i := range names {
+			names[i] = fmt.Sprintf("fly-%04d", i)
+		}
+		b.ResetTimer()
+		e.dropAll(b, names)
+		deadline := time.Now().Add(15 * time.Minute)
+		for _, name := range names {
+			for {
+				data, _ := os.ReadFile(filepath.Join(e.spool, name+".log"))
+				if string(data) == want {
+					break
+				}
+				if time.Now().After(deadline) {
+					b.Fatalf("%s: its log was not followed within 15 minutes (has %q)", name, data)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+		b.StopTimer()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		b.ReportMetric(procStatusMiB(b, "VmRSS"), "rss-MiB")
+		b.ReportMetric(procStatusMiB(b, "VmHWM"), "peak-rss-MiB")
+		b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap-inuse-MiB")
+		b.ReportMetric(float64(runtime.NumGoroutine()), "goroutines")
+		b.ReportMetric(float64(counter.Reads()+counter.Mutations())/n, "api-requests/run")
+		d.stop(b)
+	}
+}
