@@ -38,11 +38,11 @@ func upToDate(desired, live *unstructured.Unstructured, fm string) (bool, string
 	if entry == nil {
 		return false, "no fields are managed by " + fm
 	}
-	if entry.APIVersion != desired.GetAPIVersion() {
-		return false, "last applied as " + entry.APIVersion
+	if v, _ := entry["apiVersion"].(string); v != desired.GetAPIVersion() {
+		return false, "last applied as " + v
 	}
-	var owned map[string]any
-	if entry.FieldsV1 == nil || json.Unmarshal(entry.FieldsV1.Raw, &owned) != nil {
+	owned, ok := entry["fieldsV1"].(map[string]any)
+	if !ok {
 		return false, "unreadable managedFields"
 	}
 	content := comparable(desired.Object)
@@ -55,11 +55,18 @@ func upToDate(desired, live *unstructured.Unstructured, fm string) (bool, string
 	return true, ""
 }
 
-// applyEntry returns fm's Apply entry of the main resource, or nil.
-func applyEntry(live *unstructured.Unstructured, fm string) *metav1.ManagedFieldsEntry {
-	for _, e := range live.GetManagedFields() {
-		if e.Manager == fm && e.Operation == metav1.ManagedFieldsOperationApply && e.Subresource == "" {
-			return &e
+// applyEntry returns fm's Apply entry of the main resource, or nil. It reads the
+// decoded JSON of the LIST directly: its fieldsV1 is already a trie of maps.
+func applyEntry(live *unstructured.Unstructured, fm string) map[string]any {
+	entries, _, _ := unstructured.NestedSlice(live.Object, "metadata", "managedFields")
+	for _, e := range entries {
+		em, ok := e.(map[string]any)
+		if !ok {
+			continue
+		}
+		sub, _ := em["subresource"].(string)
+		if em["manager"] == fm && em["operation"] == string(metav1.ManagedFieldsOperationApply) && sub == "" {
+			return em
 		}
 	}
 	return nil

@@ -153,6 +153,9 @@ func (d *desiredObject) seal() error {
 // maps, …) become the JSON types (int64, float64, map[string]any, []any) that the rest
 // of the package and apimachinery expect.
 func jsonCopy(u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	if c, ok := copyJSONValue(u.Object).(map[string]any); ok {
+		return &unstructured.Unstructured{Object: c}, nil
+	}
 	b, err := json.Marshal(u.Object)
 	if err != nil {
 		return nil, fmt.Errorf("encoding: %w", err)
@@ -162,6 +165,55 @@ func jsonCopy(u *unstructured.Unstructured) (*unstructured.Unstructured, error) 
 		return nil, fmt.Errorf("decoding: %w", err)
 	}
 	return out, nil
+}
+
+// copyJSONValue deep-copies v, turning the Go types renderers commonly use into JSON
+// types. It returns nil (not a map) if it meets a type it does not know, and the
+// caller falls back to a JSON round trip.
+func copyJSONValue(v any) any {
+	switch v := v.(type) {
+	case nil, string, bool, int64, float64:
+		return v
+	case int:
+		return int64(v)
+	case int32:
+		return int64(v)
+	case float32:
+		return float64(v)
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			c := copyJSONValue(e)
+			if c == nil && e != nil {
+				return nil
+			}
+			out[k] = c
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			c := copyJSONValue(e)
+			if c == nil && e != nil {
+				return nil
+			}
+			out[i] = c
+		}
+		return out
+	case map[string]string:
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			out[k] = e
+		}
+		return out
+	case []string:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = e
+		}
+		return out
+	}
+	return nil
 }
 
 // foldStringData moves a Secret's stringData into data (base64), as the API server
@@ -219,16 +271,31 @@ func definedByCRDs(objs []*desiredObject) sets.Set[schema.GroupKind] {
 func (m *Manager) resolve(objs []*desiredObject, final bool) {
 	crdKinds := definedByCRDs(objs)
 	refreshed := false
+	type answer struct {
+		mapping *meta.RESTMapping
+		err     error
+	}
+	known := map[schema.GroupVersionKind]answer{}
+	lookup := func(ref ObjectRef) (*meta.RESTMapping, error) {
+		gvk := schema.GroupVersionKind{Group: ref.Group, Version: ref.Version, Kind: ref.Kind}
+		if a, ok := known[gvk]; ok {
+			return a.mapping, a.err
+		}
+		mp, err := m.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if meta.IsNoMatchError(err) && !refreshed {
+			refreshed = true
+			m.mapper.Reset()
+			known = map[schema.GroupVersionKind]answer{}
+			mp, err = m.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		}
+		known[gvk] = answer{mp, err}
+		return mp, err
+	}
 	for _, d := range objs {
 		if d.mapping != nil || d.err != nil {
 			continue
 		}
-		mapping, err := m.mapper.RESTMapping(d.ref.GroupKind(), d.ref.Version)
-		if meta.IsNoMatchError(err) && !refreshed {
-			refreshed = true
-			m.mapper.Reset()
-			mapping, err = m.mapper.RESTMapping(d.ref.GroupKind(), d.ref.Version)
-		}
+		mapping, err := lookup(d.ref)
 		if err != nil {
 			if meta.IsNoMatchError(err) && crdKinds.Has(d.ref.GroupKind()) && !final {
 				d.pending = true
