@@ -1,0 +1,454 @@
+package reconcile
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/pcsync/pcsync/pkg/apply"
+	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/render"
+)
+
+// Trigger says why a reconcile ran.
+type Trigger string
+
+// The triggers of a reconcile.
+const (
+	// TriggerStart: the first reconcile, when the loop starts.
+	TriggerStart Trigger = "start"
+	// TriggerChange: files of the config directory changed (or Loop.Trigger
+	// was called).
+	TriggerChange Trigger = "change"
+	// TriggerInterval: the periodic reconcile that corrects drift.
+	TriggerInterval Trigger = "interval"
+	// TriggerRetry: a retry after a failed apply.
+	TriggerRetry Trigger = "retry"
+)
+
+// Stage is the step of a reconcile that failed. The values are the
+// "stage" label of pcsync_reconcile_errors_total.
+type Stage string
+
+// The stages of a reconcile.
+const (
+	// StageLoad: reading and validating the config directory.
+	StageLoad Stage = "load"
+	// StageRender: rendering the tenant manifests (e.g. a patch kustomize
+	// cannot apply).
+	StageRender Stage = "render"
+	// StageApply: applying; the call failed or objects failed.
+	StageApply Stage = "apply"
+	// StagePrune: pruning was refused (an empty render, more than the prune
+	// limit) or pruned objects failed.
+	StagePrune Stage = "prune"
+)
+
+// Outcome is what one reconcile did.
+type Outcome struct {
+	// Trigger is why it ran.
+	Trigger Trigger
+	// Started is when it started; Duration how long it took.
+	Started  time.Time
+	Duration time.Duration
+	// FailedStage is empty on success.
+	FailedStage Stage
+	// Err is the failure, nil on success. For an invalid config it is the
+	// *config.Errors (or the render error) and ConfigErrors has its lines.
+	Err error
+	// ConfigErrors are the positioned lines of an invalid config.
+	ConfigErrors []string
+	// Model is the config loaded, nil when it was invalid.
+	Model *config.Model
+	// ConfigChanged says the rendered objects differ from those of the last
+	// successful apply (always true for the first one).
+	ConfigChanged bool
+	// Report is the apply's report; nil when nothing was applied.
+	Report *apply.Report
+	// Drift is the number of objects a reconcile created, changed or
+	// recreated although the config had not changed since the last
+	// successful apply: drift made in the cluster, now corrected.
+	Drift int
+}
+
+// Loop keeps the cluster in the shape of the config directory: it loads,
+// validates, renders and applies at start, on every change of the directory
+// and every Interval. An invalid config changes nothing: no apply, no prune,
+// the last good config stays in force (for the runs loop too) and the
+// failure is reported in the log, the metrics and the health conditions.
+//
+// Without an Applier the loop only loads and validates: it hands every valid
+// config to Options.OnModel and applies nothing (pcsync daemon
+// --no-reconcile, or the local executor).
+type Loop struct {
+	opts    Options
+	applier Applier
+	log     *slog.Logger
+	trigger chan struct{}
+
+	model     atomic.Pointer[config.Model]
+	ready     chan struct{}
+	readyOnce sync.Once
+
+	// Only the Run goroutine touches these.
+	appliedHash string // digest of the objects of the last successful apply
+	warnedHash  string // digest of the render whose warnings were logged
+	lastErr     string // the last failure logged, to log a repeat at debug
+}
+
+// New returns a loop; applier may be nil (validate only).
+func New(applier Applier, opts Options) (*Loop, error) {
+	if err := opts.complete(); err != nil {
+		return nil, err
+	}
+	l := &Loop{
+		opts:    opts,
+		applier: applier,
+		log:     opts.Logger.With(slog.String("loop", "reconcile")),
+		trigger: make(chan struct{}, 1),
+		ready:   make(chan struct{}),
+	}
+	if h := opts.Health; h != nil {
+		h.Set(CondConfigLoaded, false, true, "NotLoaded", "no valid config has been loaded from "+opts.Dir+" yet")
+	}
+	return l, nil
+}
+
+// Health condition types the loop maintains.
+const (
+	// CondConfigLoaded (gating) is false until a valid config was loaded.
+	CondConfigLoaded = "ConfigLoaded"
+	// CondConfigValid (not gating) is false while the config directory is
+	// invalid: the daemon is degraded and keeps the last good state.
+	CondConfigValid = "ConfigValid"
+	// CondReconciled (not gating) is false while the last apply failed.
+	CondReconciled = "Reconciled"
+)
+
+// Model returns the last valid config, nil before the first.
+func (l *Loop) Model() *config.Model { return l.model.Load() }
+
+// Ready is closed once a valid config was loaded (Model is not nil).
+func (l *Loop) Ready() <-chan struct{} { return l.ready }
+
+// Trigger asks for a reconcile as soon as the current one (if any) ends.
+func (l *Loop) Trigger() {
+	select {
+	case l.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// Run reconciles until ctx ends; it returns nil then. Failures are
+// reported and retried, never returned.
+func (l *Loop) Run(ctx context.Context) error {
+	if l.opts.Watch {
+		w, err := NewWatcher(l.opts.Dir, WatchOptions{Debounce: l.opts.Debounce, MaxDelay: l.opts.MaxDelay, Logger: l.log})
+		if err != nil {
+			l.log.Warn("cannot watch the config directory; relying on the periodic reconcile",
+				slog.Any("error", err), slog.Duration("interval", l.opts.Interval))
+		} else {
+			var wg sync.WaitGroup
+			defer wg.Wait()
+			wctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			wg.Add(1)
+			go func() { defer wg.Done(); w.Run(wctx, l.trigger) }()
+		}
+	}
+	l.log.Info("reconcile loop started", slog.String("config", l.opts.Dir), slog.Duration("interval", l.opts.Interval),
+		slog.Bool("apply", l.applier != nil), slog.Bool("prune", l.opts.Apply.Prune))
+	defer l.log.Info("reconcile loop stopped")
+	trigger := TriggerStart
+	failures := 0
+	for {
+		out := l.reconcile(ctx, trigger)
+		if ctx.Err() != nil {
+			return nil
+		}
+		wait, next := l.nextInterval(), TriggerInterval
+		if retryable(out) {
+			failures++
+			backoff := l.opts.RetryMin << min(failures-1, 20)
+			if backoff <= 0 || backoff > l.opts.RetryMax {
+				backoff = l.opts.RetryMax
+			}
+			if backoff < wait {
+				wait, next = backoff, TriggerRetry
+			}
+		} else {
+			failures = 0
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil
+		case <-l.trigger:
+			timer.Stop()
+			trigger = TriggerChange
+		case <-timer.C:
+			trigger = next
+		}
+	}
+}
+
+// retryable says whether a failure may pass without a config change.
+func retryable(out Outcome) bool {
+	switch out.FailedStage {
+	case StageApply:
+		return true
+	case StagePrune:
+		return !errors.Is(out.Err, apply.ErrEmptyRender) && !errors.Is(out.Err, apply.ErrMassPrune)
+	}
+	return false
+}
+
+// nextInterval is Interval plus jitter.
+func (l *Loop) nextInterval() time.Duration {
+	d := l.opts.Interval
+	if l.opts.Jitter > 0 {
+		d += time.Duration(rand.Float64() * l.opts.Jitter * float64(d))
+	}
+	return d
+}
+
+// reconcile runs one load → validate → render → apply (→ prune).
+func (l *Loop) reconcile(ctx context.Context, trigger Trigger) (out Outcome) {
+	out = Outcome{Trigger: trigger, Started: time.Now()}
+	log := l.log.With(slog.String("trigger", string(trigger)))
+	defer func() {
+		out.Duration = time.Since(out.Started)
+		if ctx.Err() != nil {
+			return // stopping: not a failure worth reporting
+		}
+		if l.applier != nil && l.opts.Metrics != nil {
+			l.opts.Metrics.ObserveReconcile(out.Duration, string(out.FailedStage), time.Now())
+		}
+		if l.opts.Observe != nil {
+			l.opts.Observe(out)
+		}
+	}()
+
+	m, err := config.Load(ctx, l.opts.Dir, l.opts.Load)
+	if err != nil {
+		if ctx.Err() == nil {
+			l.invalid(log, &out, StageLoad, err)
+		}
+		return out
+	}
+	rendered, err := render.Render(m, l.opts.Render)
+	if err != nil {
+		l.invalid(log, &out, StageRender, err)
+		return out
+	}
+	out.Model = m
+	hash := digest(rendered.Objects)
+	out.ConfigChanged = hash != l.appliedHash
+	l.valid(log, m, rendered, hash)
+
+	if l.applier == nil {
+		return out
+	}
+	report, err := l.applier.Apply(ctx, rendered.Objects, l.opts.Apply)
+	out.Report = report
+	if ctx.Err() != nil {
+		return out
+	}
+	l.record(log, &out, len(rendered.Objects))
+	switch {
+	case err != nil:
+		out.FailedStage, out.Err = StageApply, err
+		if errors.Is(err, apply.ErrEmptyRender) || errors.Is(err, apply.ErrMassPrune) {
+			out.FailedStage = StagePrune
+		}
+	case report != nil && report.Err() != nil:
+		out.FailedStage, out.Err = StageApply, report.Err()
+		if failedOnlyPruning(report, len(rendered.Objects)) {
+			out.FailedStage = StagePrune
+		}
+	}
+	if out.Err != nil {
+		msg := out.Err.Error()
+		lvl := slog.LevelError
+		if msg == l.lastErr {
+			lvl = slog.LevelDebug
+		}
+		l.lastErr = msg
+		log.Log(ctx, lvl, "reconcile failed", slog.String("stage", string(out.FailedStage)), slog.Any("error", out.Err))
+		if h := l.opts.Health; h != nil {
+			h.Set(CondReconciled, false, false, reasonFor(out), firstLines(msg, 3))
+		}
+		return out
+	}
+	l.lastErr = ""
+	l.appliedHash = hash
+	if h := l.opts.Health; h != nil {
+		h.Set(CondReconciled, true, false, "Applied", fmt.Sprintf("%d objects in the cluster as the config says", len(rendered.Objects)))
+	}
+	return out
+}
+
+// invalid reports a config that did not load or render: nothing is
+// applied or pruned, the last good config stays in force.
+func (l *Loop) invalid(log *slog.Logger, out *Outcome, stage Stage, err error) {
+	out.FailedStage, out.Err = stage, err
+	var ce *config.Errors
+	if errors.As(err, &ce) {
+		out.ConfigErrors = ce.Lines()
+	} else {
+		out.ConfigErrors = []string{err.Error()}
+	}
+	if mt := l.opts.Metrics; mt != nil {
+		mt.ConfigValid.Set(0)
+	}
+	keeping := "no valid config has been loaded yet; nothing is applied"
+	if l.Model() != nil {
+		keeping = "keeping the last good state; nothing is applied or pruned"
+	}
+	msg := strings.Join(out.ConfigErrors, "\n")
+	lvl := slog.LevelError
+	if msg == l.lastErr {
+		lvl = slog.LevelDebug // the same errors again, at the next interval
+	}
+	l.lastErr = msg
+	log.Log(context.Background(), lvl, "invalid config; "+keeping, slog.String("stage", string(stage)),
+		slog.Int("errors", len(out.ConfigErrors)), slog.Any("lines", capLines(out.ConfigErrors, 50)))
+	if h := l.opts.Health; h != nil {
+		h.Set(CondConfigValid, false, false, "InvalidConfig",
+			fmt.Sprintf("%s; %s", firstLines(msg, 5), keeping))
+	}
+}
+
+// valid records a config that loaded and rendered.
+func (l *Loop) valid(log *slog.Logger, m *config.Model, rendered *render.Output, hash string) {
+	if mt := l.opts.Metrics; mt != nil {
+		mt.ConfigValid.Set(1)
+	}
+	if h := l.opts.Health; h != nil {
+		h.Set(CondConfigValid, true, false, "Valid", fmt.Sprintf("%d companies", len(m.Companies)))
+		h.Set(CondConfigLoaded, true, true, "Loaded", "a valid config is in force")
+	}
+	if hash != l.warnedHash {
+		for _, w := range rendered.Warnings {
+			log.Warn("config warning", slog.String("warning", w))
+		}
+		l.warnedHash = hash
+	}
+	l.model.Store(m)
+	if l.opts.OnModel != nil {
+		l.opts.OnModel(m)
+	}
+	l.readyOnce.Do(func() { close(l.ready) })
+}
+
+// record logs and counts what an apply did.
+func (l *Loop) record(log *slog.Logger, out *Outcome, rendered int) {
+	r := out.Report
+	if r == nil {
+		return
+	}
+	mt := l.opts.Metrics
+	drifting := !out.ConfigChanged
+	for _, o := range r.Objects {
+		if mt != nil {
+			mt.ObjectsApplied.WithLabelValues(string(o.Action)).Inc()
+		}
+		attrs := []any{slog.String("object", o.Ref.String()), slog.String("action", string(o.Action))}
+		switch o.Action {
+		case apply.ActionUnchanged:
+			continue
+		case apply.ActionFailed:
+			log.Error("object failed", append(attrs, slog.Any("error", o.Err))...)
+		case apply.ActionPruned:
+			if mt != nil {
+				mt.Prunes.Inc()
+			}
+			log.Info("object pruned", attrs...)
+		case apply.ActionRetained:
+			log.Warn("namespace retained", append(attrs, slog.String("note", o.Note))...)
+		case apply.ActionCreated, apply.ActionConfigured, apply.ActionRecreated:
+			if drifting {
+				out.Drift++
+				log.Warn("drift corrected", attrs...)
+			} else {
+				log.Info("object applied", attrs...)
+			}
+		}
+	}
+	if mt != nil && out.Drift > 0 {
+		mt.DriftCorrections.Add(float64(out.Drift))
+	}
+	lvl := slog.LevelInfo
+	if r.MutatingRequests == 0 && r.Count(apply.ActionFailed) == 0 {
+		lvl = slog.LevelDebug // nothing to do: the common case every interval
+	}
+	log.Log(context.Background(), lvl, "reconciled",
+		slog.Int("objects", rendered), slog.Int("created", r.Count(apply.ActionCreated)),
+		slog.Int("configured", r.Count(apply.ActionConfigured)), slog.Int("unchanged", r.Count(apply.ActionUnchanged)),
+		slog.Int("recreated", r.Count(apply.ActionRecreated)), slog.Int("pruned", r.Count(apply.ActionPruned)),
+		slog.Int("retained", r.Count(apply.ActionRetained)), slog.Int("failed", r.Count(apply.ActionFailed)),
+		slog.Int("drift", out.Drift), slog.Int64("mutatingRequests", r.MutatingRequests),
+		slog.Duration("duration", r.Duration))
+}
+
+// failedOnlyPruning says whether every failed object of the report is one
+// that was being pruned (they follow the rendered objects).
+func failedOnlyPruning(r *apply.Report, rendered int) bool {
+	for i, o := range r.Objects {
+		if o.Action == apply.ActionFailed && i < rendered {
+			return false
+		}
+	}
+	return true
+}
+
+func reasonFor(out Outcome) string {
+	switch {
+	case errors.Is(out.Err, apply.ErrEmptyRender), errors.Is(out.Err, apply.ErrMassPrune):
+		return "PruneRefused"
+	case out.FailedStage == StagePrune:
+		return "PruneFailed"
+	}
+	return "ApplyFailed"
+}
+
+// digest identifies a set of rendered objects.
+func digest(objs []*unstructured.Unstructured) string {
+	h := sha256.New()
+	for _, o := range objs {
+		b, err := json.Marshal(o.Object)
+		if err != nil {
+			b = []byte(err.Error())
+		}
+		h.Write(b)
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func firstLines(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) <= n {
+		return strings.Join(lines, "; ")
+	}
+	return strings.Join(lines[:n], "; ") + fmt.Sprintf("; and %d more", len(lines)-n)
+}
+
+func capLines(lines []string, n int) []string {
+	if len(lines) <= n {
+		return lines
+	}
+	return append(append([]string(nil), lines[:n]...), fmt.Sprintf("… and %d more", len(lines)-n))
+}

@@ -1,0 +1,135 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/pcsync/pcsync/pkg/apply"
+	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/health"
+	"github.com/pcsync/pcsync/pkg/metrics"
+	"github.com/pcsync/pcsync/pkg/render"
+)
+
+// Applier puts rendered objects into the cluster; *apply.Manager is one.
+type Applier interface {
+	Apply(ctx context.Context, objs []*unstructured.Unstructured, opts apply.ApplyOptions) (*apply.Report, error)
+}
+
+// Options configure a Loop. Start from DefaultOptions.
+type Options struct {
+	// Dir is the config directory. It may be, or lie under, a symbolic link
+	// that is swapped atomically (git-sync): the link's parent directory is
+	// watched and the link re-resolved on every change. Required.
+	Dir string
+	// Interval is the time between periodic reconciles, which correct drift
+	// made in the cluster and catch changes the watch missed. Default 5m.
+	Interval time.Duration
+	// Jitter spreads periodic reconciles, so that replicas and restarts do
+	// not fall into step: each wait is Interval plus a random share of up to
+	// Jitter×Interval. Default 0.1; zero means exactly Interval.
+	Jitter float64
+	// Watch enables reconciling on changes in Dir (fsnotify). Default true.
+	Watch bool
+	// Debounce is the quiet time after the last file event before a change
+	// is reconciled, so that a checkout of many files gives one reconcile.
+	// Default 1s.
+	Debounce time.Duration
+	// MaxDelay bounds how long a stream of events may postpone a change's
+	// reconcile. Default 10s.
+	MaxDelay time.Duration
+	// RetryMin and RetryMax bound the exponential backoff after a failed
+	// apply (the cluster unreachable, an object refused). An invalid config
+	// is not retried: it waits for the next change or interval. Defaults 5s
+	// and 5m (never more than Interval).
+	RetryMin, RetryMax time.Duration
+	// Apply are the options of every apply. Prune in it deletes members of
+	// the ApplySet that are no longer rendered; an invalid config never gets
+	// that far, and an empty render or a prune above PruneMax is refused by
+	// pkg/apply. Default: apply.DefaultApplyOptions() with ForceConflicts,
+	// so that fields someone took over with kubectl edit are taken back
+	// (the config repository is the source of truth).
+	Apply apply.ApplyOptions
+	// Load and Render configure the config loader and the renderer.
+	Load   config.LoadOptions
+	Render render.Options
+	// Logger receives the loop's logs. Default slog.Default().
+	Logger *slog.Logger
+	// Metrics, when set, records every reconcile (pcsync_reconcile_*,
+	// pcsync_config_valid, pcsync_objects_applied_total,
+	// pcsync_drift_corrections_total, pcsync_pruned_objects_total).
+	Metrics *metrics.Metrics
+	// Health, when set, gets the conditions ConfigLoaded (gating: no valid
+	// config has been loaded yet), ConfigValid (the last load was valid; if
+	// not, the daemon is degraded and keeps the last good state) and, with an
+	// Applier, Reconciled (the last apply succeeded).
+	Health *health.Checker
+	// OnModel, when set, is called with every valid config loaded, before it
+	// is applied; the runs loop uses it to accept new companies and agents.
+	// It must not block for long.
+	OnModel func(*config.Model)
+	// Observe, when set, is called after every reconcile with its outcome.
+	// It must not block for long. Tests and tools use it.
+	Observe func(Outcome)
+}
+
+// DefaultOptions returns the defaults described on Options for dir.
+func DefaultOptions(dir string) Options {
+	ao := apply.DefaultApplyOptions()
+	ao.ForceConflicts = true
+	return Options{
+		Dir:      dir,
+		Interval: 5 * time.Minute,
+		Jitter:   0.1,
+		Watch:    true,
+		Debounce: time.Second,
+		MaxDelay: 10 * time.Second,
+		RetryMin: 5 * time.Second,
+		RetryMax: 5 * time.Minute,
+		Apply:    ao,
+		Load:     config.DefaultLoadOptions(),
+		Render:   render.DefaultOptions(),
+		Logger:   slog.Default(),
+	}
+}
+
+// complete fills zero fields with their defaults and checks the rest.
+func (o *Options) complete() error {
+	if o.Dir == "" {
+		return errors.New("reconcile: no config directory")
+	}
+	abs, err := filepath.Abs(o.Dir)
+	if err != nil {
+		return fmt.Errorf("reconcile: config directory: %w", err)
+	}
+	o.Dir = abs
+	d := DefaultOptions(o.Dir)
+	if o.Interval <= 0 {
+		o.Interval = d.Interval
+	}
+	o.Jitter = min(max(o.Jitter, 0), 1)
+	if o.Debounce <= 0 {
+		o.Debounce = d.Debounce
+	}
+	if o.MaxDelay < o.Debounce {
+		o.MaxDelay = max(d.MaxDelay, o.Debounce)
+	}
+	if o.RetryMin <= 0 {
+		o.RetryMin = d.RetryMin
+	}
+	if o.RetryMax <= 0 {
+		o.RetryMax = d.RetryMax
+	}
+	o.RetryMax = min(o.RetryMax, o.Interval)
+	o.RetryMin = min(o.RetryMin, o.RetryMax)
+	if o.Logger == nil {
+		o.Logger = d.Logger
+	}
+	return nil
+}
