@@ -19,6 +19,7 @@ func BenchmarkLoad(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.ReportAllocs()
+			cpu := configtest.StartCPU()
 			for b.Loop() {
 				m, err := config.Load(context.Background(), dir, config.DefaultLoadOptions())
 				if err != nil {
@@ -28,6 +29,7 @@ func BenchmarkLoad(b *testing.B) {
 					b.Fatalf("loaded %d companies, want %d", len(m.Companies), n)
 				}
 			}
+			cpu.Stop(b)
 		})
 	}
 }

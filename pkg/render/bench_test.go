@@ -33,7 +33,7 @@ func BenchmarkRender(b *testing.B) {
 		b.Run(fmt.Sprintf("companies=%d", n), func(b *testing.B) {
 			m := loadFleet(b, n)
 			b.ReportAllocs()
-			b.ResetTimer()
+			cpu := configtest.StartCPU()
 			for b.Loop() {
 				out, err := render.Render(m, render.DefaultOptions())
 				if err != nil {
@@ -43,6 +43,7 @@ func BenchmarkRender(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+			cpu.Stop(b)
 		})
 	}
 }
@@ -55,7 +56,7 @@ func BenchmarkRenderPatched(b *testing.B) {
 			m := loadFleet(b, n)
 			m.Settings.Spec.Patches = []config.Patch{{Patch: "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: paperclip-tenant-sa\n  annotations:\n    example.com/team: agents\n"}}
 			b.ReportAllocs()
-			b.ResetTimer()
+			cpu := configtest.StartCPU()
 			for b.Loop() {
 				out, err := render.Render(m, render.DefaultOptions())
 				if err != nil {
@@ -65,6 +66,7 @@ func BenchmarkRenderPatched(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+			cpu.Stop(b)
 		})
 	}
 }

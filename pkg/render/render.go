@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 
-	yaml "go.yaml.in/yaml/v2"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/pcsync/pcsync/pkg/config"
@@ -166,20 +165,20 @@ func encodeYAML(objs []*unstructured.Unstructured) ([]byte, error) {
 	for w := range workers {
 		lo, hi := min(w*per, len(objs)), min((w+1)*per, len(objs))
 		wg.Go(func() {
-			var b bytes.Buffer
+			yw := newYAMLWriter()
+			var b []byte
 			for i := lo; i < hi; i++ {
 				o := objs[i]
-				y, err := marshalObject(o.Object)
-				if err != nil {
+				if i > 0 {
+					b = append(b, "---\n"...)
+				}
+				var err error
+				if b, err = yw.appendObject(b, o.Object); err != nil {
 					errs[w] = fmt.Errorf("render: encode %s %s/%s: %w", o.GetKind(), o.GetNamespace(), o.GetName(), err)
 					return
 				}
-				if i > 0 {
-					b.WriteString("---\n")
-				}
-				b.Write(y)
 			}
-			chunks[w] = b.Bytes()
+			chunks[w] = b
 		})
 	}
 	wg.Wait()
@@ -187,14 +186,6 @@ func encodeYAML(objs []*unstructured.Unstructured) ([]byte, error) {
 		return nil, err
 	}
 	return bytes.Join(chunks, nil), nil
-}
-
-// marshalObject encodes one object as YAML with sorted keys. It gives the
-// bytes sigs.k8s.io/yaml gives (the same go-yaml v2 emitter, which sorts
-// map keys), without its round trip through JSON, which costs most of the
-// time of rendering.
-func marshalObject(obj map[string]any) ([]byte, error) {
-	return yaml.Marshal(obj)
 }
 
 // warningLine formats a warning as path:line:col: warning: field: message.

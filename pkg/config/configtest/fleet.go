@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"testing"
+	"time"
 )
 
 // FleetOptions shape a synthetic fleet.
@@ -79,4 +81,19 @@ spec:
 		}
 	}
 	return nil
+}
+
+// CPUMeter reports a benchmark's process CPU time per operation as the
+// metric "cpu-ns/op". Start it right before the timed loop and call Stop
+// right after it.
+type CPUMeter struct{ start time.Duration }
+
+// StartCPU starts a CPUMeter.
+func StartCPU() CPUMeter { return CPUMeter{start: ProcessCPU()} }
+
+// Stop reports the CPU time used since StartCPU per iteration of b.
+func (m CPUMeter) Stop(b *testing.B) {
+	if b.N > 0 {
+		b.ReportMetric(float64(ProcessCPU()-m.start)/float64(b.N), "cpu-ns/op")
+	}
 }
