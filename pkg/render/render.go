@@ -125,25 +125,34 @@ func renderCompany(m *config.Model, c *config.Company, opts Options) (CompanyOut
 // sortObjects orders objects: Namespaces first, then other cluster-scoped
 // objects, then by namespace, kind, name and API group.
 func sortObjects(objs []*unstructured.Unstructured) {
-	rank := func(o *unstructured.Unstructured) int {
-		switch {
-		case o.GetKind() == "Namespace" && o.GetNamespace() == "":
-			return 0
-		case o.GetNamespace() == "":
-			return 1
-		default:
-			return 2
-		}
+	type keyed struct {
+		rank                       int
+		ns, kind, name, apiVersion string
+		o                          *unstructured.Unstructured
 	}
-	slices.SortStableFunc(objs, func(a, b *unstructured.Unstructured) int {
+	ks := make([]keyed, len(objs))
+	for i, o := range objs {
+		k := keyed{ns: o.GetNamespace(), kind: o.GetKind(), name: o.GetName(), apiVersion: o.GetAPIVersion(), o: o, rank: 2}
+		switch {
+		case k.kind == "Namespace" && k.ns == "":
+			k.rank = 0
+		case k.ns == "":
+			k.rank = 1
+		}
+		ks[i] = k
+	}
+	slices.SortStableFunc(ks, func(a, b keyed) int {
 		return cmp.Or(
-			cmp.Compare(rank(a), rank(b)),
-			cmp.Compare(a.GetNamespace(), b.GetNamespace()),
-			cmp.Compare(a.GetKind(), b.GetKind()),
-			cmp.Compare(a.GetName(), b.GetName()),
-			cmp.Compare(a.GetAPIVersion(), b.GetAPIVersion()),
+			cmp.Compare(a.rank, b.rank),
+			cmp.Compare(a.ns, b.ns),
+			cmp.Compare(a.kind, b.kind),
+			cmp.Compare(a.name, b.name),
+			cmp.Compare(a.apiVersion, b.apiVersion),
 		)
 	})
+	for i := range ks {
+		objs[i] = ks[i].o
+	}
 }
 
 // YAML is every object as one YAML stream, documents separated by "---",

@@ -275,27 +275,35 @@ func singleLine(y, prefix string) string {
 }
 
 // plainWord reports whether go-yaml writes s as is, unquoted, both as a
-// key and as a value: longer than any word YAML 1.1 resolves to another
-// type (true, null, off, ...), starting with a letter (so not a number,
-// date or sexagesimal), and made only of letters, digits and "-./_"
-// (no indicator, space or comment).
+// key and as a value. s must start with a letter or digit and hold only
+// letters, digits, "-._/" and colons that are not last (a colon before a
+// space or at the end is an indicator); and it must not be something
+// YAML 1.1 resolves to another type: a string with a slash never is, and
+// one that starts with a letter is not when it is longer than every such
+// word (true, null, off, ...). Numbers, dates and sexagesimals start with
+// a digit and have no slash.
 func plainWord(s string) bool {
-	if len(s) <= 5 {
+	if s == "" {
 		return false
 	}
-	if c := s[0]; !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z') {
+	c := s[0]
+	letter := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+	if !letter && !('0' <= c && c <= '9') {
 		return false
 	}
+	slash := false
 	for i := 1; i < len(s); i++ {
-		c := s[i]
-		switch {
+		switch c := s[i]; {
 		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case c == '-', c == '.', c == '/', c == '_':
+		case c == '-', c == '.', c == '_':
+		case c == '/':
+			slash = true
+		case c == ':' && i < len(s)-1:
 		default:
 			return false
 		}
 	}
-	return true
+	return slash || letter && len(s) > 5
 }
 
 // printableASCII reports whether s holds only printable ASCII characters

@@ -32,6 +32,8 @@ var trickyStrings = []string{
 	strings.Repeat("x", 79), strings.Repeat("x", 81), strings.Repeat("y", 129), strings.Repeat("word ", 20), "short words that fit",
 	strings.Repeat("a ", 39) + "b", strings.Repeat("a ", 40) + "b", strings.Repeat("ab ", 30), "a10", "a2", "a02", "a002", "b1", "B1", "1a",
 	"10a", "2a", "a-1", "a-10", "a.9", "a.10", "x0y", "x00y", "x01y", "x1y", "x10y",
+	"1/2", "10:30/x", "a:b", "a:", "a::b", "1:2", "1:20", "0/0", "a/:", "x:/", ":/", "1e3/", "2001-12-14/x", "true/", "y/", "abcdef:",
+	"abcdef:g", "a1b2c3:4", "10.0.0.0/24", "1.2.3.4", "1_0/x", "0x1F/", "9", "12345678", "123456:7", "1-2", "1.2.3", "abc:def/ghi",
 }
 
 // TestYAMLWriterMatchesGoYAML compares the writer with go-yaml v2 on
