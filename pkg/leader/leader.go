@@ -1,0 +1,279 @@
+// Package leader runs work in exactly one of several replicas at a time,
+// with client-go's leader election on a coordination.k8s.io Lease.
+//
+// Run blocks until this replica holds the Lease, runs the work with a
+// context that ends when leadership ends, and releases the Lease only after
+// the work has returned, so that two replicas never act at once and a
+// graceful shutdown hands over at once (the standby acquires a released
+// Lease at its next retry instead of waiting for it to expire).
+package leader
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+)
+
+// ServiceAccountNamespaceFile holds the namespace of a pod's service
+// account.
+const ServiceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// DefaultLeaseNamespace is the Lease namespace outside a pod without
+// POD_NAMESPACE.
+const DefaultLeaseNamespace = "paperclip"
+
+// ErrLeadershipLost is returned by Run when the Lease could not be renewed
+// (the API server unreachable for RenewDeadline, or another replica took
+// it). The work was stopped; the process should exit and start again as a
+// candidate, as Kubernetes controllers do.
+var ErrLeadershipLost = errors.New("leader election: leadership lost")
+
+// Options configure leader election. Start from DefaultOptions.
+type Options struct {
+	// Namespace and Name locate the Lease. Defaults: DefaultNamespace() and
+	// "pcsync".
+	Namespace, Name string
+	// Identity names this replica in the Lease; unique per process. Default
+	// the host name (the pod name in a pod) and a random suffix.
+	Identity string
+	// LeaseDuration is how long a standby waits after the last renewal it saw
+	// before taking over a Lease that was not released (the leader died).
+	// Default 15s.
+	LeaseDuration time.Duration
+	// RenewDeadline is how long the leader keeps trying to renew before it
+	// gives up and stops its work. Default 10s; less than LeaseDuration.
+	RenewDeadline time.Duration
+	// RetryPeriod is the time between attempts to acquire or renew. Default
+	// 2s.
+	RetryPeriod time.Duration
+	// ReleaseOnCancel releases the Lease when the context of Run ends (after
+	// the work has returned), so that a standby takes over at its next retry
+	// instead of after LeaseDuration. Default true.
+	ReleaseOnCancel bool
+	// Logger receives the election's logs. Default slog.Default().
+	Logger *slog.Logger
+	// OnNewLeader, when set, is called with the identity of every new leader
+	// observed (including this replica). It must not block.
+	OnNewLeader func(identity string)
+	// OnLeading, when set, is called with true when this replica starts
+	// leading (before the work starts) and with false after the work has
+	// stopped. It must not block.
+	OnLeading func(leading bool)
+}
+
+// DefaultOptions returns the defaults described on Options.
+func DefaultOptions() Options {
+	return Options{
+		Namespace:       DefaultNamespace(),
+		Name:            "pcsync",
+		Identity:        DefaultIdentity(),
+		LeaseDuration:   15 * time.Second,
+		RenewDeadline:   10 * time.Second,
+		RetryPeriod:     2 * time.Second,
+		ReleaseOnCancel: true,
+		Logger:          slog.Default(),
+	}
+}
+
+// DefaultNamespace is $POD_NAMESPACE, else the namespace of the pod's
+// service account, else DefaultLeaseNamespace.
+func DefaultNamespace() string {
+	return namespaceFrom(os.Getenv, ServiceAccountNamespaceFile)
+}
+
+func namespaceFrom(getenv func(string) string, saFile string) string {
+	if ns := strings.TrimSpace(getenv("POD_NAMESPACE")); ns != "" {
+		return ns
+	}
+	if b, err := os.ReadFile(saFile); err == nil {
+		if ns := strings.TrimSpace(string(b)); ns != "" {
+			return ns
+		}
+	}
+	return DefaultLeaseNamespace
+}
+
+// DefaultIdentity is the host name (in a pod, the pod name) followed by "_"
+// and a random suffix, so that a restarted process never mistakes the
+// Lease of its predecessor for its own.
+func DefaultIdentity() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "pcsync"
+	}
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return host + "_" + hex.EncodeToString(b)
+}
+
+func (o *Options) complete() error {
+	d := DefaultOptions()
+	if o.Namespace == "" {
+		o.Namespace = d.Namespace
+	}
+	if o.Name == "" {
+		o.Name = d.Name
+	}
+	if o.Identity == "" {
+		o.Identity = d.Identity
+	}
+	if o.LeaseDuration <= 0 {
+		o.LeaseDuration = d.LeaseDuration
+	}
+	if o.RenewDeadline <= 0 {
+		o.RenewDeadline = d.RenewDeadline
+	}
+	if o.RetryPeriod <= 0 {
+		o.RetryPeriod = d.RetryPeriod
+	}
+	if o.Logger == nil {
+		o.Logger = d.Logger
+	}
+	if o.RenewDeadline >= o.LeaseDuration {
+		return fmt.Errorf("leader election: renew deadline %v must be shorter than the lease duration %v", o.RenewDeadline, o.LeaseDuration)
+	}
+	if float64(o.RenewDeadline) <= leaderelection.JitterFactor*float64(o.RetryPeriod) {
+		return fmt.Errorf("leader election: renew deadline %v must be longer than %v × the retry period %v",
+			o.RenewDeadline, leaderelection.JitterFactor, o.RetryPeriod)
+	}
+	return nil
+}
+
+// Run waits until this replica holds the Lease, then runs work with a
+// context that ends when ctx ends or leadership is lost. It returns:
+//   - nil when ctx ended (before or while leading); the Lease is released
+//     (ReleaseOnCancel) only after work has returned;
+//   - ErrLeadershipLost (wrapped) when the Lease was lost while leading;
+//   - work's own result when work returned while ctx was still alive (the
+//     Lease is then released too).
+func Run(ctx context.Context, client kubernetes.Interface, opts Options, work func(ctx context.Context) error) error {
+	if err := opts.complete(); err != nil {
+		return err
+	}
+	log := opts.Logger.With(slog.String("lease", opts.Namespace+"/"+opts.Name), slog.String("identity", opts.Identity))
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, opts.Namespace, opts.Name,
+		client.CoreV1(), client.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: opts.Identity})
+	if err != nil {
+		return fmt.Errorf("leader election: %w", err)
+	}
+
+	// The elector runs on a context of its own, which ends only once the
+	// work has stopped: the Lease is never released while work runs.
+	electCtx, stopElection := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopElection()
+
+	var (
+		mu       sync.Mutex
+		started  bool // work was started
+		workDone = make(chan struct{})
+		workErr  error
+		lost     bool // leadership ended while the work ran
+		stopped  bool // the elector ended
+	)
+	callbacks := leaderelection.LeaderCallbacks{
+		OnStartedLeading: func(leadCtx context.Context) {
+			mu.Lock()
+			if ctx.Err() != nil || stopped {
+				mu.Unlock()
+				stopElection()
+				return
+			}
+			started = true
+			mu.Unlock()
+			log.Info("leading: started")
+			if opts.OnLeading != nil {
+				opts.OnLeading(true)
+			}
+			wctx, cancel := context.WithCancel(ctx)
+			stopWatch := context.AfterFunc(leadCtx, cancel)
+			err := work(wctx)
+			// Only a failed renewal ends leadCtx while the work runs.
+			wasLost := leadCtx.Err() != nil
+			stopWatch()
+			cancel()
+			if opts.OnLeading != nil {
+				opts.OnLeading(false)
+			}
+			mu.Lock()
+			workErr, lost = err, wasLost
+			mu.Unlock()
+			close(workDone)
+			// The work has stopped: now the Lease may go.
+			stopElection()
+		},
+		OnStoppedLeading: func() {
+			mu.Lock()
+			stopped = true
+			mu.Unlock()
+		},
+		OnNewLeader: func(identity string) {
+			if identity == opts.Identity {
+				return
+			}
+			log.Info("leader observed", slog.String("leader", identity))
+			if opts.OnNewLeader != nil {
+				opts.OnNewLeader(identity)
+			}
+		},
+	}
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   opts.LeaseDuration,
+		RenewDeadline:   opts.RenewDeadline,
+		RetryPeriod:     opts.RetryPeriod,
+		ReleaseOnCancel: opts.ReleaseOnCancel,
+		Name:            opts.Name,
+		Callbacks:       callbacks,
+	})
+	if err != nil {
+		return fmt.Errorf("leader election: %w", err)
+	}
+
+	// While not (yet) leading, ctx ending stops the election; while leading,
+	// the work sees ctx end and stopElection follows its return.
+	stopWaiting := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !started {
+			stopElection()
+		}
+	})
+	defer stopWaiting()
+
+	log.Info("leader election: waiting to lead")
+	le.Run(electCtx)
+
+	mu.Lock()
+	wasStarted := started
+	mu.Unlock()
+	if !wasStarted {
+		return nil // ctx ended before this replica led
+	}
+	<-workDone
+	mu.Lock()
+	defer mu.Unlock()
+	switch {
+	case ctx.Err() != nil:
+		log.Info("leading: stopped", slog.Bool("released", opts.ReleaseOnCancel))
+		return nil
+	case lost:
+		log.Error("leading: lease lost; work stopped")
+		if workErr != nil {
+			return fmt.Errorf("%w (%s/%s): %w", ErrLeadershipLost, opts.Namespace, opts.Name, workErr)
+		}
+		return fmt.Errorf("%w (%s/%s)", ErrLeadershipLost, opts.Namespace, opts.Name)
+	}
+	// The work returned on its own; the Lease was released after it.
+	return workErr
+}
