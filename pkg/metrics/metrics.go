@@ -39,6 +39,9 @@ type Metrics struct {
 	DriftCorrections prometheus.Counter
 	// Prunes counts objects deleted by prune.
 	Prunes prometheus.Counter
+	// Leader is 1 while this replica holds the leader Lease (or runs
+	// without leader election), else 0.
+	Leader prometheus.Gauge
 
 	// Runs counts finished runs by status, adapter and company.
 	Runs *prometheus.CounterVec
@@ -88,6 +91,10 @@ func New() *Metrics {
 			Namespace: namespace, Name: "pruned_objects_total",
 			Help: "Objects deleted by prune.",
 		}),
+		Leader: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "leader",
+			Help: "1 while this replica leads (reconciles and runs agents), else 0.",
+		}),
 		Runs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "runs_total",
 			Help: "Finished runs by status, adapter and company.",
@@ -118,7 +125,7 @@ func New() *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.ReconcileDuration, m.ReconcileErrors, m.ConfigValid, m.LastSuccess,
-		m.ObjectsApplied, m.DriftCorrections, m.Prunes,
+		m.ObjectsApplied, m.DriftCorrections, m.Prunes, m.Leader,
 		m.Runs, m.RunsQueued, m.RunsInFlight, m.RunDuration, m.Tokens, m.CostUSD,
 	)
 	return m

@@ -75,6 +75,7 @@ func TestHandlerExposesEveryMetric(t *testing.T) {
 		`pcsync_drift_corrections_total 1`,
 		`pcsync_pruned_objects_total 1`,
 		`pcsync_config_valid 0`,
+		`pcsync_leader 0`,
 		`go_goroutines`,
 	} {
 		if !strings.Contains(string(body), want) {

@@ -204,6 +204,12 @@ func (l *Loop) Run(ctx context.Context) error {
 	}
 }
 
+// ReconcileOnce runs one reconcile now, outside Run (pcsync daemon --once);
+// it must not be called while Run runs.
+func (l *Loop) ReconcileOnce(ctx context.Context) Outcome {
+	return l.reconcile(ctx, TriggerStart)
+}
+
 // retryable says whether a failure may pass without a config change.
 func retryable(out Outcome) bool {
 	switch out.FailedStage {
