@@ -5,54 +5,109 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
 
+	"github.com/pcsync/pcsync/pkg/apply"
 	"github.com/pcsync/pcsync/pkg/config"
-	"github.com/pcsync/pcsync/pkg/health"
-	"github.com/pcsync/pcsync/pkg/metrics"
+	"github.com/pcsync/pcsync/pkg/daemon"
+	"github.com/pcsync/pcsync/pkg/leader"
+	"github.com/pcsync/pcsync/pkg/reconcile"
 	"github.com/pcsync/pcsync/pkg/runs"
 )
 
 // daemonFlags are the flags of `pcsync daemon`.
 type daemonFlags struct {
 	config, spool, stateDir, executor, metricsAddr string
-	once                                           bool
+	once, noReconcile, noRuns                      bool
 	rescan                                         time.Duration
+
+	interval, debounce time.Duration
+	set                applySetFlags
+	prune              bool
+	pruneMax           string
+	forceConflicts     bool
+
+	leaderElect                            bool
+	leaseNamespace, leaseID                string
+	leaseDuration, renewDeadline, retryDur time.Duration
 }
 
 func newDaemonCmd(g *globalOptions) *cobra.Command {
-	f := daemonFlags{executor: "kubernetes", rescan: runs.DefaultOptions("").RescanInterval}
+	ro := reconcile.DefaultOptions("")
+	lo := leader.DefaultOptions()
+	f := daemonFlags{executor: "kubernetes", rescan: runs.DefaultOptions("").RescanInterval,
+		interval: ro.Interval, debounce: ro.Debounce, pruneMax: "25%", forceConflicts: ro.Apply.ForceConflicts,
+		leaseID: lo.Name, leaseDuration: lo.LeaseDuration, renewDeadline: lo.RenewDeadline, retryDur: lo.RetryPeriod}
 	cmd := &cobra.Command{
 		Use:   "daemon --config DIR --spool DIR [--executor kubernetes|local] [--once]",
-		Short: "Run the agent work requested by files dropped into a spool directory",
-		Long: `daemon watches the spool directory for run requests (<name>.json or <name>.yaml,
-written as a hidden or .tmp file and renamed in), validates each against the Run
-schema and the config, queues them per agent (FIFO, at most the agent's
-concurrency at once) and runs them: with --executor kubernetes (the default) as
-hardened Jobs in the tenant namespaces (see docs/kubernetes-executor.md), with
---executor local as local processes, no cluster needed. Output streams to
-<name>.log; the result is written once to <name>.result.json. <name>.cancel cancels a run. A restarted daemon adopts the
-runs the previous one left running; no run ever runs twice.
+		Short: "Keep the cluster in the shape of the config directory and run the agent work requested in a spool directory",
+		Long: `daemon runs two loops in one process.
 
---once handles every request present at start, waits for all their results and
-exits 0; failed runs are results, not daemon errors. See docs/runs.md.`,
+The reconcile loop loads, validates, renders and server-side applies --config at
+start, whenever a file under it changes (fsnotify; a symbolic link swapped by
+git-sync is followed), and every --interval to correct drift; with --prune it
+deletes what pcsync applied and no longer renders. An invalid config changes
+nothing: the last good state stays, and the failure is logged, counted
+(pcsync_config_valid 0) and shown on /readyz. --no-reconcile keeps the config
+for the runs loop but applies nothing (as does --executor local).
+
+The runs loop watches --spool for run requests (<name>.json or <name>.yaml,
+written as a hidden or .tmp file and renamed in), validates each against the
+Run schema and the current config, queues them per agent and runs them: with
+--executor kubernetes (the default) as hardened Jobs in the tenant namespaces,
+with --executor local as local processes, no cluster needed. Output streams to
+<name>.log; the result is written once to <name>.result.json. <name>.cancel
+cancels a run. A restarted daemon adopts the runs the previous one left
+running; no run ever runs twice. --no-runs disables this loop.
+
+With --leader-elect, of several replicas only the holder of a Lease
+(--leader-election-id in --leader-election-namespace) runs the loops; a
+standby takes over when the leader stops (at once after a graceful stop, after
+the lease duration after a crash). /metrics, /healthz and /readyz are served
+on --metrics-bind-address by every replica. SIGTERM stops the loops, releases
+the Lease and exits; runs go on and are adopted.
+
+--once reconciles once, handles every request present at start, waits for all
+their results and exits 0; failed runs are results, not daemon errors.
+See docs/daemon.md and docs/runs.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return f.run(cmd.Context(), g) },
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.config, "config", "", "config directory (required)")
-	fl.StringVar(&f.spool, "spool", "", "spool directory of run requests (required)")
+	fl.StringVar(&f.config, "config", "", "config directory (required); may be a symbolic link that git-sync swaps")
+	fl.StringVar(&f.spool, "spool", "", "spool directory of run requests (required unless --no-runs)")
 	fl.StringVar(&f.executor, "executor", f.executor, "where runs execute: kubernetes or local")
-	fl.BoolVar(&f.once, "once", false, "handle the requests present at start, wait for their results, exit")
+	fl.BoolVar(&f.once, "once", false, "reconcile once, handle the requests present at start, wait for their results, exit")
 	fl.StringVar(&f.stateDir, "state-dir", "", "daemon state directory (default <spool>/.pcsync)")
 	fl.DurationVar(&f.rescan, "rescan-interval", f.rescan, "how often the whole spool is listed, to catch missed file events")
-	fl.StringVar(&f.metricsAddr, "metrics-bind-address", "", "serve /metrics, /healthz and /readyz on this address (off when empty)")
+	fl.StringVar(&f.metricsAddr, "metrics-bind-address", "", "serve /metrics, /healthz and /readyz on this address, e.g. :8080 (off when empty)")
+	fl.BoolVar(&f.noReconcile, "no-reconcile", false, "apply nothing; only load the config for the runs loop")
+	fl.BoolVar(&f.noRuns, "no-runs", false, "run no agents; only reconcile")
+	fl.DurationVar(&f.interval, "interval", f.interval, "time between periodic reconciles that correct drift (plus up to 10% jitter)")
+	fl.DurationVar(&f.debounce, "debounce", f.debounce, "quiet time after a config file change before it is reconciled")
+	md := apply.DefaultManagerOptions()
+	f.set.output = "text"
+	fl.StringVar(&f.set.name, "applyset", md.ApplySet.Name, "name of the Secret that is the ApplySet parent (inventory)")
+	fl.StringVar(&f.set.namespace, "applyset-namespace", md.ApplySet.Namespace, "namespace of the ApplySet parent; created if missing")
+	fl.IntVar(&f.set.workers, "workers", md.Workers, "apply requests sent in parallel")
+	fl.BoolVar(&f.prune, "prune", false, "delete members of the ApplySet that are no longer rendered")
+	fl.StringVar(&f.pruneMax, "prune-max", f.pruneMax, "most members one prune may delete: a count (10) or a share of the set (25%)")
+	fl.BoolVar(&f.forceConflicts, "force-conflicts", f.forceConflicts,
+		"take back fields other field managers took over (kubectl edit); the config repository is the source of truth")
+	fl.BoolVar(&f.leaderElect, "leader-elect", false, "run the loops only while holding the leader Lease (for several replicas)")
+	fl.StringVar(&f.leaseNamespace, "leader-election-namespace", "",
+		"namespace of the Lease (default $POD_NAMESPACE, else the service account's namespace, else paperclip)")
+	fl.StringVar(&f.leaseID, "leader-election-id", f.leaseID, "name of the Lease")
+	fl.DurationVar(&f.leaseDuration, "leader-election-lease-duration", f.leaseDuration,
+		"how long a standby waits before taking over a Lease the leader did not release (it died)")
+	fl.DurationVar(&f.renewDeadline, "leader-election-renew-deadline", f.renewDeadline,
+		"how long the leader tries to renew before it stops its loops and exits")
+	fl.DurationVar(&f.retryDur, "leader-election-retry-period", f.retryDur, "time between attempts to acquire or renew the Lease")
 	_ = cmd.MarkFlagRequired("config")
-	_ = cmd.MarkFlagRequired("spool")
 	cmd.AddCommand(newRunShimCmd())
 	return cmd
 }
@@ -63,57 +118,107 @@ func (f *daemonFlags) run(ctx context.Context, g *globalOptions) error {
 	default:
 		return usageErrorf("--executor %q: want kubernetes or local", f.executor)
 	}
-	m, err := config.Load(ctx, f.config, config.DefaultLoadOptions())
-	if err != nil {
-		return g.reportConfigError(err)
+	if f.spool == "" && !f.noRuns {
+		return usageErrorf("--spool is required (or --no-runs)")
 	}
-	for _, w := range m.Warnings {
-		g.Logger.Warn("config warning", slog.String("warning", w.String()))
+	if f.noReconcile && f.noRuns {
+		return usageErrorf("--no-reconcile and --no-runs leave nothing to do")
 	}
-	opts := runs.DefaultOptions(f.spool)
-	if f.stateDir != "" {
-		opts.StateDir = f.stateDir
-	}
-	opts.Once, opts.RescanInterval, opts.Logger = f.once, f.rescan, g.Logger
-	var exec runs.Executor
-	if f.executor == "kubernetes" {
-		// Jobs, log streams and informers live until ctx ends; the Jobs
-		// themselves go on, and the next daemon adopts them.
-		if exec, err = newKubeExecutor(ctx, g, opts.StateDir); err != nil {
-			return err
-		}
-	} else {
-		lo, err := runs.DefaultLocalOptions(opts.StateDir)
-		if err != nil {
-			return err
-		}
-		lo.Logger = g.Logger
-		if exec, err = runs.NewLocalExecutor(lo); err != nil {
-			return err
-		}
-	}
-	if f.metricsAddr != "" {
-		opts.Metrics = metrics.New()
-		checker := health.NewChecker()
-		checker.Set("SpoolServed", true, true, "DaemonStarted", "the daemon serves "+f.spool)
-		ln, err := net.Listen("tcp", f.metricsAddr)
-		if err != nil {
-			return fmt.Errorf("--metrics-bind-address: %w", err)
-		}
-		srv := &http.Server{Handler: checker.Mux(opts.Metrics.Handler()), ReadHeaderTimeout: 10 * time.Second}
-		go func() { _ = srv.Serve(ln) }()
-		defer srv.Close()
-	}
-	d, err := runs.New(m, exec, opts)
-	if err != nil {
+	if err := f.set.validate(); err != nil {
 		return err
 	}
-	if err := d.Run(ctx); err != nil {
+	pruneMax, err := apply.ParsePruneMax(f.pruneMax)
+	if err != nil {
+		return usageErrorf("--prune-max: %v", err)
+	}
+	// client-go (leader election) logs through klog: send it to our logger,
+	// so that --log-format json holds for every line.
+	klog.SetSlogLogger(g.Logger)
+
+	if f.once {
+		// Report an invalid config line by line, with exit code 1, before
+		// anything starts.
+		if _, err := config.Load(ctx, f.config, config.DefaultLoadOptions()); err != nil {
+			return g.reportConfigError(err)
+		}
+	}
+
+	opts := daemon.DefaultOptions(f.config)
+	opts.Logger, opts.Once, opts.MetricsAddress = g.Logger, f.once, f.metricsAddr
+	ro := &opts.Reconcile
+	ro.Interval, ro.Debounce = f.interval, f.debounce
+	ro.Apply.Prune, ro.Apply.PruneMax, ro.Apply.ForceConflicts = f.prune, pruneMax, f.forceConflicts
+
+	doApply := !f.noReconcile && f.executor == "kubernetes"
+	needCluster := doApply || f.leaderElect || (!f.noRuns && f.executor == "kubernetes")
+	if needCluster {
+		if _, err := g.Kube.RESTConfig(); err != nil {
+			return err
+		}
+	}
+	if doApply {
+		m, err := f.set.manager(g)
+		if err != nil {
+			return err
+		}
+		opts.Applier = m
+	}
+	if !f.noRuns {
+		ropts := runs.DefaultOptions(f.spool)
+		if f.stateDir != "" {
+			ropts.StateDir = f.stateDir
+		}
+		ropts.RescanInterval, ropts.Logger = f.rescan, g.Logger
+		opts.Runs = &ropts
+		stateDir := ropts.StateDir
+		if f.executor == "kubernetes" {
+			// Jobs, log streams and informers live while this replica
+			// leads; the Jobs themselves go on, and the next leader adopts
+			// them.
+			opts.NewExecutor = func(ctx context.Context) (runs.Executor, error) {
+				return newKubeExecutor(ctx, g, stateDir)
+			}
+		} else {
+			opts.NewExecutor = func(context.Context) (runs.Executor, error) {
+				lo, err := runs.DefaultLocalOptions(stateDir)
+				if err != nil {
+					return nil, err
+				}
+				lo.Logger = g.Logger
+				return runs.NewLocalExecutor(lo)
+			}
+		}
+	}
+	if f.leaderElect {
+		cfg, err := g.Kube.RESTConfig()
+		if err != nil {
+			return err
+		}
+		cfg.UserAgent = "pcsync-leader-election"
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return fmt.Errorf("cluster access: %w", err)
+		}
+		lo := leader.DefaultOptions()
+		if f.leaseNamespace != "" {
+			lo.Namespace = f.leaseNamespace
+		}
+		lo.Name, lo.Logger = f.leaseID, g.Logger
+		lo.LeaseDuration, lo.RenewDeadline, lo.RetryPeriod = f.leaseDuration, f.renewDeadline, f.retryDur
+		opts.LeaderElection, opts.LeaseClient = &lo, cs
+	}
+
+	err = daemon.Run(ctx, opts)
+	switch {
+	case errors.Is(err, daemon.ErrInvalidConfig):
+		return g.reportConfigError(err)
+	case err != nil:
 		return err
 	}
 	if f.once && ctx.Err() != nil {
 		return errors.New("interrupted before every request had its result; runs still going are adopted by the next daemon")
 	}
+	g.Logger.Info("daemon stopped", slog.Bool("interrupted", ctx.Err() != nil))
 	return nil
 }
 

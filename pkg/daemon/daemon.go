@@ -1,0 +1,313 @@
+// Package daemon composes pcsync's two loops into one process: the
+// reconcile loop (pkg/reconcile: config directory → cluster) and the runs
+// loop (pkg/runs: spool directory → agent runs), optionally behind leader
+// election (pkg/leader) so that of several replicas exactly one reconciles
+// and launches runs, with the metrics and health endpoints served by every
+// replica.
+//
+// The runs loop validates requests against the config the reconcile loop
+// last loaded successfully: a config change (new companies, new agents)
+// reaches it without a restart, and an invalid config leaves it on the
+// last good one.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/health"
+	"github.com/pcsync/pcsync/pkg/leader"
+	"github.com/pcsync/pcsync/pkg/metrics"
+	"github.com/pcsync/pcsync/pkg/reconcile"
+	"github.com/pcsync/pcsync/pkg/runs"
+)
+
+// Options configure a daemon. Start from DefaultOptions.
+type Options struct {
+	// Reconcile configures the reconcile loop; its Dir is the config
+	// directory (required). The loop always runs: with an Applier it applies,
+	// without one it only loads and validates, to feed the runs loop.
+	Reconcile reconcile.Options
+	// Applier applies the rendered config; nil applies nothing (pcsync
+	// daemon --no-reconcile, or --executor local).
+	Applier reconcile.Applier
+	// Runs configures the runs loop; nil disables it (--no-runs). Its
+	// Metrics and Logger default to the daemon's.
+	Runs *runs.Options
+	// NewExecutor builds the runs loop's executor once this replica leads
+	// and a valid config is loaded; required with Runs. Its context ends
+	// when leadership (or the daemon) ends.
+	NewExecutor func(ctx context.Context) (runs.Executor, error)
+	// LeaderElection, when set, runs both loops only while this replica
+	// holds the Lease; LeaseClient is then required.
+	LeaderElection *leader.Options
+	// LeaseClient reads and writes the Lease.
+	LeaseClient kubernetes.Interface
+	// Once reconciles once (with an Applier), then handles the run requests
+	// present at start and returns when all have their results (Runs.Once is
+	// set from it).
+	Once bool
+	// MetricsAddress, when not empty, is where /metrics, /healthz and
+	// /readyz are served (e.g. ":8080"), on every replica.
+	MetricsAddress string
+	// Metrics receives the daemon's metrics; default a fresh metrics.New().
+	Metrics *metrics.Metrics
+	// Health holds the conditions /readyz reports; default a fresh checker.
+	Health *health.Checker
+	// ShutdownTimeout bounds the graceful stop of the HTTP server. Default
+	// 5s.
+	ShutdownTimeout time.Duration
+	// Logger receives the daemon's logs. Default slog.Default().
+	Logger *slog.Logger
+	// OnListen, when set, is called with the address the HTTP server
+	// listens on (useful with port 0).
+	OnListen func(addr net.Addr)
+}
+
+// DefaultOptions returns options for the config directory dir with the
+// default reconcile loop and no runs loop, no leader election and no HTTP
+// server.
+func DefaultOptions(dir string) Options {
+	return Options{Reconcile: reconcile.DefaultOptions(dir), ShutdownTimeout: 5 * time.Second, Logger: slog.Default()}
+}
+
+// Health condition types the daemon maintains (besides the reconcile
+// loop's ConfigLoaded, ConfigValid and Reconciled).
+const (
+	// CondLeader (not gating) says whether this replica leads or stands by.
+	CondLeader = "Leader"
+	// CondRunsServed (not gating) is true while the runs loop serves the
+	// spool.
+	CondRunsServed = "RunsServed"
+)
+
+// ErrInvalidConfig is returned (wrapped, with the config's error) by Run
+// with Once when the config does not load or render.
+var ErrInvalidConfig = errors.New("invalid config")
+
+func (o *Options) complete() error {
+	if o.Reconcile.Dir == "" {
+		return errors.New("daemon: no config directory")
+	}
+	if o.Runs != nil && o.NewExecutor == nil {
+		return errors.New("daemon: the runs loop needs an executor")
+	}
+	if o.LeaderElection != nil && o.LeaseClient == nil {
+		return errors.New("daemon: leader election needs a client for the Lease")
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Metrics == nil {
+		o.Metrics = metrics.New()
+	}
+	if o.Health == nil {
+		o.Health = health.NewChecker()
+	}
+	if o.ShutdownTimeout <= 0 {
+		o.ShutdownTimeout = 5 * time.Second
+	}
+	if o.Reconcile.Logger == nil {
+		o.Reconcile.Logger = o.Logger
+	}
+	if o.Reconcile.Metrics == nil {
+		o.Reconcile.Metrics = o.Metrics
+	}
+	if o.Reconcile.Health == nil {
+		o.Reconcile.Health = o.Health
+	}
+	if o.Runs != nil {
+		r := *o.Runs
+		if r.Logger == nil {
+			r.Logger = o.Logger
+		}
+		if r.Metrics == nil {
+			r.Metrics = o.Metrics
+		}
+		r.Once = o.Once
+		o.Runs = &r
+	}
+	return nil
+}
+
+// Run serves until ctx ends (SIGTERM): it starts the HTTP server, waits to
+// lead (with leader election), then runs the loops. On the way out it stops
+// the loops, then releases the Lease, then stops the HTTP server. Agent
+// runs are not stopped: their Jobs (or processes) go on, and the next
+// leader adopts them.
+//
+// It returns nil when ctx ended; leader.ErrLeadershipLost when the Lease was
+// lost (the process should exit and start again as a standby); with Once,
+// ErrInvalidConfig when the config is invalid; or the error that stopped a
+// loop.
+func Run(ctx context.Context, opts Options) error {
+	if err := opts.complete(); err != nil {
+		return err
+	}
+	d := &daemon{opts: opts, log: opts.Logger}
+	if opts.MetricsAddress != "" {
+		stop, err := d.serve()
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	if opts.LeaderElection == nil {
+		d.leading(true)
+		defer d.leading(false)
+		return d.work(ctx)
+	}
+	lo := *opts.LeaderElection
+	if lo.Logger == nil {
+		lo.Logger = opts.Logger
+	}
+	lease := lo.Namespace + "/" + lo.Name
+	opts.Health.Set(CondLeader, true, false, "Standby", "waiting to acquire the Lease "+lease)
+	opts.Metrics.Leader.Set(0)
+	onLeading, onNew := lo.OnLeading, lo.OnNewLeader
+	lo.OnLeading = func(l bool) {
+		d.leading(l)
+		if onLeading != nil {
+			onLeading(l)
+		}
+	}
+	lo.OnNewLeader = func(id string) {
+		opts.Health.Set(CondLeader, true, false, "Standby", "the Lease "+lease+" is held by "+id)
+		if onNew != nil {
+			onNew(id)
+		}
+	}
+	return leader.Run(ctx, opts.LeaseClient, lo, d.work)
+}
+
+type daemon struct {
+	opts Options
+	log  *slog.Logger
+}
+
+func (d *daemon) leading(l bool) {
+	if l {
+		d.opts.Metrics.Leader.Set(1)
+		d.opts.Health.Set(CondLeader, true, false, "Leading", "this replica reconciles and runs agents")
+		return
+	}
+	d.opts.Metrics.Leader.Set(0)
+	d.opts.Health.Set(CondLeader, true, false, "Stopped", "this replica stopped leading")
+}
+
+// serve starts the HTTP server; stop shuts it down gracefully.
+func (d *daemon) serve() (stop func(), err error) {
+	ln, err := net.Listen("tcp", d.opts.MetricsAddress)
+	if err != nil {
+		return nil, fmt.Errorf("metrics address: %w", err)
+	}
+	if d.opts.OnListen != nil {
+		d.opts.OnListen(ln.Addr())
+	}
+	srv := &http.Server{Handler: d.opts.Health.Mux(d.opts.Metrics.Handler()), ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			d.log.Error("metrics server failed", slog.Any("error", err))
+		}
+	}()
+	d.log.Info("serving /metrics, /healthz and /readyz", slog.String("address", ln.Addr().String()))
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), d.opts.ShutdownTimeout)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			_ = srv.Close()
+		}
+		<-done
+	}, nil
+}
+
+// work runs the loops until ctx ends (or, with Once, until the requests
+// present at start have their results).
+func (d *daemon) work(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	var spool atomic.Pointer[runs.Daemon]
+	ro := d.opts.Reconcile
+	onModel := ro.OnModel
+	ro.OnModel = func(m *config.Model) {
+		if onModel != nil {
+			onModel(m)
+		}
+		if s := spool.Load(); s != nil {
+			s.SetModel(m)
+		}
+	}
+	loop, err := reconcile.New(d.opts.Applier, ro)
+	if err != nil {
+		return err
+	}
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	if d.opts.Once {
+		out := loop.ReconcileOnce(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if out.Model == nil {
+			return fmt.Errorf("%w: %w", ErrInvalidConfig, out.Err)
+		}
+		if out.Err != nil {
+			return fmt.Errorf("reconcile: %w", out.Err)
+		}
+	} else {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = loop.Run(ctx)
+		}()
+	}
+	if d.opts.Runs == nil {
+		if !d.opts.Once {
+			<-ctx.Done()
+		}
+		return nil
+	}
+
+	select {
+	case <-loop.Ready():
+	case <-ctx.Done():
+		return nil
+	}
+	exec, err := d.opts.NewExecutor(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("runs: %w", err)
+	}
+	s, err := runs.New(loop.Model(), exec, *d.opts.Runs)
+	if err != nil {
+		return fmt.Errorf("runs: %w", err)
+	}
+	spool.Store(s)
+	s.SetModel(loop.Model()) // a config loaded while the executor started
+	d.opts.Health.Set(CondRunsServed, true, false, "Serving", "the runs loop serves "+d.opts.Runs.Spool)
+	err = s.Run(ctx)
+	d.opts.Health.Set(CondRunsServed, false, false, "Stopped", "the runs loop stopped")
+	if err != nil {
+		return fmt.Errorf("runs: %w", err)
+	}
+	if !d.opts.Once && ctx.Err() == nil {
+		return errors.New("runs: the runs loop stopped")
+	}
+	return nil
+}
