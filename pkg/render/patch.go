@@ -1,7 +1,6 @@
 package render
 
 import (
-	"bytes"
 	"fmt"
 	"sync"
 
@@ -17,7 +16,9 @@ import (
 
 // kustomizeMu serialises kustomize runs: kyaml keeps global state (its
 // OpenAPI schema cache) that is not safe for concurrent use. It is the one
-// place that guards kustomize; everything else in Render runs in parallel.
+// place that guards kustomize (runKustomize takes it); everything else in
+// Render, the encoding of kustomize's input and the reading of its output
+// included, runs in parallel.
 var kustomizeMu sync.Mutex
 
 // patchRef is a patch with where it came from, for errors.
@@ -31,42 +32,44 @@ type patchRef struct {
 
 // kustomize applies patches to objs the way `kustomize build` does: objs
 // become the resources of a kustomization whose patches are the given
-// ones, built by krusty on an in-memory file system.
+// ones, built by krusty on an in-memory file system. This is the
+// reference for how pcsync applies patches; the batched path (batch.go)
+// must give the same objects.
 //
 // The namespaced objects go in without their namespace and the
 // kustomization sets it, as in an overlay with `namespace:`: patches are
 // applied before the namespace is, so a patch written once in Settings
 // (which cannot know each tenant's namespace) matches every tenant.
-func kustomize(ns string, objs []*unstructured.Unstructured, patches []patchRef) ([]*unstructured.Unstructured, error) {
-	var res bytes.Buffer
-	for _, o := range objs {
-		obj := o.Object
-		if o.GetNamespace() != "" {
-			c := o.DeepCopy()
-			c.SetNamespace("")
-			obj = c.Object
-		}
-		b, err := marshalObject(obj)
-		if err != nil {
-			return nil, fmt.Errorf("kustomize: encode %s %s: %w", o.GetKind(), o.GetName(), err)
-		}
-		res.WriteString("---\n")
-		res.Write(b)
+func kustomize(yw *yamlWriter, ns string, objs []*unstructured.Unstructured, patches []patchRef) ([]*unstructured.Unstructured, error) {
+	res, err := encodeResources(yw, objs, true)
+	if err != nil {
+		return nil, err
 	}
+	kps := make([]types.Patch, len(patches))
+	for i, p := range patches {
+		kps[i] = kustomizePatch(p.patch)
+	}
+	return runKustomize(res, ns, kps)
+}
+
+// runKustomize builds a kustomization of the resources res (a YAML
+// stream), with namespace ns when not empty, and patches, and returns the
+// resulting objects.
+func runKustomize(res []byte, ns string, patches []types.Patch) ([]*unstructured.Unstructured, error) {
 	k := types.Kustomization{
 		TypeMeta:  types.TypeMeta{APIVersion: types.KustomizationVersion, Kind: types.KustomizationKind},
-		Resources: []string{"resources.yaml"},
 		Namespace: ns,
+		Patches:   patches,
 	}
-	for _, p := range patches {
-		k.Patches = append(k.Patches, kustomizePatch(p.patch))
+	if len(res) > 0 {
+		k.Resources = []string{"resources.yaml"}
 	}
 	kb, err := yaml.Marshal(k)
 	if err != nil {
 		return nil, fmt.Errorf("kustomize: encode kustomization: %w", err)
 	}
 	fs := filesys.MakeFsInMemory()
-	if err := fs.WriteFile("/tenant/resources.yaml", res.Bytes()); err != nil {
+	if err := fs.WriteFile("/tenant/resources.yaml", res); err != nil {
 		return nil, fmt.Errorf("kustomize: %w", err)
 	}
 	if err := fs.WriteFile("/tenant/kustomization.yaml", kb); err != nil {
@@ -84,9 +87,28 @@ func kustomize(ns string, objs []*unstructured.Unstructured, patches []patchRef)
 		if err != nil {
 			return nil, fmt.Errorf("kustomize: read result %s: %w", r.CurId(), err)
 		}
-		out = append(out, &unstructured.Unstructured{Object: m})
+		out = append(out, &unstructured.Unstructured{Object: jsonTypes(m).(map[string]any)})
 	}
 	return out, nil
+}
+
+// jsonTypes gives integers the type int64, as in the objects Render builds
+// and in what a JSON decoder for unstructured objects gives (kustomize's
+// YAML decoder gives int, which unstructured's DeepCopy does not take).
+func jsonTypes(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			x[k] = jsonTypes(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = jsonTypes(e)
+		}
+	case int:
+		return int64(x)
+	}
+	return v
 }
 
 func kustomizePatch(p config.Patch) types.Patch {
@@ -110,9 +132,9 @@ func kustomizePatch(p config.Patch) types.Patch {
 
 // patchError finds which patch makes kustomize fail, by applying them one
 // more at a time, and positions the error at that patch.
-func patchError(slug, ns string, objs []*unstructured.Unstructured, patches []patchRef, err error) error {
+func patchError(yw *yamlWriter, slug, ns string, objs []*unstructured.Unstructured, patches []patchRef, err error) error {
 	for i := range patches {
-		if _, e := kustomize(ns, objs, patches[:i+1]); e != nil {
+		if _, e := kustomize(yw, ns, objs, patches[:i+1]); e != nil {
 			p := patches[i]
 			return &config.Errors{List: []*config.Error{{
 				Pos:     p.patch.Source,

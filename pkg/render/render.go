@@ -24,6 +24,10 @@ type Options struct {
 	// The output is the same either way (the tests prove it); this exists
 	// for those tests and for the curious.
 	AlwaysKustomize bool
+
+	// perCompany runs kustomize once per company that has patches, the
+	// reference path, instead of in batches; for tests.
+	perCompany bool
 }
 
 // DefaultOptions returns the options Render uses for zero fields.
@@ -55,26 +59,59 @@ type CompanyOutput struct {
 // Render builds the tenant manifests of every company in m. A patch that
 // kustomize cannot apply gives a *config.Errors positioned at that patch;
 // other failures give a plain error.
+//
+// Companies without patches are not run through kustomize: their objects
+// are the output. The others are patched in batches (see batch.go); a
+// company whose patches a batch cannot take, and every company of a batch
+// that kustomize fails on, goes through kustomize on its own.
 func Render(m *config.Model, opts Options) (*Output, error) {
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = DefaultOptions().Concurrency
 	}
-	comps := make([]CompanyOutput, len(m.Companies))
-	errs := make([]error, len(m.Companies))
-	jobs := make(chan int)
-	var wg sync.WaitGroup
-	for range min(opts.Concurrency, max(len(m.Companies), 1)) {
-		wg.Go(func() {
-			for i := range jobs {
-				comps[i], errs[i] = renderCompany(m, &m.Companies[i], opts)
+	n := len(m.Companies)
+	comps := make([]CompanyOutput, n)
+	errs := make([]error, n)
+	global, err := planGlobal(m)
+	if err != nil {
+		return nil, err
+	}
+	items := make([]*batchItem, n)
+	forEach(n, opts.Concurrency, func(yw *yamlWriter, i int) {
+		c := &m.Companies[i]
+		t := tenant{m: m, c: c, ns: m.Namespace(c)}
+		objs := t.objects()
+		comps[i] = CompanyOutput{Slug: c.Metadata.Name, Namespace: t.ns}
+		own := companyPatches(c)
+		switch {
+		case opts.AlwaysKustomize || (opts.perCompany && len(m.Settings.Spec.Patches)+len(own) > 0):
+			comps[i].Objects, errs[i] = kustomizeCompany(yw, m, c, t.ns, objs)
+		case len(m.Settings.Spec.Patches)+len(own) == 0:
+			sortObjects(objs)
+			comps[i].Objects = objs
+		default:
+			if items[i] = planCompany(&global, i, t.ns, objs, own); items[i] == nil {
+				comps[i].Objects, errs[i] = kustomizeCompany(yw, m, c, t.ns, objs)
 			}
-		})
+		}
+	})
+	var batchable []*batchItem
+	for _, it := range items {
+		if it != nil {
+			batchable = append(batchable, it)
+		}
 	}
-	for i := range m.Companies {
-		jobs <- i
-	}
-	close(jobs)
-	wg.Wait()
+	batches := formBatches(batchable)
+	forEach(len(batches), opts.Concurrency, func(yw *yamlWriter, b int) {
+		batch := batches[b]
+		outs, redo, ok := runBatch(&global, batch, yw)
+		for bi, it := range batch {
+			if ok && !redo[bi] {
+				comps[it.index].Objects = outs[bi]
+				continue
+			}
+			comps[it.index].Objects, errs[it.index] = kustomizeCompany(yw, m, &m.Companies[it.index], it.ns, it.objs)
+		}
+	})
 
 	var cfgErrs config.Errors
 	for _, err := range errs {
@@ -91,6 +128,11 @@ func Render(m *config.Model, opts Options) (*Output, error) {
 		return nil, &cfgErrs
 	}
 	out := &Output{Companies: comps}
+	total := 0
+	for _, c := range comps {
+		total += len(c.Objects)
+	}
+	out.Objects = make([]*unstructured.Unstructured, 0, total)
 	for _, c := range comps {
 		out.Objects = append(out.Objects, c.Objects...)
 	}
@@ -101,25 +143,50 @@ func Render(m *config.Model, opts Options) (*Output, error) {
 	return out, nil
 }
 
-func renderCompany(m *config.Model, c *config.Company, opts Options) (CompanyOutput, error) {
-	t := tenant{m: m, c: c, ns: m.Namespace(c)}
-	objs := t.objects()
+// forEach calls fn for 0..n-1 on up to conc goroutines, each with its own
+// yamlWriter.
+func forEach(n, conc int, fn func(yw *yamlWriter, i int)) {
+	jobs := make(chan int)
+	var wg sync.WaitGroup
+	for range min(conc, max(n, 1)) {
+		wg.Go(func() {
+			yw := newYAMLWriter()
+			for i := range jobs {
+				fn(yw, i)
+			}
+		})
+	}
+	for i := range n {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+}
+
+// companyPatches are a company's own patches.
+func companyPatches(c *config.Company) []patchRef {
+	var out []patchRef
+	for i, p := range c.Spec.Patches {
+		out = append(out, patchRef{patch: p, field: fmt.Sprintf("spec.patches[%d]", i), index: i})
+	}
+	return out
+}
+
+// kustomizeCompany is the reference path: the company's objects and
+// patches (Settings' first) in a kustomize run of their own. The objects
+// come back sorted.
+func kustomizeCompany(yw *yamlWriter, m *config.Model, c *config.Company, ns string, objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
 	var patches []patchRef
 	for i, p := range m.Settings.Spec.Patches {
 		patches = append(patches, patchRef{patch: p, field: fmt.Sprintf("spec.patches[%d]", i), index: i})
 	}
-	for i, p := range c.Spec.Patches {
-		patches = append(patches, patchRef{patch: p, field: fmt.Sprintf("spec.patches[%d]", i), index: i})
+	patches = append(patches, companyPatches(c)...)
+	patched, err := kustomize(yw, ns, objs, patches)
+	if err != nil {
+		return nil, patchError(yw, c.Metadata.Name, ns, objs, patches, err)
 	}
-	if len(patches) > 0 || opts.AlwaysKustomize {
-		patched, err := kustomize(t.ns, objs, patches)
-		if err != nil {
-			return CompanyOutput{}, patchError(c.Metadata.Name, t.ns, objs, patches, err)
-		}
-		objs = patched
-	}
-	sortObjects(objs)
-	return CompanyOutput{Slug: c.Metadata.Name, Namespace: t.ns, Objects: objs}, nil
+	sortObjects(patched)
+	return patched, nil
 }
 
 // sortObjects orders objects: Namespaces first, then other cluster-scoped
