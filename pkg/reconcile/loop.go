@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -247,7 +248,15 @@ func (l *Loop) reconcile(ctx context.Context, trigger Trigger) (out Outcome) {
 		}
 	}()
 
-	m, err := config.Load(ctx, l.opts.Dir, l.opts.Load)
+	// Load from the directory the path resolves to now: one consistent
+	// checkout even if git-sync swaps its link meanwhile (and the loader
+	// does not descend into a root that is a link).
+	dir, err := filepath.EvalSymlinks(l.opts.Dir)
+	if err != nil {
+		l.invalid(log, &out, StageLoad, fmt.Errorf("config directory: %w", err))
+		return out
+	}
+	m, err := config.Load(ctx, dir, l.opts.Load)
 	if err != nil {
 		if ctx.Err() == nil {
 			l.invalid(log, &out, StageLoad, err)
