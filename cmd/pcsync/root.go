@@ -41,6 +41,7 @@ func subcommands(g *globalOptions) []*cobra.Command {
 		newApplyCmd(g),
 		newDaemonCmd(g),
 		newRunsCmd(g),
+		newSchemaCmd(g),
 	}
 }
 
