@@ -58,6 +58,7 @@ func TestSettingsDefaults(t *testing.T) {
 		"server":          map[string]any{"namespace": "paperclip", "podSelector": map[string]any{"app": "paperclip-server"}, "port": 3100.0},
 		"egress":          map[string]any{"mode": "standard"},
 		"images":          map[string]any{"allowList": []any{}, "pullSecrets": []any{}},
+		"inherit":         map[string]any{"imagePullSecrets": true, "dnsConfig": true},
 		"defaults": map[string]any{
 			"quota": map[string]any{"pods": 20.0, "requestsCpu": "10", "requestsMemory": "20Gi", "limitsCpu": "20", "limitsMemory": "40Gi"},
 			"limitRange": map[string]any{

@@ -87,6 +87,7 @@ type SettingsSpec struct {
 	Server          Server                          `json:"server"`
 	Egress          SettingsEgress                  `json:"egress"`
 	Images          Images                          `json:"images"`
+	Inherit         Inherit                         `json:"inherit"`
 	Defaults        Defaults                        `json:"defaults"`
 	Adapters        map[AdapterType]AdapterOverride `json:"adapters"`
 	Patches         []Patch                         `json:"patches"`
@@ -118,6 +119,16 @@ type Images struct {
 	Registry    string   `json:"registry,omitempty"`
 	AllowList   []string `json:"allowList"`
 	PullSecrets []string `json:"pullSecrets"`
+}
+
+// Inherit is Settings.spec.inherit: what agent Jobs take over from
+// pcsync's own pod when pcsync runs in a cluster.
+type Inherit struct {
+	// ImagePullSecrets gives agent pods the imagePullSecrets of pcsync's
+	// pod, after the config's own.
+	ImagePullSecrets bool `json:"imagePullSecrets"`
+	// DNSConfig gives agent pods the dnsConfig of pcsync's pod.
+	DNSConfig bool `json:"dnsConfig"`
 }
 
 // Defaults is Settings.spec.defaults: what every company gets unless it
