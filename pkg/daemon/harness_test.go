@@ -103,6 +103,10 @@ func writeAtomic(t *testing.T, path, content string) {
 
 func (e *env) namespace(slug string) string { return e.prefix + slug }
 
+// userAgent is the user agent of a daemon's apply requests, unique to the
+// test (the audit log is shared by every test of the binary).
+func (e *env) userAgent(daemon string) string { return "pcsync-test-" + e.prefix + daemon }
+
 // deleteTenants removes the tenant namespaces the test created.
 func (e *env) deleteTenants() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -193,7 +197,7 @@ func (e *env) start(dc daemonConfig) *daemonRun {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("daemon", dc.name)
 	}
 	cfg := e.c.RESTConfig()
-	cfg.UserAgent = "pcsync-test-" + dc.name
+	cfg.UserAgent = e.userAgent(dc.name)
 	mo := apply.DefaultManagerOptions()
 	mo.ApplySet = apply.ParentRef{Name: "pcsync", Namespace: e.ns}
 	mo.Logger = logger
