@@ -42,6 +42,7 @@ func subcommands(g *globalOptions) []*cobra.Command {
 		newDaemonCmd(g),
 		newRunsCmd(g),
 		newSchemaCmd(g),
+		newDoctorCmd(g),
 	}
 }
 

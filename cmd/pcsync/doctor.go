@@ -1,0 +1,80 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pcsync/pcsync/pkg/doctor"
+)
+
+// errChecksFailed is what doctor returns (exit code 1) when a check failed.
+var errChecksFailed = errors.New("checks failed")
+
+func newDoctorCmd(g *globalOptions) *cobra.Command {
+	var (
+		spool, leaseNS, output string
+	)
+	cmd := &cobra.Command{
+		Use:   "doctor [DIR] [--spool DIR]",
+		Short: "Check that pcsync can do its work here: cluster, permissions, CRDs, volumes, Secrets, spool",
+		Long: `doctor checks, and prints one row per check:
+
+  config    DIR (when given) is valid
+  cluster   the cluster is reachable, and its version
+  rbac      every verb pcsync uses is allowed (SelfSubjectAccessReview), as
+            deploy/base/rbac.yaml grants them
+  crds      every kind the config renders is served (Cilium's CRDs in
+            egress mode cilium)
+  inherit   pcsync's own pod, when it runs in one, and what agent Jobs
+            inherit from it (imagePullSecrets, dnsConfig; Settings spec.inherit)
+  sessions  each sessions PVC is Bound and ReadWriteMany
+  secrets   the Secrets the config names exist in the tenant namespaces
+            (secretRefs, imagePullSecrets; optional secretRefs as warnings)
+  spool     --spool is a writable directory
+
+Exit code 0 when nothing failed (warnings allowed), 1 when a check failed,
+2 for usage errors.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if output != "table" && output != "json" {
+				return usageErrorf("--output %q: want table or json", output)
+			}
+			opts := doctor.DefaultOptions()
+			if len(args) > 0 {
+				opts.ConfigDir = args[0]
+			}
+			opts.Spool = spool
+			if leaseNS != "" {
+				opts.LeaseNamespace = leaseNS
+			}
+			cfg, err := g.Kube.RESTConfig()
+			if err != nil {
+				opts.ClusterError = err
+			} else {
+				cfg.UserAgent = "pcsync-doctor"
+				opts.RESTConfig = cfg
+			}
+			r := doctor.Run(cmd.Context(), opts)
+			if output == "json" {
+				err = r.WriteJSON(g.Stdout)
+			} else {
+				err = r.WriteTable(g.Stdout)
+			}
+			if err != nil {
+				return err
+			}
+			if n := r.Count(doctor.StatusFail); n > 0 {
+				return &exitError{code: 1, err: fmt.Errorf("%w: %d of %d", errChecksFailed, n, len(r.Checks))}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&spool, "spool", "", "spool directory to check for writing")
+	f.StringVar(&leaseNS, "leader-election-namespace", "",
+		"namespace of the leader Lease (default $POD_NAMESPACE, else the service account's namespace, else paperclip)")
+	f.StringVarP(&output, "output", "o", "table", "output format: table or json")
+	return cmd
+}

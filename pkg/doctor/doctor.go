@@ -1,0 +1,507 @@
+// Package doctor checks that pcsync can do its work where it runs: the
+// cluster is reachable, pcsync holds every permission it uses, the kinds
+// the config renders are served (Cilium's CRDs in egress mode cilium), the
+// sessions volumes are bound and ReadWriteMany, the Secrets the config
+// names exist, the spool directory is writable, and what agent Jobs
+// inherit from pcsync's own pod. Each check gives one row of a Report.
+package doctor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/introspect"
+	"github.com/pcsync/pcsync/pkg/leader"
+	"github.com/pcsync/pcsync/pkg/render"
+)
+
+// Status is the outcome of one check.
+type Status string
+
+// The statuses, from good to bad.
+const (
+	// StatusOK: the check passed.
+	StatusOK Status = "ok"
+	// StatusInfo: a fact worth showing (versions, what is inherited).
+	StatusInfo Status = "info"
+	// StatusSkip: the check does not apply (no config given, no cluster).
+	StatusSkip Status = "skip"
+	// StatusWarn: something that degrades pcsync or may fail later (an
+	// optional Secret missing, a tenant not applied yet).
+	StatusWarn Status = "warn"
+	// StatusFail: pcsync cannot do part of its work.
+	StatusFail Status = "fail"
+)
+
+// Check is one row of the report.
+type Check struct {
+	// Area groups checks: cluster, rbac, crds, sessions, secrets, spool,
+	// config, inherit.
+	Area string `json:"area"`
+	// Name says what was checked.
+	Name string `json:"name"`
+	// Status is the outcome.
+	Status Status `json:"status"`
+	// Detail explains the outcome and, for failures, what to do.
+	Detail string `json:"detail,omitempty"`
+}
+
+// Report is the outcome of Run.
+type Report struct {
+	Checks []Check `json:"checks"`
+}
+
+// Count returns how many checks ended with s.
+func (r *Report) Count(s Status) int {
+	n := 0
+	for _, c := range r.Checks {
+		if c.Status == s {
+			n++
+		}
+	}
+	return n
+}
+
+// WriteTable writes the report as an aligned table and a summary line.
+func (r *Report) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "AREA\tCHECK\tSTATUS\tDETAIL")
+	for _, c := range r.Checks {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.Area, c.Name, strings.ToUpper(string(c.Status)), c.Detail)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "summary: %d ok, %d warnings, %d failed, %d skipped\n",
+		r.Count(StatusOK), r.Count(StatusWarn), r.Count(StatusFail), r.Count(StatusSkip))
+	return err
+}
+
+// WriteJSON writes the report as one JSON document.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// Options configure Run. Start from DefaultOptions.
+type Options struct {
+	// ConfigDir is the config directory; empty skips the checks that need
+	// the config (kinds, sessions, secrets).
+	ConfigDir string
+	// Spool is the spool directory; empty skips the spool check.
+	Spool string
+	// RESTConfig reaches the cluster; nil (with ClusterError saying why)
+	// fails the cluster checks and skips those that need it.
+	RESTConfig   *rest.Config
+	ClusterError error
+	// LeaseNamespace is the leader-election namespace whose Lease
+	// permissions are checked. Default leader.DefaultNamespace().
+	LeaseNamespace string
+	// Permissions are the permissions checked. Default
+	// DefaultPermissions().
+	Permissions []Permission
+	// Introspect finds pcsync's own pod. Default introspect.DefaultOptions().
+	Introspect introspect.Options
+	// Timeout bounds the whole run. Default 1 minute.
+	Timeout time.Duration
+}
+
+// DefaultOptions returns the defaults described on Options.
+func DefaultOptions() Options {
+	return Options{LeaseNamespace: leader.DefaultNamespace(), Permissions: DefaultPermissions(),
+		Introspect: introspect.DefaultOptions(), Timeout: time.Minute}
+}
+
+// Run performs every check and returns the report; it never fails as a
+// whole: what it cannot check is a row too.
+func Run(ctx context.Context, opts Options) *Report {
+	d := DefaultOptions()
+	if opts.LeaseNamespace == "" {
+		opts.LeaseNamespace = d.LeaseNamespace
+	}
+	if opts.Permissions == nil {
+		opts.Permissions = d.Permissions
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = d.Timeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
+	defer cancel()
+	r := &doctor{opts: opts, report: &Report{}}
+	r.run(ctx)
+	return r.report
+}
+
+type doctor struct {
+	opts   Options
+	report *Report
+	cs     kubernetes.Interface
+	model  *config.Model
+	out    *render.Output
+}
+
+func (d *doctor) add(area, name string, st Status, format string, args ...any) {
+	d.report.Checks = append(d.report.Checks, Check{Area: area, Name: name, Status: st, Detail: fmt.Sprintf(format, args...)})
+}
+
+func (d *doctor) run(ctx context.Context) {
+	d.checkConfig(ctx)
+	reachable := d.checkCluster()
+	if reachable {
+		d.checkRBAC(ctx)
+		d.checkKinds()
+	}
+	inherited := d.checkInherit(ctx, reachable)
+	if reachable {
+		d.checkSessions(ctx)
+		d.checkSecrets(ctx, inherited)
+	}
+	d.checkSpool()
+}
+
+func (d *doctor) checkConfig(ctx context.Context) {
+	if d.opts.ConfigDir == "" {
+		d.add("config", "config directory", StatusSkip, "no config directory given")
+		return
+	}
+	dir, err := filepath.EvalSymlinks(d.opts.ConfigDir)
+	if err != nil {
+		d.add("config", d.opts.ConfigDir, StatusFail, "%v", err)
+		return
+	}
+	m, err := config.Load(ctx, dir, config.DefaultLoadOptions())
+	if err == nil {
+		d.out, err = render.Render(m, render.DefaultOptions())
+	}
+	if err != nil {
+		var ce *config.Errors
+		if errors.As(err, &ce) {
+			lines := ce.Lines()
+			more := ""
+			if len(lines) > 3 {
+				more = fmt.Sprintf("; and %d more (pcsync validate shows all)", len(lines)-3)
+				lines = lines[:3]
+			}
+			d.add("config", d.opts.ConfigDir, StatusFail, "invalid: %s%s", strings.Join(lines, "; "), more)
+			return
+		}
+		d.add("config", d.opts.ConfigDir, StatusFail, "%v", err)
+		return
+	}
+	d.model = m
+	d.add("config", d.opts.ConfigDir, StatusOK, "valid: %d companies, %d objects rendered", len(m.Companies), len(d.out.Objects))
+}
+
+func (d *doctor) checkCluster() bool {
+	if d.opts.RESTConfig == nil {
+		err := d.opts.ClusterError
+		if err == nil {
+			err = errors.New("no cluster configured")
+		}
+		d.add("cluster", "reachable", StatusFail, "%v", err)
+		return false
+	}
+	cfg := rest.CopyConfig(d.opts.RESTConfig)
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 15 * time.Second
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		d.add("cluster", "reachable", StatusFail, "%v", err)
+		return false
+	}
+	v, err := cs.Discovery().ServerVersion()
+	if err != nil {
+		d.add("cluster", "reachable", StatusFail, "%s: %v", cfg.Host, err)
+		return false
+	}
+	d.cs = cs
+	d.add("cluster", "reachable", StatusOK, "%s, Kubernetes %s (%s)", cfg.Host, v.GitVersion, v.Platform)
+	return true
+}
+
+func (d *doctor) wantsCilium() bool {
+	if d.model == nil {
+		return true // unknown: check it, as a warning at worst
+	}
+	for i := range d.model.Companies {
+		if d.model.EgressMode(&d.model.Companies[i]) == config.EgressCilium {
+			return true
+		}
+	}
+	return false
+}
+
+func (d *doctor) checkRBAC(ctx context.Context) {
+	cilium := d.wantsCilium()
+	var missing, optional []string
+	checked := 0
+	for _, p := range d.opts.Permissions {
+		if p.CiliumOnly && !cilium {
+			continue
+		}
+		ns := ""
+		if p.Scope == ScopeLease {
+			ns = d.opts.LeaseNamespace
+		}
+		res, sub := splitResource(p.Resource)
+		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: p.Verb, Group: p.Group,
+				Resource: res, Subresource: sub}}}
+		got, err := d.cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+		if err != nil {
+			d.add("rbac", p.String(), StatusFail, "cannot ask the API server (%v); pcsync needs create on "+
+				"authorization.k8s.io/selfsubjectaccessreviews", err)
+			return
+		}
+		checked++
+		if got.Status.Allowed {
+			continue
+		}
+		where := "cluster-wide"
+		if ns != "" {
+			where = "in namespace " + ns
+		}
+		line := fmt.Sprintf("%s %s (%s)", p, where, p.Why)
+		if p.Optional {
+			optional = append(optional, line)
+		} else {
+			missing = append(missing, line)
+		}
+	}
+	for _, m := range missing {
+		d.add("rbac", "permission", StatusFail, "missing %s; see deploy/base/rbac.yaml", m)
+	}
+	for _, m := range optional {
+		d.add("rbac", "permission", StatusWarn, "missing %s", m)
+	}
+	if len(missing) == 0 {
+		d.add("rbac", "permissions", StatusOK, "all %d verbs pcsync uses are allowed (%d checked)", checked-len(optional), checked)
+	}
+}
+
+// checkKinds checks that the cluster serves every kind the config renders.
+func (d *doctor) checkKinds() {
+	want := map[schema.GroupVersionKind]bool{}
+	if d.out != nil {
+		for _, o := range d.out.Objects {
+			want[o.GroupVersionKind()] = true
+		}
+	} else if d.wantsCilium() {
+		d.add("crds", "rendered kinds", StatusSkip, "no valid config to render")
+		return
+	}
+	gvks := make([]schema.GroupVersionKind, 0, len(want))
+	for g := range want {
+		gvks = append(gvks, g)
+	}
+	sort.Slice(gvks, func(i, j int) bool { return gvks[i].String() < gvks[j].String() })
+	var missing []string
+	for _, gvk := range gvks {
+		list, err := d.cs.Discovery().ServerResourcesForGroupVersion(gvk.GroupVersion().String())
+		served := false
+		if err == nil {
+			for _, r := range list.APIResources {
+				if r.Kind == gvk.Kind && !strings.Contains(r.Name, "/") {
+					served = true
+				}
+			}
+		} else if !apierrors.IsNotFound(err) {
+			d.add("crds", gvk.Kind, StatusFail, "discovery of %s: %v", gvk.GroupVersion(), err)
+			continue
+		}
+		if !served {
+			missing = append(missing, gvk.Kind+" ("+gvk.GroupVersion().String()+")")
+		}
+	}
+	for _, m := range missing {
+		hint := "install the CRD or operator that provides it"
+		if strings.Contains(m, "cilium.io") {
+			hint = "install Cilium, or set egress mode standard (Settings spec.egress.mode or the company's egress.mode)"
+		}
+		d.add("crds", m, StatusFail, "the config renders this kind and the cluster does not serve it; %s", hint)
+	}
+	if len(missing) == 0 {
+		names := make([]string, 0, len(gvks))
+		for _, g := range gvks {
+			names = append(names, g.Kind)
+		}
+		d.add("crds", "rendered kinds", StatusOK, "all %d served: %s", len(gvks), strings.Join(names, ", "))
+	}
+}
+
+// checkInherit reads pcsync's own pod and shows what agent Jobs inherit.
+func (d *doctor) checkInherit(ctx context.Context, reachable bool) introspect.Inheritance {
+	var none introspect.Inheritance
+	if !reachable {
+		d.add("inherit", "own pod", StatusSkip, "the cluster is unreachable")
+		return none
+	}
+	self, err := introspect.Detect(ctx, d.cs, d.opts.Introspect)
+	if err != nil {
+		d.add("inherit", "own pod", StatusFail, "%v", err)
+		return none
+	}
+	if !self.InCluster {
+		d.add("inherit", "own pod", StatusSkip, "not running in a pod: agent Jobs inherit nothing")
+		return none
+	}
+	in := config.Inherit{ImagePullSecrets: true, DNSConfig: true}
+	if d.model != nil {
+		in = d.model.Settings.Spec.Inherit
+	}
+	inh := self.Inherit(in)
+	d.add("inherit", "own pod", StatusOK, "%s/%s (service account %s)", self.Namespace, self.Name, self.ServiceAccount)
+	lines := inh.Describe()
+	if len(lines) == 0 {
+		why := "its pod has no imagePullSecrets or dnsConfig"
+		if !in.ImagePullSecrets && !in.DNSConfig {
+			why = "Settings spec.inherit turns both off"
+		}
+		lines = []string{"nothing (" + why + ")"}
+	}
+	for _, l := range lines {
+		d.add("inherit", "agent Jobs inherit", StatusInfo, "%s", l)
+	}
+	return inh
+}
+
+func (d *doctor) checkSessions(ctx context.Context) {
+	if d.model == nil {
+		return
+	}
+	for i := range d.model.Companies {
+		c := &d.model.Companies[i]
+		if c.Spec.Sessions == nil {
+			continue
+		}
+		ns := d.model.Namespace(c)
+		name := ns + "/paperclip-sessions"
+		pvc, err := d.cs.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "paperclip-sessions", metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			d.add("sessions", name, StatusWarn, "not found: not applied yet (pcsync apply, or the daemon, creates it)")
+			continue
+		case err != nil:
+			d.add("sessions", name, StatusFail, "%v", err)
+			continue
+		}
+		var problems []string
+		if !slices.Contains(pvc.Spec.AccessModes, corev1.ReadWriteMany) &&
+			!slices.Contains(pvc.Status.AccessModes, corev1.ReadWriteMany) {
+			problems = append(problems, fmt.Sprintf("access modes %v lack ReadWriteMany (agent pods on different nodes share it)", pvc.Spec.AccessModes))
+		}
+		if pvc.Status.Phase != corev1.ClaimBound {
+			sc := "the default storage class"
+			if pvc.Spec.StorageClassName != nil {
+				sc = "storage class " + *pvc.Spec.StorageClassName
+			}
+			problems = append(problems, fmt.Sprintf("phase %s, not Bound: does %s provision ReadWriteMany volumes?", pvc.Status.Phase, sc))
+		}
+		if len(problems) > 0 {
+			d.add("sessions", name, StatusFail, "%s", strings.Join(problems, "; "))
+			continue
+		}
+		d.add("sessions", name, StatusOK, "Bound, ReadWriteMany, %s", pvc.Status.Capacity.Storage())
+	}
+}
+
+func (d *doctor) checkSecrets(ctx context.Context, inherited introspect.Inheritance) {
+	if d.model == nil {
+		return
+	}
+	type ref struct {
+		name     string
+		optional bool
+		what     string
+	}
+	for i := range d.model.Companies {
+		c := &d.model.Companies[i]
+		ns := d.model.Namespace(c)
+		var refs []ref
+		for _, s := range c.Spec.SecretRefs {
+			refs = append(refs, ref{s.Name, s.Optional, "secretRef"})
+		}
+		for _, s := range introspect.MergePullSecrets(d.model.ImagePullSecrets(c), inherited.ImagePullSecrets) {
+			what := "imagePullSecret"
+			if !slices.Contains(d.model.ImagePullSecrets(c), s) {
+				what = "inherited imagePullSecret"
+			}
+			refs = append(refs, ref{s, false, what})
+		}
+		if len(refs) == 0 {
+			continue
+		}
+		if _, err := d.cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			d.add("secrets", ns, StatusWarn, "namespace not applied yet; %d Secrets to create in it once it is", len(refs))
+			continue
+		}
+		for _, r := range refs {
+			name := ns + "/" + r.name
+			_, err := d.cs.CoreV1().Secrets(ns).Get(ctx, r.name, metav1.GetOptions{})
+			switch {
+			case err == nil:
+				d.add("secrets", name, StatusOK, "%s exists", r.what)
+			case apierrors.IsNotFound(err) && r.optional:
+				d.add("secrets", name, StatusWarn, "optional %s does not exist: agents of %s run without its keys", r.what, c.Slug())
+			case apierrors.IsNotFound(err) && r.what == "secretRef":
+				d.add("secrets", name, StatusFail, "%s does not exist: agent pods of %s cannot start (create it, or mark it optional)", r.what, c.Slug())
+			case apierrors.IsNotFound(err):
+				d.add("secrets", name, StatusFail, "%s does not exist: private images of %s cannot be pulled", r.what, c.Slug())
+			default:
+				d.add("secrets", name, StatusFail, "%v", err)
+			}
+		}
+	}
+}
+
+func (d *doctor) checkSpool() {
+	if d.opts.Spool == "" {
+		d.add("spool", "spool directory", StatusSkip, "no --spool given")
+		return
+	}
+	fi, err := os.Stat(d.opts.Spool)
+	if err != nil {
+		d.add("spool", d.opts.Spool, StatusFail, "%v", err)
+		return
+	}
+	if !fi.IsDir() {
+		d.add("spool", d.opts.Spool, StatusFail, "not a directory")
+		return
+	}
+	f, err := os.CreateTemp(d.opts.Spool, ".pcsync-doctor-*.tmp")
+	if err != nil {
+		d.add("spool", d.opts.Spool, StatusFail, "not writable: %v (pcsync writes logs, results and its state there)", err)
+		return
+	}
+	name := f.Name()
+	_, werr := f.Write([]byte("doctor\n"))
+	serr := f.Sync()
+	cerr := f.Close()
+	rerr := os.Remove(name)
+	if err := errors.Join(werr, serr, cerr, rerr); err != nil {
+		d.add("spool", d.opts.Spool, StatusFail, "not writable: %v", err)
+		return
+	}
+	d.add("spool", d.opts.Spool, StatusOK, "writable")
+}

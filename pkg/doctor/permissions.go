@@ -1,0 +1,89 @@
+package doctor
+
+import "strings"
+
+// Scope says where a Permission is needed.
+type Scope string
+
+// The scopes of a Permission.
+const (
+	// ScopeCluster: in every namespace (tenant namespaces are created by
+	// pcsync, so it cannot be granted per namespace in advance), or for a
+	// cluster-scoped resource.
+	ScopeCluster Scope = "cluster"
+	// ScopeLease: in the leader-election namespace only.
+	ScopeLease Scope = "lease"
+)
+
+// Permission is one verb on one resource that pcsync uses.
+type Permission struct {
+	// Group is the API group ("" for core, "*" for every group).
+	Group string
+	// Resource is the resource, with "/subresource" where it applies ("*"
+	// for every resource).
+	Resource string
+	// Verb is the verb.
+	Verb string
+	// Scope is where it is needed.
+	Scope Scope
+	// Why is what pcsync uses it for.
+	Why string
+	// Optional permissions only degrade a feature when missing (a warning,
+	// not a failure).
+	Optional bool
+	// CiliumOnly permissions are needed only when a company uses egress mode
+	// cilium.
+	CiliumOnly bool
+}
+
+// String is "verb group/resource", e.g. "patch networking.k8s.io/networkpolicies".
+func (p Permission) String() string {
+	g := p.Group
+	if g == "" {
+		g = "core"
+	}
+	return p.Verb + " " + g + "/" + p.Resource
+}
+
+// DefaultPermissions lists every call pcsync makes, as deploy/base/rbac.yaml
+// grants them (a test keeps the two in step).
+func DefaultPermissions() []Permission {
+	var out []Permission
+	add := func(group string, resources, verbs []string, scope Scope, why string, mod func(*Permission)) {
+		for _, r := range resources {
+			for _, v := range verbs {
+				p := Permission{Group: group, Resource: r, Verb: v, Scope: scope, Why: why}
+				if mod != nil {
+					mod(&p)
+				}
+				out = append(out, p)
+			}
+		}
+	}
+	applyVerbs := []string{"get", "list", "create", "patch", "delete"}
+	add("", []string{"namespaces", "serviceaccounts", "resourcequotas", "limitranges", "persistentvolumeclaims"},
+		applyVerbs, ScopeCluster, "apply and prune tenant manifests", nil)
+	add("rbac.authorization.k8s.io", []string{"roles", "rolebindings"}, applyVerbs, ScopeCluster,
+		"apply and prune tenant manifests", nil)
+	add("networking.k8s.io", []string{"networkpolicies"}, applyVerbs, ScopeCluster, "apply and prune tenant manifests", nil)
+	add("cilium.io", []string{"ciliumnetworkpolicies"}, applyVerbs, ScopeCluster, "egress mode cilium",
+		func(p *Permission) { p.CiliumOnly = true })
+	add("", []string{"secrets"}, []string{"get", "list", "create", "patch", "delete"}, ScopeCluster,
+		"the ApplySet parent, per-run Secrets, doctor's secret checks", nil)
+	add("*", []string{"*"}, []string{"list"}, ScopeCluster,
+		"prune deletes a tenant Namespace only after listing that nothing else lives in it",
+		func(p *Permission) { p.Optional = true })
+	add("batch", []string{"jobs"}, []string{"get", "list", "watch", "create", "delete"}, ScopeCluster, "agent runs", nil)
+	add("", []string{"pods"}, []string{"get", "list", "watch"}, ScopeCluster, "agent runs; reading its own pod", nil)
+	add("", []string{"pods/log"}, []string{"get"}, ScopeCluster, "agent logs; granted to tenants by their Role", nil)
+	add("", []string{"events"}, []string{"list", "watch"}, ScopeCluster, "explaining runs the Job controller cannot start", nil)
+	add("coordination.k8s.io", []string{"leases"}, []string{"get", "create", "update"}, ScopeLease, "leader election", nil)
+	add("authorization.k8s.io", []string{"selfsubjectaccessreviews"}, []string{"create"}, ScopeCluster, "pcsync doctor", nil)
+	return out
+}
+
+// splitResource splits "pods/log" into resource and subresource.
+func splitResource(r string) (string, string) {
+	res, sub, _ := strings.Cut(r, "/")
+	return res, sub
+}
