@@ -9,6 +9,7 @@ import (
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/ast"
 	"cuelang.org/go/cue/cuecontext"
+	"cuelang.org/go/cue/parser"
 
 	"github.com/pcsync/pcsync/schema"
 )
@@ -27,6 +28,9 @@ type Validator struct {
 	builtin map[AdapterType]AdapterDefaults
 	// defaultSettings is the Settings that an empty document gets.
 	defaultSettings Settings
+	// exportable are the kinds whose valid documents the exporter (see
+	// export.go) turns into JSON; the others use MarshalJSON.
+	exportable map[string]bool
 }
 
 // recycleAfter is how many documents a CUE context validates before it is
@@ -44,17 +48,33 @@ type worker struct {
 	defs map[string]cue.Value
 	root cue.Value
 	uses int
+	// shapes are the definitions of the exportable kinds as the exporter
+	// walks them, read as documents need them.
+	shapes map[string]*schemaNode
 }
 
 // NewValidator compiles the schema. Concurrency is the most CUE contexts it
 // uses at once; 0 means GOMAXPROCS.
 func NewValidator(concurrency int) (*Validator, error) {
+	return newValidator(concurrency, true)
+}
+
+// newValidator is NewValidator; without export, valid documents are
+// exported with MarshalJSON only (for tests).
+func newValidator(concurrency int, export bool) (*Validator, error) {
 	if concurrency <= 0 {
 		concurrency = runtime.GOMAXPROCS(0)
 	}
-	v := &Validator{limit: concurrency}
+	v := &Validator{limit: concurrency, exportable: map[string]bool{}}
 	v.wake = sync.NewCond(&v.mu)
-	w, err := newWorker()
+	if export {
+		files, err := schemaSyntax()
+		if err != nil {
+			return nil, err
+		}
+		v.exportable = exportableKinds(files, schema.Kinds())
+	}
+	w, err := v.newWorker()
 	if err != nil {
 		return nil, err
 	}
@@ -82,18 +102,38 @@ func NewValidator(concurrency int) (*Validator, error) {
 	return v, nil
 }
 
-func newWorker() (*worker, error) {
+func (v *Validator) newWorker() (*worker, error) {
 	ctx := cuecontext.New()
 	root, err := schema.Compile(ctx)
 	if err != nil {
 		return nil, err
 	}
-	w := &worker{ctx: ctx, root: root, defs: map[string]cue.Value{}}
+	w := &worker{ctx: ctx, root: root, defs: map[string]cue.Value{}, shapes: map[string]*schemaNode{}}
 	for _, k := range schema.Kinds() {
 		p, _ := schema.Definition(k)
 		w.defs[k] = root.LookupPath(p)
+		if v.exportable[k] {
+			w.shapes[k] = newSchemaNode(w.defs[k])
+		}
 	}
 	return w, nil
+}
+
+// schemaSyntax parses the schema's files.
+func schemaSyntax() ([]*ast.File, error) {
+	srcs, err := schema.Sources()
+	if err != nil {
+		return nil, err
+	}
+	var files []*ast.File
+	for name, src := range srcs {
+		f, err := parser.ParseFile(name, src)
+		if err != nil {
+			return nil, fmt.Errorf("schema: parse %s: %w", name, err)
+		}
+		files = append(files, f)
+	}
+	return files, nil
 }
 
 // get lends a worker, creating one while fewer than the limit exist.
@@ -109,7 +149,7 @@ func (v *Validator) get() (*worker, error) {
 		if v.created < v.limit {
 			v.created++
 			v.mu.Unlock()
-			w, err := newWorker()
+			w, err := v.newWorker()
 			if err != nil {
 				v.mu.Lock()
 				v.created--
@@ -171,6 +211,11 @@ func (w *worker) check(kind string, doc *document) ([]byte, []*Error) {
 		if err == nil {
 			if round > 0 {
 				break
+			}
+			if shape := w.shapes[kind]; shape != nil {
+				if b, err := exportDocument(shape, doc, val); err == nil {
+					return b, nil
+				}
 			}
 			b, err := val.MarshalJSON()
 			if err != nil {

@@ -1,0 +1,368 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/pcsync/pcsync/schema"
+)
+
+// TestExportableKinds checks that the exporter walks the config kinds:
+// the schema has no comprehension that reaches them.
+func TestExportableKinds(t *testing.T) {
+	files, err := schemaSyntax()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := exportableKinds(files, schema.Kinds())
+	want := map[string]bool{"Company": true, "Settings": true}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("exportable kinds = %v, want %v", got, want)
+	}
+}
+
+// exportCorpus are valid documents that use every field of the config
+// schema, in every form it allows.
+var exportCorpus = []string{`apiVersion: pcsync.io/v1alpha1
+kind: Settings
+metadata:
+  name: all
+  labels: {a: b}
+  annotations: {x: "y z"}
+spec:
+  namespacePrefix: t-
+  server:
+    namespace: pc
+    podSelector: {app: server, tier: "1"}
+    port: 8080
+  egress: {mode: cilium}
+  images:
+    registry: registry.example.com/mirror
+    allowList: ["a/*", "b/?"]
+    pullSecrets: [regcred]
+  defaults:
+    quota: {pods: 5, requestsCpu: 2.5, limitsMemory: 1Gi}
+    limitRange:
+      max: {cpu: 8}
+      default: {memory: 1.5}
+    jobs: {ttlSecondsAfterFinished: 0, retain: true}
+    resources:
+      requests: {cpu: 100m}
+      limits: {memory: 1e3}
+  adapters:
+    claude_local:
+      image: img:1
+      envKeys: [A_B]
+    codex_local:
+      allowFqdns: []
+      command: [codex, --x]
+  patches:
+    - patch: "x"
+      target: {group: g, version: v, kind: k, name: n, namespace: ns, labelSelector: l, annotationSelector: a}
+      options: {allowNameChange: true, allowKindChange: false}
+    - path: p.yaml
+`, `apiVersion: pcsync.io/v1alpha1
+kind: Settings
+metadata:
+  name: empty
+`, `apiVersion: pcsync.io/v1alpha1
+kind: Settings
+metadata: {name: partial}
+spec:
+  server: {podSelector: {tier: backend}}
+  defaults:
+    quota: {requestsMemory: 10, requestsCpu: 0.0000001, limitsCpu: 1e21}
+    limitRange: {min: {}}
+`, `apiVersion: pcsync.io/v1alpha1
+kind: Company
+metadata:
+  name: all
+  labels: {team: a}
+  annotations: {note: "hello world"}
+spec:
+  id: "123"
+  egress:
+    mode: standard
+    allowFqdns: [a.example.com]
+    allowCidrs:
+      - 10.0.0.0/8
+      - {cidr: 192.168.0.0/16}
+      - {cidr: 172.16.0.0/12, ports: [80, 8080], protocol: UDP}
+      - {cidr: 1.2.3.0/24, protocol: SCTP}
+  quota: {pods: 0, requestsCpu: "1", requestsMemory: 0.5, limitsCpu: 4, limitsMemory: 8Gi}
+  limitRange:
+    max: {cpu: 2, memory: 4Gi}
+    min: {cpu: 10m}
+    default: {memory: 1Gi}
+    defaultRequest: {cpu: 0.25}
+  jobs: {ttlSecondsAfterFinished: 10, activeDeadlineSeconds: 20, retain: false}
+  runtimeClassName: kata-fc
+  serviceAccountAnnotations: {eks.amazonaws.com/role-arn: "arn:aws:iam::1:role/x"}
+  imagePullSecrets: [a, b.c]
+  sessions: {size: 20Gi, storageClassName: efs}
+  secretRefs:
+    - name: s1
+    - name: s2
+      optional: false
+  patches:
+    - patch: |
+        apiVersion: v1
+        kind: ServiceAccount
+        metadata: {name: x}
+  agents:
+    - name: a1
+      adapter: claude_local
+      model: m
+      effort: high
+      variant: v
+      maxTurnsPerRun: 3
+      instructionsFile: AGENTS.md
+      extraArgs: ["--x", "y"]
+      env: {A: "1", B_2: "true", C: ""}
+      image: img
+      concurrency: 2
+      timeoutSec: 0
+      graceSec: 5
+      resources:
+        requests: {cpu: 1.5, memory: 1Gi}
+        limits: {cpu: 3}
+      nodeSelector: {kubernetes.io/arch: amd64}
+      tolerations:
+        - {key: k, operator: Equal, value: v, effect: NoSchedule, tolerationSeconds: 30}
+        - {operator: Exists}
+      labels: {x: y}
+    - name: a2
+      adapter: acpx_local
+      env: {}
+`, `apiVersion: pcsync.io/v1alpha1
+kind: Company
+metadata: {name: bare}
+spec: {id: b}
+`, `apiVersion: pcsync.io/v1alpha1
+kind: Company
+metadata: {name: sessions}
+spec:
+  id: s
+  sessions: {}
+  egress: {}
+  agents:
+    - {name: x, adapter: pi_local, env: {K: v}}
+`, `apiVersion: pcsync.io/v1alpha1
+kind: Company
+metadata: {name: anchors}
+spec:
+  id: "1"
+  agents:
+    - &agent {name: y, adapter: gemini_local, env: &env {GEMINI_API_KEY: x}}
+    - <<: *agent
+      name: z
+      env: *env
+`}
+
+// exportBoth validates doc and returns its JSON from the exporter and from
+// MarshalJSON.
+func exportBoth(t *testing.T, fast, slow *Validator, doc *document) (a, b []byte) {
+	t.Helper()
+	la, errs := checkDocument(doc, fast, []string{"Settings", "Company"})
+	if len(errs) > 0 {
+		return nil, nil
+	}
+	lb, errs := checkDocument(doc, slow, []string{"Settings", "Company"})
+	if len(errs) > 0 {
+		t.Fatalf("%s: valid for one validator only: %v", doc.start, errs[0])
+	}
+	return la.json, lb.json
+}
+
+func sameJSON(t *testing.T, name string, a, b []byte) {
+	t.Helper()
+	decode := func(x []byte) any {
+		d := json.NewDecoder(bytes.NewReader(x))
+		d.UseNumber()
+		var v any
+		if err := d.Decode(&v); err != nil {
+			t.Fatalf("%s: %v in %s", name, err, x)
+		}
+		return v
+	}
+	if va, vb := decode(a), decode(b); !reflect.DeepEqual(va, vb) {
+		t.Errorf("%s: export differs from MarshalJSON:\n exporter:    %s\n MarshalJSON: %s", name, a, b)
+	}
+}
+
+// TestExportMatchesMarshalJSON checks that the exporter and MarshalJSON
+// give the same JSON values (numbers compared as written) for the corpus
+// above, every config in the repository, and random companies.
+func TestExportMatchesMarshalJSON(t *testing.T) {
+	fast, err := newValidator(1, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slow, err := newValidator(1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(name string, data []byte) int {
+		docs, perr := parseYAML(name, data, parseLimits{maxNodes: 1_000_000})
+		if perr != nil {
+			return 0
+		}
+		n := 0
+		for _, d := range docs {
+			a, b := exportBoth(t, fast, slow, d)
+			if a == nil {
+				continue
+			}
+			n++
+			sameJSON(t, fmt.Sprintf("%s#%d", name, d.index), a, b)
+		}
+		return n
+	}
+	for i, src := range exportCorpus {
+		if check(fmt.Sprintf("corpus-%d", i), []byte(src)) != 1 {
+			t.Errorf("corpus document %d is not valid", i)
+		}
+	}
+	valid := 0
+	for _, root := range []string{"../../testdata", "../../examples"} {
+		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !(strings.HasSuffix(p, ".yaml") || strings.HasSuffix(p, ".yml")) {
+				return err
+			}
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			valid += check(p, data)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if valid < 20 {
+		t.Errorf("only %d valid documents in the repository's configs", valid)
+	}
+	r := rand.New(rand.NewPCG(7, 8))
+	n := 300
+	if testing.Short() {
+		n = 50
+	}
+	for i := range n {
+		src := randomCompany(r, i)
+		if check(fmt.Sprintf("random-%d", i), []byte(src)) != 1 {
+			t.Fatalf("random company %d is not valid:\n%s", i, src)
+		}
+	}
+}
+
+// randomCompany writes a valid Company document with a random choice of
+// optional fields and forms.
+func randomCompany(r *rand.Rand, i int) string {
+	var b strings.Builder
+	pick := func(xs ...string) string { return xs[r.IntN(len(xs))] }
+	maybe := func() bool { return r.IntN(2) == 0 }
+	qty := func() string { return pick(`"1"`, "2", "0.5", "1.25", "250m", "2Gi", "1e3", "0", "3.0") }
+	fmt.Fprintf(&b, "apiVersion: pcsync.io/v1alpha1\nkind: Company\nmetadata:\n  name: c%d\n", i)
+	if maybe() {
+		b.WriteString("  labels: {team: x}\n")
+	}
+	fmt.Fprintf(&b, "spec:\n  id: id-%d\n", i)
+	if maybe() {
+		var eg []string
+		if maybe() {
+			eg = append(eg, "    mode: "+pick("standard", "cilium"))
+		}
+		if maybe() {
+			eg = append(eg, "    allowFqdns: [a.b]")
+		}
+		if maybe() {
+			eg = append(eg, "    allowCidrs:")
+			for range 1 + r.IntN(3) {
+				switch r.IntN(4) {
+				case 0:
+					eg = append(eg, "      - 10.1.0.0/16")
+				case 1:
+					eg = append(eg, "      - {cidr: 10.2.0.0/16}")
+				case 2:
+					eg = append(eg, "      - {cidr: 10.3.0.0/16, ports: ["+pick("1", "443, 80", "65535")+"]}")
+				default:
+					eg = append(eg, "      - {cidr: 10.4.0.0/16, protocol: "+pick("TCP", "UDP", "SCTP")+"}")
+				}
+			}
+		}
+		if len(eg) == 0 {
+			b.WriteString("  egress: {}\n")
+		} else {
+			b.WriteString("  egress:\n" + strings.Join(eg, "\n") + "\n")
+		}
+	}
+	if maybe() {
+		b.WriteString("  quota: {")
+		fields := []string{}
+		if maybe() {
+			fields = append(fields, "pods: "+pick("0", "7"))
+		}
+		for _, f := range []string{"requestsCpu", "requestsMemory", "limitsCpu", "limitsMemory"} {
+			if maybe() {
+				fields = append(fields, f+": "+qty())
+			}
+		}
+		b.WriteString(strings.Join(fields, ", ") + "}\n")
+	}
+	if maybe() {
+		b.WriteString("  limitRange: {")
+		var lr []string
+		for _, f := range []string{"max", "min", "default", "defaultRequest"} {
+			if maybe() {
+				lr = append(lr, f+": {cpu: "+qty()+"}")
+			}
+		}
+		b.WriteString(strings.Join(lr, ", ") + "}\n")
+	}
+	if maybe() {
+		b.WriteString("  jobs: {retain: " + pick("true", "false") + "}\n")
+	}
+	if maybe() {
+		b.WriteString("  sessions: {" + pick("", "size: 5Gi", "size: 3", "storageClassName: x") + "}\n")
+	}
+	if maybe() {
+		b.WriteString("  secretRefs: [{name: a}" + pick("", ", {name: b, optional: false}", ", {name: c, optional: true}") + "]\n")
+	}
+	if maybe() {
+		b.WriteString("  patches: [{patch: x}" + pick("", ", {path: y, target: {kind: Role}}", ", {patch: z, options: {allowNameChange: true}}") + "]\n")
+	}
+	if maybe() {
+		b.WriteString("  agents:\n")
+		for j := range 1 + r.IntN(3) {
+			fmt.Fprintf(&b, "    - name: a%d\n      adapter: %s\n", j, pick("claude_local", "codex_local", "opencode_local"))
+			if maybe() {
+				b.WriteString("      env: {X: y}\n")
+			}
+			if maybe() {
+				b.WriteString("      concurrency: 3\n")
+			}
+			if maybe() {
+				b.WriteString("      graceSec: 0\n")
+			}
+			if maybe() {
+				b.WriteString("      extraArgs: [a]\n")
+			}
+			if maybe() {
+				b.WriteString("      resources: {requests: {cpu: " + qty() + "}}\n")
+			}
+			if maybe() {
+				b.WriteString("      tolerations: [{operator: Exists, tolerationSeconds: 5}]\n")
+			}
+		}
+	}
+	return b.String()
+}
