@@ -42,6 +42,9 @@ import (
 // and kept by the worker.
 type schemaNode struct {
 	v cue.Value
+	// static tells that the schema alone gives a left-out field its value
+	// (schemaFacts.staticDefaults).
+	static bool
 	// readStruct and readList tell whether st, and elem and listOK, are
 	// filled in.
 	readStruct, readList bool
@@ -51,13 +54,17 @@ type schemaNode struct {
 }
 
 // structShape is a schema struct: its declared fields (each with its
-// schema) and which of them are regular.
+// schema) and which of them are regular, with their JSON when the schema
+// alone decides it.
 type structShape struct {
 	fields  map[string]*schemaNode
 	regular []string
+	// defaults are the JSON of regular fields with a concrete value
+	// (their default) in the schema, when schemaNode.static.
+	defaults map[string][]byte
 }
 
-func newSchemaNode(v cue.Value) *schemaNode { return &schemaNode{v: v} }
+func newSchemaNode(v cue.Value, static bool) *schemaNode { return &schemaNode{v: v, static: static} }
 
 // structShape returns the one struct the schema allows here, or nil when
 // there is not exactly one.
@@ -89,16 +96,23 @@ func (n *schemaNode) structShape() *structShape {
 	if err != nil {
 		return nil
 	}
-	st := &structShape{fields: map[string]*schemaNode{}}
+	st := &structShape{fields: map[string]*schemaNode{}, defaults: map[string][]byte{}}
 	for it.Next() {
 		sel := it.Selector()
 		if sel.LabelType() != cue.StringLabel {
 			continue
 		}
 		name := sel.Unquoted()
-		st.fields[name] = newSchemaNode(it.Value())
-		if sel.ConstraintType() == 0 {
-			st.regular = append(st.regular, name)
+		fv := it.Value()
+		st.fields[name] = newSchemaNode(fv, n.static)
+		if sel.ConstraintType() != 0 {
+			continue
+		}
+		st.regular = append(st.regular, name)
+		if n.static && fv.Validate(cue.Concrete(true), cue.Final()) == nil {
+			if b, err := fv.MarshalJSON(); err == nil {
+				st.defaults[name] = b
+			}
 		}
 	}
 	n.st = st
@@ -132,7 +146,7 @@ func (n *schemaNode) listElem() (elem *schemaNode, ok bool) {
 		return nil, false
 	}
 	if e := alt.LookupPath(cue.MakePath(cue.AnyIndex)); e.Exists() {
-		n.elem = newSchemaNode(e)
+		n.elem = newSchemaNode(e, n.static)
 	}
 	n.listOK = true
 	return n.elem, true
@@ -262,6 +276,10 @@ func (x *exporter) value(e ast.Expr, n *schemaNode, lv *lazyValue) error {
 			first = false
 			x.buf = appendJSONString(x.buf, name)
 			x.buf = append(x.buf, ':')
+			if b, ok := st.defaults[name]; ok {
+				x.buf = append(x.buf, b...)
+				continue
+			}
 			if err := x.marshal(lv.child(cue.Str(name))); err != nil {
 				return err
 			}
@@ -335,52 +353,130 @@ func appendJSONString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-// exportableKinds returns the document kinds whose definitions the
-// exporter may walk: those no comprehension (if, for) can reach, since a
-// comprehension adds fields that depend on the data. It reads the schema's
-// syntax: a comprehension is allowed only inside a top-level definition
-// that nothing refers to (#Run), and that kind is then left out; one
-// anywhere else leaves every kind out.
-func exportableKinds(files []*ast.File, kinds []string) map[string]bool {
-	holders := map[string]bool{} // top-level definitions with a comprehension
-	refs := map[string]bool{}    // identifiers referred to anywhere
-	anywhere := false
+// schemaFacts is what the exporter needs to know of the schema's syntax.
+type schemaFacts struct {
+	// exportable are the kinds whose definitions the exporter may walk:
+	// those no comprehension (if, for) can reach, since a comprehension
+	// adds fields that depend on the data.
+	exportable map[string]bool
+	// staticDefaults tells that no field of an exportable kind refers to
+	// another field (only to definitions, imported packages and CUE's own
+	// identifiers), so that a field a document leaves out has the value
+	// the schema alone gives it.
+	staticDefaults bool
+}
+
+// predeclared are CUE's own identifiers.
+var predeclared = map[string]bool{
+	"_": true, "bool": true, "int": true, "float": true, "number": true, "string": true, "bytes": true, "uint": true,
+	"int8": true, "int16": true, "int32": true, "int64": true, "int128": true, "uint8": true, "uint16": true,
+	"uint32": true, "uint64": true, "uint128": true, "float32": true, "float64": true, "rune": true,
+	"len": true, "close": true, "and": true, "or": true, "div": true, "mod": true, "quo": true, "rem": true, "error": true,
+}
+
+// readSchema finds the schemaFacts in the schema's files. A comprehension
+// is allowed only inside a top-level definition that nothing refers to
+// (#Run), whose kind is then not exportable; one anywhere else leaves every
+// kind out. References are looked at outside such definitions only.
+func readSchema(files []*ast.File, kinds []string) schemaFacts {
+	type decl struct {
+		label string
+		value ast.Node
+	}
+	var decls []decl
+	imports := map[string]bool{}
 	for _, f := range files {
-		for _, d := range f.Decls {
-			label := ""
-			var body ast.Node = d
-			if fd, ok := d.(*ast.Field); ok {
-				label, _, _ = ast.LabelName(fd.Label)
-				body = fd.Value
+		for _, spec := range f.Imports {
+			path := strings.Trim(spec.Path.Value, `"`)
+			name := path[strings.LastIndex(path, "/")+1:]
+			if spec.Name != nil {
+				name = spec.Name.Name
 			}
-			ast.Walk(body, func(n ast.Node) bool {
-				switch n := n.(type) {
-				case *ast.Comprehension:
-					if strings.HasPrefix(label, "#") {
-						holders[label] = true
-					} else {
-						anywhere = true
-					}
-				case *ast.Ident:
-					refs[n.Name] = true
-				}
-				return true
-			}, nil)
+			imports[name] = true
+		}
+		for _, d := range f.Decls {
+			switch d := d.(type) {
+			case *ast.Field:
+				label, _, _ := ast.LabelName(d.Label)
+				decls = append(decls, decl{label, d.Value})
+			case *ast.Package, *ast.ImportDecl, *ast.CommentGroup:
+			default:
+				decls = append(decls, decl{"", d})
+			}
 		}
 	}
-	out := map[string]bool{}
+	holders := map[string]bool{} // top-level definitions with a comprehension
+	refs := map[string]bool{}    // identifiers referred to
+	anywhere := false
+	for _, d := range decls {
+		walkValues(d.value, func(n ast.Node) {
+			switch n := n.(type) {
+			case *ast.Comprehension:
+				if strings.HasPrefix(d.label, "#") {
+					holders[d.label] = true
+				} else {
+					anywhere = true
+				}
+			case *ast.Ident:
+				refs[n.Name] = true
+			}
+		})
+	}
 	for def := range holders {
 		if refs[def] {
 			anywhere = true
 		}
 	}
+	facts := schemaFacts{exportable: map[string]bool{}}
 	if anywhere {
-		return out
+		return facts
 	}
 	for _, k := range kinds {
 		if !holders["#"+k] {
-			out[k] = true
+			facts.exportable[k] = true
 		}
 	}
-	return out
+	facts.staticDefaults = true
+	for _, d := range decls {
+		if holders[d.label] {
+			continue
+		}
+		walkValues(d.value, func(n ast.Node) {
+			switch n := n.(type) {
+			case *ast.Ident:
+				if !strings.HasPrefix(n.Name, "#") && !predeclared[n.Name] && !imports[n.Name] {
+					facts.staticDefaults = false
+				}
+			case *ast.LetClause, *ast.Alias:
+				facts.staticDefaults = false
+			}
+		})
+	}
+	return facts
+}
+
+// walkValues calls fn for every node of a value's syntax, leaving out
+// field labels and the selected names of selector expressions (pkg.Name),
+// which are not references.
+func walkValues(n ast.Node, fn func(ast.Node)) {
+	ast.Walk(n, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.Field:
+			// A dynamic label ((expr): v) or a pattern ([expr]: v) refers
+			// to things; a plain one does not.
+			switch l := n.Label.(type) {
+			case *ast.ParenExpr, *ast.ListLit:
+				walkValues(l, fn)
+			case *ast.Interpolation:
+				walkValues(l, fn)
+			}
+			walkValues(n.Value, fn)
+			return false
+		case *ast.SelectorExpr:
+			walkValues(n.X, fn)
+			return false
+		}
+		fn(n)
+		return true
+	}, nil)
 }

@@ -12,20 +12,27 @@ import (
 	"strings"
 	"testing"
 
+	"cuelang.org/go/cue/ast"
+	"cuelang.org/go/cue/parser"
+
 	"github.com/pcsync/pcsync/schema"
 )
 
-// TestExportableKinds checks that the exporter walks the config kinds:
-// the schema has no comprehension that reaches them.
+// TestExportableKinds checks that the exporter walks the config kinds (the
+// schema has no comprehension that reaches them) and takes left-out
+// fields' values from the schema (no field refers to another).
 func TestExportableKinds(t *testing.T) {
 	files, err := schemaSyntax()
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := exportableKinds(files, schema.Kinds())
+	facts := readSchema(files, schema.Kinds())
 	want := map[string]bool{"Company": true, "Settings": true}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("exportable kinds = %v, want %v", got, want)
+	if !reflect.DeepEqual(facts.exportable, want) {
+		t.Errorf("exportable kinds = %v, want %v", facts.exportable, want)
+	}
+	if !facts.staticDefaults {
+		t.Errorf("the schema's defaults do not count as static")
 	}
 }
 
@@ -198,15 +205,22 @@ func sameJSON(t *testing.T, name string, a, b []byte) {
 	}
 }
 
-// TestExportMatchesMarshalJSON checks that the exporter and MarshalJSON
-// give the same JSON values (numbers compared as written) for the corpus
-// above, every config in the repository, and random companies.
+// TestExportMatchesMarshalJSON checks that the exporter (with defaults from
+// the schema, and looked up in each document) and MarshalJSON give the
+// same JSON values (numbers compared as written) for the corpus above,
+// every config in the repository, and random companies.
 func TestExportMatchesMarshalJSON(t *testing.T) {
-	fast, err := newValidator(1, true)
+	for _, mode := range []exportMode{exportFull, exportLookup} {
+		t.Run(fmt.Sprint("mode=", mode), func(t *testing.T) { testExportMatches(t, mode) })
+	}
+}
+
+func testExportMatches(t *testing.T, mode exportMode) {
+	fast, err := newValidator(1, mode)
 	if err != nil {
 		t.Fatal(err)
 	}
-	slow, err := newValidator(1, false)
+	slow, err := newValidator(1, exportMarshal)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -365,4 +379,48 @@ func randomCompany(r *rand.Rand, i int) string {
 		}
 	}
 	return b.String()
+}
+
+// TestReadSchema checks what readSchema makes of schemas that the
+// exporter must not walk, or must not take defaults from.
+func TestReadSchema(t *testing.T) {
+	cases := []struct {
+		src        string
+		exportable []string
+		static     bool
+	}{
+		{`#A: {x: *1 | int}
+#B: {y: #A}`, []string{"A", "B"}, true},
+		{`import s "strings"
+#A: {x: s.MinRunes(1), n: len("x")}`, []string{"A", "B"}, true},
+		// A default that depends on another field.
+		{`#A: {x: *1 | int, y: *x | int}`, []string{"A", "B"}, false},
+		{`#A: {m: {x: 1}, y: m.x}`, []string{"A", "B"}, false},
+		// A comprehension in a kind of its own that nothing refers to.
+		{`#A: {x: int}
+#B: {p: string, if len(p) > 3 {q: 1}}`, []string{"A"}, true},
+		// One that another kind can reach.
+		{`#A: {b: #B}
+#B: {p: string, if len(p) > 3 {q: 1}}`, nil, false},
+		{`#A: {for k, v in {a: 1} {(k): v}}`, []string{"B"}, true},
+		{`x: [for v in [1] {v}]
+#A: {y: int}`, nil, false},
+		{`#A: {let v = 1, x: v}`, []string{"A", "B"}, false},
+	}
+	for i, c := range cases {
+		f, err := parser.ParseFile(fmt.Sprintf("case%d.cue", i), c.src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		facts := readSchema([]*ast.File{f}, []string{"A", "B"})
+		var got []string
+		for _, k := range []string{"A", "B"} {
+			if facts.exportable[k] {
+				got = append(got, k)
+			}
+		}
+		if !reflect.DeepEqual(got, c.exportable) || (len(got) > 0 && facts.staticDefaults != c.static) {
+			t.Errorf("case %d: exportable %v static %t, want %v %t", i, got, facts.staticDefaults, c.exportable, c.static)
+		}
+	}
 }

@@ -59,11 +59,44 @@ func (o LoadOptions) withDefaults() (LoadOptions, error) {
 // given: compiled on first use, then only lent out under its own lock.
 var sharedValidator = sync.OnceValues(func() (*Validator, error) { return NewValidator(0) })
 
-// loadedDoc is a document with its kind and, when valid, its JSON.
+// loadedDoc is a document with its kind and, when valid, its JSON and
+// the JSON decoded into the model (or the decoding error).
 type loadedDoc struct {
 	doc  *document
 	kind string
 	json []byte
+	// settings or company is the decoded document, by kind.
+	settings  *Settings
+	company   *Company
+	decodeErr error
+}
+
+// decode decodes a config document's JSON into the model; it runs in the
+// loading goroutines, so that assemble only puts the pieces together.
+func (d *loadedDoc) decode() {
+	switch d.kind {
+	case "Settings":
+		var s Settings
+		if d.decodeErr = json.Unmarshal(d.json, &s); d.decodeErr == nil {
+			d.settings = &s
+		}
+	case "Company":
+		var c Company
+		if d.decodeErr = json.Unmarshal(d.json, &c); d.decodeErr == nil {
+			d.company = &c
+		}
+	}
+}
+
+// patches are the spec.patches of a decoded document.
+func (d *loadedDoc) patches() ([]Patch, bool) {
+	switch {
+	case d.settings != nil:
+		return d.settings.Spec.Patches, true
+	case d.company != nil:
+		return d.company.Spec.Patches, true
+	}
+	return nil, false
 }
 
 // fileResult is what parsing and validating one file gave.
@@ -196,6 +229,7 @@ func loadFile(name string, opts LoadOptions) (fileResult, error) {
 		ld, errs := checkDocument(d, opts.Validator, configKinds)
 		r.errs = append(r.errs, errs...)
 		if ld != nil {
+			ld.decode()
 			r.docs = append(r.docs, ld)
 		}
 	}
@@ -260,19 +294,19 @@ func assemble(dir string, results []fileResult, opts LoadOptions) (*Model, error
 					continue
 				}
 				settingsDoc = d
-				var s Settings
-				if err := json.Unmarshal(d.json, &s); err != nil {
-					errs.add(d.doc.start, "", "cannot decode Settings: %v", err)
+				if d.decodeErr != nil {
+					errs.add(d.doc.start, "", "cannot decode Settings: %v", d.decodeErr)
 					continue
 				}
+				s := *d.settings
 				s.Source = d.doc.start
 				m.Settings = s
 			case "Company":
-				var c Company
-				if err := json.Unmarshal(d.json, &c); err != nil {
-					errs.add(d.doc.start, "", "cannot decode Company: %v", err)
+				if d.decodeErr != nil {
+					errs.add(d.doc.start, "", "cannot decode Company: %v", d.decodeErr)
 					continue
 				}
+				c := *d.company
 				c.Source = d.doc.start
 				m.Companies = append(m.Companies, c)
 				companyDocs = append(companyDocs, d)
@@ -314,19 +348,31 @@ func referencedPatchFiles(results []fileResult) map[string]bool {
 	out := map[string]bool{}
 	for _, r := range results {
 		for _, d := range r.docs {
-			var doc struct {
-				Spec struct {
-					Patches []struct {
-						Path string `json:"path"`
-					} `json:"patches"`
-				} `json:"spec"`
+			var paths []string
+			if ps, ok := d.patches(); ok {
+				for _, p := range ps {
+					paths = append(paths, p.Path)
+				}
+			} else {
+				// Not decoded into the model (assemble reports why): read
+				// just the paths.
+				var doc struct {
+					Spec struct {
+						Patches []struct {
+							Path string `json:"path"`
+						} `json:"patches"`
+					} `json:"spec"`
+				}
+				if json.Unmarshal(d.json, &doc) != nil {
+					continue
+				}
+				for _, p := range doc.Spec.Patches {
+					paths = append(paths, p.Path)
+				}
 			}
-			if json.Unmarshal(d.json, &doc) != nil {
-				continue
-			}
-			for _, p := range doc.Spec.Patches {
-				if p.Path != "" && !filepath.IsAbs(p.Path) {
-					out[filepath.Join(filepath.Dir(d.doc.file), filepath.FromSlash(p.Path))] = true
+			for _, path := range paths {
+				if path != "" && !filepath.IsAbs(path) {
+					out[filepath.Join(filepath.Dir(d.doc.file), filepath.FromSlash(path))] = true
 				}
 			}
 		}

@@ -28,9 +28,9 @@ type Validator struct {
 	builtin map[AdapterType]AdapterDefaults
 	// defaultSettings is the Settings that an empty document gets.
 	defaultSettings Settings
-	// exportable are the kinds whose valid documents the exporter (see
-	// export.go) turns into JSON; the others use MarshalJSON.
-	exportable map[string]bool
+	// facts tell which kinds' valid documents the exporter (see export.go)
+	// turns into JSON; the others use MarshalJSON.
+	facts schemaFacts
 }
 
 // recycleAfter is how many documents a CUE context validates before it is
@@ -56,23 +56,36 @@ type worker struct {
 // NewValidator compiles the schema. Concurrency is the most CUE contexts it
 // uses at once; 0 means GOMAXPROCS.
 func NewValidator(concurrency int) (*Validator, error) {
-	return newValidator(concurrency, true)
+	return newValidator(concurrency, exportFull)
 }
 
-// newValidator is NewValidator; without export, valid documents are
-// exported with MarshalJSON only (for tests).
-func newValidator(concurrency int, export bool) (*Validator, error) {
+// exportMode says how valid documents become JSON (see export.go).
+type exportMode int
+
+const (
+	// exportMarshal uses MarshalJSON only.
+	exportMarshal exportMode = iota
+	// exportLookup uses the exporter, but looks every left-out field up
+	// in the unified value.
+	exportLookup
+	// exportFull uses the exporter as far as the schema allows.
+	exportFull
+)
+
+// newValidator is NewValidator with a choice of export, for tests.
+func newValidator(concurrency int, export exportMode) (*Validator, error) {
 	if concurrency <= 0 {
 		concurrency = runtime.GOMAXPROCS(0)
 	}
-	v := &Validator{limit: concurrency, exportable: map[string]bool{}}
+	v := &Validator{limit: concurrency}
 	v.wake = sync.NewCond(&v.mu)
-	if export {
+	if export != exportMarshal {
 		files, err := schemaSyntax()
 		if err != nil {
 			return nil, err
 		}
-		v.exportable = exportableKinds(files, schema.Kinds())
+		v.facts = readSchema(files, schema.Kinds())
+		v.facts.staticDefaults = v.facts.staticDefaults && export == exportFull
 	}
 	w, err := v.newWorker()
 	if err != nil {
@@ -112,8 +125,8 @@ func (v *Validator) newWorker() (*worker, error) {
 	for _, k := range schema.Kinds() {
 		p, _ := schema.Definition(k)
 		w.defs[k] = root.LookupPath(p)
-		if v.exportable[k] {
-			w.shapes[k] = newSchemaNode(w.defs[k])
+		if v.facts.exportable[k] {
+			w.shapes[k] = newSchemaNode(w.defs[k], v.facts.staticDefaults)
 		}
 	}
 	return w, nil
