@@ -267,7 +267,7 @@ func (d *doctor) checkRBAC(ctx context.Context) {
 		res, sub := splitResource(p.Resource)
 		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
 			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: p.Verb, Group: p.Group,
-				Resource: res, Subresource: sub}}}
+				Resource: res, Subresource: sub, Name: p.Name}}}
 		got, err := d.cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
 		if err != nil {
 			d.add("rbac", p.String(), StatusFail, "cannot ask the API server (%v); pcsync needs create on "+

@@ -22,6 +22,9 @@ type Permission struct {
 	// Resource is the resource, with "/subresource" where it applies ("*"
 	// for every resource).
 	Resource string
+	// Name, when set, limits the permission to the object of that name
+	// (RBAC resourceNames).
+	Name string
 	// Verb is the verb.
 	Verb string
 	// Scope is where it is needed.
@@ -42,7 +45,11 @@ func (p Permission) String() string {
 	if g == "" {
 		g = "core"
 	}
-	return p.Verb + " " + g + "/" + p.Resource
+	s := p.Verb + " " + g + "/" + p.Resource
+	if p.Name != "" {
+		s += "/" + p.Name
+	}
+	return s
 }
 
 // DefaultPermissions lists every call pcsync makes, as deploy/base/rbac.yaml
@@ -65,10 +72,12 @@ func DefaultPermissions() []Permission {
 		applyVerbs, ScopeCluster, "apply and prune tenant manifests", nil)
 	add("rbac.authorization.k8s.io", []string{"roles", "rolebindings"}, applyVerbs, ScopeCluster,
 		"apply and prune tenant manifests", nil)
+	add("rbac.authorization.k8s.io", []string{"roles"}, []string{"bind"}, ScopeCluster,
+		"binding the tenant Role while it is applied alongside", func(p *Permission) { p.Name = "paperclip-tenant-role" })
 	add("networking.k8s.io", []string{"networkpolicies"}, applyVerbs, ScopeCluster, "apply and prune tenant manifests", nil)
 	add("cilium.io", []string{"ciliumnetworkpolicies"}, applyVerbs, ScopeCluster, "egress mode cilium",
 		func(p *Permission) { p.CiliumOnly = true })
-	add("", []string{"secrets"}, []string{"get", "list", "create", "patch", "delete"}, ScopeCluster,
+	add("", []string{"secrets"}, []string{"get", "create", "patch"}, ScopeCluster,
 		"the ApplySet parent, per-run Secrets, doctor's secret checks", nil)
 	add("*", []string{"*"}, []string{"list"}, ScopeCluster,
 		"prune deletes a tenant Namespace only after listing that nothing else lives in it",
