@@ -2,9 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
-
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/pcsync/pcsync/pkg/runs"
 	"github.com/pcsync/pcsync/pkg/runs/kubeexec"
@@ -20,12 +17,8 @@ func newKubeExecutor(ctx context.Context, g *globalOptions, stateDir string) (ru
 		return nil, err
 	}
 	cfg.UserAgent = "pcsync-daemon"
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("cluster access: %w", err)
-	}
 	opts := kubeexec.DefaultOptions()
 	opts.StateDir = stateDir
 	opts.Logger = g.Logger
-	return kubeexec.New(ctx, cs, opts)
+	return kubeexec.New(ctx, cfg, opts)
 }

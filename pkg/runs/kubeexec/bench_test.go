@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/pcsync/pcsync/internal/testcluster"
 	"github.com/pcsync/pcsync/pkg/kube"
+	"github.com/pcsync/pcsync/pkg/result"
 )
 
 // benchOptions give one agent room for every run at once: concurrency n, a
@@ -244,63 +246,42 @@ func BenchmarkKubeExecutor200(b *testing.B) {
 	}
 }
 
-// addNodes creates extra kwok nodes (kwok manages every node) so that more
-// than the one node's 110 pods can run; they are deleted afterwards.
-func (e *env) addNodes(b *testing.B, n int) {
+// roomForPods raises the fake node's capacity (110 pods, 32 CPUs by
+// default) to n of the benchmark's pods, and puts it back afterwards. kwok
+// manages only that node, and keeps the capacity it is given.
+func (e *env) roomForPods(b *testing.B, n int) {
 	b.Helper()
 	ctx := context.Background()
-	res := corev1.ResourceList{
-		corev1.ResourceCPU:              resource.MustParse("64"),
-		corev1.ResourceMemory:           resource.MustParse("512Gi"),
-		corev1.ResourcePods:             resource.MustParse("110"),
-		corev1.ResourceEphemeralStorage: resource.MustParse("1Ti"),
-	}
-	var names []string
-	for i := range n {
-		name := fmt.Sprintf("kwok-bench-%s-%d", e.slug, i)
-		node := &corev1.Node{
-			ObjectMeta: metav1.ObjectMeta{
-				Name:        name,
-				Labels:      map[string]string{"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64", "type": "kwok"},
-				Annotations: map[string]string{"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
-			},
-			Status: corev1.NodeStatus{
-				Capacity: res, Allocatable: res,
-				Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}, {Type: corev1.NodeHostName, Address: name}},
-			},
-		}
-		created, err := e.cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+	name := e.c.NodeName()
+	set := func(rl corev1.ResourceList) error {
+		node, err := e.cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
-			b.Fatal(err)
+			return err
 		}
-		if created.Status.Allocatable.Cpu().IsZero() {
-			created.Status = node.Status
-			if _, err := e.cs.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
-				b.Fatal(err)
-			}
+		for k, v := range rl {
+			node.Status.Capacity[k] = v
+			node.Status.Allocatable[k] = v
 		}
-		names = append(names, name)
+		_, err = e.cs.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
+		return err
+	}
+	node, err := e.cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	old := node.Status.Allocatable.DeepCopy()
+	room := corev1.ResourceList{
+		corev1.ResourcePods:   *resource.NewQuantity(int64(n), resource.DecimalSI),
+		corev1.ResourceCPU:    *resource.NewMilliQuantity(int64(n)*100, resource.DecimalSI),
+		corev1.ResourceMemory: *resource.NewQuantity(int64(n)*128<<20, resource.BinarySI),
+	}
+	if err := set(room); err != nil {
+		b.Fatal(err)
 	}
 	b.Cleanup(func() {
-		for _, name := range names {
-			_ = e.cs.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{})
+		if err := set(old); err != nil {
+			b.Logf("node %s: cannot restore its capacity: %v", name, err)
 		}
-	})
-	e.waitUntil("the extra kwok nodes to be Ready", func() bool {
-		for _, name := range names {
-			nd, err := e.cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return false
-			}
-			ready := false
-			for _, c := range nd.Status.Conditions {
-				ready = ready || c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue
-			}
-			if !ready {
-				return false
-			}
-		}
-		return true
 	})
 }
 
@@ -315,7 +296,7 @@ func BenchmarkKubeExecutorInFlight1000(b *testing.B) {
 	want := strings.Join(lines, "\n") + "\n"
 	for range b.N {
 		e := newEnv(b, benchOptions(n, testcluster.RunForever(), lines))
-		e.addNodes(b, (n+109)/110)
+		e.roomForPods(b, n+100)
 		counter := &kube.RequestCounter{}
 		d := e.startDaemonWith(false, counter, quiet)
 		names := make([]string, n)
@@ -331,6 +312,9 @@ func BenchmarkKubeExecutorInFlight1000(b *testing.B) {
 				if string(data) == want {
 					break
 				}
+				if r, err := result.Read(filepath.Join(e.spool, name+result.Suffix)); err == nil {
+					b.Fatalf("%s ended: %s %s %s", name, r.Status, deref(r.ErrorCode), deref(r.ErrorMessage))
+				}
 				if time.Now().After(deadline) {
 					b.Fatalf("%s: its log was not followed within 15 minutes (has %q)", name, data)
 				}
@@ -338,6 +322,9 @@ func BenchmarkKubeExecutorInFlight1000(b *testing.B) {
 			}
 		}
 		b.StopTimer()
+		if path := os.Getenv("PCSYNC_BENCH_PROFILE"); path != "" {
+			writeProfiles(b, path)
+		}
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		b.ReportMetric(procStatusMiB(b, "VmRSS"), "rss-MiB")
@@ -346,5 +333,20 @@ func BenchmarkKubeExecutorInFlight1000(b *testing.B) {
 		b.ReportMetric(float64(runtime.NumGoroutine()), "goroutines")
 		b.ReportMetric(float64(counter.Reads()+counter.Mutations())/n, "api-requests/run")
 		d.stop(b)
+	}
+}
+
+// writeProfiles writes heap and goroutine profiles to <prefix>.heap and
+// <prefix>.goroutine, for looking into where memory goes.
+func writeProfiles(b *testing.B, prefix string) {
+	for _, name := range []string{"heap", "goroutine"} {
+		f, err := os.Create(prefix + "." + name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := pprof.Lookup(name).WriteTo(f, 0); err != nil {
+			b.Fatal(err)
+		}
+		f.Close()
 	}
 }

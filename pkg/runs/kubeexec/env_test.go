@@ -212,10 +212,6 @@ func (e *env) startDaemonWith(once bool, counter *kube.RequestCounter, tweak fun
 	if counter != nil {
 		counter.Instrument(cfg)
 	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		e.t.Fatal(err)
-	}
 	opts := Options{
 		StateDir:           e.state,
 		Environ:            func() []string { return []string{"ANTHROPIC_API_KEY=" + testAPIKey, "PATH=/usr/bin"} },
@@ -227,7 +223,7 @@ func (e *env) startDaemonWith(once bool, counter *kube.RequestCounter, tweak fun
 	if tweak != nil {
 		tweak(&opts)
 	}
-	ex, err := New(ctx, cs, opts)
+	ex, err := New(ctx, cfg, opts)
 	if err != nil {
 		cancel()
 		e.t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/pcsync/pcsync/pkg/result"
 	"github.com/pcsync/pcsync/pkg/runs"
@@ -24,6 +25,8 @@ type Executor struct {
 	// it is the daemon's lifetime, not a request's.
 	ctx     context.Context
 	client  kubernetes.Interface
+	logs    *logPool
+	steps   *stepQueue
 	opts    Options
 	tracker *tracker
 }
@@ -31,20 +34,33 @@ type Executor struct {
 // syncTimeout bounds the informers' first list.
 const syncTimeout = 2 * time.Minute
 
+// stepWorkers is how many goroutines look at runs after watch events.
+const stepWorkers = 4
+
 // New starts the executor's watches (Jobs and Pods labelled
 // app.kubernetes.io/managed-by=pcsync, FailedCreate events of Jobs, in every
 // namespace) and waits until they have listed what exists, so that Adopt
-// finds the Jobs of an earlier daemon. The executor stops when ctx ends.
-func New(ctx context.Context, client kubernetes.Interface, opts Options) (*Executor, error) {
+// finds the Jobs of an earlier daemon. cfg is the cluster access (a client
+// for Jobs, Secrets and the watches, and separate connections for log
+// streams). The executor stops when ctx ends.
+func New(ctx context.Context, cfg *rest.Config, opts Options) (*Executor, error) {
 	opts = opts.withDefaults()
 	if opts.StateDir == "" {
 		return nil, errors.New("kubernetes executor: no state directory")
 	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes executor: cluster access: %w", err)
+	}
 	t := newTracker(client)
-	if err := t.start(ctx, syncTimeout); err != nil {
+	if err = t.start(ctx, syncTimeout); err != nil {
 		return nil, fmt.Errorf("kubernetes executor: %w", err)
 	}
-	return &Executor{ctx: ctx, client: client, opts: opts, tracker: t}, nil
+	logs, err := newLogPool(cfg, opts.LogStreamsPerConnection)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes executor: %w", err)
+	}
+	return &Executor{ctx: ctx, client: client, logs: logs, steps: newStepQueue(ctx, stepWorkers), opts: opts, tracker: t}, nil
 }
 
 // Name implements runs.Executor.
@@ -140,7 +156,7 @@ func (e *Executor) Start(ctx context.Context, r *runs.Run) (runs.Handle, error) 
 	}
 	log.Info("Job created", slog.String("job", ns+"/"+name))
 	h := e.newHandle(r, in, created)
-	go h.run(e.ctx)
+	h.start()
 	return h, nil
 }
 
@@ -172,7 +188,7 @@ func (e *Executor) Adopt(ctx context.Context, r *runs.Run) (runs.Handle, error) 
 		}
 		log.Info("adopting the run's Job", slog.String("job", ns+"/"+name))
 		h := e.newHandle(r, in, job.DeepCopy())
-		go h.run(e.ctx)
+		h.start()
 		return h, nil
 	}
 	m, ok, err := readMarker(mpath)

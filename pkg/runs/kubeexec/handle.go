@@ -28,10 +28,21 @@ type handle struct {
 	retain        bool
 	memoryLimit   string
 
-	wakeCh chan struct{}
 	done   chan struct{}
 	ending runs.Ending
 	err    error
+
+	// smu guards the scheduling of steps: a handle has no goroutine of its
+	// own; wake queues it on the executor's step workers, at most once at
+	// a time.
+	smu     sync.Mutex
+	queued  bool
+	running bool
+	dirty   bool
+	ended   bool
+	recheck *time.Timer
+	// stopAfter unregisters the shutdown callback once the run is final.
+	stopAfter func() bool
 
 	mu          sync.Mutex
 	cancelAsked bool
@@ -41,14 +52,16 @@ type handle struct {
 	// until the cache has it).
 	lastJob *batchv1.Job
 
-	// The fields below belong to the run goroutine.
+	// The fields below belong to the step in progress (steps of a handle
+	// never overlap) and, once the run is final, to finish.
 	since     map[string]time.Time
 	parser    adapters.Parser
 	fol       *follower
 	folDone   chan error
 	folCancel context.CancelFunc
 	logFile   *os.File
-	podDone   chan struct{}
+	podDone   context.Context
+	podEnd    context.CancelFunc
 	podName   string
 	// runningAt is the agent container's start as its Running state said.
 	runningAt time.Time
@@ -72,12 +85,10 @@ func (e *Executor) newHandle(r *runs.Run, in Input, job *batchv1.Job) *handle {
 		secrets:     append(in.SecretValues(), r.Request.Prompt),
 		retain:      jobs.Retain != nil && *jobs.Retain,
 		memoryLimit: mem,
-		wakeCh:      make(chan struct{}, 1),
 		done:        make(chan struct{}),
 		lastJob:     job,
-		since:       map[string]time.Time{},
-		podDone:     make(chan struct{}),
 	}
+	h.podDone, h.podEnd = context.WithCancel(context.Background())
 	h.parser = r.Adapter.NewParser(adapters.ParserOptions{
 		ResumedSessionID: r.Request.SessionID,
 		PreviousUsage:    r.PreviousUsage,
@@ -87,11 +98,40 @@ func (e *Executor) newHandle(r *runs.Run, in Input, job *batchv1.Job) *handle {
 	return h
 }
 
-// wake makes the run goroutine look at the caches again.
+// wake makes the handle look at the caches again: it queues a step unless
+// one is queued, or running (which then steps again).
 func (h *handle) wake() {
-	select {
-	case h.wakeCh <- struct{}{}:
-	default:
+	h.smu.Lock()
+	defer h.smu.Unlock()
+	if h.ended {
+		return
+	}
+	h.dirty = true
+	if !h.queued && !h.running {
+		h.queued = true
+		h.e.steps.add(h)
+	}
+}
+
+// stepNow is what a step worker runs: one step, and another when the handle
+// was woken meanwhile.
+func (h *handle) stepNow() {
+	h.smu.Lock()
+	h.queued, h.running, h.dirty = false, true, false
+	h.smu.Unlock()
+	ended := h.step()
+	h.smu.Lock()
+	defer h.smu.Unlock()
+	h.running = false
+	switch {
+	case ended:
+		h.ended = true
+		if h.recheck != nil {
+			h.recheck.Stop()
+		}
+	case h.dirty && !h.queued:
+		h.queued = true
+		h.e.steps.add(h)
 	}
 }
 
@@ -109,7 +149,7 @@ func (h *handle) Wait(ctx context.Context) (runs.Ending, error) {
 // succeeds or the run ends); Wait then reports cancelled.
 func (h *handle) Cancel() {
 	h.mu.Lock()
-	if h.cancelAsked || isClosed(h.done) {
+	if h.cancelAsked || chanClosed(h.done) {
 		h.mu.Unlock()
 		return
 	}
@@ -142,47 +182,63 @@ func (h *handle) Cancel() {
 	}()
 }
 
-// run follows the run until it ends or ctx ends (the daemon stops: the Job
-// goes on and the next daemon adopts it).
-func (h *handle) run(ctx context.Context) {
+// start subscribes the handle to its Job's events and takes its first step.
+// When the executor's context ends (the daemon stops), the follower stops
+// with it and Wait returns the context's error; the Job goes on and the next
+// daemon adopts it.
+func (h *handle) start() {
+	h.stopAfter = context.AfterFunc(h.e.ctx, func() {
+		h.smu.Lock()
+		h.ended = true
+		if h.recheck != nil {
+			h.recheck.Stop()
+		}
+		h.smu.Unlock()
+		h.e.tracker.unsubscribe(h, false)
+	})
+	// Subscribing takes the first step; stopAfter is set before.
 	h.e.tracker.subscribe(h)
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	defer timer.Stop()
-	for {
-		obs := h.observe()
-		v := explain(obs)
-		if obs.Pod != nil {
-			h.podName = obs.Pod.Name
-			if cs := containerStatus(obs.Pod, obs.Container); cs != nil && cs.State.Running != nil && h.runningAt.IsZero() {
-				h.runningAt = cs.State.Running.StartedAt.Time
-			}
-		}
-		if v.Started && h.fol == nil && obs.Pod != nil {
-			h.startFollower(ctx, obs.Pod.Name)
-		}
-		if v.PodDone {
-			h.closePodDone()
-		}
-		if v.Final {
-			h.finish(ctx, obs, v)
-			return
-		}
-		if v.Recheck > 0 {
-			timer.Reset(v.Recheck)
-		}
-		select {
-		case <-h.wakeCh:
-		case <-timer.C:
-		case <-ctx.Done():
-			h.stopFollower()
-			h.e.tracker.unsubscribe(h, false)
-			h.err = ctx.Err()
-			close(h.done)
-			return
-		}
-		timer.Stop()
+}
+
+// step looks at the run once: it starts following the log when the
+// container has started, tells the follower when the pod is done, and, when
+// the run has ended, hands it to finish. It reports whether the handle needs
+// no more steps.
+func (h *handle) step() bool {
+	ctx := h.e.ctx
+	if ctx.Err() != nil {
+		return true
 	}
+	if h.since == nil {
+		h.since = map[string]time.Time{}
+	}
+	obs := h.observe()
+	v := explain(obs)
+	if obs.Pod != nil {
+		h.podName = obs.Pod.Name
+		if cs := containerStatus(obs.Pod, obs.Container); cs != nil && cs.State.Running != nil && h.runningAt.IsZero() {
+			h.runningAt = cs.State.Running.StartedAt.Time
+		}
+	}
+	if v.Started && h.fol == nil && obs.Pod != nil {
+		h.startFollower(ctx, obs.Pod.Name)
+	}
+	if v.PodDone {
+		h.podEnd()
+	}
+	if v.Final {
+		go h.finish(ctx, obs, v)
+		return true
+	}
+	if v.Recheck > 0 {
+		h.smu.Lock()
+		if h.recheck != nil {
+			h.recheck.Stop()
+		}
+		h.recheck = time.AfterFunc(v.Recheck, h.wake)
+		h.smu.Unlock()
+	}
+	return false
 }
 
 // observe gathers what the caches know of the run now.
@@ -249,12 +305,6 @@ func (h *handle) sinceFn(key string) time.Time {
 	return now
 }
 
-func (h *handle) closePodDone() {
-	if !isClosed(h.podDone) {
-		close(h.podDone)
-	}
-}
-
 // startFollower begins copying the pod's log into <name>.log.
 func (h *handle) startFollower(ctx context.Context, pod string) {
 	f, skip, err := openLog(h.r.Paths.Log(), true)
@@ -267,7 +317,7 @@ func (h *handle) startFollower(ctx context.Context, pod string) {
 		out = f.Write
 	}
 	h.fol = &follower{
-		src:       podLogs{client: h.e.client, namespace: h.ns, pod: pod, container: h.e.opts.Build.ContainerName},
+		src:       podLogs{pool: h.e.logs, namespace: h.ns, pod: pod, container: h.e.opts.Build.ContainerName},
 		out:       writerFunc(out),
 		parser:    h.parser,
 		log:       h.log,
@@ -278,17 +328,11 @@ func (h *handle) startFollower(ctx context.Context, pod string) {
 	h.folCancel = cancel
 	h.folDone = make(chan error, 1)
 	h.log.Debug("following the agent's log", slog.String("pod", pod), slog.Int("linesKept", skip))
-	go func() { h.folDone <- h.fol.run(fctx, h.podDone) }()
-}
-
-// stopFollower ends the follower without waiting for the rest of the log.
-func (h *handle) stopFollower() {
-	if h.fol == nil {
-		return
-	}
-	h.folCancel()
-	<-h.folDone
-	h.closeLog()
+	go func() {
+		err := h.fol.run(fctx, h.podDone)
+		h.closeLog()
+		h.folDone <- err
+	}()
 }
 
 func (h *handle) closeLog() {
@@ -314,7 +358,7 @@ func (h *handle) finish(ctx context.Context, obs observation, v verdict) {
 		}
 		cancel()
 	}
-	h.closePodDone()
+	h.podEnd()
 	tail := ""
 	fed := 0
 	if h.fol != nil {
@@ -327,9 +371,11 @@ func (h *handle) finish(ctx context.Context, obs observation, v verdict) {
 			h.folCancel()
 			<-h.folDone
 		}
+		if ctx.Err() != nil {
+			return // the daemon stops: no result; the next daemon adopts the run
+		}
 		tail = h.fol.stderrTail()
 		fed = h.fol.seen
-		h.closeLog()
 	}
 	if fed == 0 {
 		// The pod's log is gone (the pod was deleted); what an earlier
@@ -340,6 +386,9 @@ func (h *handle) finish(ctx context.Context, obs observation, v verdict) {
 		}
 	}
 	h.ending = h.buildEnding(obs, v, tail)
+	if h.stopAfter != nil {
+		h.stopAfter()
+	}
 	h.e.tracker.unsubscribe(h, true)
 	close(h.done)
 }
@@ -446,3 +495,62 @@ func (discard) Write(p []byte) (int, error) { return len(p), nil }
 type writerFunc func([]byte) (int, error)
 
 func (w writerFunc) Write(p []byte) (int, error) { return w(p) }
+
+func chanClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// stepQueue runs handle steps on a few shared workers, so that a thousand
+// runs in flight cost no goroutine each while they wait.
+type stepQueue struct {
+	mu    sync.Mutex
+	cond  *sync.Cond
+	queue []*handle
+	stop  bool
+}
+
+func newStepQueue(ctx context.Context, workers int) *stepQueue {
+	q := &stepQueue{}
+	q.cond = sync.NewCond(&q.mu)
+	for range workers {
+		go q.work()
+	}
+	context.AfterFunc(ctx, func() {
+		q.mu.Lock()
+		q.stop = true
+		q.mu.Unlock()
+		q.cond.Broadcast()
+	})
+	return q
+}
+
+// add queues h; it never blocks (informer callbacks call it).
+func (q *stepQueue) add(h *handle) {
+	q.mu.Lock()
+	q.queue = append(q.queue, h)
+	q.mu.Unlock()
+	q.cond.Signal()
+}
+
+func (q *stepQueue) work() {
+	for {
+		q.mu.Lock()
+		for len(q.queue) == 0 && !q.stop {
+			q.cond.Wait()
+		}
+		if q.stop {
+			q.mu.Unlock()
+			return
+		}
+		h := q.queue[0]
+		q.queue[0] = nil
+		q.queue = q.queue[1:]
+		q.mu.Unlock()
+		h.stepNow()
+	}
+}

@@ -8,11 +8,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/pcsync/pcsync/pkg/adapters"
 )
@@ -40,20 +43,108 @@ type logSource interface {
 
 // podLogs reads a pod container's log through pods/log.
 type podLogs struct {
-	client                    kubernetes.Interface
+	pool                      *logPool
 	namespace, pod, container string
 }
 
 // Open implements logSource.
 func (s podLogs) Open(ctx context.Context, follow bool) (io.ReadCloser, error) {
-	rc, err := s.client.CoreV1().Pods(s.namespace).GetLogs(s.pod, &corev1.PodLogOptions{
+	client, release := s.pool.acquire()
+	rc, err := client.CoreV1().Pods(s.namespace).GetLogs(s.pod, &corev1.PodLogOptions{
 		Container: s.container,
 		Follow:    follow,
 	}).Stream(ctx)
 	if err != nil {
+		release()
 		return nil, fmt.Errorf("Pod/%s/%s log: %w", s.namespace, s.pod, err)
 	}
-	return rc, nil
+	return &releasingReader{ReadCloser: rc, release: release}, nil
+}
+
+// releasingReader gives its stream slot back when closed.
+type releasingReader struct {
+	io.ReadCloser
+	once    sync.Once
+	release func()
+}
+
+func (r *releasingReader) Close() error {
+	err := r.ReadCloser.Close()
+	r.once.Do(r.release)
+	return err
+}
+
+// logPool spreads log streams over HTTP/2 connections of their own. An API
+// server allows a limited number of concurrent streams per connection (Go's
+// default is 250, often configured to 100), and Go's HTTP/2 client waits
+// for a free stream rather than opening another connection: a thousand
+// follows on the executor's one connection would stall the Job creations
+// and watches behind them. Each shard is a client with its own transport
+// (its own TCP connection) carrying at most perConn streams.
+type logPool struct {
+	cfg     *rest.Config
+	perConn int
+
+	mu     sync.Mutex
+	shards []*logShard
+}
+
+type logShard struct {
+	client kubernetes.Interface
+	active int
+}
+
+// newLogPool returns a pool with its first shard.
+func newLogPool(cfg *rest.Config, perConn int) (*logPool, error) {
+	p := &logPool{cfg: cfg, perConn: perConn}
+	s, err := p.newShard()
+	if err != nil {
+		return nil, err
+	}
+	p.shards = []*logShard{s}
+	return p, nil
+}
+
+func (p *logPool) newShard() (*logShard, error) {
+	cfg := rest.CopyConfig(p.cfg)
+	// A Dial function of its own makes client-go build a transport of its
+	// own instead of sharing the cached one.
+	cfg.Dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("log client: %w", err)
+	}
+	return &logShard{client: client}, nil
+}
+
+// acquire returns the client of the least busy shard with room (a new shard
+// when all are full) and the function that frees the slot.
+func (p *logPool) acquire() (kubernetes.Interface, func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var best *logShard
+	for _, s := range p.shards {
+		if s.active < p.perConn && (best == nil || s.active < best.active) {
+			best = s
+		}
+	}
+	if best == nil {
+		if s, err := p.newShard(); err == nil {
+			best = s
+			p.shards = append(p.shards, s)
+		} else {
+			// The first shard was built from the same config, so this
+			// does not happen; share the first connection if it does.
+			best = p.shards[0]
+		}
+	}
+	best.active++
+	s := best
+	return s.client, func() {
+		p.mu.Lock()
+		s.active--
+		p.mu.Unlock()
+	}
 }
 
 // follower copies a container's log into <name>.log and feeds every line to
@@ -80,24 +171,27 @@ type follower struct {
 	streams int
 }
 
-// run follows the log until podDone is closed and the rest of the log is
-// read, or ctx ends. A real kubelet ends a follow stream when the container
-// exits; kwok never does, so when the pod is done and the stream is still
-// open, run closes it and reads the log once more without follow (skipping
-// what it already has). A stream that breaks while the pod runs is opened
-// again after the reconnect delay.
-func (f *follower) run(ctx context.Context, podDone <-chan struct{}) error {
+// run follows the log until podDone ends and the rest of the log is read,
+// or ctx ends. A real kubelet ends a follow stream when the container exits;
+// kwok never does, so when the pod is done and the stream is still open, run
+// closes it and reads the log once more without follow (skipping what it
+// already has). A stream that breaks while the pod runs is opened again after
+// the reconnect delay. The stream is read on the calling goroutine; the pod's
+// end closes it through a context callback, with no goroutine of its own.
+func (f *follower) run(ctx, podDone context.Context) error {
 	for {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if isClosed(podDone) {
+		if podDone.Err() != nil {
 			return f.final(ctx)
 		}
 		sctx, cancel := context.WithCancel(ctx)
+		stop := context.AfterFunc(podDone, cancel)
 		f.streams++
 		rc, err := f.src.Open(sctx, true)
 		if err != nil {
+			stop()
 			cancel()
 			f.log.Debug("cannot open the log stream; trying again", slog.Any("error", err))
 			if err := f.pause(ctx, podDone); err != nil {
@@ -105,46 +199,46 @@ func (f *follower) run(ctx context.Context, podDone <-chan struct{}) error {
 			}
 			continue
 		}
-		readDone := make(chan error, 1)
-		go func() { readDone <- f.consume(rc, func() bool { return isClosed(podDone) }) }()
-		select {
-		case err := <-readDone:
-			rc.Close()
-			cancel()
-			if err == nil && isClosed(podDone) {
-				return nil // ended after the pod was done: the whole log is in
-			}
-			if err != nil {
-				f.log.Debug("log stream broke", slog.Any("error", err))
-			}
-			// Ended early (a kubelet ends it at container exit, before
-			// the pod's status says so) or broke: read again once the
-			// pod is done, or reconnect.
-			if err := f.pause(ctx, podDone); err != nil {
-				return err
-			}
-		case <-podDone:
-			cancel()
-			<-readDone
-			rc.Close()
-			return f.final(ctx)
-		case <-ctx.Done():
-			cancel()
-			<-readDone
-			rc.Close()
+		complete := false
+		err = f.consume(rc, func() bool {
+			// At EOF: a stream that ends after the pod is done holds the
+			// whole log.
+			complete = podDone.Err() != nil
+			return complete
+		})
+		rc.Close()
+		stop()
+		cancel()
+		switch {
+		case ctx.Err() != nil:
 			return ctx.Err()
+		case err == nil && complete:
+			return nil
+		case podDone.Err() != nil:
+			// Closed because the pod is done (kwok), or ended or broke
+			// just before: read what is missing.
+			return f.final(ctx)
+		}
+		if err != nil {
+			f.log.Debug("log stream broke", slog.Any("error", err))
+		}
+		// Ended early (a kubelet ends it at container exit, before the
+		// pod's status says so) or broke: read again once the pod is done,
+		// or reconnect.
+		if err := f.pause(ctx, podDone); err != nil {
+			return err
 		}
 	}
 }
 
 // pause waits for the reconnect delay; it returns early (nil) when the pod
 // is done.
-func (f *follower) pause(ctx context.Context, podDone <-chan struct{}) error {
+func (f *follower) pause(ctx, podDone context.Context) error {
 	t := time.NewTimer(f.reconnect)
 	defer t.Stop()
 	select {
 	case <-t.C:
-	case <-podDone:
+	case <-podDone.Done():
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -167,7 +261,7 @@ func (f *follower) final(ctx context.Context) error {
 // handled too when lastOK says the stream is complete (the container is
 // gone), and left for the next stream otherwise. It returns nil at EOF.
 func (f *follower) consume(r io.Reader, lastOK func() bool) error {
-	br := bufio.NewReaderSize(r, 16<<10)
+	br := bufio.NewReaderSize(r, 4<<10)
 	idx := 0
 	var line []byte
 	truncated := false
@@ -235,15 +329,6 @@ func (f *follower) stderrTail() string {
 		t = t[len(t)-tailBytes:]
 	}
 	return string(t)
-}
-
-func isClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
 }
 
 // openLog opens <name>.log for a run. A fresh run starts it empty; an

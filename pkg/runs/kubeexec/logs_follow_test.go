@@ -163,13 +163,13 @@ func TestFollowerKwokNeverEndsTheStream(t *testing.T) {
 	src := newFakeLog(lines(3, "first-")...)
 	out := &safeBuffer{}
 	f, p := newTestFollower(src, out, 0)
-	podDone := make(chan struct{})
+	podDone, podEnd := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- f.run(context.Background(), podDone) }()
 	waitFor(t, "three lines", func() bool { return strings.Count(out.String(), "\n") == 3 })
 	src.append("later-a", "later-b")
 	src.appendRaw("last line without newline")
-	close(podDone)
+	podEnd()
 	if err := <-errc; err != nil {
 		t.Fatal(err)
 	}
@@ -210,12 +210,12 @@ func TestFollowerEndedStreamBeforePodDoneReadsAgain(t *testing.T) {
 	out := &safeBuffer{}
 	f, p := newTestFollower(src, out, 0)
 	f.reconnect = time.Hour // only the pod's end makes it read again
-	podDone := make(chan struct{})
+	podDone, podEnd := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- f.run(context.Background(), podDone) }()
 	waitFor(t, "two lines", func() bool { return strings.Count(out.String(), "\n") == 2 })
 	src.append("y-after")
-	close(podDone)
+	podEnd()
 	if err := <-errc; err != nil {
 		t.Fatal(err)
 	}
@@ -234,13 +234,13 @@ func TestFollowerReconnectsWithoutDuplicates(t *testing.T) {
 	src.breakAfter = len("z-a\nz-b\nz-")
 	out := &safeBuffer{}
 	f, p := newTestFollower(src, out, 0)
-	podDone := make(chan struct{})
+	podDone, podEnd := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- f.run(context.Background(), podDone) }()
 	waitFor(t, "four lines", func() bool { return strings.Count(out.String(), "\n") == 4 })
 	src.append("z-e")
 	waitFor(t, "five lines", func() bool { return strings.Count(out.String(), "\n") == 5 })
-	close(podDone)
+	podEnd()
 	if err := <-errc; err != nil {
 		t.Fatal(err)
 	}
@@ -272,8 +272,8 @@ func TestFollowerAdoptedKeepsTheLogFile(t *testing.T) {
 	}
 	src := newFakeLog(lines(4, "a-")...)
 	fol, p := newTestFollower(src, f, skip)
-	podDone := make(chan struct{})
-	close(podDone)
+	podDone, podEnd := context.WithCancel(context.Background())
+	podEnd()
 	if err := fol.run(context.Background(), podDone); err != nil {
 		t.Fatal(err)
 	}
@@ -294,8 +294,8 @@ func TestFollowerStderrTail(t *testing.T) {
 	src := newFakeLog(`{"type":"system"}`, "Error: Session not found", `{"type":"result"}`, "  ")
 	out := &safeBuffer{}
 	f, _ := newTestFollower(src, out, 0)
-	podDone := make(chan struct{})
-	close(podDone)
+	podDone, podEnd := context.WithCancel(context.Background())
+	podEnd()
 	if err := f.run(context.Background(), podDone); err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +310,7 @@ func TestFollowerStopsWithContext(t *testing.T) {
 	f, _ := newTestFollower(src, out, 0)
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
-	go func() { errc <- f.run(ctx, make(chan struct{})) }()
+	go func() { errc <- f.run(ctx, context.Background()) }()
 	waitFor(t, "one line", func() bool { return out.String() == "only\n" })
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) {

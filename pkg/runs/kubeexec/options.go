@@ -126,6 +126,11 @@ type Options struct {
 	// DeleteTimeout bounds the Job deletion after the result is written
 	// (the TTL is the backstop). Default 30 seconds.
 	DeleteTimeout time.Duration
+	// LogStreamsPerConnection is how many log streams share one HTTP/2
+	// connection to the API server; more streams open more connections.
+	// Keep it below the server's --http2-max-streams-per-connection.
+	// Default 100.
+	LogStreamsPerConnection int
 }
 
 // DefaultOptions returns the defaults of Options (StateDir has none).
@@ -139,6 +144,8 @@ func DefaultOptions() Options {
 		ConfigErrorGrace:   time.Minute,
 		LogReconnectDelay:  time.Second,
 		DeleteTimeout:      30 * time.Second,
+
+		LogStreamsPerConnection: 100,
 	}
 }
 
@@ -161,5 +168,8 @@ func (o Options) withDefaults() Options {
 	dur(&o.ConfigErrorGrace, d.ConfigErrorGrace)
 	dur(&o.LogReconnectDelay, d.LogReconnectDelay)
 	dur(&o.DeleteTimeout, d.DeleteTimeout)
+	if o.LogStreamsPerConnection <= 0 {
+		o.LogStreamsPerConnection = d.LogStreamsPerConnection
+	}
 	return o
 }

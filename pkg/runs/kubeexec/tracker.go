@@ -77,16 +77,17 @@ func newTracker(client kubernetes.Interface) *tracker {
 		}))
 	t.events = ef.Core().V1().Events().Informer()
 
-	// Managed fields are most of an object's size and of no use here.
-	strip := func(obj any) (any, error) {
+	// The caches keep only what explain and adoption read: with a
+	// thousand runs in flight, whole Jobs and Pods (their templates and
+	// specs, managed fields) would be most of the daemon's memory.
+	_ = t.jobs.SetTransform(slimJob)
+	_ = t.pods.SetTransform(slimPod)
+	_ = t.events.SetTransform(func(obj any) (any, error) {
 		if m, ok := obj.(metav1.Object); ok {
 			m.SetManagedFields(nil)
 		}
 		return obj, nil
-	}
-	for _, inf := range []cache.SharedIndexInformer{t.jobs, t.pods, t.events} {
-		_ = inf.SetTransform(strip)
-	}
+	})
 	_ = t.jobs.AddIndexers(cache.Indexers{byAgent: func(obj any) ([]string, error) {
 		j, ok := obj.(*batchv1.Job)
 		if !ok {
@@ -372,4 +373,32 @@ func (t *tracker) unreserve(key string) {
 		t.broadcastLocked()
 	}
 	t.mu.Unlock()
+}
+
+// slimJob drops what the executor never reads from a cached Job: managed
+// fields and the spec (the pod template is most of a Job).
+func slimJob(obj any) (any, error) {
+	j, ok := obj.(*batchv1.Job)
+	if !ok {
+		return obj, nil
+	}
+	j.ManagedFields = nil
+	j.Spec = batchv1.JobSpec{}
+	return j, nil
+}
+
+// slimPod keeps of a cached Pod its metadata (without managed fields), its
+// status, and its containers' names and images.
+func slimPod(obj any) (any, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	p.ManagedFields = nil
+	containers := make([]corev1.Container, len(p.Spec.Containers))
+	for i, c := range p.Spec.Containers {
+		containers[i] = corev1.Container{Name: c.Name, Image: c.Image}
+	}
+	p.Spec = corev1.PodSpec{Containers: containers, NodeName: p.Spec.NodeName}
+	return p, nil
 }
