@@ -146,7 +146,7 @@ func (f *daemonFlags) run(ctx context.Context, g *globalOptions) error {
 	opts := daemon.DefaultOptions(f.config)
 	opts.Logger, opts.Once, opts.MetricsAddress = g.Logger, f.once, f.metricsAddr
 	ro := &opts.Reconcile
-	ro.Interval, ro.Debounce = f.interval, f.debounce
+	ro.Interval, ro.Debounce, ro.Logger = f.interval, f.debounce, g.Logger
 	ro.Apply.Prune, ro.Apply.PruneMax, ro.Apply.ForceConflicts = f.prune, pruneMax, f.forceConflicts
 
 	doApply := !f.noReconcile && f.executor == "kubernetes"

@@ -35,7 +35,8 @@ import (
 // Options configure a daemon. Start from DefaultOptions.
 type Options struct {
 	// Reconcile configures the reconcile loop; its Dir is the config
-	// directory (required). The loop always runs: with an Applier it applies,
+	// directory (required). Its Logger, Metrics and Health default to the
+	// daemon's. The loop always runs: with an Applier it applies,
 	// without one it only loads and validates, to feed the runs loop.
 	Reconcile reconcile.Options
 	// Applier applies the rendered config; nil applies nothing (pcsync
@@ -78,7 +79,9 @@ type Options struct {
 // default reconcile loop and no runs loop, no leader election and no HTTP
 // server.
 func DefaultOptions(dir string) Options {
-	return Options{Reconcile: reconcile.DefaultOptions(dir), ShutdownTimeout: 5 * time.Second, Logger: slog.Default()}
+	ro := reconcile.DefaultOptions(dir)
+	ro.Logger = nil // the daemon's Logger
+	return Options{Reconcile: ro, ShutdownTimeout: 5 * time.Second, Logger: slog.Default()}
 }
 
 // Health condition types the daemon maintains (besides the reconcile

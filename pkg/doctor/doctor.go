@@ -453,7 +453,7 @@ func (d *doctor) checkSecrets(ctx context.Context, inherited introspect.Inherita
 			continue
 		}
 		if _, err := d.cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-			d.add("secrets", ns, StatusWarn, "namespace not applied yet; %d Secrets to create in it once it is", len(refs))
+			d.add("secrets", ns, StatusWarn, "namespace not applied yet; %d Secret(s) it names to create there once it is", len(refs))
 			continue
 		}
 		for _, r := range refs {
