@@ -274,10 +274,15 @@ func (l *Loop) reconcile(ctx context.Context, trigger Trigger) (out Outcome) {
 	l.valid(log, m, rendered, hash)
 
 	if l.applier == nil {
+		l.publish(m)
 		return out
 	}
 	report, err := l.applier.Apply(ctx, rendered.Objects, l.opts.Apply)
 	out.Report = report
+	// A failed apply still publishes: the config is valid, and the runs
+	// loop must not stay on an older one (a run of a company whose tenant
+	// could not be applied fails with the cluster's reason).
+	l.publish(m)
 	if ctx.Err() != nil {
 		return out
 	}
@@ -361,6 +366,12 @@ func (l *Loop) valid(log *slog.Logger, m *config.Model, rendered *render.Output,
 		}
 		l.warnedHash = hash
 	}
+}
+
+// publish makes m the config in force: Model, OnModel (the runs loop) and
+// Ready. With an Applier it is called after the apply, so that runs of a
+// new company start once its tenant namespace exists.
+func (l *Loop) publish(m *config.Model) {
 	l.model.Store(m)
 	if l.opts.OnModel != nil {
 		l.opts.OnModel(m)

@@ -70,9 +70,10 @@ type Options struct {
 	// not, the daemon is degraded and keeps the last good state) and, with an
 	// Applier, Reconciled (the last apply succeeded).
 	Health *health.Checker
-	// OnModel, when set, is called with every valid config loaded, before it
-	// is applied; the runs loop uses it to accept new companies and agents.
-	// It must not block for long.
+	// OnModel, when set, is called with every valid config loaded, after
+	// it was applied (with an Applier, whether or not the apply succeeded);
+	// the runs loop uses it to accept new companies and agents. It must not
+	// block for long.
 	OnModel func(*config.Model)
 	// Observe, when set, is called after every reconcile with its outcome.
 	// It must not block for long. Tests and tools use it.
