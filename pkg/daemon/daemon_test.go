@@ -239,8 +239,8 @@ func TestOnlyTheLeaderActs(t *testing.T) {
 		stopped.Sub(stopping).Round(time.Millisecond), tookOver.Sub(stopped).Round(time.Millisecond))
 
 	e.files(e.dir, map[string]string{"initech.yaml": company("initech", "")})
-	dropRun(t, spool, "second", "initech") // a company only the new config has
 	e.waitFor("b applies initech", func(ctx context.Context) bool { return e.quotaPods(ctx, "initech") == "20" })
+	dropRun(t, spool, "second", "initech") // a company only the new config has
 	res := waitResult(t, e, spool, "second")
 
 	if diff := cmp.Diff(map[string][]string{"a": {"first"}, "b": {"second"}},

@@ -225,6 +225,7 @@ func (e *env) start(dc daemonConfig) *daemonRun {
 	if dc.runs {
 		ro := runs.DefaultOptions(dc.spool)
 		ro.RescanInterval = 500 * time.Millisecond
+		ro.Logger = nil // the daemon's
 		o.Runs = &ro
 		r.exec = &fakeExecutor{daemon: dc.name}
 		o.NewExecutor = func(context.Context) (runs.Executor, error) { return r.exec, nil }
