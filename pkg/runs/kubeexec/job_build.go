@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/introspect"
 )
 
 // Volume names of the agent pod.
@@ -117,8 +118,13 @@ func BuildJob(in Input, o BuildOptions) (*batchv1.Job, error) {
 		volumes = append(volumes, emptyDir(volHome))
 	}
 
+	inherit := in.Model.Settings.Spec.Inherit
+	pullNames := in.Model.ImagePullSecrets(in.Company)
+	if inherit.ImagePullSecrets {
+		pullNames = introspect.MergePullSecrets(pullNames, o.Inherited.ImagePullSecrets)
+	}
 	var pullSecrets []corev1.LocalObjectReference
-	for _, s := range in.Model.ImagePullSecrets(in.Company) {
+	for _, s := range pullNames {
 		pullSecrets = append(pullSecrets, corev1.LocalObjectReference{Name: s})
 	}
 	var tolerations []corev1.Toleration
@@ -184,6 +190,10 @@ func BuildJob(in Input, o BuildOptions) (*batchv1.Job, error) {
 				Volumes: volumes,
 			},
 		},
+	}
+	if inherit.DNSConfig && o.Inherited.DNSConfig != nil {
+		spec.Template.Spec.DNSConfig = o.Inherited.DNSConfig.DeepCopy()
+		spec.Template.Spec.DNSPolicy = o.Inherited.DNSPolicy
 	}
 	if in.Timeout > 0 {
 		spec.ActiveDeadlineSeconds = ptr(int64((in.Timeout + time.Second - 1) / time.Second))

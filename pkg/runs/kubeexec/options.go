@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"os"
 	"time"
+
+	"github.com/pcsync/pcsync/pkg/introspect"
 )
 
 // BuildOptions shape the Job and Secret of every run. The zero value of a
@@ -42,6 +44,11 @@ type BuildOptions struct {
 	Launcher []string
 	// UID is runAsUser, runAsGroup and fsGroup of agent pods. Default 1000.
 	UID int64
+	// Inherited is what pcsync's own pod offers agent pods (see
+	// pkg/introspect): its image pull secrets, added after the config's
+	// own, and its DNS settings. Each run's config decides what is taken
+	// (Settings spec.inherit). Empty outside a cluster.
+	Inherited introspect.Inheritance
 }
 
 // DefaultLauncher runs the CLI through /bin/sh: it creates HOME (which may
