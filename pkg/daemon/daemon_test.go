@@ -148,12 +148,10 @@ func TestInvalidEditPrunesNothing(t *testing.T) {
 	e.waitFor("fixed config applied and globex pruned", func(ctx context.Context) bool {
 		return e.quotaPods(ctx, "acme") == "9" && e.nsGoneOrDeleting(ctx, "globex")
 	})
-	series = scrape(t, d)
-	if got := series[`pcsync_config_valid`]; got != 1 {
+	// The metrics are recorded once the apply returns.
+	e.waitFor("the prune counted", func(context.Context) bool { return scrapeQuiet(d)[`pcsync_pruned_objects_total`] >= 1 })
+	if got := scrape(t, d)[`pcsync_config_valid`]; got != 1 {
 		t.Errorf("pcsync_config_valid = %v after the fix, want 1", got)
-	}
-	if got := series[`pcsync_pruned_objects_total`]; got < 1 {
-		t.Errorf("pcsync_pruned_objects_total = %v after pruning globex, want ≥ 1", got)
 	}
 }
 
@@ -194,7 +192,15 @@ func TestDriftIsCorrectedAtTheNextInterval(t *testing.T) {
 	t.Logf("drift → corrected: %v (interval 2s + jitter)", fixed.Sub(drifted).Round(time.Millisecond))
 
 	// One or two periodic reconciles (the interval may pass between the two
-	// changes) corrected two objects.
+	// changes) corrected two objects; their outcomes are reported once
+	// their apply has returned.
+	e.waitFor("the drift reported", func(context.Context) bool {
+		n := 0
+		for _, out := range d.reconciles() {
+			n += out.Drift
+		}
+		return n >= 2
+	})
 	trig := map[reconcile.Trigger]int{}
 	for _, out := range d.reconciles() {
 		trig[out.Trigger] += out.Drift
@@ -294,8 +300,10 @@ func TestMetricsAreServed(t *testing.T) {
 	e.waitFor("acme applied", func(ctx context.Context) bool { return e.quotaPods(ctx, "acme") == "20" })
 	dropRun(t, spool, "r1", "acme")
 	waitResult(t, e, spool, "r1")
-	e.waitFor("the run counted", func(context.Context) bool {
-		return scrapeQuiet(d)[`pcsync_runs_total{adapter="claude_local",company="acme",status="succeeded"}`] == 1
+	e.waitFor("the run and the reconcile counted", func(context.Context) bool {
+		s := scrapeQuiet(d)
+		return s[`pcsync_runs_total{adapter="claude_local",company="acme",status="succeeded"}`] == 1 &&
+			s[`pcsync_reconcile_duration_seconds_count{outcome="success"}`] == 1
 	})
 
 	series := scrape(t, d)
