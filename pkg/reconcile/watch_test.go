@@ -63,11 +63,15 @@ func (h *watchHarness) expectNoChange(what string, do func()) {
 	}
 }
 
+// drain waits until earlier operations have stopped reporting (a slow
+// machine may split one operation's events into two reports).
 func (h *watchHarness) drain() {
-	time.Sleep(100 * time.Millisecond) // let earlier events settle
-	select {
-	case <-h.changed:
-	default:
+	for {
+		select {
+		case <-h.changed:
+		case <-time.After(300 * time.Millisecond):
+			return
+		}
 	}
 }
 
