@@ -5,15 +5,18 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
-	"runtime"
-	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -140,7 +143,13 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // procStatusMiB reads a field (VmRSS, VmHWM) of /proc/self/status in MiB.
 func procStatusMiB(b *testing.B, field string) float64 {
 	b.Helper()
-	data, err := os.ReadFile("/proc/self/status")
+	return procStatusMiBOf(b, "/proc/self/status", field)
+}
+
+// procStatusMiBOf reads a field of a /proc/<pid>/status file in MiB.
+func procStatusMiBOf(b *testing.B, path, field string) float64 {
+	b.Helper()
+	data, err := os.ReadFile(path)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -154,7 +163,7 @@ func procStatusMiB(b *testing.B, field string) float64 {
 			return kb / 1024
 		}
 	}
-	b.Fatalf("/proc/self/status has no %s", field)
+	b.Fatalf("%s has no %s", path, field)
 	return 0
 }
 
@@ -285,20 +294,45 @@ func (e *env) roomForPods(b *testing.B, n int) {
 	})
 }
 
-// BenchmarkKubeExecutorInFlight1000 starts 1,000 runs whose pods keep
-// running and reports the daemon's RSS once every run's log is being
-// followed (each run has its Job, its pod watched and an open log stream).
-// The process is the daemon (config, CUE validator, informers, 1,000 handles
-// and streams) plus the benchmark's few watches.
+// BenchmarkKubeExecutorInFlight1000 runs the real `pcsync daemon --executor
+// kubernetes` (built from ./cmd/pcsync) as its own process, drops 1,000
+// requests whose pods keep running, and reports the daemon process's RSS
+// once every run's log is being followed (each run has its Job, its pod
+// watched and an open log stream), with its goroutines and Go heap from its
+// /metrics.
 func BenchmarkKubeExecutorInFlight1000(b *testing.B) {
 	const n = 1000
 	lines := transcript(b, claudeTranscript)[:2]
 	want := strings.Join(lines, "\n") + "\n"
+	bin := filepath.Join(b.TempDir(), "pcsync")
+	build := exec.Command("go", "build", "-o", bin, "github.com/pcsync/pcsync/cmd/pcsync")
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("go build ./cmd/pcsync: %v\n%s", err, out)
+	}
 	for range b.N {
 		e := newEnv(b, benchOptions(n, testcluster.RunForever(), lines))
 		e.roomForPods(b, n+100)
-		counter := &kube.RequestCounter{}
-		d := e.startDaemonWith(false, counter, quiet)
+		addr := freeAddr(b)
+		logf, err := os.Create(filepath.Join(b.TempDir(), "daemon.log"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		cmd := exec.Command(bin, "daemon", "--executor", "kubernetes", "--config", e.cfgDir, "--spool", e.spool,
+			"--state-dir", e.state, "--kubeconfig", e.c.KubeconfigPath(), "--metrics-bind-address", addr, "--log-level", "warn")
+		cmd.Stdout, cmd.Stderr = logf, logf
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		stopped := false
+		stop := func() {
+			if !stopped {
+				stopped = true
+				_ = cmd.Process.Signal(syscall.SIGTERM)
+				_ = cmd.Wait()
+			}
+		}
+		b.Cleanup(stop)
+		e.waitUntil("the daemon to serve /metrics", func() bool { _, err := metricsText(addr); return err == nil })
 		names := make([]string, n)
 		for i := range names {
 			names[i] = fmt.Sprintf("fly-%04d", i)
@@ -322,31 +356,60 @@ func BenchmarkKubeExecutorInFlight1000(b *testing.B) {
 			}
 		}
 		b.StopTimer()
-		if path := os.Getenv("PCSYNC_BENCH_PROFILE"); path != "" {
-			writeProfiles(b, path)
-		}
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		b.ReportMetric(procStatusMiB(b, "VmRSS"), "rss-MiB")
-		b.ReportMetric(procStatusMiB(b, "VmHWM"), "peak-rss-MiB")
-		b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap-inuse-MiB")
-		b.ReportMetric(float64(runtime.NumGoroutine()), "goroutines")
-		b.ReportMetric(float64(counter.Reads()+counter.Mutations())/n, "api-requests/run")
-		d.stop(b)
-	}
-}
-
-// writeProfiles writes heap and goroutine profiles to <prefix>.heap and
-// <prefix>.goroutine, for looking into where memory goes.
-func writeProfiles(b *testing.B, prefix string) {
-	for _, name := range []string{"heap", "goroutine"} {
-		f, err := os.Create(prefix + "." + name)
+		status := fmt.Sprintf("/proc/%d/status", cmd.Process.Pid)
+		b.ReportMetric(procStatusMiBOf(b, status, "VmRSS"), "rss-MiB")
+		b.ReportMetric(procStatusMiBOf(b, status, "VmHWM"), "peak-rss-MiB")
+		b.ReportMetric(procStatusMiBOf(b, status, "RssFile"), "rss-file-MiB")
+		text, err := metricsText(addr)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := pprof.Lookup(name).WriteTo(f, 0); err != nil {
-			b.Fatal(err)
-		}
-		f.Close()
+		b.ReportMetric(metricValue(b, text, "go_goroutines"), "goroutines")
+		b.ReportMetric(metricValue(b, text, "go_memstats_heap_inuse_bytes")/(1<<20), "heap-inuse-MiB")
+		b.ReportMetric(metricValue(b, text, "go_memstats_stack_inuse_bytes")/(1<<20), "stacks-MiB")
+		stop()
 	}
+}
+
+// freeAddr returns a free 127.0.0.1 address.
+func freeAddr(b *testing.B) string {
+	b.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func metricsText(addr string) (string, error) {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("/metrics: %s", resp.Status)
+	}
+	return string(data), nil
+}
+
+// metricValue reads an unlabelled sample from Prometheus text.
+func metricValue(b *testing.B, text, name string) float64 {
+	b.Helper()
+	for _, line := range strings.Split(text, "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return f
+		}
+	}
+	b.Fatalf("/metrics has no %s", name)
+	return 0
 }

@@ -31,6 +31,11 @@ const (
 	tailBytes = 16 << 10
 )
 
+// keepBufBytes is the largest line buffer a follower keeps between lines;
+// with a thousand runs in flight, buffers sized for one huge line each would
+// add up.
+const keepBufBytes = 64 << 10
+
 // truncatedMarker ends a line cut at maxLineBytes.
 const truncatedMarker = " …[line truncated by pcsync]"
 
@@ -280,6 +285,9 @@ func (f *follower) consume(r io.Reader, lastOK func() bool) error {
 			f.take(idx, line, truncated)
 			idx++
 			line, truncated = line[:0], false
+			if cap(line) > keepBufBytes {
+				line = nil // a huge line once is no reason to hold its buffer
+			}
 		case errors.Is(err, bufio.ErrBufferFull):
 			// A long line: keep reading it.
 		case errors.Is(err, io.EOF):
@@ -309,7 +317,7 @@ func (f *follower) take(idx int, line []byte, truncated bool) {
 	if t := bytes.TrimSpace(line); len(t) > 0 && t[0] != '{' {
 		f.tail = append(f.tail, t...)
 		f.tail = append(f.tail, '\n')
-		if len(f.tail) > 2*tailBytes {
+		if len(f.tail) > tailBytes+tailBytes/4 {
 			f.tail = append(f.tail[:0], f.tail[len(f.tail)-tailBytes:]...)
 		}
 	}
@@ -319,6 +327,9 @@ func (f *follower) take(idx int, line []byte, truncated bool) {
 	f.wbuf = append(append(f.wbuf[:0], line...), '\n')
 	if _, err := f.out.Write(f.wbuf); err != nil {
 		f.log.Warn("cannot write the run's log file", slog.Any("error", err))
+	}
+	if cap(f.wbuf) > keepBufBytes {
+		f.wbuf = nil
 	}
 }
 
