@@ -173,10 +173,20 @@ func listFiles(dir string) ([]string, error) {
 	if !info.IsDir() {
 		return nil, fmt.Errorf("config directory %s: not a directory", dir)
 	}
+	// The directory may be a symbolic link (git-sync's worktree link, an
+	// ArgoCD checkout): walk what it points to, but name files by the path
+	// the user gave, so that errors point where the user looks.
+	root, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return nil, fmt.Errorf("config directory: %w", err)
+	}
 	var files []string
-	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return fmt.Errorf("config directory: %w", err)
+		}
+		if rel, relErr := filepath.Rel(root, p); relErr == nil && root != dir {
+			p = filepath.Join(dir, rel)
 		}
 		name := d.Name()
 		if p != dir && strings.HasPrefix(name, ".") {
