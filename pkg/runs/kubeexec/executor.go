@@ -23,10 +23,12 @@ import (
 type Executor struct {
 	// ctx bounds the executor's goroutines (informers, handles, cancels);
 	// it is the daemon's lifetime, not a request's.
-	ctx     context.Context
-	client  kubernetes.Interface
-	logs    *logPool
-	steps   *stepQueue
+	ctx    context.Context
+	client kubernetes.Interface
+	logs   *logPool
+	steps  *stepQueue
+	// starts holds a token per run being created (MaxConcurrentStarts).
+	starts  chan struct{}
 	opts    Options
 	tracker *tracker
 }
@@ -60,7 +62,8 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Executor, error)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes executor: %w", err)
 	}
-	return &Executor{ctx: ctx, client: client, logs: logs, steps: newStepQueue(ctx, stepWorkers), opts: opts, tracker: t}, nil
+	return &Executor{ctx: ctx, client: client, logs: logs, steps: newStepQueue(ctx, stepWorkers),
+		starts: make(chan struct{}, opts.MaxConcurrentStarts), opts: opts, tracker: t}, nil
 }
 
 // Name implements runs.Executor.
@@ -105,6 +108,15 @@ func (e *Executor) Start(ctx context.Context, r *runs.Run) (runs.Handle, error) 
 		log.Info("waiting for a slot: the cluster already runs the agent's concurrency in Jobs", slog.Int("running", n), slog.Int("concurrency", limit))
 	}); err != nil {
 		return nil, err
+	}
+	// Then a creation slot (after the concurrency wait, which may be long
+	// and must not hold up other agents' runs).
+	select {
+	case e.starts <- struct{}{}:
+		defer func() { <-e.starts }()
+	case <-ctx.Done():
+		e.tracker.unreserve(key)
+		return nil, ctx.Err()
 	}
 	mpath := markerPath(e.opts.StateDir, r.Name())
 	if err := writeMarker(mpath, marker{RunID: r.RunID, Namespace: ns, Job: name, Request: in.RequestFile, CreatedAt: time.Now().UTC()}); err != nil {

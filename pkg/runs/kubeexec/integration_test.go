@@ -470,3 +470,55 @@ func deref[T any](p *T) T {
 	}
 	return *p
 }
+
+// TestConcurrencyCountsJobsInTheCluster: the executor counts the agent's
+// running Jobs from the cluster. A Job left by an earlier daemon whose
+// request is gone (so nobody adopts it) holds the agent's only slot: the
+// next run starts when that Job has finished, not before.
+func TestConcurrencyCountsJobsInTheCluster(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{Labels: testcluster.SucceedAfter(3 * time.Second), LogLines: transcript(t, claudeTranscript)})
+	list, err := e.cs.BatchV1().Jobs(e.ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := e.cs.BatchV1().Jobs(e.ns).Watch(context.Background(), metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	maxActive := make(chan int, 1)
+	go func() {
+		active, most := map[string]bool{}, 0
+		for ev := range w.ResultChan() {
+			j, ok := ev.Object.(*batchv1.Job)
+			if !ok {
+				continue
+			}
+			if ev.Type == watch.Deleted || j.DeletionTimestamp != nil || jobFinished(j) {
+				delete(active, j.Name)
+			} else {
+				active[j.Name] = true
+			}
+			most = max(most, len(active))
+		}
+		maxActive <- most
+	}()
+
+	e.drop("orphan", nil)
+	first := e.startDaemon(false, nil)
+	first.waitEvent(t, "started", "orphan")
+	first.stop(t)
+	if err := os.Remove(filepath.Join(e.spool, "orphan.json")); err != nil {
+		t.Fatal(err)
+	}
+	e.drop("next", nil)
+	e.startDaemon(true, nil).wait(t)
+	w.Stop()
+	if res := e.result("next"); res.Status != result.StatusSucceeded {
+		t.Fatalf("next: %s %s %q", res.Status, deref(res.ErrorCode), deref(res.ErrorMessage))
+	}
+	if got := <-maxActive; got != 1 {
+		t.Errorf("%d of the agent's Jobs were active at once, want 1 (its concurrency)", got)
+	}
+}

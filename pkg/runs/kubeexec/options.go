@@ -133,6 +133,12 @@ type Options struct {
 	// DeleteTimeout bounds the Job deletion after the result is written
 	// (the TTL is the backstop). Default 30 seconds.
 	DeleteTimeout time.Duration
+	// MaxConcurrentStarts is how many runs are being created (marker, Job,
+	// Secret) at once; more wait their turn in arrival order. When many
+	// requests arrive together, the first Jobs are then created at once
+	// instead of all of them slowly, and the daemon's memory does not peak.
+	// Default 16.
+	MaxConcurrentStarts int
 	// LogStreamsPerConnection is how many log streams share one HTTP/2
 	// connection to the API server; more streams open more connections.
 	// Keep it below the server's --http2-max-streams-per-connection.
@@ -152,6 +158,7 @@ func DefaultOptions() Options {
 		LogReconnectDelay:  time.Second,
 		DeleteTimeout:      30 * time.Second,
 
+		MaxConcurrentStarts:     16,
 		LogStreamsPerConnection: 100,
 	}
 }
@@ -175,6 +182,9 @@ func (o Options) withDefaults() Options {
 	dur(&o.ConfigErrorGrace, d.ConfigErrorGrace)
 	dur(&o.LogReconnectDelay, d.LogReconnectDelay)
 	dur(&o.DeleteTimeout, d.DeleteTimeout)
+	if o.MaxConcurrentStarts <= 0 {
+		o.MaxConcurrentStarts = d.MaxConcurrentStarts
+	}
 	if o.LogStreamsPerConnection <= 0 {
 		o.LogStreamsPerConnection = d.LogStreamsPerConnection
 	}
