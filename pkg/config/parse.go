@@ -194,8 +194,8 @@ func (c *converter) convert(n *yaml.Node) (ast.Expr, *Error) {
 }
 
 func (c *converter) mapping(n *yaml.Node) (ast.Expr, *Error) {
-	s := &ast.StructLit{Lbrace: c.pos(n.Line, n.Column)}
-	seen := map[string]*yaml.Node{}
+	s := &ast.StructLit{Lbrace: c.pos(n.Line, n.Column), Elts: make([]ast.Decl, 0, len(n.Content)/2)}
+	var seen keySet
 	var merged []*ast.Field
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
@@ -213,10 +213,10 @@ func (c *converter) mapping(n *yaml.Node) (ast.Expr, *Error) {
 			merged = append(merged, fs...)
 			continue
 		}
-		if first, dup := seen[k.Value]; dup {
+		if first, dup := seen.get(k.Value); dup {
 			return nil, c.errorf(n.Content[i], "key %q repeated (first at line %d)", k.Value, first.Line)
 		}
-		seen[k.Value] = n.Content[i]
+		seen.add(k.Value, n.Content[i])
 		val, err := c.convert(v)
 		if err != nil {
 			return nil, err
@@ -228,13 +228,52 @@ func (c *converter) mapping(n *yaml.Node) (ast.Expr, *Error) {
 	// Merged keys (<<: *base) give way to keys written in the mapping.
 	for _, f := range merged {
 		name, _, _ := ast.LabelName(f.Label)
-		if _, ok := seen[name]; ok {
+		if _, ok := seen.get(name); ok {
 			continue
 		}
-		seen[name] = n
+		seen.add(name, n)
 		s.Elts = append(s.Elts, f)
 	}
 	return s, nil
+}
+
+// keySet is the keys of a mapping seen so far, with their nodes: a list
+// while short (most mappings are), a map beyond.
+type keySet struct {
+	names []string
+	nodes []*yaml.Node
+	m     map[string]*yaml.Node
+}
+
+// keySetListMax is the most keys a keySet keeps in its list.
+const keySetListMax = 16
+
+func (s *keySet) get(k string) (*yaml.Node, bool) {
+	if s.m != nil {
+		n, ok := s.m[k]
+		return n, ok
+	}
+	for i, name := range s.names {
+		if name == k {
+			return s.nodes[i], true
+		}
+	}
+	return nil, false
+}
+
+func (s *keySet) add(k string, n *yaml.Node) {
+	if s.m == nil && len(s.names) < keySetListMax {
+		s.names = append(s.names, k)
+		s.nodes = append(s.nodes, n)
+		return
+	}
+	if s.m == nil {
+		s.m = make(map[string]*yaml.Node, 2*keySetListMax)
+		for i, name := range s.names {
+			s.m[name] = s.nodes[i]
+		}
+	}
+	s.m[k] = n
 }
 
 // merge resolves the value of a YAML merge key: a mapping or a list of them.
