@@ -2,6 +2,7 @@ package render
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"strings"
@@ -466,11 +467,17 @@ func runBatch(g *globalPlan, batch []*batchItem, yw *yamlWriter) (outs [][]*unst
 			if !it.candidate[i] {
 				continue
 			}
-			res = append(res, "---\n"...)
-			var err error
-			if res, err = yw.appendObject(res, o.Object); err != nil {
+			// JSON, which is YAML whose strings are all quoted: kyaml then
+			// skips, for every string it sets while merging a patch, a
+			// check whether YAML 1.1 would read it as another type (a
+			// question for quoting the output, which is not used here).
+			b, err := json.Marshal(o.Object)
+			if err != nil {
 				return nil, nil, false
 			}
+			res = append(res, "---\n"...)
+			res = append(res, b...)
+			res = append(res, '\n')
 			where[keyOf(o)] = ref{bi, i}
 		}
 	}

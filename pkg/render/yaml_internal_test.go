@@ -1,7 +1,6 @@
 package render
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"math"
@@ -134,17 +133,14 @@ func compareYAML(t *testing.T, obj map[string]any) {
 	if (err != nil) != (wantErr != nil) {
 		t.Fatalf("error %v, go-yaml's %v", err, wantErr)
 	}
+	if !newYAMLWriter().object(obj) {
+		// The writer left the object to go-yaml, which is then its output.
+		// (go-yaml's key order is not transitive for some keys, "2a" <
+		// "09" < "0x" < "2a", and then its output follows the map's random
+		// iteration order: two calls may differ.)
+		return
+	}
 	if diff := cmp.Diff(string(want), string(got)); diff != "" {
-		// go-yaml's key order is not transitive for some keys ("2a" <
-		// "09" < "0x" < "2a"), and then its output follows the map's
-		// random iteration order; the writer leaves those to go-yaml.
-		if !newYAMLWriter().object(obj) {
-			for range 20 {
-				if again, _ := yaml.Marshal(obj); !bytes.Equal(again, want) {
-					return
-				}
-			}
-		}
 		t.Fatalf("object %#v (-go-yaml +writer):\n%s", obj, diff)
 	}
 }
