@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -113,11 +114,13 @@ func (e *Executor) Start(ctx context.Context, r *runs.Run) (runs.Handle, error) 
 	// and must not hold up other agents' runs).
 	select {
 	case e.starts <- struct{}{}:
-		defer func() { <-e.starts }()
 	case <-ctx.Done():
 		e.tracker.unreserve(key)
 		return nil, ctx.Err()
 	}
+	var once sync.Once
+	endSlot := func() { once.Do(func() { <-e.starts }) }
+	defer endSlot()
 	mpath := markerPath(e.opts.StateDir, r.Name())
 	if err := writeMarker(mpath, marker{RunID: r.RunID, Namespace: ns, Job: name, Request: in.RequestFile, CreatedAt: time.Now().UTC()}); err != nil {
 		e.tracker.unreserve(key)
@@ -153,6 +156,10 @@ func (e *Executor) Start(ctx context.Context, r *runs.Run) (runs.Handle, error) 
 		undo()
 		return nil, fmt.Errorf("Job/%s/%s create failed: %w", ns, name, err)
 	}
+	// The slot covers the marker and the Job: the Jobs of runs that arrive
+	// together are created first, their Secrets (which the pods wait for)
+	// right after.
+	endSlot()
 	sec.OwnerReferences[0].UID = created.UID
 	if _, err := e.client.CoreV1().Secrets(ns).Create(ctx, sec, metav1.CreateOptions{}); err != nil && !isAlreadyExists(err) {
 		// Without its Secret the pod would wait for ever: take the Job back.

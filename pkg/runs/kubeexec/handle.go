@@ -490,10 +490,12 @@ func (d *doneHandle) Release(context.Context) error {
 
 type discard struct{}
 
+// Write implements io.Writer, keeping nothing.
 func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
 type writerFunc func([]byte) (int, error)
 
+// Write implements io.Writer.
 func (w writerFunc) Write(p []byte) (int, error) { return w(p) }
 
 func chanClosed(ch <-chan struct{}) bool {

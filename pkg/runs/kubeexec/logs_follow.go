@@ -73,6 +73,7 @@ type releasingReader struct {
 	release func()
 }
 
+// Close closes the stream and frees its slot.
 func (r *releasingReader) Close() error {
 	err := r.ReadCloser.Close()
 	r.once.Do(r.release)

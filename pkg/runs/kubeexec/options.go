@@ -133,8 +133,9 @@ type Options struct {
 	// DeleteTimeout bounds the Job deletion after the result is written
 	// (the TTL is the backstop). Default 30 seconds.
 	DeleteTimeout time.Duration
-	// MaxConcurrentStarts is how many runs are being created (marker, Job,
-	// Secret) at once; more wait their turn in arrival order. When many
+	// MaxConcurrentStarts is how many runs are being created (marker and
+	// Job; the Secret follows outside the limit) at once; more wait their
+	// turn in arrival order. When many
 	// requests arrive together, the first Jobs are then created at once
 	// instead of all of them slowly, and the daemon's memory does not peak.
 	// Default 16.
