@@ -9,6 +9,7 @@
 //
 // The package implements runs.Executor. Its files are split by verb:
 //
+//	options.go      Options, BuildOptions and their defaults
 //	names.go        Job names and label values
 //	job_build.go    the Job, from the model, the run and the adapter's command
 //	secret_build.go the per-run Secret and the container environment
@@ -16,8 +17,8 @@
 //	logs_follow.go  following the container log, reconnecting without duplicates
 //	explain.go      turning Job, Pod and Event state into a verdict
 //	executor.go     Start and Adopt
-//	handle.go       one run: Wait, Cancel, Release
-//	cleanup.go      deleting Jobs once their result is written
+//	handle.go       one run: its steps (on shared workers), Wait, Cancel
+//	cleanup.go      Release: deleting Jobs once their result is written
 //	marker.go       the durable "a Job was created for this run" marker
 //
 // See docs/kubernetes-executor.md for the user-facing description.

@@ -228,7 +228,9 @@ func explainNoPod(o observation, v verdict) verdict {
 	}
 	msg := strings.TrimSpace(ev.Message)
 	switch {
-	case strings.Contains(msg, "exceeded quota"):
+	case strings.Contains(msg, "exceeded quota") || strings.Contains(msg, "status unknown for quota"):
+		// Other runs may free the quota; a quota the controller has not
+		// counted yet (a new namespace) is counted within seconds.
 		since := o.Since("quota")
 		if t := ev.FirstTimestamp.Time; !t.IsZero() && t.Before(since) {
 			since = t

@@ -223,6 +223,11 @@ func TestExplain(t *testing.T) {
 			},
 		},
 		{
+			name: "quota not counted yet: wait",
+			obs:  observation{Job: testJob(), FailedCreate: failedCreate(`Error creating: pods "x" is forbidden: status unknown for quota: paperclip-quota, resource: limits.memory`, t0), Now: t0, QuotaGrace: time.Minute},
+			want: verdict{Recheck: time.Minute},
+		},
+		{
 			name: "limit range refusal fails at once",
 			obs:  observation{Job: testJob(), FailedCreate: failedCreate(`Error creating: pods "x" is forbidden: maximum memory usage per Container is 8Gi, but limit is 16Gi`, t0), Now: t0},
 			want: verdict{
