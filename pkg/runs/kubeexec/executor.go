@@ -154,6 +154,9 @@ func (e *Executor) Start(ctx context.Context, r *runs.Run) (runs.Handle, error) 
 	}
 	if err != nil {
 		undo()
+		if isNotFound(err) {
+			return nil, fmt.Errorf("Job/%s/%s create failed: %w (the tenant manifests are not applied: run pcsync apply)", ns, name, err)
+		}
 		return nil, fmt.Errorf("Job/%s/%s create failed: %w", ns, name, err)
 	}
 	// The slot covers the marker and the Job: the Jobs of runs that arrive
