@@ -224,6 +224,15 @@ func testExportMatches(t *testing.T, mode exportMode) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ref, err := newValidator(1, exportMarshal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := ref.get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ref.put(w)
 	check := func(name string, data []byte) int {
 		docs, perr := parseYAML(name, data, parseLimits{maxNodes: 1_000_000})
 		if perr != nil {
@@ -237,6 +246,13 @@ func testExportMatches(t *testing.T, mode exportMode) {
 			}
 			n++
 			sameJSON(t, fmt.Sprintf("%s#%d", name, d.index), a, b)
+			// check evaluates #Kind & {document}; the definition unified
+			// with the document evaluated alone must give the same bytes.
+			kind, _ := d.stringAt(keys("kind"))
+			u := w.defs[kind].Unify(w.ctx.BuildExpr(d.expr))
+			if c, err := u.MarshalJSON(); err != nil || !bytes.Equal(c, b) {
+				t.Errorf("%s#%d: #%s & {document} gives %s, the definition unified with it %s (%v)", name, d.index, kind, b, c, err)
+			}
 		}
 		return n
 	}

@@ -10,6 +10,7 @@ import (
 	"cuelang.org/go/cue/ast"
 	"cuelang.org/go/cue/cuecontext"
 	"cuelang.org/go/cue/parser"
+	"cuelang.org/go/cue/token"
 
 	"github.com/pcsync/pcsync/schema"
 )
@@ -51,6 +52,9 @@ type worker struct {
 	// shapes are the definitions of the exportable kinds as the exporter
 	// walks them, read as documents need them.
 	shapes map[string]*schemaNode
+	// refs are the identifiers of the kinds' definitions in the schema's
+	// scope (#Company).
+	refs map[string]string
 }
 
 // NewValidator compiles the schema. Concurrency is the most CUE contexts it
@@ -121,10 +125,13 @@ func (v *Validator) newWorker() (*worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &worker{ctx: ctx, root: root, defs: map[string]cue.Value{}, shapes: map[string]*schemaNode{}}
+	w := &worker{ctx: ctx, root: root, defs: map[string]cue.Value{}, shapes: map[string]*schemaNode{}, refs: map[string]string{}}
 	for _, k := range schema.Kinds() {
 		p, _ := schema.Definition(k)
 		w.defs[k] = root.LookupPath(p)
+		if sels := p.Selectors(); len(sels) == 1 && sels[0].IsDefinition() {
+			w.refs[k] = sels[0].String()
+		}
 		if v.facts.exportable[k] {
 			w.shapes[k] = newSchemaNode(w.defs[k], v.facts.staticDefaults)
 		}
@@ -214,6 +221,19 @@ func (w *worker) check(kind string, doc *document) ([]byte, []*Error) {
 		errs  []*Error
 		expr  = doc.expr
 	)
+	if ref := w.refs[kind]; ref != "" {
+		// Most documents are valid: evaluate the definition and the
+		// document as one expression (#Kind & {...}), which spares CUE
+		// from evaluating the document alone first. An invalid one is
+		// evaluated again below, the way its errors have always been
+		// found.
+		val := w.ctx.BuildExpr(&ast.BinaryExpr{Op: token.AND, X: ast.NewIdent(ref), Y: expr}, cue.Scope(w.root))
+		if val.Validate(cue.Concrete(true), cue.All()) == nil {
+			if b, ok := w.export(kind, doc, val); ok {
+				return b, nil
+			}
+		}
+	}
 	for round := 0; round < maxRounds; round++ {
 		data := w.ctx.BuildExpr(expr)
 		if err := data.Err(); err != nil {
@@ -225,10 +245,8 @@ func (w *worker) check(kind string, doc *document) ([]byte, []*Error) {
 			if round > 0 {
 				break
 			}
-			if shape := w.shapes[kind]; shape != nil {
-				if b, err := exportDocument(shape, doc, val); err == nil {
-					return b, nil
-				}
+			if b, ok := w.export(kind, doc, val); ok {
+				return b, nil
 			}
 			b, err := val.MarshalJSON()
 			if err != nil {
@@ -262,6 +280,18 @@ func (w *worker) check(kind string, doc *document) ([]byte, []*Error) {
 		errs = append(errs, &Error{Pos: doc.start, Message: "document is invalid"})
 	}
 	return nil, errs
+}
+
+// export returns the JSON of a valid document with the exporter or
+// MarshalJSON; false when that fails (check then reports the error).
+func (w *worker) export(kind string, doc *document, val cue.Value) ([]byte, bool) {
+	if shape := w.shapes[kind]; shape != nil {
+		if b, err := exportDocument(shape, doc, val); err == nil {
+			return b, true
+		}
+	}
+	b, err := val.MarshalJSON()
+	return b, err == nil
 }
 
 func underAny(p fieldPath, known []fieldPath) bool {
