@@ -191,7 +191,22 @@ func (w *Watcher) relevant(ev fsnotify.Event) bool {
 // resync resolves the config path again and moves the watches to what it
 // finds: the parents of its symbolic links (and of its first missing
 // component) and every non-hidden directory of the tree it resolves to.
+//
+// An entry created in a directory before its watch was added makes no event,
+// so after adding a watch the path is resolved once more, until a pass adds
+// nothing: whatever changes after that is seen by a watch.
 func (w *Watcher) resync() error {
+	for range 16 {
+		added, err := w.resyncOnce()
+		if err != nil || !added {
+			return err
+		}
+	}
+	return nil
+}
+
+// resyncOnce is one pass of resync; it reports whether it added a watch.
+func (w *Watcher) resyncOnce() (bool, error) {
 	anchors, anchorDirs := map[string]bool{}, map[string]bool{}
 	target := ""
 	tree := map[string]bool{}
@@ -214,7 +229,7 @@ func (w *Watcher) resync() error {
 		if fi.Mode()&fs.ModeSymlink != 0 {
 			anchors[next], anchorDirs[cur] = true, true
 			if hops++; hops > 40 {
-				return fmt.Errorf("watch config %s: too many levels of symbolic links", w.dir)
+				return false, fmt.Errorf("watch config %s: too many levels of symbolic links", w.dir)
 			}
 			dest, err := os.Readlink(next)
 			if err != nil {
@@ -257,7 +272,7 @@ func (w *Watcher) resync() error {
 			return nil
 		})
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("watch config %s: %w", w.dir, err)
+			return false, fmt.Errorf("watch config %s: %w", w.dir, err)
 		}
 	}
 
@@ -275,11 +290,16 @@ func (w *Watcher) resync() error {
 		}
 	}
 	have := w.watching()
+	added := false
 	for d := range want {
 		if have[d] {
 			continue
 		}
-		if err := w.w.Add(d); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		err := w.w.Add(d)
+		switch {
+		case err == nil:
+			added = true
+		case !errors.Is(err, fs.ErrNotExist):
 			errs = append(errs, fmt.Errorf("watch %s: %w", d, err))
 		}
 	}
@@ -289,7 +309,7 @@ func (w *Watcher) resync() error {
 	w.mu.Lock()
 	w.tree, w.anchors, w.anchorDirs, w.target = tree, anchors, anchorDirs, target
 	w.mu.Unlock()
-	return errors.Join(errs...)
+	return added, errors.Join(errs...)
 }
 
 // watching returns the directories fsnotify watches now.
