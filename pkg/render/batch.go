@@ -34,13 +34,16 @@ import (
 //     object back as it got it (TestGolden renders every case through
 //     kustomize whole and requires the same bytes), so the others skip it.
 //   - The candidates of several companies share one krusty run, with their
-//     namespaces in place. A Settings patch is one entry for the whole
-//     batch: it selects in every company what it would select in each. A
-//     company's patch is scoped to its company: a target gets
+//     namespaces in place, as JSON. A Settings patch is one entry for the
+//     whole batch: it selects in every company what it would select in
+//     each. A company's patch is scoped to its company: a target gets
 //     `namespace: <tenant namespace>` for the namespaced objects and, for
 //     each cluster-scoped object of the company it could select (the
 //     Namespace), an entry naming that object; a strategic-merge patch
-//     without target gets a target naming the one object it patches.
+//     without target gets a target naming the one object it patches. The
+//     Settings patches come first, then each company's, so every company
+//     sees its patches in the reference's order. Label and annotation
+//     selectors are left to kustomize, as patches may change labels.
 //
 // This is equivalent to the reference only when no patch can see or change
 // what differs between the two runs: an object's namespace (absent during
@@ -60,10 +63,15 @@ import (
 //   - cannot be read at all (kustomize then reports the error as before);
 //
 // or when the result holds a RoleBinding subject named "default" (the
-// reference's namespace transformer gives it the tenant namespace). A batch
-// that kustomize fails on is rendered company by company on the reference
-// path, which gives the same results and errors as before.
-// TestBatchedMatchesPerCompany renders every golden case both ways.
+// reference's namespace transformer gives it the tenant namespace). When a
+// Settings patch is one of these, every company with patches takes the
+// reference path. A batch that kustomize fails on is rendered company by
+// company on the reference path, which gives the same results and errors
+// as before.
+//
+// TestBatchedMatchesPerCompany renders every golden case both ways and
+// TestBatchedRandomPatches random mixes of patches of every kind above;
+// both require the same bytes (or the same error).
 
 // Batch limits: kustomize rebuilds its whole resource list, checking every
 // id against every other, after each strategic-merge patch entry, so the
@@ -282,12 +290,14 @@ type globalPlan struct {
 	ok      bool
 }
 
-func planGlobal(m *config.Model) (globalPlan, error) {
+// planGlobal reads the Settings patches; the plan is not ok when one of
+// them needs the reference path.
+func planGlobal(m *config.Model) globalPlan {
 	var g globalPlan
 	for i, p := range m.Settings.Spec.Patches {
 		s, ok := specPatch(patchRef{patch: p, field: fmt.Sprintf("spec.patches[%d]", i), index: i})
 		if !ok {
-			return globalPlan{}, nil
+			return globalPlan{}
 		}
 		sel := targetSelector(p.Target)
 		if s.named {
@@ -296,12 +306,12 @@ func planGlobal(m *config.Model) (globalPlan, error) {
 		cs, err := newSelector(sel)
 		if err != nil {
 			// kustomize reports the bad pattern on the reference path.
-			return globalPlan{}, nil
+			return globalPlan{}
 		}
 		g.entries = append(g.entries, batchEntry{spec: s, sel: cs})
 	}
 	g.ok = true
-	return g, nil
+	return g
 }
 
 // batchItem is one company's part of a batched run.

@@ -69,9 +69,9 @@ func TestBatchPlan(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		global, err := planGlobal(m)
-		if err != nil || !global.ok {
-			t.Fatalf("%s: Settings patches not batchable: %v", name, err)
+		global := planGlobal(m)
+		if !global.ok {
+			t.Fatalf("%s: Settings patches not batchable", name)
 		}
 		var got []string
 		for i := range m.Companies {
@@ -95,7 +95,7 @@ func TestDefaultSubjectRedone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	global, _ := planGlobal(m)
+	global := planGlobal(m)
 	c, _ := m.Company("default-subject")
 	ns := m.Namespace(c)
 	it := planCompany(&global, 0, ns, tenant{m: m, c: c, ns: ns}.objects(), companyPatches(c))
@@ -230,7 +230,7 @@ func TestBatchedRandomPatches(t *testing.T) {
 				c.Spec.Patches = append(c.Spec.Patches, instantiate(patchPool[r.IntN(len(patchPool))], c.Metadata.Name, m.Namespace(c)))
 			}
 		}
-		if g, _ := planGlobal(m); g.ok {
+		if g := planGlobal(m); g.ok {
 			for i := range m.Companies {
 				c := &m.Companies[i]
 				ns := m.Namespace(c)

@@ -71,10 +71,7 @@ func Render(m *config.Model, opts Options) (*Output, error) {
 	n := len(m.Companies)
 	comps := make([]CompanyOutput, n)
 	errs := make([]error, n)
-	global, err := planGlobal(m)
-	if err != nil {
-		return nil, err
-	}
+	global := planGlobal(m)
 	items := make([]*batchItem, n)
 	forEach(n, opts.Concurrency, func(yw *yamlWriter, i int) {
 		c := &m.Companies[i]
