@@ -20,9 +20,12 @@ type Options struct {
 	// Concurrency is how many companies are rendered at once; 0 means
 	// GOMAXPROCS. Kustomize runs are serialised whatever the value.
 	Concurrency int
-	// AlwaysKustomize runs kustomize for companies without patches too.
-	// The output is the same either way (the tests prove it); this exists
-	// for those tests and for the curious.
+	// AlwaysKustomize runs every company, with patches or without, through
+	// kustomize on its own with all its objects: the reference that the
+	// fast paths (no kustomize without patches; batched runs of only the
+	// objects patches can select) must match. The output is the same
+	// either way (the tests prove it); this exists for those tests and for
+	// the curious.
 	AlwaysKustomize bool
 
 	// perCompany runs kustomize once per company that has patches, the
