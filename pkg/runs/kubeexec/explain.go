@@ -120,7 +120,7 @@ func explain(o observation) verdict {
 	if c := jobCondition(o.Job, batchv1.JobFailed); c != nil {
 		v.Final, v.PodDone = true, true
 		fillContainer(&v, o)
-		if c.Reason == batchv1.JobReasonDeadlineExceeded {
+		if c.Reason == batchv1.JobReasonDeadlineExceeded || deadlinePassed(o.Job, c) {
 			v.Status, v.Code, v.TimedOut = result.StatusTimedOut, result.ErrTimeout, true
 			v.Message = fmt.Sprintf("timed out: the Job's activeDeadlineSeconds (%s, %s) passed and Kubernetes stopped the pod (SIGTERM, SIGKILL after %s)",
 				o.Timeout, o.TimeoutSource, o.Grace)
@@ -416,4 +416,21 @@ func podCondition(pod *corev1.Pod, t corev1.PodConditionType) *corev1.PodConditi
 // jobFinished reports whether a Job has its Complete or Failed condition.
 func jobFinished(job *batchv1.Job) bool {
 	return jobCondition(job, batchv1.JobComplete) != nil || jobCondition(job, batchv1.JobFailed) != nil
+}
+
+// deadlinePassed reports whether the Job failed at or after its
+// activeDeadlineSeconds. The Job controller kills the pod at the deadline,
+// and under load it may count that pod's failure first and give the Job
+// reason BackoffLimitExceeded instead of DeadlineExceeded: the run still
+// timed out.
+func deadlinePassed(job *batchv1.Job, failed *batchv1.JobCondition) bool {
+	if job.Spec.ActiveDeadlineSeconds == nil || job.Status.StartTime == nil {
+		return false
+	}
+	deadline := job.Status.StartTime.Add(time.Duration(*job.Spec.ActiveDeadlineSeconds) * time.Second)
+	at := failed.LastTransitionTime.Time
+	if ft := jobCondition(job, batchv1.JobFailureTarget); ft != nil && ft.LastTransitionTime.Before(&failed.LastTransitionTime) {
+		at = ft.LastTransitionTime.Time
+	}
+	return !at.Before(deadline)
 }
