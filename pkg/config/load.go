@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // LoadOptions tune Load. The zero value is valid; DefaultLoadOptions
@@ -121,13 +122,19 @@ func Load(ctx context.Context, dir string, opts LoadOptions) (*Model, error) {
 		return nil, err
 	}
 	results := make([]fileResult, len(files))
-	jobs := make(chan int)
+	// Each goroutine takes the next file itself: no hand-off (and wake-up)
+	// per file.
+	var next atomic.Int64
 	var wg sync.WaitGroup
 	var ioMu sync.Mutex
 	var ioErr error
 	for range min(opts.Concurrency, max(len(files), 1)) {
 		wg.Go(func() {
-			for i := range jobs {
+			for ctx.Err() == nil {
+				i := int(next.Add(1) - 1)
+				if i >= len(files) {
+					return
+				}
 				r, err := loadFile(files[i], opts)
 				if err != nil {
 					ioMu.Lock()
@@ -138,15 +145,6 @@ func Load(ctx context.Context, dir string, opts LoadOptions) (*Model, error) {
 			}
 		})
 	}
-feed:
-	for i := range files {
-		select {
-		case jobs <- i:
-		case <-ctx.Done():
-			break feed
-		}
-	}
-	close(jobs)
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("load %s: %w", dir, err)

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -146,20 +147,20 @@ func Render(m *config.Model, opts Options) (*Output, error) {
 // forEach calls fn for 0..n-1 on up to conc goroutines, each with its own
 // yamlWriter.
 func forEach(n, conc int, fn func(yw *yamlWriter, i int)) {
-	jobs := make(chan int)
+	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range min(conc, max(n, 1)) {
 		wg.Go(func() {
 			yw := newYAMLWriter()
-			for i := range jobs {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
 				fn(yw, i)
 			}
 		})
 	}
-	for i := range n {
-		jobs <- i
-	}
-	close(jobs)
 	wg.Wait()
 }
 
