@@ -24,8 +24,10 @@ import (
 //     the document's syntax, and a struct or list of the document keeps its
 //     fields or elements;
 //   - what the schema adds: the regular (non-optional) fields of a schema
-//     struct that the document leaves out. Each is exported from the
-//     unified value with MarshalJSON, which gives its default.
+//     struct that the document leaves out. When no field of the schema
+//     refers to another (schemaFacts.staticDefaults), such a field's value
+//     is the schema's own, exported once per worker; otherwise it is
+//     exported from the unified value with MarshalJSON.
 //
 // To know which schema struct applies where, the exporter walks the
 // definition alongside the document. Where that is not certain, it exports
@@ -35,8 +37,9 @@ import (
 // list value of a field that only a pattern constraint describes, a float
 // (CUE writes its own number syntax), anything else. A schema with
 // comprehensions (which add fields depending on data) is not walked at all
-// (see exportable). TestExportMatchesMarshalJSON checks the two exports
-// decode to the same values.
+// (see readSchema). TestExportMatchesMarshalJSON checks that the two
+// exports decode to the same values, and that evaluating #Kind & {document}
+// gives what unifying the definition with the document gives.
 
 // schemaNode is the schema at one place of a document kind, read lazily
 // and kept by the worker.
