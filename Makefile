@@ -23,8 +23,10 @@ build:
 # hack/cluster.mk (the test-cluster tooling) provides k8sbin, dev-cluster and
 # dev-cluster-down.
 -include hack/cluster.mk
+# integrations/paperclip/paperclip.mk: the Paperclip adapter (paperclip-adapter).
+-include integrations/paperclip/paperclip.mk
 
-test: $(if $(wildcard hack/cluster.mk),k8sbin)
+test: $(if $(wildcard hack/cluster.mk),k8sbin) paperclip-adapter-test
 	$(GO) test $(TEST_FLAGS) ./...
 
 # The README's first command: pcsync on its embedded default, no cluster
