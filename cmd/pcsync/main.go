@@ -1,6 +1,6 @@
 // Command pcsync keeps Kubernetes in the shape that a Git repository of
 // YAML describes, for companies of AI coding agents, and runs their work as
-// Kubernetes Jobs. See README.md and DESIGN.md.
+// Kubernetes Jobs. See README.md and docs/design.md.
 package main
 
 import (

@@ -13,7 +13,7 @@
 //     Bedrock for claude_local, or the host of a custom base URL);
 //   - a streaming parser: Adapter.NewParser returns a Parser that is fed the
 //     CLI's stdout line by line while it runs and, once told how the process
-//     ended, produces the result fields of DESIGN.md (session id, usage,
+//     ended, produces the result fields of docs/design.md (session id, usage,
 //     usage basis, cost, summary, model, turns, error code and message).
 //
 // Defaults (image, env keys, egress hosts, executable) live in the CUE

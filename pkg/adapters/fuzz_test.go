@@ -13,16 +13,14 @@ import (
 const fuzzSecret = "s3cr3t-v4lue-xyz"
 
 // fuzzParser seeds a fuzz target with the adapter's fixtures (and the
-// shared transcripts when present) and checks, for any input: no panic, the
+// repository's agent transcripts in testdata/agent-samples) and checks, for any input: no panic, the
 // outcome invariants, the same outcome whether lines arrive through
 // FeedLines or a LineWriter in odd chunks, and no secret in the message.
 func fuzzParser(f *testing.F, typ Type) {
 	dir := strings.TrimSuffix(string(typ), "_local")
 	seeds, _ := filepath.Glob(filepath.Join("testdata", dir, "*.jsonl"))
-	if shared := samplesDir(); shared != "" {
-		more, _ := filepath.Glob(filepath.Join(shared, dir+"-*.jsonl"))
-		seeds = append(seeds, more...)
-	}
+	more, _ := filepath.Glob(filepath.Join(samplesDir, dir+"-*.jsonl"))
+	seeds = append(seeds, more...)
 	for _, s := range seeds {
 		data, err := os.ReadFile(s)
 		if err != nil {

@@ -116,7 +116,7 @@ func checkInvariants(t *testing.T, name string, o Outcome) {
 		t.Errorf("%s: failed=%v but errorCode=%v errorMessage=%v", name, o.Failed, o.ErrorCode, o.ErrorMessage)
 	}
 	if o.ErrorCode != nil && !o.ErrorCode.Valid() {
-		t.Errorf("%s: error code %q is not one of DESIGN.md's", name, *o.ErrorCode)
+		t.Errorf("%s: error code %q is not one of docs/design.md's", name, *o.ErrorCode)
 	}
 	if o.Failed && o.Summary != nil {
 		t.Errorf("%s: a failed run has summary %q", name, *o.Summary)

@@ -10,25 +10,9 @@ import (
 	"github.com/pcsync/pcsync/pkg/result"
 )
 
-// samplesDir finds shared/agent-samples by walking up from the package
-// directory (the shared/ folder sits beside the repository); "" if absent.
-func samplesDir() string {
-	dir, err := os.Getwd()
-	if err != nil {
-		return ""
-	}
-	for {
-		cand := filepath.Join(dir, "shared", "agent-samples")
-		if st, err := os.Stat(cand); err == nil && st.IsDir() {
-			return cand
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return ""
-		}
-		dir = parent
-	}
-}
+// samplesDir is the repository's copy of the agent transcripts, relative to
+// this package's directory (go test runs in it).
+const samplesDir = "../../testdata/agent-samples"
 
 type sampleCase struct {
 	proc ProcessOutcome // how the CLI ended, from the sample's source notes
@@ -37,7 +21,7 @@ type sampleCase struct {
 }
 
 // sampleCases holds the hand-verified expectations for every transcript in
-// shared/agent-samples (numbers read off the transcripts; see each comment).
+// testdata/agent-samples (numbers read off the transcripts; see each comment).
 func sampleCases() map[string]sampleCase {
 	f := result.Ptr[float64]
 	n := result.Ptr[int]
@@ -152,16 +136,12 @@ func sampleCases() map[string]sampleCase {
 	}
 }
 
-// TestAgentSamples parses every transcript in shared/agent-samples and
+// TestAgentSamples parses every transcript in testdata/agent-samples and
 // checks the hand-verified fields. Every transcript must have a case.
 func TestAgentSamples(t *testing.T) {
-	dir := samplesDir()
-	if dir == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("shared/agent-samples not found above the package directory; CI must have it")
-		}
-		t.Log("shared/agent-samples not found above the package directory; nothing to check outside CI")
-		return
+	dir := samplesDir
+	if _, err := os.Stat(filepath.Join(dir, "FORMATS.md")); err != nil {
+		t.Fatalf("the agent transcripts belong in the repository at testdata/agent-samples: %v", err)
 	}
 	files, err := filepath.Glob(filepath.Join(dir, "*.jsonl"))
 	if err != nil {

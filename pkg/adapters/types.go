@@ -11,7 +11,7 @@ import (
 // Type names an adapter, as written in an agent's `adapter` field.
 type Type string
 
-// The adapter types of DESIGN.md.
+// The adapter types of docs/design.md.
 const (
 	ClaudeLocal   Type = "claude_local"
 	CodexLocal    Type = "codex_local"
@@ -22,7 +22,7 @@ const (
 	AcpxLocal     Type = "acpx_local"
 )
 
-// Types lists every adapter type, in the order of DESIGN.md.
+// Types lists every adapter type, in the order of docs/design.md.
 func Types() []Type {
 	return []Type{ClaudeLocal, CodexLocal, GeminiLocal, CursorLocal, OpencodeLocal, PiLocal, AcpxLocal}
 }
@@ -181,7 +181,7 @@ type Outcome struct {
 	Summary *string
 	// Model is the model the CLI reported, else the configured one.
 	Model *string
-	// Usage is the run's token accounting (see DESIGN.md), nil if unknown.
+	// Usage is the run's token accounting (see docs/design.md), nil if unknown.
 	Usage *result.Usage
 	// UsageBasis says what period Usage covers; set exactly when Usage is.
 	UsageBasis *result.UsageBasis

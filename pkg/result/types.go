@@ -32,7 +32,7 @@ func (s Status) Valid() bool {
 // ErrorCode classifies why a run did not succeed.
 type ErrorCode string
 
-// The error codes of DESIGN.md.
+// The error codes of docs/design.md.
 const (
 	ErrInvalidRequest      ErrorCode = "invalid_request"
 	ErrAuthRequired        ErrorCode = "auth_required"
@@ -51,7 +51,7 @@ const (
 	ErrInternal            ErrorCode = "internal"
 )
 
-// AllErrorCodes lists every error code, in the order of DESIGN.md.
+// AllErrorCodes lists every error code, in the order of docs/design.md.
 func AllErrorCodes() []ErrorCode {
 	return []ErrorCode{
 		ErrInvalidRequest, ErrAuthRequired, ErrQuotaExceeded, ErrRateLimited,
@@ -61,7 +61,7 @@ func AllErrorCodes() []ErrorCode {
 	}
 }
 
-// Valid reports whether c is one of the error codes of DESIGN.md.
+// Valid reports whether c is one of the error codes of docs/design.md.
 func (c ErrorCode) Valid() bool {
 	for _, k := range AllErrorCodes() {
 		if c == k {

@@ -108,7 +108,7 @@ func TestWriteRaceHasOneWinner(t *testing.T) {
 
 func TestErrorCodes(t *testing.T) {
 	if len(AllErrorCodes()) != 15 {
-		t.Errorf("got %d error codes, DESIGN.md lists 15", len(AllErrorCodes()))
+		t.Errorf("got %d error codes, docs/design.md lists 15", len(AllErrorCodes()))
 	}
 	if ErrorCode("nope").Valid() || !ErrOOMKilled.Valid() {
 		t.Error("Valid() does not tell codes from non-codes")

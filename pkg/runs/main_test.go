@@ -39,7 +39,7 @@ func TestMain(m *testing.M) {
 //	RELEASE_DIR block modes wait for <runId> to appear there
 //
 // It reads the prompt from stdin and prints stream-json lines like the
-// real CLI (see /work/shared/agent-samples/claude-*.jsonl).
+// real CLI (see testdata/agent-samples/claude-*.jsonl).
 func testAgent() int {
 	runID := os.Getenv("PAPERCLIP_RUN_ID")
 	rec := os.Getenv("RECORD_DIR")
