@@ -13,8 +13,21 @@ export const ErrorCodes = {
   config: "pcsync_config",
   daemonDown: "pcsync_daemon_down",
   spool: "pcsync_spool_error",
-  noResult: "pcsync_no_result",
+  detached: "pcsync_detached",
 } as const;
+
+/**
+ * LEASE_LOST matches the abort reason Paperclip gives when its server loses
+ * control of a run (a shutdown stops its database first, and the run's
+ * controller lease can no longer be renewed): the run must not be cancelled.
+ */
+const LEASE_LOST = /controller lease lost/i;
+
+function abortReason(signal: AbortSignal | undefined): string {
+  const r: unknown = signal?.reason;
+  if (r instanceof Error) return r.message;
+  return typeof r === "string" ? r : "";
+}
 
 function failed(errorCode: string, errorMessage: string, extra: Partial<AdapterExecutionResult> = {}): AdapterExecutionResult {
   return { exitCode: null, signal: null, timedOut: false, errorCode, errorMessage, ...extra };
@@ -174,6 +187,13 @@ export async function execute(ctx: AdapterExecutionContext): Promise<AdapterExec
     follower.cancelRequested(cfg.cancelWaitSec * 1000);
   };
   const onAbort = () => {
+    const reason = abortReason(ctx.signal);
+    if (LEASE_LOST.test(reason)) {
+      // Paperclip is shutting down (its database went first) or another
+      // server took the run over: not a cancel. The run goes on in pcsync.
+      follower.detach(reason);
+      return;
+    }
     void sendCancel();
   };
 
@@ -215,6 +235,14 @@ export async function execute(ctx: AdapterExecutionContext): Promise<AdapterExec
           res.timedOut = true;
           res.errorCode = "timeout";
         }
+        if (cancelSent) {
+          // pcsync writes a result only once the process or Job has ended: the
+          // stop is verified, which Paperclip's cancel waits to hear.
+          res.resultJson = {
+            ...res.resultJson,
+            executionCancellation: { state: "acknowledged", acknowledgedAt: new Date().toISOString(), forced: res.signal === "SIGKILL" },
+          };
+        }
         if (lostJson.length > 0 || resumedLost) {
           res.resultJson = { ...res.resultJson, lostRuns: lostJson, resumedLostRun: resumedLost };
         }
@@ -226,6 +254,12 @@ export async function execute(ctx: AdapterExecutionContext): Promise<AdapterExec
         return failed(
           ErrorCodes.daemonDown,
           `${outcome.reason}. The run may still be queued or running; if it finishes, the next run of this agent reports it and resumes its session.`,
+          { resultJson: { spool: files } },
+        );
+      case "detached":
+        return failed(
+          ErrorCodes.detached,
+          `Paperclip stopped following this run (${outcome.reason}), most likely because the server is shutting down. The run goes on in pcsync (${paths.request}); the next run of this agent reports its result and resumes its session.`,
           { resultJson: { spool: files } },
         );
       default:

@@ -77,7 +77,8 @@ export class LogTail {
 export type Outcome =
   | { kind: "result"; result: Record<string, unknown> }
   | { kind: "daemon_down"; reason: string }
-  | { kind: "deadline" };
+  | { kind: "deadline" }
+  | { kind: "detached"; reason: string };
 
 /** FollowOptions tune RunFollower. */
 export interface FollowOptions {
@@ -258,6 +259,11 @@ export class RunFollower {
     this.done = true;
     this.stop();
     this.settle(o);
+  }
+
+  /** detach stops following without waiting for the result. */
+  detach(reason: string): void {
+    this.end({ kind: "detached", reason });
   }
 
   /** stop closes the watchers and timers. */

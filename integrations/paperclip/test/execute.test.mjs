@@ -195,7 +195,29 @@ test("cancel: the signal writes <name>.cancel and the cancelled result comes bac
   assert.equal(res.errorCode, "cancelled");
   assert.equal(res.signal, "SIGTERM");
   assert.equal(res.errorMessage, "cancelled by request");
+  assert.equal(res.resultJson.executionCancellation.state, "acknowledged", "Paperclip's cancel waits for this");
   assert.equal((await fs.readFile(path.join(sp.spool, `${id}.cancel`), "utf8")).length > 0, true);
+});
+
+test("Paperclip shutting down (controller lease lost) is not a cancel: the run goes on", async (t) => {
+  const sp = await tempSpool();
+  t.after(sp.cleanup);
+  const id = runId();
+  const ac = new AbortController();
+  const daemon = await fakeDaemon(sp.spool, async (_req, io) => {
+    await io.log("working\n");
+  });
+  t.after(daemon.stop);
+  const { ctx, logs } = fakeContext({ spool: sp.spool, runId: id, signal: ac.signal });
+  ctx.onLog = async (_s, chunk) => {
+    logs.push(chunk);
+    if (chunk.includes("working")) ac.abort(new Error("Legacy controller lease lost"));
+  };
+  const res = await adapter.execute(ctx);
+  assert.equal(res.errorCode, "pcsync_detached");
+  assert.match(res.errorMessage, /Paperclip stopped following this run \(Legacy controller lease lost\).*The run goes on in pcsync/);
+  assert.equal(await fs.stat(path.join(sp.spool, `${id}.cancel`)).catch(() => null), null, "no cancel file");
+  assert.deepEqual(await fs.readdir(path.join(sp.spool, ".paperclip-adapter")), [`${id}.json`], "the next run will report it");
 });
 
 test("timeout: pcsync's timed_out result, and the adapter's own bound when no result comes", async (t) => {
