@@ -8,8 +8,10 @@ import (
 	"io"
 	"math"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"cuelang.org/go/cue/ast"
 	"cuelang.org/go/cue/token"
@@ -77,9 +79,38 @@ func parseYAML(name string, data []byte, lim parseLimits) (docs []*document, per
 // yamlLine finds the line number in yaml.v3's error messages.
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): `)
 
+// syntaxError positions a YAML syntax error at the token the parser stopped
+// on, keeping the parser's explanation. yaml.v3's message names the line
+// where the enclosing construct began (a list that starts at line 8 when
+// line 10 is mis-indented), not the line to fix, so the token is found by
+// parsing prefixes of the file: the shortest prefix that fails with the same
+// explanation ends in the offending token. When no prefix does (a message
+// that depends on what follows), the line of the message is used.
 func (c *converter) syntaxError(err error) *Error {
-	msg := err.Error()
-	line := 1
+	msg, line := splitYAMLError(err)
+	col := 1
+	if !hostileInput(msg) {
+		if l, cl, ok := locateSyntaxError(c.data, msg, line); ok {
+			line, col = l, cl
+		}
+	}
+	if line > len(c.lines) {
+		line = len(c.lines)
+	}
+	return &Error{Pos: Position{File: c.name, Line: max(line, 1), Column: col}, Message: "YAML syntax error: " + oneLine(msg)}
+}
+
+// hostileInput reports whether msg is one of yaml.v3's limits against hostile
+// input (nesting, aliases): no token to point at, and parsing prefixes of
+// such input again and again would cost more than the answer is worth.
+func hostileInput(msg string) bool {
+	return strings.HasPrefix(msg, "exceeded max depth") || strings.Contains(msg, "excessive aliasing")
+}
+
+// splitYAMLError separates yaml.v3's explanation from the line it names
+// (1 when it names none).
+func splitYAMLError(err error) (msg string, line int) {
+	msg, line = err.Error(), 1
 	if m := yamlLine.FindStringSubmatch(msg); m != nil {
 		if n, err := strconv.Atoi(m[1]); err == nil && n >= 1 {
 			line = n
@@ -90,13 +121,83 @@ func (c *converter) syntaxError(err error) *Error {
 			// counting from 0.
 			line++
 		}
-	} else {
-		msg = strings.TrimPrefix(strings.TrimPrefix(msg, "yaml:"), " ")
+		return msg, line
 	}
-	if line > len(c.lines) {
-		line = len(c.lines)
+	return strings.TrimPrefix(strings.TrimPrefix(msg, "yaml:"), " "), line
+}
+
+// locateSyntaxError finds the line and column (from 1) of the token on which
+// parsing data fails with the explanation msg: the line is the first one,
+// from line from (where yaml.v3 says the failing construct began) on, whose
+// end makes a prefix fail with msg (binary search: a longer prefix holds the
+// same token); the column is that of the token in which a prefix ending
+// inside that line first fails. ok is false when the whole of data does not
+// fail with msg.
+func locateSyntaxError(data []byte, msg string, from int) (line, col int, ok bool) {
+	fails := func(n int) bool {
+		err := yamlSyntax(data[:n])
+		if err == nil {
+			return false
+		}
+		m, _ := splitYAMLError(err)
+		return m == msg
 	}
-	return &Error{Pos: Position{File: c.name, Line: line, Column: 1}, Message: "YAML syntax error: " + oneLine(msg)}
+	starts := []int{0}
+	for i, b := range data {
+		if b == '\n' && i+1 < len(data) {
+			starts = append(starts, i+1)
+		}
+	}
+	end := func(l int) int {
+		if l+1 < len(starts) {
+			return starts[l+1]
+		}
+		return len(data)
+	}
+	if !fails(len(data)) {
+		return 0, 0, false
+	}
+	lo, hi := min(max(from-1, 0), len(starts)-1), len(starts)-1
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if fails(end(mid)) {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	first, last := starts[lo]+1, end(lo)
+	n := first + sort.Search(last-first+1, func(i int) bool { return fails(first + i) })
+	if n > last {
+		return lo + 1, 1, true
+	}
+	// The prefix ends in the token's first character, or in a later one
+	// (a "-" or ":" needs what follows): go back to the token's start.
+	i := n - 1
+	for i > starts[lo] && data[i-1] != ' ' && data[i-1] != '\t' {
+		i--
+	}
+	return lo + 1, utf8.RuneCount(data[starts[lo]:i]) + 1, true
+}
+
+// yamlSyntax parses every document of data and returns the first syntax
+// error, nil if there is none.
+func yamlSyntax(data []byte) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("YAML parser failed: %v", r)
+		}
+	}()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		var n yaml.Node
+		if err := dec.Decode(&n); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+	}
 }
 
 // isParserError reports whether a yaml.v3 message comes from its parser

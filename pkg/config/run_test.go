@@ -63,6 +63,13 @@ func TestParseRunInvalid(t *testing.T) {
 		{"two documents", "r.yaml", "kind: Run\n---\nkind: Run\n", []string{`r.yaml:3:1: a run request holds one document`}},
 		{"empty", "r.yaml", "", []string{`r.yaml:1:1: run request is empty`}},
 		{"not a mapping", "r.yaml", "- a\n- b\n", []string{`r.yaml:1:1: a document must be a mapping with apiVersion, kind, metadata and spec`}},
+		// YAML syntax errors name the token to fix, not where its block began.
+		{"mis-indented line", "r.yaml", "apiVersion: pcsync.io/v1alpha1\nkind: Run\ncompany: acme\nagent: coder\ncontext:\n  taskId: T-1\n   wakeReason: assigned\nprompt: hi\n",
+			[]string{`r.yaml:7:4: YAML syntax error: mapping values are not allowed in this context`}},
+		{"unclosed quote", "r.yaml", "apiVersion: pcsync.io/v1alpha1\nkind: Run\ncompany: acme\nagent: coder\nprompt: \"fix the test\nrunId: r1\n",
+			[]string{`r.yaml:5:9: YAML syntax error: found unexpected end of stream`}},
+		{"unclosed flow list", "r.yaml", "apiVersion: pcsync.io/v1alpha1\nkind: Run\ncompany: acme\nagent: [coder\nprompt: hi\n",
+			[]string{`r.yaml:4:8: YAML syntax error: did not find expected ',' or ']'`}},
 		{"bad context key", "r.yaml", "apiVersion: pcsync.io/v1alpha1\nkind: Run\ncompany: a\nagent: b\nprompt: p\ncontext:\n  task-id: x\n",
 			[]string{`r.yaml:7:3: context.task-id: field not allowed`}},
 	}
