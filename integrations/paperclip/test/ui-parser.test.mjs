@@ -48,6 +48,26 @@ test("every JSON line of every sample is understood (no raw JSON left on the pag
   }
 });
 
+test("every transcript of testdata/agent-samples: each JSON event becomes entries, none is shown raw", () => {
+  const dir = path.join(here, "..", "..", "..", "testdata", "agent-samples");
+  // gemini-docs-json-mode-capital is Gemini's --output-format json (one
+  // pretty-printed object); pcsync runs Gemini with stream-json.
+  const samples = readdirSync(dir).filter((f) => f.endsWith(".jsonl") && f !== "gemini-docs-json-mode-capital.jsonl");
+  assert.ok(samples.length >= 28, `only ${samples.length} samples in ${dir}`);
+  for (const f of samples) {
+    for (const line of readFileSync(path.join(dir, f), "utf8").split("\n")) {
+      const es = parse(line, "t");
+      let json = null;
+      try {
+        json = JSON.parse(line);
+      } catch {}
+      if (json && typeof json === "object") {
+        assert.ok(!es.some((e) => e.kind === "stdout"), `${f}: an event shown raw: ${line.slice(0, 100)}`);
+      }
+    }
+  }
+});
+
 test("Claude stream-json: init, assistant text, result with tokens and cost", () => {
   const es = entries("claude-obers-small-success.jsonl");
   assert.deepEqual(strip(pick(es, "init")[0]), { kind: "init", model: "claude-sonnet-4-6", sessionId: "a836554c-7c11-46da-acea-90cedebe45e7" });
