@@ -137,7 +137,7 @@ func TestCompanyDefaultsAndRun(t *testing.T) {
 	}
 	spec := got["spec"].(map[string]any)
 	agent := spec["agents"].([]any)[0]
-	want := map[string]any{"name": "coder", "adapter": "claude_local", "extraArgs": []any{}, "env": map[string]any{}, "concurrency": 1.0, "timeoutSec": 0.0, "graceSec": 60.0}
+	want := map[string]any{"name": "coder", "adapter": "claude_local", "extraArgs": []any{}, "env": map[string]any{}, "concurrency": 1.0, "timeoutSec": 0.0, "graceSec": 60.0, "paperclip": map[string]any{"role": "general"}}
 	if diff := cmp.Diff(want, agent); diff != "" {
 		t.Errorf("agent defaults (-want +got):\n%s", diff)
 	}

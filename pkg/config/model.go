@@ -85,6 +85,7 @@ type Settings struct {
 type SettingsSpec struct {
 	NamespacePrefix string                          `json:"namespacePrefix"`
 	Server          Server                          `json:"server"`
+	Paperclip       *PaperclipSettings              `json:"paperclip,omitempty"`
 	Egress          SettingsEgress                  `json:"egress"`
 	Images          Images                          `json:"images"`
 	Inherit         Inherit                         `json:"inherit"`
@@ -98,6 +99,19 @@ type Server struct {
 	Namespace   string            `json:"namespace"`
 	PodSelector map[string]string `json:"podSelector"`
 	Port        int               `json:"port"`
+}
+
+// PaperclipSettings says where Paperclip's API is, for the companies whose
+// agents pcsync manages there (CompanySpec.Paperclip.Manage).
+type PaperclipSettings struct {
+	// URL is the base URL of Paperclip's API.
+	URL string `json:"url"`
+	// TokenEnv names the environment variable holding a board API key.
+	TokenEnv string `json:"tokenEnv,omitempty"`
+	// TokenFile is the absolute path of a file holding a board API key.
+	TokenFile string `json:"tokenFile,omitempty"`
+	// SpoolDir is the spool directory as the Paperclip server sees it.
+	SpoolDir string `json:"spoolDir"`
 }
 
 // EgressMode selects how egress is enforced.
@@ -294,7 +308,14 @@ type CompanySpec struct {
 	Sessions                  *Sessions         `json:"sessions,omitempty"`
 	SecretRefs                []SecretRef       `json:"secretRefs"`
 	Patches                   []Patch           `json:"patches"`
+	Paperclip                 CompanyPaperclip  `json:"paperclip"`
 	Agents                    []Agent           `json:"agents"`
+}
+
+// CompanyPaperclip is a company's Paperclip side.
+type CompanyPaperclip struct {
+	// Manage keeps the company's agents in Paperclip as declared.
+	Manage bool `json:"manage"`
 }
 
 // CompanyEgress is a company's egress allowance.
@@ -362,6 +383,34 @@ type Agent struct {
 	NodeSelector     map[string]string `json:"nodeSelector,omitempty"`
 	Tolerations      []Toleration      `json:"tolerations,omitempty"`
 	Labels           map[string]string `json:"labels,omitempty"`
+	Paperclip        PaperclipAgent    `json:"paperclip"`
+}
+
+// PaperclipAgent is an agent's fields in Paperclip; nil (or empty) fields
+// are not declared and not managed.
+type PaperclipAgent struct {
+	Role               string                  `json:"role"`
+	Title              *string                 `json:"title,omitempty"`
+	ReportsTo          string                  `json:"reportsTo,omitempty"`
+	Capabilities       *string                 `json:"capabilities,omitempty"`
+	BudgetMonthlyCents *int                    `json:"budgetMonthlyCents,omitempty"`
+	RuntimeConfig      *PaperclipRuntimeConfig `json:"runtimeConfig,omitempty"`
+	Metadata           map[string]any          `json:"metadata,omitempty"`
+}
+
+// PaperclipRuntimeConfig is the part of an agent's runtimeConfig pcsync
+// declares.
+type PaperclipRuntimeConfig struct {
+	Heartbeat *PaperclipHeartbeat `json:"heartbeat,omitempty"`
+}
+
+// PaperclipHeartbeat is runtimeConfig.heartbeat: when Paperclip wakes the
+// agent.
+type PaperclipHeartbeat struct {
+	Enabled           *bool `json:"enabled,omitempty"`
+	IntervalSec       *int  `json:"intervalSec,omitempty"`
+	WakeOnDemand      *bool `json:"wakeOnDemand,omitempty"`
+	MaxConcurrentRuns *int  `json:"maxConcurrentRuns,omitempty"`
 }
 
 // Toleration is a pod toleration.

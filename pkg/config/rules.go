@@ -41,6 +41,10 @@ func (k *checker) settings(d *document) {
 		}
 	}
 	k.patches(d, keys("spec", "patches"), s.Patches)
+	if pc := s.Paperclip; pc != nil && pc.TokenEnv != "" && pc.TokenFile != "" {
+		p := keys("spec", "paperclip", "tokenFile")
+		k.errs.add(d.posIn(p, true), p.String(), "set either tokenEnv or tokenFile, not both")
+	}
 }
 
 func (k *checker) companies(docs []*loadedDoc) {
@@ -101,8 +105,86 @@ func (k *checker) company(d *document, c *Company) {
 		}
 		k.labels(d, ap.with(key("labels")), a.Labels)
 		k.labels(d, ap.with(key("nodeSelector")), a.NodeSelector)
+		if _, ok := a.Paperclip.Metadata[PaperclipMarkerKey]; ok {
+			p := ap.with(key("paperclip"), key("metadata"), key(PaperclipMarkerKey))
+			k.errs.add(d.posIn(p, true), p.String(), "the metadata key %q is pcsync's own marker of the agents it manages", PaperclipMarkerKey)
+		}
+	}
+	k.reportsTo(d, c)
+	if c.Spec.Paperclip.Manage && k.m.Settings.Spec.Paperclip == nil {
+		p := keys("spec", "paperclip", "manage")
+		k.errs.add(d.posIn(p, false), p.String(),
+			"company %q: managing its agents in Paperclip needs Settings spec.paperclip (url and spoolDir)", c.Metadata.Name)
 	}
 	k.patches(d, keys("spec", "patches"), c.Spec.Patches)
+}
+
+// PaperclipMarkerKey is the key of an agent's Paperclip metadata that
+// marks it as managed by pcsync; configs may not declare it.
+const PaperclipMarkerKey = "pcsync"
+
+// reportsTo checks that every paperclip.reportsTo names another agent of
+// the company and that no chain of them is a cycle; a cycle is reported
+// once, at the reportsTo of its first agent in the file.
+func (k *checker) reportsTo(d *document, c *Company) {
+	byName := make(map[string]int, len(c.Spec.Agents))
+	for i, a := range c.Spec.Agents {
+		if _, dup := byName[a.Name]; !dup {
+			byName[a.Name] = i
+		}
+	}
+	at := func(i int) fieldPath {
+		return keys("spec", "agents").with(index(i), key("paperclip"), key("reportsTo"))
+	}
+	for i, a := range c.Spec.Agents {
+		to := a.Paperclip.ReportsTo
+		if to == "" {
+			continue
+		}
+		if _, ok := byName[to]; !ok {
+			k.errs.add(d.posIn(at(i), false), at(i).String(), "reportsTo %q: company %q has no agent of that name", to, c.Metadata.Name)
+		}
+	}
+	// Each agent has at most one manager, so the chains are paths in a
+	// functional graph: follow each one, marking the agents of the current
+	// walk, until it ends or meets an agent seen before.
+	const (
+		unseen = iota
+		walking
+		done
+	)
+	state := make([]int, len(c.Spec.Agents))
+	for start := range c.Spec.Agents {
+		var path []int
+		i := start
+		for i >= 0 && state[i] == unseen {
+			state[i] = walking
+			path = append(path, i)
+			next, ok := byName[c.Spec.Agents[i].Paperclip.ReportsTo]
+			if !ok || c.Spec.Agents[i].Paperclip.ReportsTo == "" {
+				next = -1
+			}
+			i = next
+		}
+		if i >= 0 && state[i] == walking {
+			// A new cycle, from i to the end of path.
+			first := slices.Index(path, i)
+			cycle := path[first:]
+			head := slices.Min(cycle)
+			h := slices.Index(cycle, head)
+			cycle = append(slices.Clone(cycle[h:]), cycle[:h]...)
+			names := make([]string, 0, len(cycle)+1)
+			for _, j := range cycle {
+				names = append(names, c.Spec.Agents[j].Name)
+			}
+			names = append(names, c.Spec.Agents[head].Name)
+			k.errs.add(d.posIn(at(head), false), at(head).String(), "reportsTo cycle in company %q: %s",
+				c.Metadata.Name, strings.Join(names, " → "))
+		}
+		for _, j := range path {
+			state[j] = done
+		}
+	}
 }
 
 // imageAllowed reports whether image matches a glob of the allow list; '*'
