@@ -1,6 +1,8 @@
 // The adapter's configuration: the agent's adapterConfig in Paperclip.
 
 import path from "node:path";
+import type { AdapterAgent } from "@paperclipai/adapter-utils";
+import { buildPaperclipEnv } from "@paperclipai/adapter-utils/server-utils";
 
 /** ADAPTER_TYPE is the Paperclip adapter type this package registers. */
 export const ADAPTER_TYPE = "pcsync";
@@ -14,8 +16,6 @@ export const DEFAULTS = {
   resultGraceSec: 120,
   /** Seconds the adapter waits for the result after it asked pcsync to cancel. */
   cancelWaitSec: 60,
-  /** Paperclip's own port when neither apiUrl nor the environment says more. */
-  port: 3100,
 };
 
 /** AdapterConfig is the parsed, checked adapterConfig. */
@@ -168,13 +168,11 @@ export function agentNameFrom(name: string): string {
 }
 
 /**
- * defaultApiUrl is where the Paperclip server that loaded the adapter listens:
- * PAPERCLIP_API_URL when the server's environment sets it, else
- * http://127.0.0.1:<PORT> (PORT of the environment, default 3100).
+ * defaultApiUrl is the Paperclip URL the built-in adapters give their agents
+ * as PAPERCLIP_API_URL: the server's PAPERCLIP_API_URL (its start-up sets
+ * it), else PAPERCLIP_RUNTIME_API_URL, else http://<HOST>:<PORT> of the
+ * server's environment (localhost:3100).
  */
-export function defaultApiUrl(env: NodeJS.ProcessEnv = process.env): string {
-  const fromEnv = (env.PAPERCLIP_API_URL ?? "").trim();
-  if (fromEnv !== "") return fromEnv;
-  const port = Number((env.PORT ?? "").trim());
-  return `http://127.0.0.1:${Number.isInteger(port) && port > 0 ? port : DEFAULTS.port}`;
+export function defaultApiUrl(agent: AdapterAgent): string {
+  return buildPaperclipEnv(agent).PAPERCLIP_API_URL;
 }

@@ -131,7 +131,7 @@ export async function execute(ctx: AdapterExecutionContext): Promise<AdapterExec
   if (cfg.timeoutSec > 0) request.timeoutSec = cfg.timeoutSec;
   if (Object.keys(context).length > 0) request.context = context;
   const paperclip: Record<string, unknown> = {
-    apiUrl: cfg.apiUrl || defaultApiUrl(),
+    apiUrl: cfg.apiUrl || defaultApiUrl(ctx.agent),
     agentId: ctx.agent.id,
     runId: ctx.runId,
   };

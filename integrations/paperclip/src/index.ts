@@ -78,7 +78,7 @@ export const configSchema: AdapterConfigSchema = {
       key: "apiUrl",
       label: "Paperclip API URL",
       type: "text",
-      hint: "URL of this Paperclip server for the agent's call-backs (local executor). Default: PAPERCLIP_API_URL, else http://127.0.0.1:<PORT>.",
+      hint: "URL of this Paperclip server for the agent's call-backs (local executor). Default: the server's own URL, as the built-in adapters give it to their agents (PAPERCLIP_API_URL).",
     },
     { key: "promptTemplate", label: "Prompt template", type: "textarea", hint: "Replaces Paperclip's default heartbeat prompt." },
     {
@@ -134,7 +134,7 @@ reports the transcript, tokens, cost and session back to Paperclip.
 | company | string | the pcsync Company whose \`spec.id\` is this company's id | pcsync company slug, to pick a Company without \`spec.id\`. |
 | timeoutSec | number | 0 (pcsync's agent timeoutSec, else 3600) | The run's timeout, enforced by pcsync. |
 | stateDir | string | \`<spoolDir>/.pcsync\` | The daemon's \`--state-dir\`, where its status file is. |
-| apiUrl | string | \`PAPERCLIP_API_URL\`, else \`http://127.0.0.1:<PORT>\` | Paperclip's URL for the agent's call-backs (local executor; pods use pcsync's configured URL). |
+| apiUrl | string | the server's own URL, as the built-in adapters give it (\`PAPERCLIP_API_URL\`) | Paperclip's URL for the agent's call-backs (local executor; pods use pcsync's configured URL). |
 | promptTemplate | string | Paperclip's default | The heartbeat prompt template. |
 | bootstrapPromptTemplate | string | none | Prepended to the first run of a session. |
 | billingType | string | unknown | Reported with the run's cost. |

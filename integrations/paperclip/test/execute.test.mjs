@@ -6,6 +6,7 @@ import { promises as fs } from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
+import { buildPaperclipEnv } from "@paperclipai/adapter-utils/server-utils";
 import { createServerAdapter } from "../dist/index.js";
 import { fakeContext, fakeDaemon, result, runId, tempSpool, writeStatus, AGENT_ID, COMPANY_ID } from "./helpers.mjs";
 
@@ -98,7 +99,7 @@ test("success: the request, the live log and the mapped result", async (t) => {
   assert.equal(req.sessionId, undefined);
   assert.match(req.prompt, new RegExp(`You are agent ${AGENT_ID} \\(Coder\\)`));
   assert.deepEqual(req.context, { taskId: "TASK-1", wakeReason: "issue_assigned", linkedIssueIds: "a,b" });
-  assert.deepEqual(req.paperclip, { apiUrl: "http://127.0.0.1:3100", agentId: AGENT_ID, runId: id, apiKey: "jwt.secret.value" });
+  assert.deepEqual(req.paperclip, { apiUrl: buildPaperclipEnv(ctx.agent).PAPERCLIP_API_URL, agentId: AGENT_ID, runId: id, apiKey: "jwt.secret.value" });
   const st = await fs.stat(path.join(sp.spool, `${id}.json`));
   assert.equal(st.mode & 0o777, 0o600);
   const left = (await fs.readdir(sp.spool)).filter((f) => f.endsWith(".tmp"));
