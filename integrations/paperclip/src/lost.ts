@@ -43,7 +43,9 @@ function ledgerFile(spoolDir: string, name: string): string {
 /** remember adds a run to the ledger before its request is written. */
 export async function remember(spoolDir: string, e: LedgerEntry): Promise<void> {
   await fs.mkdir(path.join(spoolDir, LEDGER_DIR), { recursive: true, mode: 0o700 });
-  await writeAtomic(ledgerFile(spoolDir, e.name), JSON.stringify(e) + "\n");
+  // Not fsynced: the ledger is a hint, and a crash of the machine loses the
+  // Paperclip run anyway.
+  await writeAtomic(ledgerFile(spoolDir, e.name), JSON.stringify(e) + "\n", false, false);
 }
 
 /** forget removes a run from the ledger once Paperclip has its result. */

@@ -28,14 +28,15 @@ export function spoolPaths(spoolDir: string, name: string): SpoolPaths {
  * writeAtomic writes data as a hidden temporary file of mode 0600 next to
  * file and renames it into place, so a reader never sees half of it.
  * With exclusive, an existing file is not replaced (EEXIST is thrown).
+ * With sync, the data is on disk before the name appears.
  */
-export async function writeAtomic(file: string, data: string, exclusive = false): Promise<void> {
+export async function writeAtomic(file: string, data: string, exclusive = false, sync = true): Promise<void> {
   const dir = path.dirname(file);
   const tmp = path.join(dir, `.${path.basename(file)}.${randomBytes(4).toString("hex")}.tmp`);
   const fh = await fs.open(tmp, "wx", 0o600);
   try {
     await fh.writeFile(data);
-    await fh.sync();
+    if (sync) await fh.sync();
   } finally {
     await fh.close();
   }
