@@ -70,8 +70,9 @@ func TestSettingsDefaults(t *testing.T) {
 			"jobs":      map[string]any{"ttlSecondsAfterFinished": 900.0, "activeDeadlineSeconds": 3600.0, "retain": false},
 			"resources": map[string]any{"requests": map[string]any{"cpu": "250m", "memory": "512Mi"}, "limits": map[string]any{"cpu": "2", "memory": "4Gi"}},
 		},
-		"adapters": map[string]any{},
-		"patches":  []any{},
+		"adapters":           map[string]any{},
+		"patches":            []any{},
+		"allowUnsafePatches": []any{},
 	}
 	if diff := cmp.Diff(want, got["spec"]); diff != "" {
 		t.Errorf("Settings defaults (-want +got):\n%s", diff)

@@ -101,3 +101,34 @@ func TestApplyFlagErrors(t *testing.T) {
 		t.Errorf("%d requests reached the cluster", n)
 	}
 }
+
+// TestUnsafePatchesRefusedOrWarned checks the tenant baseline guard from
+// the command line: diff refuses a company whose patch breaks the baseline
+// at the patch, before any request; render and diff print each allowed
+// exemption as a warning, every time.
+func TestUnsafePatchesRefusedOrWarned(t *testing.T) {
+	kubeconfig, requests := recordingServer(t)
+	refused := filepath.Join("..", "..", "testdata", "badpatches", "rbac", "config")
+	allowed := filepath.Join("..", "..", "testdata", "render", "patches-fallback", "config")
+	code, _, stderr := runCmd(t, newDiffCmd, kubeconfig, refused)
+	if want := filepath.Join(refused, "companies.yaml") + `:8:7: spec.patches[0]: company "wildcard": patch 0 breaks the tenant's rbac:`; code != 1 || !strings.Contains(stderr, want) {
+		t.Errorf("diff of %s: exit code %d, want 1 and a line with %q; stderr:\n%s", refused, code, want, stderr)
+	}
+	if n := requests.Load(); n != 0 {
+		t.Errorf("%d requests reached the cluster", n)
+	}
+	for _, tt := range []struct {
+		name   string
+		newCmd func(*globalOptions) *cobra.Command
+	}{{"render", newRenderCmd}, {"diff", newDiffCmd}} {
+		_, _, stderr := runCmd(t, tt.newCmd, kubeconfig, allowed)
+		for _, want := range []string{
+			filepath.Join(allowed, "companies.yaml") + `:27:3: warning: spec.allowUnsafePatches: company "renamer": patches may weaken objectIdentity`,
+			filepath.Join(allowed, "companies.yaml") + `:29:7: warning: spec.patches[0]: company "renamer": patch 0 weakens the tenant's objectIdentity (allowed by spec.allowUnsafePatches)`,
+		} {
+			if !strings.Contains(stderr, want) {
+				t.Errorf("%s: no warning %q; stderr:\n%s", tt.name, want, stderr)
+			}
+		}
+	}
+}

@@ -45,7 +45,7 @@ func main() {
 // definition follows, sorted.
 var order = []string{"#Settings", "#SettingsSpec", "#PaperclipSettings", "#Company", "#CompanySpec", "#Agent", "#PaperclipAgent", "#PaperclipRole", "#CIDRRule", "#Run",
 	"#Quota", "#QuotaDefaults", "#LimitRange", "#LimitRangeDefaults", "#Jobs", "#JobsDefaults", "#Resources", "#ResourcesDefaults", "#ResourceList",
-	"#Patch", "#Toleration", "#Metadata", "#AdapterType", "#AdapterDefaults", "#AdapterOverride"}
+	"#Patch", "#UnsafePatch", "#Toleration", "#Metadata", "#AdapterType", "#AdapterDefaults", "#AdapterOverride"}
 
 type def struct {
 	name string

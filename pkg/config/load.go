@@ -346,7 +346,11 @@ func assemble(dir string, results []fileResult, opts LoadOptions) (*Model, error
 			docs[name] = d.doc
 		}
 	}
-	m.Warnings = warnings(m, docs)
+	var sd *document
+	if settingsDoc != nil {
+		sd = settingsDoc.doc
+	}
+	m.Warnings = warnings(m, sd, docs)
 	return m, nil
 }
 

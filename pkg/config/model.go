@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 )
 
@@ -92,6 +93,39 @@ type SettingsSpec struct {
 	Defaults        Defaults                        `json:"defaults"`
 	Adapters        map[AdapterType]AdapterOverride `json:"adapters"`
 	Patches         []Patch                         `json:"patches"`
+	// AllowUnsafePatches are the tenant hardenings that patches may weaken
+	// in every tenant.
+	AllowUnsafePatches []UnsafePatch `json:"allowUnsafePatches"`
+}
+
+// UnsafePatch names a tenant hardening that patches may weaken only when
+// the config allows it (schema #UnsafePatch).
+type UnsafePatch string
+
+// The tenant hardenings that pcsync render checks after patches.
+const (
+	// UnsafePodSecurity: the Namespace's Pod Security labels stay restricted.
+	UnsafePodSecurity UnsafePatch = "podSecurity"
+	// UnsafeNetworkPolicy: the deny-all NetworkPolicy stays and denies all.
+	UnsafeNetworkPolicy UnsafePatch = "networkPolicy"
+	// UnsafeRBAC: the tenant Role and RoleBinding grant no more than the
+	// baseline.
+	UnsafeRBAC UnsafePatch = "rbac"
+	// UnsafeObjectIdentity: every tenant object keeps its apiVersion, kind,
+	// name and namespace, and none is removed.
+	UnsafeObjectIdentity UnsafePatch = "objectIdentity"
+)
+
+// AllowedUnsafePatches are the hardenings that patches may weaken in
+// company c: those of Settings and of the company.
+func (m *Model) AllowedUnsafePatches(c *Company) []UnsafePatch {
+	var out []UnsafePatch
+	for _, u := range append(slices.Clone(m.Settings.Spec.AllowUnsafePatches), c.Spec.AllowUnsafePatches...) {
+		if !slices.Contains(out, u) {
+			out = append(out, u)
+		}
+	}
+	return out
 }
 
 // Server locates the Paperclip server that agents call back to.
@@ -309,6 +343,7 @@ type CompanySpec struct {
 	SecretRefs                []SecretRef       `json:"secretRefs"`
 	Patches                   []Patch           `json:"patches"`
 	Paperclip                 CompanyPaperclip  `json:"paperclip"`
+	AllowUnsafePatches        []UnsafePatch     `json:"allowUnsafePatches"`
 	Agents                    []Agent           `json:"agents"`
 }
 

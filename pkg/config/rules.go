@@ -297,8 +297,30 @@ func sortedKeys(m map[string]string) []string {
 }
 
 // warnings are findings that do not make the config invalid.
-func warnings(m *Model, docs map[string]*document) []Warning {
+// settings is the Settings document (nil when there is none), docs the
+// Company documents by slug.
+func warnings(m *Model, settings *document, docs map[string]*document) []Warning {
 	var out []Warning
+	if u := m.Settings.Spec.AllowUnsafePatches; len(u) > 0 {
+		pos := m.Settings.Source
+		if settings != nil {
+			pos = settings.posIn(keys("spec", "allowUnsafePatches"), true)
+		}
+		out = append(out, Warning{Pos: pos, Field: "spec.allowUnsafePatches", Message: fmt.Sprintf(
+			"patches may weaken %s in every tenant: pcsync does not refuse them", unsafeList(u))})
+	}
+	for i := range m.Companies {
+		c := &m.Companies[i]
+		if len(c.Spec.AllowUnsafePatches) == 0 {
+			continue
+		}
+		pos := c.Source
+		if d := docs[c.Metadata.Name]; d != nil {
+			pos = d.posIn(keys("spec", "allowUnsafePatches"), true)
+		}
+		out = append(out, Warning{Pos: pos, Field: "spec.allowUnsafePatches", Message: fmt.Sprintf(
+			"company %q: patches may weaken %s of this tenant: pcsync does not refuse them", c.Metadata.Name, unsafeList(c.Spec.AllowUnsafePatches))})
+	}
 	for i := range m.Companies {
 		c := &m.Companies[i]
 		if m.EgressMode(c) != EgressStandard || !m.WantsFQDNs(c) {
@@ -316,6 +338,15 @@ func warnings(m *Model, docs map[string]*document) []Warning {
 			"company %q: standard egress mode cannot enforce host names (FQDNs); its agents may reach every public IPv4 address on TCP 443. Set egress mode cilium to allow only the named hosts", c.Metadata.Name)})
 	}
 	return out
+}
+
+// unsafeList names hardenings for a warning: "podSecurity, rbac".
+func unsafeList(us []UnsafePatch) string {
+	s := make([]string, len(us))
+	for i, u := range us {
+		s[i] = string(u)
+	}
+	return strings.Join(s, ", ")
 }
 
 // totalAnnotationSizeLimit is the API server's limit on the summed size of

@@ -77,12 +77,16 @@ func Render(m *config.Model, opts Options) (*Output, error) {
 	errs := make([]error, n)
 	global := planGlobal(m)
 	items := make([]*batchItem, n)
+	bases := make([][]*unstructured.Unstructured, n)
 	forEach(n, opts.Concurrency, func(yw *yamlWriter, i int) {
 		c := &m.Companies[i]
 		t := tenant{m: m, c: c, ns: m.Namespace(c)}
 		objs := t.objects()
 		comps[i] = CompanyOutput{Slug: c.Metadata.Name, Namespace: t.ns}
 		own := companyPatches(c)
+		if len(m.Settings.Spec.Patches)+len(own) > 0 {
+			bases[i] = slices.Clone(objs)
+		}
 		switch {
 		case opts.AlwaysKustomize || (opts.perCompany && len(m.Settings.Spec.Patches)+len(own) > 0):
 			comps[i].Objects, errs[i] = kustomizeCompany(yw, m, c, t.ns, objs)
@@ -113,6 +117,15 @@ func Render(m *config.Model, opts Options) (*Output, error) {
 			comps[it.index].Objects, errs[it.index] = kustomizeCompany(yw, m, &m.Companies[it.index], it.ns, it.objs)
 		}
 	})
+	// The tenant baseline guard (guard.go), on every patched company.
+	guardWarnings := make([][]config.Warning, n)
+	forEach(n, opts.Concurrency, func(yw *yamlWriter, i int) {
+		if bases[i] == nil || errs[i] != nil {
+			return
+		}
+		c := &m.Companies[i]
+		guardWarnings[i], errs[i] = guardCompany(yw, m, c, tenant{m: m, c: c, ns: comps[i].Namespace}, bases[i], comps[i].Objects)
+	})
 
 	var cfgErrs config.Errors
 	for _, err := range errs {
@@ -140,6 +153,11 @@ func Render(m *config.Model, opts Options) (*Output, error) {
 	sortObjects(out.Objects)
 	for _, w := range m.Warnings {
 		out.Warnings = append(out.Warnings, warningLine(w))
+	}
+	for _, ws := range guardWarnings {
+		for _, w := range ws {
+			out.Warnings = append(out.Warnings, warningLine(w))
+		}
 	}
 	return out, nil
 }
@@ -177,11 +195,7 @@ func companyPatches(c *config.Company) []patchRef {
 // patches (Settings' first) in a kustomize run of their own. The objects
 // come back sorted.
 func kustomizeCompany(yw *yamlWriter, m *config.Model, c *config.Company, ns string, objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
-	var patches []patchRef
-	for i, p := range m.Settings.Spec.Patches {
-		patches = append(patches, patchRef{patch: p, field: fmt.Sprintf("spec.patches[%d]", i), index: i})
-	}
-	patches = append(patches, companyPatches(c)...)
+	patches := allPatches(m, c)
 	patched, err := kustomize(yw, ns, objs, patches)
 	if err != nil {
 		return nil, patchError(yw, c.Metadata.Name, ns, objs, patches, err)
