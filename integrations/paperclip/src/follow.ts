@@ -225,7 +225,7 @@ export class RunFollower {
   private observe(live: Extract<Liveness, { alive: true }>): void {
     const st = live.status;
     // One second of slack past 3 heartbeats: the file's rename lands a little late.
-    this.heartbeatDeadline = st.heartbeatAt!.getTime() + 3 * st.heartbeatIntervalSec * 1000 + 1000;
+    this.heartbeatDeadline = (st.stoppedAt ?? st.heartbeatAt!).getTime() + 3 * st.heartbeatIntervalSec * 1000 + 1000;
     this.updateRunDeadline(st.runs[this.o.paths.name] ?? null);
   }
 

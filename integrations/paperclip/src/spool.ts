@@ -88,6 +88,8 @@ export interface DaemonStatus {
   executor: string | null;
   heartbeatAt: Date | null;
   heartbeatIntervalSec: number;
+  /** stoppedAt is set when the daemon stopped serving the spool (its runs go on). */
+  stoppedAt: Date | null;
   companies: StatusCompany[] | null;
   runs: Record<string, { state: string; startedAt: string | null }>;
 }
@@ -132,6 +134,7 @@ function parseStatus(raw: unknown): DaemonStatus {
     executor: typeof o.executor === "string" ? o.executor : null,
     heartbeatAt: time(o.heartbeatAt),
     heartbeatIntervalSec: interval,
+    stoppedAt: time(o.stoppedAt),
     companies,
     runs,
   };
@@ -165,13 +168,16 @@ export async function readLiveness(stateDir: string, spoolDir: string, now = new
       reason: `the pcsync daemon's status file ${file} has no heartbeatAt: this pcsync is too old for the Paperclip adapter; upgrade pcsync`,
     };
   }
-  const ageSec = (now.getTime() - status.heartbeatAt.getTime()) / 1000;
+  // A daemon that stopped (a restart, an upgrade) leaves its runs going and
+  // the next daemon adopts them: it counts as alive for as long as a missed
+  // heartbeat would, from when it stopped.
+  const last = status.stoppedAt ?? status.heartbeatAt;
+  const ageSec = (now.getTime() - last.getTime()) / 1000;
   if (ageSec > 3 * status.heartbeatIntervalSec) {
-    return {
-      alive: false,
-      status,
-      reason: `the pcsync daemon of the spool ${spoolDir} is not running: its last heartbeat (${status.heartbeatAt.toISOString()}) is ${Math.round(ageSec)} s old (limit ${3 * status.heartbeatIntervalSec} s); ${start}`,
-    };
+    const what = status.stoppedAt
+      ? `it stopped at ${status.stoppedAt.toISOString()}, ${Math.round(ageSec)} s ago, and no daemon has started since`
+      : `its last heartbeat (${status.heartbeatAt.toISOString()}) is ${Math.round(ageSec)} s old (limit ${3 * status.heartbeatIntervalSec} s)`;
+    return { alive: false, status, reason: `the pcsync daemon of the spool ${spoolDir} is not running: ${what}; ${start}` };
   }
   return { alive: true, status, ageSec };
 }

@@ -143,6 +143,11 @@ test("daemon down: no status file, or a stale heartbeat, fails before writing", 
       (sp) => writeStatus(sp.state, { heartbeatAt: new Date(Date.now() - 60_000), interval: 10 }),
       /is not running: its last heartbeat \(.*\) is 60 s old \(limit 30 s\); start it with/,
     ],
+    [
+      "stopped daemon",
+      (sp) => writeStatus(sp.state, { stoppedAt: new Date(Date.now() - 45_000), interval: 10 }),
+      /is not running: it stopped at .*, 45 s ago, and no daemon has started since; start it with/,
+    ],
   ]) {
     const sp = await tempSpool();
     t.after(sp.cleanup);

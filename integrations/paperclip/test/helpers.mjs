@@ -17,7 +17,7 @@ export async function tempSpool() {
 }
 
 /** writeStatus writes the daemon's status file as pcsync does (temp + rename). */
-export async function writeStatus(state, { heartbeatAt = new Date(), interval = 10, companies, runs = {} } = {}) {
+export async function writeStatus(state, { heartbeatAt = new Date(), interval = 10, companies, runs = {}, stoppedAt } = {}) {
   const st = {
     apiVersion: "pcsync.io/v1alpha1",
     kind: "DaemonStatus",
@@ -28,6 +28,7 @@ export async function writeStatus(state, { heartbeatAt = new Date(), interval = 
     heartbeatAt: heartbeatAt.toISOString(),
     heartbeatIntervalSec: interval,
     updatedAt: heartbeatAt.toISOString(),
+    ...(stoppedAt ? { stoppedAt: stoppedAt.toISOString() } : {}),
     companies: companies ?? [{ slug: "acme", id: COMPANY_ID, agents: [{ name: "coder", adapter: "claude_local" }] }],
     runs,
   };
