@@ -102,7 +102,9 @@ export async function execute(ctx: AdapterExecutionContext): Promise<AdapterExec
   if (!sessionId && cfg.resumeLostSessions && ctx.context.forceFreshSession !== true) {
     for (let i = lost.length - 1; i >= 0; i--) {
       const r = lost[i].result;
-      if (r.sessionId && (lost[i].entry.agent === agent || r.agent === agent)) {
+      const e = lost[i].entry;
+      // Paperclip keeps sessions per task: resume only a session of this task.
+      if (r.sessionId && (e.agent === agent || r.agent === agent) && (e.taskKey ?? null) === (ctx.runtime.taskKey ?? null)) {
         sessionId = r.sessionId;
         resumedLost = lost[i].entry.name;
         await log(`[pcsync] Paperclip gave no session: resuming session ${sessionId} of the lost run ${resumedLost}\n`);
@@ -206,7 +208,13 @@ export async function execute(ctx: AdapterExecutionContext): Promise<AdapterExec
   try {
     if (!attached) {
       try {
-        await remember(cfg.spoolDir, { name, paperclipAgentId: ctx.agent.id, agent, writtenAt: new Date().toISOString() });
+        await remember(cfg.spoolDir, {
+          name,
+          paperclipAgentId: ctx.agent.id,
+          agent,
+          taskKey: ctx.runtime.taskKey ?? null,
+          writtenAt: new Date().toISOString(),
+        });
         await writeAtomic(paths.request, JSON.stringify(request, null, 2) + "\n", true);
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code !== "EEXIST") {

@@ -26,6 +26,8 @@ export interface LedgerEntry {
   paperclipAgentId: string;
   /** agent is the pcsync agent that ran it. */
   agent: string;
+  /** taskKey is Paperclip's task of the run (its sessions are per task), or null. */
+  taskKey: string | null;
   /** writtenAt is when the request was written (RFC 3339). */
   writtenAt: string;
 }

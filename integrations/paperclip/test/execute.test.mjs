@@ -326,6 +326,28 @@ test("Paperclip dies mid-run: the next run reports the lost run and resumes its 
   assert.equal(daemon.requests.get(id3).sessionId, undefined);
 });
 
+test("a lost run's session is resumed only for the same Paperclip task", async (t) => {
+  const sp = await tempSpool();
+  t.after(sp.cleanup);
+  const daemon = await fakeDaemon(sp.spool, async (req, io) => io.result(result({ sessionId: req.sessionId ?? "fresh" })));
+  t.after(daemon.stop);
+  // A run of task A that finished while Paperclip was down.
+  const lostId = runId();
+  await fs.mkdir(path.join(sp.spool, ".paperclip-adapter"));
+  await fs.writeFile(
+    path.join(sp.spool, ".paperclip-adapter", `${lostId}.json`),
+    JSON.stringify({ name: lostId, paperclipAgentId: AGENT_ID, agent: "coder", taskKey: "task-a", writtenAt: new Date().toISOString() }),
+  );
+  await fs.writeFile(path.join(sp.spool, `${lostId}.json`), "{}");
+  await fs.writeFile(path.join(sp.spool, `${lostId}.result.json`), JSON.stringify(result({ sessionId: "session-a" })));
+
+  const other = runId();
+  const b = fakeContext({ spool: sp.spool, runId: other, runtime: { taskKey: "task-b" } });
+  await adapter.execute(b.ctx);
+  assert.equal(daemon.requests.get(other).sessionId, undefined, "task B does not get task A's session");
+  assert.match(b.text(), new RegExp(`run ${lostId} of this agent finished in pcsync while Paperclip was not waiting`));
+});
+
 test("the same Paperclip run again follows its request instead of writing another", async (t) => {
   const sp = await tempSpool();
   t.after(sp.cleanup);
