@@ -63,9 +63,9 @@ func toolVersion() string {
 
 func newApplyCmd(g *globalOptions) *cobra.Command {
 	var (
-		set      applySetFlags
-		opts     = apply.DefaultApplyOptions()
-		pruneMax string
+		set   applySetFlags
+		opts  = apply.DefaultApplyOptions()
+		prune pruneFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "apply [DIR]",
@@ -74,9 +74,17 @@ func newApplyCmd(g *globalOptions) *cobra.Command {
 field manager "pcsync": CRDs first (waiting until they are Established), then
 Namespaces and other cluster-scoped objects, then namespaced objects, each stage in
 parallel. Objects that are already as desired are not sent: a sync with nothing to
-do makes no change to the cluster. Every object is recorded in a kubectl-compatible
-ApplySet (a Secret, --applyset in --applyset-namespace), so that --prune deletes
-only what pcsync applied and no longer renders.
+do makes no change to the cluster. The config repository owns the fields it
+declares: fields another field manager changed (kubectl edit, kubectl patch) are
+taken back, as the daemon and Flux do (--force-conflicts=false reports them as
+conflicts instead). Every object is recorded in a kubectl-compatible ApplySet (a
+Secret, --applyset in --applyset-namespace), so that --prune deletes only what
+pcsync applied and no longer renders.
+
+The prune guard stops accidents, not edits: an empty render, the removal of every
+tenant (company) or of more tenants than --prune-max of the fleet (at least
+--prune-floor) is refused before anything changes, with the command that approves
+exactly that prune; removing a company or a few always goes through.
 
 An invalid config changes nothing (exit code 1). Output: one line per object,
 "<kind>[.<group>]/<name> <action>[ (<namespace>)]" with action created, configured,
@@ -87,11 +95,12 @@ for machines. Exit code 2 if any object failed.`,
 			if err := set.validate(); err != nil {
 				return err
 			}
-			pm, err := apply.ParsePruneMax(pruneMax)
+			lim, err := prune.limits()
 			if err != nil {
-				return usageErrorf("--prune-max: %v", err)
+				return err
 			}
-			opts.PruneMax = pm
+			opts.Prune, opts.PruneMax, opts.PruneFloor, opts.AllowMassPrune =
+				lim.Prune, lim.PruneMax, lim.PruneFloor, lim.AllowMassPrune
 			out, err := g.loadAndRender(cmd.Context(), dirArg(args))
 			if err != nil {
 				return err
@@ -117,16 +126,11 @@ for machines. Exit code 2 if any object failed.`,
 	}
 	f := cmd.Flags()
 	set.add(f)
-	f.BoolVar(&opts.ForceConflicts, "force-conflicts", false,
-		"take ownership of fields other field managers own (otherwise such objects fail, naming the managers and fields)")
+	addForceConflicts(f, &opts.ForceConflicts)
 	f.BoolVar(&opts.Force, "force", false, "delete and recreate objects whose change touches an immutable field")
 	f.BoolVar(&opts.DryRun, "dry-run", false,
 		"persist nothing: print what would be applied and pruned (server-side dry run)")
-	f.BoolVar(&opts.Prune, "prune", false, "delete members of the ApplySet that are no longer rendered")
-	f.StringVar(&pruneMax, "prune-max", "25%",
-		"most members one prune may delete: a count (10) or a share of the set (25%)")
-	f.BoolVar(&opts.AllowMassPrune, "allow-mass-prune", false,
-		"allow pruning more than --prune-max, or pruning everything when nothing is rendered")
+	prune.add(f, "delete members of the ApplySet that are no longer rendered", true)
 	f.BoolVar(&opts.Wait, "wait", false, "wait until applied objects are ready (kstatus) and pruned ones are gone")
 	f.DurationVar(&opts.Timeout, "timeout", 2*time.Minute,
 		"how long to wait for readiness, CRDs to be Established and --force deletions")

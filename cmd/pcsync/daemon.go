@@ -27,8 +27,7 @@ type daemonFlags struct {
 
 	interval, debounce time.Duration
 	set                applySetFlags
-	prune              bool
-	pruneMax           string
+	prune              pruneFlags
 	forceConflicts     bool
 
 	leaderElect                            bool
@@ -40,7 +39,7 @@ func newDaemonCmd(g *globalOptions) *cobra.Command {
 	ro := reconcile.DefaultOptions("")
 	lo := leader.DefaultOptions()
 	f := daemonFlags{executor: "kubernetes", rescan: runs.DefaultOptions("").RescanInterval,
-		interval: ro.Interval, debounce: ro.Debounce, pruneMax: "25%", forceConflicts: ro.Apply.ForceConflicts,
+		interval: ro.Interval, debounce: ro.Debounce,
 		leaseID: lo.Name, leaseDuration: lo.LeaseDuration, renewDeadline: lo.RenewDeadline, retryDur: lo.RetryPeriod}
 	cmd := &cobra.Command{
 		Use:   "daemon --config DIR --spool DIR [--executor kubernetes|local] [--once]",
@@ -49,8 +48,11 @@ func newDaemonCmd(g *globalOptions) *cobra.Command {
 
 The reconcile loop loads, validates, renders and server-side applies --config at
 start, whenever a file under it changes (fsnotify; a symbolic link swapped by
-git-sync is followed), and every --interval to correct drift; with --prune it
-deletes what pcsync applied and no longer renders. An invalid config changes
+git-sync is followed), and every --interval to correct drift: fields another
+field manager changed are taken back (--force-conflicts). With --prune it deletes
+what pcsync applied and no longer renders; the prune guard holds an empty render,
+the whole fleet or more tenants than --prune-max (at least --prune-floor) until
+that prune is approved, and applies the rest. An invalid config changes
 nothing: the last good state stays, and the failure is logged, counted
 (pcsync_config_valid 0) and shown on /readyz. --no-reconcile keeps the config
 for the runs loop but applies nothing (as does --executor local).
@@ -94,10 +96,9 @@ See docs/daemon.md and docs/runs.md.`,
 	fl.StringVar(&f.set.name, "applyset", md.ApplySet.Name, "name of the Secret that is the ApplySet parent (inventory)")
 	fl.StringVar(&f.set.namespace, "applyset-namespace", md.ApplySet.Namespace, "namespace of the ApplySet parent; created if missing")
 	fl.IntVar(&f.set.workers, "workers", md.Workers, "apply requests sent in parallel")
-	fl.BoolVar(&f.prune, "prune", false, "delete members of the ApplySet that are no longer rendered")
-	fl.StringVar(&f.pruneMax, "prune-max", f.pruneMax, "most members one prune may delete: a count (10) or a share of the set (25%)")
-	fl.BoolVar(&f.forceConflicts, "force-conflicts", f.forceConflicts,
-		"take back fields other field managers took over (kubectl edit); the config repository is the source of truth")
+	f.prune.add(fl, "delete members of the ApplySet that are no longer rendered; a prune the guard holds waits for "+
+		"approval (pcsync_prune_blocked, /readyz PruneAllowed, and an ERROR log line with the command that approves it)", false)
+	addForceConflicts(fl, &f.forceConflicts)
 	fl.BoolVar(&f.leaderElect, "leader-elect", false, "run the loops only while holding the leader Lease (for several replicas)")
 	fl.StringVar(&f.leaseNamespace, "leader-election-namespace", "",
 		"namespace of the Lease (default $POD_NAMESPACE, else the service account's namespace, else paperclip)")
@@ -127,9 +128,9 @@ func (f *daemonFlags) run(ctx context.Context, g *globalOptions) error {
 	if err := f.set.validate(); err != nil {
 		return err
 	}
-	pruneMax, err := apply.ParsePruneMax(f.pruneMax)
+	lim, err := f.prune.limits()
 	if err != nil {
-		return usageErrorf("--prune-max: %v", err)
+		return err
 	}
 	// client-go (leader election) logs through klog: send it to our logger,
 	// so that --log-format json holds for every line.
@@ -147,7 +148,8 @@ func (f *daemonFlags) run(ctx context.Context, g *globalOptions) error {
 	opts.Logger, opts.Once, opts.MetricsAddress = g.Logger, f.once, f.metricsAddr
 	ro := &opts.Reconcile
 	ro.Interval, ro.Debounce, ro.Logger = f.interval, f.debounce, g.Logger
-	ro.Apply.Prune, ro.Apply.PruneMax, ro.Apply.ForceConflicts = f.prune, pruneMax, f.forceConflicts
+	ro.Apply.Prune, ro.Apply.PruneMax, ro.Apply.PruneFloor = lim.Prune, lim.PruneMax, lim.PruneFloor
+	ro.Apply.ForceConflicts = f.forceConflicts
 
 	doApply := !f.noReconcile && f.executor == "kubernetes"
 	needCluster := doApply || f.leaderElect || (!f.noRuns && f.executor == "kubernetes")

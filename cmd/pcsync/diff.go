@@ -11,8 +11,9 @@ import (
 
 func newDiffCmd(g *globalOptions) *cobra.Command {
 	var (
-		set  applySetFlags
-		opts = apply.DefaultDiffOptions()
+		set   applySetFlags
+		opts  = apply.DefaultDiffOptions()
+		prune pruneFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "diff [DIR]",
@@ -21,16 +22,26 @@ func newDiffCmd(g *globalOptions) *cobra.Command {
 object a unified diff between the live object and the result of a server-side
 dry-run apply, without managedFields, resourceVersion, generation, uid,
 creationTimestamp and status. Secret values are masked as kubectl diff masks them
-("***", "*** (before)", "*** (after)"). With --prune, members of the ApplySet that
-apply --prune would delete are shown as deletions. Nothing is written.
+("***", "*** (before)", "*** (after)"). The dry run takes back fields another
+field manager changed, as apply does (--force-conflicts, the default), so the
+diff shows exactly what apply would change, drift included. With --prune, members
+of the ApplySet that apply --prune would delete are shown as deletions, and a
+prune the guard would hold is named on stderr. Nothing is written.
 
-Exit code: 0 no differences, 1 differences (or an invalid config), 2 or more on
-errors. A summary line goes to stderr.`,
+Exit code: 0 no differences, 1 differences (or an invalid config), 2 or more when
+the API server refuses (or with --force-conflicts=false, a conflict). A summary
+line goes to stderr.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := set.validate(); err != nil {
 				return err
 			}
+			lim, err := prune.limits()
+			if err != nil {
+				return err
+			}
+			opts.Prune, opts.PruneMax, opts.PruneFloor, opts.AllowMassPrune =
+				lim.Prune, lim.PruneMax, lim.PruneFloor, lim.AllowMassPrune
 			out, err := g.loadAndRender(cmd.Context(), dirArg(args))
 			if err != nil {
 				return err
@@ -50,6 +61,10 @@ errors. A summary line goes to stderr.`,
 			}
 			err = errors.Join(err, d.WriteErrors(g.Stderr))
 			fmt.Fprintln(g.Stderr, d.SummaryLine())
+			if h := d.PruneHeld; h != nil {
+				fmt.Fprintf(g.Stderr, "diff: apply --prune would refuse this prune: %s; to approve exactly this prune: %s\n",
+					h.Describe(), h.ApproveCommand(d.Parent))
+			}
 			if err != nil {
 				return &exitError{code: 2, err: err}
 			}
@@ -64,9 +79,8 @@ errors. A summary line goes to stderr.`,
 	}
 	f := cmd.Flags()
 	set.add(f)
-	f.BoolVar(&opts.Prune, "prune", false, "show members that apply --prune would delete, as deletions")
-	f.BoolVar(&opts.ForceConflicts, "force-conflicts", false,
-		"dry-run with conflicts forced (what apply --force-conflicts would do)")
+	prune.add(f, "show members that apply --prune would delete, as deletions", true)
+	addForceConflicts(f, &opts.ForceConflicts)
 	f.IntVarP(&opts.Context, "unified", "U", 3, "lines of context around each change")
 	return cmd
 }

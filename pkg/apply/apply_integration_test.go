@@ -89,7 +89,9 @@ func TestApplyCreateNoopDrift(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	r, err = e.manager().Apply(ctx, objs, apply.DefaultApplyOptions())
+	strict := apply.DefaultApplyOptions()
+	strict.ForceConflicts = false
+	r, err = e.manager().Apply(ctx, objs, strict)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,17 +102,17 @@ func TestApplyCreateNoopDrift(t *testing.T) {
 	if diff := cmp.Diff(want, actions(r)); diff != "" {
 		t.Errorf("drift actions (-want +got):\n%s", diff)
 	}
-	// The edited field is a conflict with the editor, reported per object.
+	// With --force-conflicts=false the edited field is a conflict with the editor,
+	// reported per object.
 	wantErr := `ResourceQuota/` + ns2 + `/paperclip-quota apply failed: conflict with field manager "kubectl-edit" on ` +
-		`.spec.hard.pods; pass --force-conflicts to take ownership`
+		`.spec.hard.pods; apply without --force-conflicts=false to take the fields back`
 	var ce *apply.ConflictError
 	if err := r.Err(); err == nil || err.Error() != wantErr || !errors.As(err, &ce) {
 		t.Errorf("conflict error:\n got %v\nwant %s", err, wantErr)
 	}
 
-	opts := apply.DefaultApplyOptions()
-	opts.ForceConflicts = true
-	r, err = e.manager().Apply(ctx, objs, opts)
+	// By default the field is taken back.
+	r, err = e.manager().Apply(ctx, objs, apply.DefaultApplyOptions())
 	if err != nil || r.Err() != nil {
 		t.Fatalf("forced apply: %v %v", err, r.Err())
 	}

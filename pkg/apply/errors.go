@@ -17,23 +17,23 @@ import (
 // (errors.Is). Force deletes and recreates such objects.
 var ErrImmutable = errors.New("immutable field")
 
-// ErrEmptyRender is returned by Apply with Prune and no objects, unless AllowMassPrune.
-var ErrEmptyRender = errors.New("refusing to prune: no objects were rendered, so every member of the set would be " +
-	"deleted; pass --allow-mass-prune if that is really wanted")
+// ErrEmptyRender is matched (errors.Is) by the *PruneRefusedError of an Apply with
+// Prune and no objects while the set has members, unless approved.
+var ErrEmptyRender = errors.New("refusing to prune: nothing was rendered")
 
-// ErrMassPrune is wrapped by the error of Apply with Prune when more members would be
-// deleted than PruneMax allows.
+// ErrMassPrune is matched (errors.Is) by the *PruneRefusedError of an Apply whose
+// prune would remove every tenant or more tenants than the limit, unless approved.
 var ErrMassPrune = errors.New("refusing to prune more than the prune limit")
 
 // ConflictError is an apply refused because other field managers own fields the
-// configuration sets. ForceConflicts takes them over.
+// configuration sets (without ForceConflicts). ForceConflicts takes them back.
 type ConflictError struct {
 	// Conflicts maps each other manager to the fields (e.g. ".data.key") it owns.
 	Conflicts map[string][]string
 }
 
 // Error names every manager and its fields, e.g.
-// `conflict with field manager "kubectl-edit" on .rules; pass --force-conflicts to take ownership`.
+// `conflict with field manager "kubectl-edit" on .rules; apply without --force-conflicts=false to take the fields back`.
 func (e *ConflictError) Error() string {
 	managers := make([]string, 0, len(e.Conflicts))
 	for m := range e.Conflicts {
@@ -46,7 +46,7 @@ func (e *ConflictError) Error() string {
 		sort.Strings(fields)
 		parts = append(parts, fmt.Sprintf("field manager %q on %s", m, strings.Join(fields, ", ")))
 	}
-	return "conflict with " + strings.Join(parts, "; ") + "; pass --force-conflicts to take ownership"
+	return "conflict with " + strings.Join(parts, "; ") + "; apply without --force-conflicts=false to take the fields back"
 }
 
 var conflictManager = regexp.MustCompile(`conflict with "([^"]*)"`)

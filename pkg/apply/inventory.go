@@ -54,6 +54,8 @@ type inventory struct {
 	kinds      sets.Set[schema.GroupKind]
 	namespaces sets.Set[string]
 	tooling    string
+	// approval is the parent's AnnotationApprovePrune.
+	approval string
 }
 
 // parentRef returns the ref of the parent Secret.
@@ -89,6 +91,7 @@ func (m *Manager) readInventory(ctx context.Context) (*inventory, error) {
 	}
 	ann := obj.GetAnnotations()
 	inv.tooling = ann[AnnotationTooling]
+	inv.approval = ann[AnnotationApprovePrune]
 	for _, s := range splitList(ann[AnnotationContainsGroupKinds]) {
 		inv.kinds.Insert(schema.ParseGroupKind(s))
 	}

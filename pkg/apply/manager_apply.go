@@ -10,7 +10,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/sets"
 )
 
@@ -19,9 +18,10 @@ import (
 //
 //  1. the parent is read (a parent of another tool is refused) and the live members
 //     are listed, one LIST per resource;
-//  2. with Prune, the members no longer given are planned for deletion, and the call
-//     is refused before anything changes if objs is empty or the plan exceeds PruneMax
-//     (unless AllowMassPrune);
+//  2. with Prune, the members no longer given are planned for deletion and the prune
+//     guard looks at the plan (see guardPrune): a held prune refuses the call before
+//     anything changes (a *PruneRefusedError), or with HoldPrune is only skipped and
+//     reported in Report.PruneHeld;
 //  3. the parent is updated to the union of its kinds and namespaces and those of objs
 //     (as kubectl does, so an interrupted apply never leaks objects);
 //  4. CRDs are applied and waited for until Established, then cluster-scoped objects
@@ -46,9 +46,6 @@ func (m *Manager) Apply(ctx context.Context, objs []*unstructured.Unstructured, 
 	}()
 	if err := opts.complete(); err != nil {
 		return report, err
-	}
-	if opts.Prune && len(objs) == 0 && !opts.AllowMassPrune {
-		return report, ErrEmptyRender
 	}
 	desired, err := prepare(objs, report.ApplySetID)
 	if err != nil {
@@ -81,13 +78,26 @@ func (m *Manager) Apply(ctx context.Context, objs []*unstructured.Unstructured, 
 		return report, err
 	}
 	var plan *prunePlan
+	approvedBy := "" // the parent's approval this prune uses
 	if opts.Prune {
 		plan, err = m.planPrune(ctx, inv, desired, idx)
 		if err != nil {
 			return report, err
 		}
-		if err := checkPruneLimits(plan, opts); err != nil {
+		hold, err := guardPrune(plan, tenantsOf(desired, inv.parent.Namespace), len(objs) == 0, opts,
+			opts.PruneApproval, inv.approval)
+		if err != nil {
 			return report, err
+		}
+		switch {
+		case hold != nil && !opts.HoldPrune:
+			return report, &PruneRefusedError{Hold: *hold, Parent: inv.parent}
+		case hold != nil:
+			report.PruneHeld = hold
+			plan = nil
+			m.log.Debug("prune held", "reason", string(hold.Reason), "tenants", len(hold.Tenants))
+		case len(plan.objects) > 0 && inv.approval != "" && inv.approval == plan.token():
+			approvedBy = inv.approval
 		}
 	}
 
@@ -156,6 +166,12 @@ func (m *Manager) Apply(ctx context.Context, objs []*unstructured.Unstructured, 
 		if !opts.DryRun && !applyFailed && !pruneFailed && !retained {
 			if err := m.writeInventory(ctx, inv, kinds, namespaces); err != nil {
 				return report, fmt.Errorf("apply and prune succeeded, but: %w", err)
+			}
+		}
+		if approvedBy != "" && !opts.DryRun {
+			m.log.Info("prune approved by the ApplySet parent's annotation", "token", approvedBy)
+			if err := m.clearApproval(ctx, inv); err != nil {
+				return report, err
 			}
 		}
 	}
@@ -357,21 +373,4 @@ func crdEstablished(u *unstructured.Unstructured) bool {
 		}
 	}
 	return false
-}
-
-// checkPruneLimits refuses a prune plan that is larger than opts allow.
-func checkPruneLimits(plan *prunePlan, opts ApplyOptions) error {
-	if opts.AllowMassPrune {
-		return nil
-	}
-	limit, err := intstr.GetScaledValueFromIntOrPercent(&opts.PruneMax, plan.members, false)
-	if err != nil {
-		return err
-	}
-	if len(plan.objects) > limit {
-		return fmt.Errorf("%w: prune would delete %d of the set's %d objects, more than --prune-max %s (%d); "+
-			"nothing was changed; pass --allow-mass-prune if that is really wanted",
-			ErrMassPrune, len(plan.objects), plan.members, opts.PruneMax.String(), limit)
-	}
-	return nil
 }

@@ -37,6 +37,11 @@ type DiffReport struct {
 	// Objects has one entry per input object in input order, then the objects prune
 	// would delete.
 	Objects []ObjectDiff
+	// PruneHeld is set when the prune guard would stop apply --prune with the same
+	// limits: the deletions shown would wait for approval.
+	PruneHeld *PruneHold
+	// Parent names the inventory parent object.
+	Parent ObjectRef
 	// MutatingRequests counts the server-side dry-run requests (nothing persists).
 	MutatingRequests int64
 	// ReadRequests counts the other requests.
@@ -87,7 +92,7 @@ func (r *DiffReport) Err() error {
 func (m *Manager) Diff(ctx context.Context, objs []*unstructured.Unstructured, opts DiffOptions) (*DiffReport, error) {
 	start := time.Now()
 	mut0, read0 := m.counter.Mutations(), m.counter.Reads()
-	report := &DiffReport{ApplySetID: m.applySetID()}
+	report := &DiffReport{ApplySetID: m.applySetID(), Parent: m.parentRef()}
 	defer func() {
 		report.Duration = time.Since(start)
 		report.MutatingRequests = m.counter.Mutations() - mut0
@@ -112,6 +117,11 @@ func (m *Manager) Diff(ctx context.Context, objs []*unstructured.Unstructured, o
 	var plan *prunePlan
 	if opts.Prune {
 		if plan, err = m.planPrune(ctx, inv, desired, idx); err != nil {
+			return report, err
+		}
+		ao := ApplyOptions{PruneMax: opts.PruneMax, PruneFloor: opts.PruneFloor, AllowMassPrune: opts.AllowMassPrune}
+		if report.PruneHeld, err = guardPrune(plan, tenantsOf(desired, inv.parent.Namespace), len(objs) == 0, ao,
+			inv.approval); err != nil {
 			return report, err
 		}
 	}

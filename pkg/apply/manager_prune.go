@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/discovery"
 )
 
@@ -23,6 +24,8 @@ type prunePlan struct {
 	members int
 	// objects are the members that are no longer desired, in deletion order.
 	objects []pruneObject
+	// tenants are the namespaces that hold live members (see tenantsOf).
+	tenants sets.Set[string]
 }
 
 type pruneObject struct {
@@ -84,7 +87,7 @@ func (m *Manager) planPrune(ctx context.Context, inv *inventory, objs []*desired
 	for _, mp := range mappings {
 		byResource[mp.Resource] = mp
 	}
-	plan := &prunePlan{}
+	plan := &prunePlan{tenants: sets.New[string]()}
 	seen := map[objKey]bool{}
 	for gvr, items := range idx.members() {
 		mp := byResource[gvr]
@@ -106,6 +109,11 @@ func (m *Manager) planPrune(ctx context.Context, inv *inventory, objs []*desired
 				continue
 			}
 			plan.members++
+			if gk == namespaceGroupKind {
+				plan.tenants.Insert(ref.Name)
+			} else if ref.Namespace != "" {
+				plan.tenants.Insert(ref.Namespace)
+			}
 			if wanted[ref.key()] {
 				continue
 			}
@@ -115,6 +123,7 @@ func (m *Manager) planPrune(ctx context.Context, inv *inventory, objs []*desired
 			plan.objects = append(plan.objects, pruneObject{ref: ref, mapping: mp, uid: u.GetUID(), obj: u})
 		}
 	}
+	plan.tenants.Delete(inv.parent.Namespace)
 	sort.SliceStable(plan.objects, func(i, j int) bool {
 		a, b := plan.objects[i], plan.objects[j]
 		if a.order() != b.order() {

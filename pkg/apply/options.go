@@ -98,8 +98,11 @@ func (o *ManagerOptions) complete() {
 
 // ApplyOptions configure one Apply.
 type ApplyOptions struct {
-	// ForceConflicts takes ownership of fields another field manager owns. Without it
-	// such an object fails with an error naming the other managers and the fields.
+	// ForceConflicts takes back fields another field manager changed (kubectl edit,
+	// kubectl patch, another controller): the objects given own the fields they
+	// declare, as Flux's kustomize-controller does. DefaultApplyOptions sets it;
+	// without it such an object fails with an error naming the other managers and
+	// the fields.
 	ForceConflicts bool
 	// Force deletes and recreates an object whose change touches an immutable field.
 	// Without it such an object fails with an error that says so.
@@ -107,14 +110,27 @@ type ApplyOptions struct {
 	// DryRun persists nothing: changes are sent as server-side dry runs, the parent is
 	// not written and prune only reports what it would delete.
 	DryRun bool
-	// Prune deletes members of the set that are not among the objects given.
+	// Prune deletes members of the set that are not among the objects given, within
+	// the prune guard (see PruneHold): an empty render, every tenant, or more tenants
+	// than PruneMax (at least PruneFloor) is held until approved.
 	Prune bool
-	// PruneMax is the largest number (e.g. 10) or share of the set's live members
-	// (e.g. "25%", rounded down) one prune may delete. DefaultApplyOptions sets 25%;
-	// the zero value allows no deletion at all (without AllowMassPrune).
+	// PruneMax is the most tenants one prune may remove: a count (e.g. 10) or a share
+	// of the set's live tenants (e.g. "25%", rounded down). DefaultApplyOptions sets
+	// 25%.
 	PruneMax intstr.IntOrString
-	// AllowMassPrune lifts PruneMax and allows pruning with no objects given.
+	// PruneFloor is how many tenants one prune may always remove, whatever PruneMax
+	// gives for the fleet (never every tenant). DefaultApplyOptions sets
+	// DefaultPruneFloor (3).
+	PruneFloor int
+	// AllowMassPrune lifts the prune guard.
 	AllowMassPrune bool
+	// PruneApproval approves one held prune: the PruneHold's Token. The parent's
+	// AnnotationApprovePrune does the same.
+	PruneApproval string
+	// HoldPrune, when the guard stops a prune, applies the objects anyway and holds
+	// only the deletions (Report.PruneHeld) instead of refusing the whole call
+	// before anything changes (a *PruneRefusedError). The daemon sets it.
+	HoldPrune bool
 	// Wait waits until every applied object is current (kstatus) and every pruned
 	// object is gone.
 	Wait bool
@@ -125,12 +141,16 @@ type ApplyOptions struct {
 
 // DefaultApplyOptions returns the defaults described on ApplyOptions.
 func DefaultApplyOptions() ApplyOptions {
-	return ApplyOptions{PruneMax: intstr.FromString("25%"), Timeout: 2 * time.Minute}
+	return ApplyOptions{ForceConflicts: true, PruneMax: intstr.FromString("25%"), PruneFloor: DefaultPruneFloor,
+		Timeout: 2 * time.Minute}
 }
 
 func (o *ApplyOptions) complete() error {
 	if _, err := intstr.GetScaledValueFromIntOrPercent(&o.PruneMax, 100, false); err != nil {
 		return fmt.Errorf("invalid prune limit %q: %w", o.PruneMax.String(), err)
+	}
+	if o.PruneFloor < 0 {
+		return fmt.Errorf("invalid prune floor %d: want 0 or more", o.PruneFloor)
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = 2 * time.Minute
@@ -153,17 +173,29 @@ func ParsePruneMax(s string) (intstr.IntOrString, error) {
 
 // DiffOptions configure one Diff.
 type DiffOptions struct {
-	// ForceConflicts dry-runs with conflicts forced, showing the result of
-	// apply --force-conflicts; without it an object with conflicts fails.
+	// ForceConflicts dry-runs with conflicts forced, so that the diff shows what
+	// Apply with ForceConflicts changes, fields taken back from other managers
+	// included. DefaultDiffOptions sets it, as DefaultApplyOptions does; without
+	// it an object with conflicts fails.
 	ForceConflicts bool
-	// Prune shows the members that apply --prune would delete, as deletions.
+	// Prune shows the members that apply --prune would delete, as deletions, and
+	// runs the prune guard on them with PruneMax, PruneFloor and AllowMassPrune
+	// (DiffReport.PruneHeld).
 	Prune bool
+	// PruneMax, PruneFloor and AllowMassPrune are those of ApplyOptions.
+	// DefaultDiffOptions sets the same defaults.
+	PruneMax       intstr.IntOrString
+	PruneFloor     int
+	AllowMassPrune bool
 	// Context is the number of unchanged lines around each change. Default 3.
 	Context int
 }
 
 // DefaultDiffOptions returns the defaults described on DiffOptions.
-func DefaultDiffOptions() DiffOptions { return DiffOptions{Context: 3} }
+func DefaultDiffOptions() DiffOptions {
+	a := DefaultApplyOptions()
+	return DiffOptions{ForceConflicts: a.ForceConflicts, PruneMax: a.PruneMax, PruneFloor: a.PruneFloor, Context: 3}
+}
 
 // crdGroupKind is the kind of CustomResourceDefinitions.
 var crdGroupKind = schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}

@@ -42,16 +42,20 @@ func TestPruneRemovedCompany(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Remove companies 3 and 4: 16 of 40 objects is more than 25%.
+	// Remove companies 3 and 4 with a floor of 1: 2 of 5 tenants is more than
+	// 25% of 5 (1).
 	kept := objs[:24]
 	opts := apply.DefaultApplyOptions()
-	opts.Prune = true
+	opts.Prune, opts.PruneFloor = true, 1
 	_, err := e.manager().Apply(ctx, kept, opts)
-	if !errors.Is(err, apply.ErrMassPrune) {
+	var refused *apply.PruneRefusedError
+	if !errors.Is(err, apply.ErrMassPrune) || !errors.As(err, &refused) {
 		t.Fatalf("want ErrMassPrune, got %v", err)
 	}
-	wantMsg := "refusing to prune more than the prune limit: prune would delete 16 of the set's 40 objects, more than " +
-		"--prune-max 25% (10); nothing was changed; pass --allow-mass-prune if that is really wanted"
+	wantMsg := "refusing to prune: it would remove 2 of the fleet's 5 tenants (" + ns3 + ", " + ns4 + "; 16 objects), " +
+		"more than --prune-max 25% (at least --prune-floor 1) allows: 1; nothing was changed; to approve exactly this " +
+		"prune: kubectl annotate secret " + e.parent.Name + " -n " + e.parent.Namespace + " pcsync.io/approve-prune=" +
+		refused.Hold.Token + " --overwrite (then apply again), or pass --allow-mass-prune"
 	if err.Error() != wantMsg {
 		t.Errorf("message:\n got %s\nwant %s", err, wantMsg)
 	}
@@ -169,23 +173,23 @@ func TestPruneRefusesEmptyRender(t *testing.T) {
 	}
 }
 
-// TestPruneLimitAsCount: --prune-max as a count.
+// TestPruneLimitAsCount: --prune-max as a count of tenants.
 func TestPruneLimitAsCount(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
-	objs := e.companies(2)
+	objs := e.companies(4)
 	if r, err := e.manager().Apply(ctx, objs, apply.DefaultApplyOptions()); err != nil || r.Err() != nil {
 		t.Fatalf("apply: %v %v", err, r.Err())
 	}
 	opts := apply.DefaultApplyOptions()
-	opts.Prune = true
-	opts.PruneMax = intstr.FromInt32(7)
-	if _, err := e.manager().Apply(ctx, objs[:8], opts); !errors.Is(err, apply.ErrMassPrune) {
-		t.Fatalf("want ErrMassPrune with a limit of 7, got %v", err)
+	opts.Prune, opts.PruneFloor = true, 0
+	opts.PruneMax = intstr.FromInt32(1)
+	if _, err := e.manager().Apply(ctx, objs[:16], opts); !errors.Is(err, apply.ErrMassPrune) {
+		t.Fatalf("want ErrMassPrune for 2 tenants with a limit of 1, got %v", err)
 	}
-	opts.PruneMax = intstr.FromInt32(8)
-	if r, err := e.manager().Apply(ctx, objs[:8], opts); err != nil || r.Count(apply.ActionPruned) != 8 {
-		t.Fatalf("limit 8: %v, %v", err, actions(r))
+	opts.PruneMax = intstr.FromInt32(2)
+	if r, err := e.manager().Apply(ctx, objs[:16], opts); err != nil || r.Count(apply.ActionPruned) != 16 {
+		t.Fatalf("limit 2: %v, %v", err, actions(r))
 	}
 }
 

@@ -119,6 +119,9 @@ type Report struct {
 	// Objects has one entry per input object, in the order they were given, followed
 	// by the pruned objects in deletion order.
 	Objects []ObjectResult
+	// PruneHeld is the prune the guard stopped (with ApplyOptions.HoldPrune), nil
+	// when none was: nothing of it was deleted.
+	PruneHeld *PruneHold
 	// MutatingRequests is the number of mutating HTTP requests (POST, PUT, PATCH,
 	// DELETE, including server-side dry runs) the Manager sent during the call.
 	MutatingRequests int64

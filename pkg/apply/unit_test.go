@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +14,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/sets"
 )
 
 func TestApplySetIDFormat(t *testing.T) {
@@ -112,7 +115,7 @@ func TestExplainApplyError(t *testing.T) {
 		t.Fatalf("not a ConflictError: %v", err)
 	}
 	want := `conflict with field manager "helm" on .metadata.labels.a, .metadata.labels.b; ` +
-		`field manager "kubectl-edit" on .rules; pass --force-conflicts to take ownership`
+		`field manager "kubectl-edit" on .rules; apply without --force-conflicts=false to take the fields back`
 	if err.Error() != want {
 		t.Errorf("message:\n got %s\nwant %s", err, want)
 	}
@@ -231,23 +234,110 @@ func TestParsePruneMax(t *testing.T) {
 	}
 }
 
-func TestCheckPruneLimits(t *testing.T) {
-	plan := &prunePlan{members: 32, objects: make([]pruneObject, 8)}
-	if err := checkPruneLimits(plan, ApplyOptions{PruneMax: intstr.FromString("25%")}); err != nil {
-		t.Errorf("8 of 32 at 25%%: %v", err)
+// fleetPlan is the prune plan of a fleet of n tenants (8 objects each) of which
+// the first gone are no longer rendered, and the tenants still rendered.
+func fleetPlan(n, gone int) (*prunePlan, sets.Set[string]) {
+	plan := &prunePlan{members: 8 * n, tenants: sets.New[string]()}
+	desired := sets.New[string]()
+	for i := range n {
+		ns := fmt.Sprintf("paperclip-c%02d", i)
+		plan.tenants.Insert(ns)
+		if i >= gone {
+			desired.Insert(ns)
+			continue
+		}
+		for k := range 8 {
+			plan.objects = append(plan.objects, pruneObject{
+				ref: ObjectRef{Version: "v1", Kind: "ConfigMap", Namespace: ns, Name: fmt.Sprintf("o%d", k)},
+				uid: types.UID(fmt.Sprintf("uid-%d-%d", i, k))})
+		}
 	}
-	plan.objects = make([]pruneObject, 9)
-	if err := checkPruneLimits(plan, ApplyOptions{PruneMax: intstr.FromString("25%")}); !errors.Is(err, ErrMassPrune) {
-		t.Errorf("9 of 32 at 25%%: %v", err)
+	return plan, desired
+}
+
+// TestPruneGuard holds the worked examples of docs/apply.md: the guard counts
+// tenants (companies), not objects, and allows a few whatever the fleet.
+func TestPruneGuard(t *testing.T) {
+	def := DefaultApplyOptions()
+	tests := []struct {
+		name        string
+		fleet, gone int
+		empty       bool
+		opts        func(*ApplyOptions)
+		want        HoldReason // "" = allowed
+		wantLimit   int
+	}{
+		{name: "1 of 2", fleet: 2, gone: 1},
+		{name: "2 of 2 (the whole fleet)", fleet: 2, gone: 2, want: HoldWholeFleet, wantLimit: 1},
+		{name: "1 of 1 (the whole fleet)", fleet: 1, gone: 1, want: HoldWholeFleet, wantLimit: 0},
+		{name: "3 of 4 (the floor)", fleet: 4, gone: 3},
+		{name: "1 of 20", fleet: 20, gone: 1},
+		{name: "5 of 20 (25%)", fleet: 20, gone: 5},
+		{name: "6 of 20", fleet: 20, gone: 6, want: HoldOverLimit, wantLimit: 5},
+		{name: "15 of 20", fleet: 20, gone: 15, want: HoldOverLimit, wantLimit: 5},
+		{name: "50 of 200", fleet: 200, gone: 50},
+		{name: "51 of 200", fleet: 200, gone: 51, want: HoldOverLimit, wantLimit: 50},
+		{name: "empty render", fleet: 3, gone: 3, empty: true, want: HoldEmptyRender, wantLimit: 2},
+		{name: "nothing gone", fleet: 20, gone: 0},
+		{name: "15 of 20, allowed", fleet: 20, gone: 15, opts: func(o *ApplyOptions) { o.AllowMassPrune = true }},
+		{name: "empty render, allowed", fleet: 3, gone: 3, empty: true, opts: func(o *ApplyOptions) { o.AllowMassPrune = true }},
+		{name: "2 of 3, floor 1", fleet: 3, gone: 2, opts: func(o *ApplyOptions) { o.PruneFloor = 1 }, want: HoldOverLimit, wantLimit: 1},
+		{name: "9 of 20, count 9", fleet: 20, gone: 9, opts: func(o *ApplyOptions) { o.PruneMax = intstr.FromInt32(9) }},
+		{name: "zero limits", fleet: 20, gone: 1, opts: func(o *ApplyOptions) { o.PruneMax, o.PruneFloor = intstr.IntOrString{}, 0 },
+			want: HoldOverLimit, wantLimit: 0},
 	}
-	if err := checkPruneLimits(plan, ApplyOptions{PruneMax: intstr.FromString("25%"), AllowMassPrune: true}); err != nil {
-		t.Errorf("allowed: %v", err)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			opts := def
+			if tt.opts != nil {
+				tt.opts(&opts)
+			}
+			plan, desired := fleetPlan(tt.fleet, tt.gone)
+			h, err := guardPrune(plan, desired, tt.empty, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.want == "" {
+				if h != nil {
+					t.Fatalf("held: %s", h.Describe())
+				}
+				return
+			}
+			if h == nil {
+				t.Fatalf("allowed, want held (%s)", tt.want)
+			}
+			if h.Reason != tt.want || h.Limit != tt.wantLimit || len(h.Tenants) != tt.gone || h.Fleet != tt.fleet ||
+				h.Objects != 8*tt.gone {
+				t.Errorf("hold = %+v, want reason %s, limit %d, %d tenants of %d", h, tt.want, tt.wantLimit, tt.gone, tt.fleet)
+			}
+			// The token approves exactly this prune.
+			if again, _ := guardPrune(plan, desired, tt.empty, opts, h.Token); again != nil {
+				t.Errorf("the hold's own token does not approve it")
+			}
+			other, _ := fleetPlan(tt.fleet+1, tt.gone+1)
+			if other.token() == h.Token {
+				t.Errorf("two different plans have the same token")
+			}
+			if again, _ := guardPrune(plan, desired, tt.empty, opts, "0123456789abcdef"); again == nil {
+				t.Errorf("another token approves it")
+			}
+		})
 	}
-	if err := checkPruneLimits(plan, ApplyOptions{PruneMax: intstr.FromInt32(9)}); err != nil {
-		t.Errorf("count 9: %v", err)
+}
+
+func TestPruneRefusedMessage(t *testing.T) {
+	plan, desired := fleetPlan(20, 15)
+	h, _ := guardPrune(plan, desired, false, DefaultApplyOptions())
+	err := error(&PruneRefusedError{Hold: *h, Parent: ObjectRef{Version: "v1", Kind: "Secret", Namespace: "paperclip", Name: "pcsync"}})
+	want := "refusing to prune: it would remove 15 of the fleet's 20 tenants (paperclip-c00, paperclip-c01, paperclip-c02, " +
+		"paperclip-c03, paperclip-c04, … and 10 more; 120 objects), more than --prune-max 25% (at least --prune-floor 3) " +
+		"allows: 5; nothing was changed; to approve exactly this prune: kubectl annotate secret pcsync -n paperclip " +
+		"pcsync.io/approve-prune=" + h.Token + " --overwrite (then apply again), or pass --allow-mass-prune"
+	if err.Error() != want {
+		t.Errorf("message:\n got %s\nwant %s", err, want)
 	}
-	if err := checkPruneLimits(plan, ApplyOptions{}); !errors.Is(err, ErrMassPrune) {
-		t.Errorf("the zero value must allow no deletion: %v", err)
+	if !errors.Is(err, ErrMassPrune) || errors.Is(err, ErrEmptyRender) {
+		t.Errorf("errors.Is: %v", err)
 	}
 }
 

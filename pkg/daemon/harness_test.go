@@ -18,7 +18,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/rest"
 
 	"github.com/pcsync/pcsync/internal/testcluster"
@@ -214,7 +213,7 @@ func (e *env) start(dc daemonConfig) *daemonRun {
 	}
 	o.Reconcile.RetryMin = 500 * time.Millisecond
 	o.Reconcile.Apply.Prune = dc.prune
-	o.Reconcile.Apply.PruneMax = intstr.FromString("100%")
+	o.Reconcile.ApprovalPoll = 500 * time.Millisecond
 	o.Reconcile.Observe = func(out reconcile.Outcome) {
 		r.mu.Lock()
 		r.outcomes = append(r.outcomes, out)

@@ -39,6 +39,9 @@ type Metrics struct {
 	DriftCorrections prometheus.Counter
 	// Prunes counts objects deleted by prune.
 	Prunes prometheus.Counter
+	// PruneBlocked is the number of tenants a prune held by the prune guard
+	// would remove (it waits for approval); 0 when no prune is held.
+	PruneBlocked prometheus.Gauge
 	// Leader is 1 while this replica holds the leader Lease (or runs
 	// without leader election), else 0.
 	Leader prometheus.Gauge
@@ -91,6 +94,10 @@ func New() *Metrics {
 			Namespace: namespace, Name: "pruned_objects_total",
 			Help: "Objects deleted by prune.",
 		}),
+		PruneBlocked: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "prune_blocked",
+			Help: "Tenants a prune held by the prune guard would remove; it waits for approval (0: none held).",
+		}),
 		Leader: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: namespace, Name: "leader",
 			Help: "1 while this replica leads (reconciles and runs agents), else 0.",
@@ -125,7 +132,7 @@ func New() *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.ReconcileDuration, m.ReconcileErrors, m.ConfigValid, m.LastSuccess,
-		m.ObjectsApplied, m.DriftCorrections, m.Prunes, m.Leader,
+		m.ObjectsApplied, m.DriftCorrections, m.Prunes, m.PruneBlocked, m.Leader,
 		m.Runs, m.RunsQueued, m.RunsInFlight, m.RunDuration, m.Tokens, m.CostUSD,
 	)
 	return m

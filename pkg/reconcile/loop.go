@@ -36,6 +36,9 @@ const (
 	TriggerInterval Trigger = "interval"
 	// TriggerRetry: a retry after a failed apply.
 	TriggerRetry Trigger = "retry"
+	// TriggerPruneHeld: a prune is held by the prune guard; the reconcile
+	// runs again after ApprovalPoll to notice its approval.
+	TriggerPruneHeld Trigger = "prune-held"
 )
 
 // Stage is the step of a reconcile that failed. The values are the
@@ -106,6 +109,7 @@ type Loop struct {
 	appliedHash string // digest of the objects of the last successful apply
 	warnedHash  string // digest of the render whose warnings were logged
 	lastErr     string // the last failure logged, to log a repeat at debug
+	lastHold    string // the token of the held prune logged at ERROR
 }
 
 // New returns a loop; applier may be nil (validate only).
@@ -135,6 +139,10 @@ const (
 	CondConfigValid = "ConfigValid"
 	// CondReconciled (not gating) is false while the last apply failed.
 	CondReconciled = "Reconciled"
+	// CondPruneAllowed (not gating, set only with Prune) is false while the
+	// prune guard holds a prune: its message says what would be deleted and
+	// how to approve it.
+	CondPruneAllowed = "PruneAllowed"
 )
 
 // Model returns the last valid config, nil before the first.
@@ -190,6 +198,9 @@ func (l *Loop) Run(ctx context.Context) error {
 			}
 		} else {
 			failures = 0
+		}
+		if out.Report != nil && out.Report.PruneHeld != nil && l.opts.ApprovalPoll < wait {
+			wait, next = l.opts.ApprovalPoll, TriggerPruneHeld
 		}
 		timer := time.NewTimer(wait)
 		select {
@@ -287,6 +298,7 @@ func (l *Loop) reconcile(ctx context.Context, trigger Trigger) (out Outcome) {
 		return out
 	}
 	l.record(log, &out, len(rendered.Objects))
+	l.pruneHeld(ctx, log, trigger, report)
 	switch {
 	case err != nil:
 		out.FailedStage, out.Err = StageApply, err
@@ -427,6 +439,49 @@ func (l *Loop) record(log *slog.Logger, out *Outcome, rendered int) {
 		slog.Int("retained", r.Count(apply.ActionRetained)), slog.Int("failed", r.Count(apply.ActionFailed)),
 		slog.Int("drift", out.Drift), slog.Int64("mutatingRequests", r.MutatingRequests),
 		slog.Duration("duration", r.Duration))
+}
+
+// pruneHeld reports the prune the guard holds, or that none is held: the
+// metric pcsync_prune_blocked, the condition PruneAllowed and, at ERROR, a
+// log record that says what would be deleted and how to approve it (again
+// at every reconcile but the approval polls, and whenever the held prune
+// changes).
+func (l *Loop) pruneHeld(ctx context.Context, log *slog.Logger, trigger Trigger, r *apply.Report) {
+	if !l.opts.Apply.Prune || r == nil {
+		return
+	}
+	h := r.PruneHeld
+	mt, hc := l.opts.Metrics, l.opts.Health
+	if h == nil {
+		if mt != nil {
+			mt.PruneBlocked.Set(0)
+		}
+		if hc != nil {
+			hc.Set(CondPruneAllowed, true, false, "NoPruneHeld", "no prune is held by the prune guard")
+		}
+		if l.lastHold != "" {
+			log.Info("the held prune is no longer held (approved, or the config changed)")
+		}
+		l.lastHold = ""
+		return
+	}
+	approve := h.ApproveCommand(r.Parent)
+	msg := "prune held by the prune guard: " + h.Describe() + "; nothing of it is deleted until it is approved: " +
+		approve + " (or run pcsync apply --prune --allow-mass-prune)"
+	if mt != nil {
+		mt.PruneBlocked.Set(float64(len(h.Tenants)))
+	}
+	if hc != nil {
+		hc.Set(CondPruneAllowed, false, false, "PruneHeld", msg)
+	}
+	lvl := slog.LevelError
+	if h.Token == l.lastHold && trigger == TriggerPruneHeld {
+		lvl = slog.LevelDebug
+	}
+	l.lastHold = h.Token
+	log.Log(ctx, lvl, msg, slog.String("reason", string(h.Reason)), slog.Any("tenants", capLines(h.Tenants, 50)),
+		slog.Int("fleet", h.Fleet), slog.Int("limit", h.Limit), slog.Int("objects", h.Objects),
+		slog.String("token", h.Token), slog.String("approve", approve))
 }
 
 // failedOnlyPruning says whether every failed object of the report is one

@@ -51,11 +51,17 @@ type Options struct {
 	RetryMin, RetryMax time.Duration
 	// Apply are the options of every apply. Prune in it deletes members of
 	// the ApplySet that are no longer rendered; an invalid config never gets
-	// that far, and an empty render or a prune above PruneMax is refused by
-	// pkg/apply. Default: apply.DefaultApplyOptions() with ForceConflicts,
-	// so that fields someone took over with kubectl edit are taken back
-	// (the config repository is the source of truth).
+	// that far, and pkg/apply's prune guard holds an empty render, the whole
+	// fleet or more tenants than PruneMax (at least PruneFloor) until the
+	// prune is approved. Default: apply.DefaultApplyOptions() (ForceConflicts:
+	// fields someone took over with kubectl edit are taken back, the config
+	// repository is the source of truth) with HoldPrune, so that a held prune
+	// stops only the deletions, not the rest of the apply.
 	Apply apply.ApplyOptions
+	// ApprovalPoll is how soon a reconcile runs again while a prune is held,
+	// to notice its approval (the parent's annotation). Default 30s (never
+	// more than Interval).
+	ApprovalPoll time.Duration
 	// Load and Render configure the config loader and the renderer.
 	Load   config.LoadOptions
 	Render render.Options
@@ -83,7 +89,7 @@ type Options struct {
 // DefaultOptions returns the defaults described on Options for dir.
 func DefaultOptions(dir string) Options {
 	ao := apply.DefaultApplyOptions()
-	ao.ForceConflicts = true
+	ao.HoldPrune = true
 	return Options{
 		Dir:      dir,
 		Interval: 5 * time.Minute,
@@ -97,6 +103,8 @@ func DefaultOptions(dir string) Options {
 		Load:     config.DefaultLoadOptions(),
 		Render:   render.DefaultOptions(),
 		Logger:   slog.Default(),
+
+		ApprovalPoll: 30 * time.Second,
 	}
 }
 
@@ -129,6 +137,10 @@ func (o *Options) complete() error {
 	}
 	o.RetryMax = min(o.RetryMax, o.Interval)
 	o.RetryMin = min(o.RetryMin, o.RetryMax)
+	if o.ApprovalPoll <= 0 {
+		o.ApprovalPoll = d.ApprovalPoll
+	}
+	o.ApprovalPoll = min(o.ApprovalPoll, o.Interval)
 	if o.Logger == nil {
 		o.Logger = d.Logger
 	}
