@@ -170,7 +170,7 @@ func (f *daemonFlags) run(ctx context.Context, g *globalOptions) error {
 		if f.stateDir != "" {
 			ropts.StateDir = f.stateDir
 		}
-		ropts.RescanInterval, ropts.Logger = f.rescan, g.Logger
+		ropts.RescanInterval, ropts.Logger, ropts.Version = f.rescan, g.Logger, version
 		opts.Runs = &ropts
 		stateDir := ropts.StateDir
 		if f.executor == "kubernetes" {

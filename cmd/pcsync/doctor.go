@@ -14,7 +14,7 @@ var errChecksFailed = errors.New("checks failed")
 
 func newDoctorCmd(g *globalOptions) *cobra.Command {
 	var (
-		spool, leaseNS, output string
+		spool, stateDir, leaseNS, output string
 	)
 	cmd := &cobra.Command{
 		Use:   "doctor [DIR] [--spool DIR]",
@@ -33,6 +33,9 @@ func newDoctorCmd(g *globalOptions) *cobra.Command {
   secrets   the Secrets the config names exist in the tenant namespaces
             (secretRefs, imagePullSecrets; optional secretRefs as warnings)
   spool     --spool is a writable directory
+  daemon    a daemon serves --spool: its status file (<state>/status.json)
+            has a fresh heartbeat (warning when none runs, failure when it
+            is stuck or died without stopping)
 
 Exit code 0 when nothing failed (warnings allowed), 1 when a check failed,
 2 for usage errors.`,
@@ -45,7 +48,7 @@ Exit code 0 when nothing failed (warnings allowed), 1 when a check failed,
 			if len(args) > 0 {
 				opts.ConfigDir = args[0]
 			}
-			opts.Spool = spool
+			opts.Spool, opts.StateDir = spool, stateDir
 			if leaseNS != "" {
 				opts.LeaseNamespace = leaseNS
 			}
@@ -72,7 +75,8 @@ Exit code 0 when nothing failed (warnings allowed), 1 when a check failed,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&spool, "spool", "", "spool directory to check for writing")
+	f.StringVar(&spool, "spool", "", "spool directory to check for writing, and whose daemon to check")
+	f.StringVar(&stateDir, "state-dir", "", "the daemon's state directory (default <spool>/.pcsync)")
 	f.StringVar(&leaseNS, "leader-election-namespace", "",
 		"namespace of the leader Lease (default $POD_NAMESPACE, else the service account's namespace, else paperclip)")
 	f.StringVarP(&output, "output", "o", "table", "output format: table or json")

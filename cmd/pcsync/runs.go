@@ -112,6 +112,7 @@ func writeRunsTable(w io.Writer, l runs.Listing, now time.Time) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	fmt.Fprintln(w, daemonLine(l))
 	if !l.DaemonRunning {
 		queued := 0
 		for _, r := range l.Runs {
@@ -124,6 +125,30 @@ func writeRunsTable(w io.Writer, l runs.Listing, now time.Time) error {
 		}
 	}
 	return nil
+}
+
+// daemonLine says whether a daemon serves the spool, from its status file.
+func daemonLine(l runs.Listing) string {
+	line := "daemon: " + l.DaemonState
+	if d := l.Daemon; d != nil && l.DaemonRunning {
+		var parts []string
+		if d.PID > 0 {
+			parts = append(parts, fmt.Sprintf("pid %d", d.PID))
+		}
+		if d.Executor != "" {
+			parts = append(parts, d.Executor)
+		}
+		if d.Version != "" {
+			parts = append(parts, d.Version)
+		}
+		if len(d.Companies) > 0 {
+			parts = append(parts, fmt.Sprintf("%d companies", len(d.Companies)))
+		}
+		if len(parts) > 0 {
+			line += " (" + strings.Join(parts, ", ") + ")"
+		}
+	}
+	return line
 }
 
 // writeRunDetails prints one request as "field: value" lines.

@@ -46,7 +46,8 @@ func TestDaemonOnceRejectsAndRunsListShows(t *testing.T) {
 		t.Fatalf("runs list: exit %d\n%s", code, stderr)
 	}
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
-	if len(lines) != 2 || !strings.HasPrefix(lines[0], "NAME") || !strings.Contains(lines[1], "rejected") || !strings.Contains(lines[1], "invalid_request") {
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "NAME") || !strings.Contains(lines[1], "rejected") || !strings.Contains(lines[1], "invalid_request") ||
+		!strings.HasPrefix(lines[2], "daemon: not running: stopped ") {
 		t.Errorf("runs list:\n%s", stdout)
 	}
 

@@ -3,6 +3,8 @@ package config
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"slices"
 	"strconv"
 )
@@ -133,6 +135,9 @@ type Server struct {
 	Namespace   string            `json:"namespace"`
 	PodSelector map[string]string `json:"podSelector"`
 	Port        int               `json:"port"`
+	// URL is where agent pods call Paperclip; empty means the default
+	// (Model.ServerURL).
+	URL string `json:"url,omitempty"`
 }
 
 // PaperclipSettings says where Paperclip's API is, for the companies whose
@@ -457,15 +462,75 @@ type Toleration struct {
 	TolerationSeconds *int64 `json:"tolerationSeconds,omitempty"`
 }
 
-// RunRequest is a validated run request from the spool directory.
+// RunRequest is a validated run request from the spool directory. The
+// schema lets both or neither of Company and CompanyID through: the caller
+// checks that exactly one is given against the config.
 type RunRequest struct {
-	APIVersion string         `json:"apiVersion"`
-	Kind       string         `json:"kind"`
-	Company    string         `json:"company"`
-	Agent      string         `json:"agent"`
-	Prompt     string         `json:"prompt"`
-	RunID      string         `json:"runId,omitempty"`
-	SessionID  string         `json:"sessionId,omitempty"`
-	TimeoutSec int            `json:"timeoutSec,omitempty"`
-	Context    map[string]any `json:"context,omitempty"`
+	APIVersion string             `json:"apiVersion"`
+	Kind       string             `json:"kind"`
+	Company    string             `json:"company,omitempty"`
+	CompanyID  string             `json:"companyId,omitempty"`
+	Agent      string             `json:"agent"`
+	Prompt     string             `json:"prompt"`
+	RunID      string             `json:"runId,omitempty"`
+	SessionID  string             `json:"sessionId,omitempty"`
+	TimeoutSec int                `json:"timeoutSec,omitempty"`
+	Context    map[string]any     `json:"context,omitempty"`
+	Paperclip  *PaperclipCallback `json:"paperclip,omitempty"`
+}
+
+// PaperclipCallback is a run request's paperclip: how the agent calls the
+// Paperclip server back.
+type PaperclipCallback struct {
+	// APIURL is the Paperclip API as the request's writer reaches it.
+	APIURL string `json:"apiUrl,omitempty"`
+	// APIKey is the run's JWT.
+	APIKey SecretString `json:"apiKey,omitempty"`
+	// AgentID is the Paperclip agent id.
+	AgentID string `json:"agentId,omitempty"`
+	// RunID is the Paperclip heartbeat run id.
+	RunID string `json:"runId,omitempty"`
+}
+
+// SecretString is a string that is never shown: it prints, logs and
+// encodes to JSON as "[redacted]". Reveal returns the value, for the few
+// places that hand it on (an agent's environment, a Secret).
+type SecretString string
+
+// Redacted is what a SecretString shows instead of its value.
+const Redacted = "[redacted]"
+
+// Reveal returns the secret value.
+func (s SecretString) Reveal() string { return string(s) }
+
+// String implements fmt.Stringer.
+func (s SecretString) String() string { return s.shown() }
+
+// GoString implements fmt.GoStringer.
+func (s SecretString) GoString() string { return strconv.Quote(s.shown()) }
+
+// Format implements fmt.Formatter, for every verb.
+func (s SecretString) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, s.shown()) }
+
+// LogValue implements slog.LogValuer.
+func (s SecretString) LogValue() slog.Value { return slog.StringValue(s.shown()) }
+
+// MarshalJSON implements json.Marshaler.
+func (s SecretString) MarshalJSON() ([]byte, error) { return json.Marshal(s.shown()) }
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (s *SecretString) UnmarshalJSON(b []byte) error {
+	var v string
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	*s = SecretString(v)
+	return nil
+}
+
+func (s SecretString) shown() string {
+	if s == "" {
+		return ""
+	}
+	return Redacted
 }

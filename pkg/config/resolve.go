@@ -2,6 +2,7 @@ package config
 
 import (
 	"path"
+	"strconv"
 	"strings"
 )
 
@@ -13,6 +14,41 @@ func (m *Model) Company(slug string) (*Company, bool) {
 		}
 	}
 	return nil, false
+}
+
+// CompanyByID returns the company whose spec.id (its Paperclip company id)
+// is id.
+func (m *Model) CompanyByID(id string) (*Company, bool) {
+	for i := range m.Companies {
+		if m.Companies[i].Spec.ID == id {
+			return &m.Companies[i], true
+		}
+	}
+	return nil, false
+}
+
+// ServerURL is the URL agent pods call the Paperclip server at: Settings
+// spec.server.url, else http://{app}.{namespace}.svc:{port}, where app is
+// spec.server.podSelector's "app" label (default "paperclip-server"): a
+// Service named like the server's pods.
+func (m *Model) ServerURL() string {
+	s := m.Settings.Spec.Server
+	if s.URL != "" {
+		return s.URL
+	}
+	app := s.PodSelector["app"]
+	if app == "" {
+		app = "paperclip-server"
+	}
+	ns := s.Namespace
+	if ns == "" {
+		ns = "paperclip"
+	}
+	port := s.Port
+	if port == 0 {
+		port = 3100
+	}
+	return "http://" + app + "." + ns + ".svc:" + strconv.Itoa(port)
 }
 
 // Namespace is the tenant namespace of a company: {namespacePrefix}{slug}.

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net/netip"
+	"net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -24,6 +25,12 @@ func (k *checker) settings(d *document) {
 	s := &k.m.Settings.Spec
 	k.metadata(d, k.m.Settings.Metadata)
 	k.labels(d, keys("spec", "server", "podSelector"), s.Server.PodSelector)
+	if u := s.Server.URL; u != "" {
+		if why := loopbackURL(u); why != "" {
+			p := keys("spec", "server", "url")
+			k.errs.add(d.posIn(p, false), p.String(), "%q %s, which an agent pod cannot reach the Paperclip server at; give the URL of its Service (http://<service>.<namespace>.svc:<port>)", u, why)
+		}
+	}
 	for i, g := range s.Images.AllowList {
 		if _, err := path.Match(g, ""); err != nil {
 			k.errs.add(d.posIn(keys("spec", "images", "allowList").with(index(i)), false),
@@ -352,3 +359,25 @@ func unsafeList(us []UnsafePatch) string {
 // totalAnnotationSizeLimit is the API server's limit on the summed size of
 // an object's annotation keys and values.
 const totalAnnotationSizeLimit = 256 << 10
+
+// loopbackURL says why a URL names this host (localhost, a loopback or
+// unspecified address), or "" when it does not.
+func loopbackURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	h := strings.ToLower(u.Hostname())
+	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
+		return "names localhost"
+	}
+	if a, err := netip.ParseAddr(h); err == nil {
+		switch {
+		case a.IsLoopback():
+			return "is a loopback address"
+		case a.IsUnspecified():
+			return "is the unspecified address"
+		}
+	}
+	return ""
+}

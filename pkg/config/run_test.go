@@ -1,7 +1,11 @@
 package config_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +15,30 @@ import (
 
 	"github.com/pcsync/pcsync/pkg/config"
 )
+
+// TestSecretStringIsNeverShown: the run's JWT prints, logs and encodes as
+// "[redacted]" whatever the verb; Reveal gives it.
+func TestSecretStringIsNeverShown(t *testing.T) {
+	const jwt = "eyJhbGciOiJIUzI1NiJ9.secret"
+	cb := config.PaperclipCallback{APIKey: jwt, AgentID: "ag-1"}
+	js, err := json.Marshal(cb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logged bytes.Buffer
+	slog.New(slog.NewJSONHandler(&logged, nil)).Info("run", "key", cb.APIKey, "callback", cb)
+	for _, shown := range []string{fmt.Sprint(cb), fmt.Sprintf("%+v %#v %q %x %s", cb, cb, cb.APIKey, cb.APIKey, cb.APIKey), string(js), logged.String()} {
+		if strings.Contains(shown, jwt) || !strings.Contains(shown, config.Redacted) {
+			t.Errorf("shown as %s", shown)
+		}
+	}
+	if cb.APIKey.Reveal() != jwt {
+		t.Errorf("Reveal() = %q", cb.APIKey.Reveal())
+	}
+	if got := fmt.Sprint(config.SecretString("")); got != "" {
+		t.Errorf("an empty secret shows as %q", got)
+	}
+}
 
 func TestParseRunValid(t *testing.T) {
 	tests := []struct {
@@ -23,6 +51,10 @@ func TestParseRunValid(t *testing.T) {
 				Context: map[string]any{"taskId": "T-1", "attempt": 2.0, "urgent": true}}},
 		{"yaml", "r2.yaml", "apiVersion: pcsync.io/v1alpha1\nkind: Run\ncompany: acme\nagent: coder\nprompt: |\n  two\n  lines\nrunId: run-7\nsessionId: s-1\ntimeoutSec: 600\n",
 			config.RunRequest{APIVersion: config.APIVersion, Kind: "Run", Company: "acme", Agent: "coder", Prompt: "two\nlines\n", RunID: "run-7", SessionID: "s-1", TimeoutSec: 600}},
+		{"paperclip", "2c1e.json", `{"apiVersion":"pcsync.io/v1alpha1","kind":"Run","companyId":"9b2f-co","agent":"coder","prompt":"p",
+	"paperclip":{"apiUrl":"http://127.0.0.1:3100","apiKey":"eyJ.jwt.sig","agentId":"ag-1","runId":"2c1e"}}`,
+			config.RunRequest{APIVersion: config.APIVersion, Kind: "Run", CompanyID: "9b2f-co", Agent: "coder", Prompt: "p",
+				Paperclip: &config.PaperclipCallback{APIURL: "http://127.0.0.1:3100", APIKey: "eyJ.jwt.sig", AgentID: "ag-1", RunID: "2c1e"}}},
 		{"json content in a yaml name", "r3.yaml", `{"apiVersion":"pcsync.io/v1alpha1","kind":"Run","company":"a","agent":"b","prompt":"p"}`,
 			config.RunRequest{APIVersion: config.APIVersion, Kind: "Run", Company: "a", Agent: "b", Prompt: "p"}},
 	}
@@ -137,4 +169,24 @@ func TestParseRunConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// TestServerURL: Settings spec.server.url, else a Service named like the
+// server's app label in its namespace.
+func TestServerURL(t *testing.T) {
+	tests := []struct {
+		server config.Server
+		want   string
+	}{
+		{config.Server{Namespace: "paperclip", PodSelector: map[string]string{"app": "paperclip-server"}, Port: 3100}, "http://paperclip-server.paperclip.svc:3100"},
+		{config.Server{Namespace: "tools", PodSelector: map[string]string{"role": "api"}, Port: 8080}, "http://paperclip-server.tools.svc:8080"},
+		{config.Server{Namespace: "tools", PodSelector: map[string]string{"app": "pc"}, Port: 80, URL: "https://paperclip.example.com"}, "https://paperclip.example.com"},
+	}
+	for _, tt := range tests {
+		var m config.Model
+		m.Settings.Spec.Server = tt.server
+		if got := m.ServerURL(); got != tt.want {
+			t.Errorf("ServerURL(%+v) = %q, want %q", tt.server, got, tt.want)
+		}
+	}
 }

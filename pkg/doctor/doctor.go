@@ -32,6 +32,7 @@ import (
 	"github.com/pcsync/pcsync/pkg/introspect"
 	"github.com/pcsync/pcsync/pkg/leader"
 	"github.com/pcsync/pcsync/pkg/render"
+	"github.com/pcsync/pcsync/pkg/runs"
 )
 
 // Status is the outcome of one check.
@@ -108,8 +109,12 @@ type Options struct {
 	// ConfigDir is the config directory; empty skips the checks that need
 	// the config (kinds, sessions, secrets).
 	ConfigDir string
-	// Spool is the spool directory; empty skips the spool check.
+	// Spool is the spool directory; empty skips the spool and daemon
+	// checks.
 	Spool string
+	// StateDir is the daemon's state directory, whose status file the
+	// daemon check reads; default <Spool>/.pcsync.
+	StateDir string
 	// RESTConfig reaches the cluster; nil (with ClusterError saying why)
 	// fails the cluster checks and skips those that need it.
 	RESTConfig   *rest.Config
@@ -504,4 +509,39 @@ func (d *doctor) checkSpool() {
 		return
 	}
 	d.add("spool", d.opts.Spool, StatusOK, "writable")
+	d.checkDaemon()
+}
+
+// checkDaemon reads the daemon's status file: a live daemon is OK, none
+// (never started, or stopped) a warning, a stuck or vanished one a failure.
+func (d *doctor) checkDaemon() {
+	stateDir := d.opts.StateDir
+	if stateDir == "" {
+		stateDir = runs.DefaultStateDir(d.opts.Spool)
+	}
+	running, state, st, err := runs.DaemonLiveness(stateDir, time.Now())
+	switch {
+	case err != nil:
+		d.add("daemon", stateDir, StatusFail, "%v", err)
+	case running && st != nil:
+		var companies []string
+		for _, c := range st.Companies {
+			companies = append(companies, c.Slug)
+		}
+		d.add("daemon", stateDir, StatusOK, "%s: pid %d, %s executor, version %s, companies: %s",
+			state, st.PID, st.Executor, cmpOr(st.Version, "unknown"), cmpOr(strings.Join(companies, ", "), "none"))
+	case running:
+		d.add("daemon", stateDir, StatusOK, "%s", state)
+	case st == nil || st.StoppedAt != nil || st.HeartbeatAt == nil:
+		d.add("daemon", stateDir, StatusWarn, "%s: requests wait until `pcsync daemon --spool %s` runs", state, d.opts.Spool)
+	default:
+		d.add("daemon", stateDir, StatusFail, "%s; look at the daemon's logs, and restart it", state)
+	}
+}
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }

@@ -144,6 +144,7 @@ spec:
 		"secrets|" + acme + "/mirror|fail",
 		"secrets|" + prefix + "globex|warn",
 		"spool|" + opts.Spool + "|ok",
+		"daemon|" + filepath.Join(opts.Spool, ".pcsync") + "|warn",
 	}
 	if diff := cmp.Diff(want, rows(r)); diff != "" {
 		var buf bytes.Buffer

@@ -2,7 +2,9 @@ package runs
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -41,13 +43,28 @@ var badRequests = map[string]string{
 	"empty.yaml":             `empty.yaml:1:1: run request is empty`,
 	"array.json":             `array.json:1:1: a document must be a mapping`,
 	"prompt-not-string.yaml": `prompt-not-string.yaml:5:9: prompt: expected string, got int`,
+	// The protocol fields of issue 11: exact messages.
+	"company-and-companyid.yaml":    `company-and-companyid.yaml: company, companyId: give one of them, not both: company (the slug) or companyId (the Paperclip company id)`,
+	"no-company.yaml":               `no-company.yaml: company: field is required: give the company's slug (company) or its Paperclip id (companyId)`,
+	"unknown-companyid.json":        `unknown-companyid.json: companyId: no company of the config has spec.id "9b2f0c7e-unknown" (companies: acme); set the Paperclip company id as spec.id of the Company that serves it`,
+	"context-too-many-keys.json":    `context-too-many-keys.json: context: 65 keys, more than the 64 allowed`,
+	"context-long-key.json":         `context-long-key.json: context.k` + strings.Repeat("x", 63) + `…: key is 65 bytes long, more than the 64 allowed`,
+	"context-nul.json":              `context-nul.json: context.taskId: value holds a NUL byte, which an environment variable cannot carry`,
+	"context-same-variable.json":    `context-same-variable.json: context.task_id: becomes PAPERCLIP_TASK_ID, as context.taskId does; keep one of them`,
+	"context-reserved.json":         `context-reserved.json: context.apiKey: would set PAPERCLIP_API_KEY, which pcsync sets from paperclip.apiKey; send it there`,
+	"paperclip-key-control.json":    `paperclip-key-control.json: paperclip.apiKey: holds a control character (NUL, line break, …); a Paperclip run JWT has none`,
+	"paperclip-bad-url.json":        `paperclip-bad-url.json:1:130: paperclip.apiUrl: invalid value "ftp://paperclip": must match "^https?://[^/?#\\s]+(/\\S*)?$"`,
+	"paperclip-unknown-field.json":  `paperclip-unknown-field.json:1:188: paperclip.token: field not allowed`,
+	"paperclip-key-not-string.json": `paperclip-key-not-string.json:1:130: paperclip.apiKey: expected string, got int`,
 	// Generated below.
-	"huge.json":        `huge.json: request is larger than 2 MiB (2097152 bytes)`,
-	"huge-prompt.json": `huge-prompt.json:1:91: prompt: prompt is larger than 1 MiB (1048576 bytes)`,
-	"twice.json":       `several requests are named "twice" (twice.json, twice.yaml)`,
-	"twice.yaml":       `several requests are named "twice" (twice.json, twice.yaml)`,
-	"link.yaml":        `link.yaml: not a regular file: a symbolic link; a request must be a regular file`,
-	"pipe.json":        `pipe.json: not a regular file: a named pipe; a request must be a regular file`,
+	"context-big-value.json": `context-big-value.json: context.taskMarkdown: value is 16385 bytes, more than the 16 KiB (16384 bytes) allowed`,
+	"context-too-large.json": `context-too-large.json: context: keys and values take 307260 bytes, more than the 256 KiB (262144 bytes) allowed`,
+	"huge.json":              `huge.json: request is larger than 2 MiB (2097152 bytes)`,
+	"huge-prompt.json":       `huge-prompt.json:1:91: prompt: prompt is larger than 1 MiB (1048576 bytes)`,
+	"twice.json":             `several requests are named "twice" (twice.json, twice.yaml)`,
+	"twice.yaml":             `several requests are named "twice" (twice.json, twice.yaml)`,
+	"link.yaml":              `link.yaml: not a regular file: a symbolic link; a request must be a regular file`,
+	"pipe.json":              `pipe.json: not a regular file: a named pipe; a request must be a regular file`,
 }
 
 func TestBadRequestsAreRejected(t *testing.T) {
@@ -67,6 +84,13 @@ func TestBadRequestsAreRejected(t *testing.T) {
 	contents["huge.json"] = bytes.Repeat([]byte(" "), 3<<20)
 	contents["huge-prompt.json"] = []byte(fmt.Sprintf(`{"apiVersion":"pcsync.io/v1alpha1","kind":"Run","company":"acme","agent":"coder","prompt":%q}`,
 		strings.Repeat("x", 1<<20+1)))
+	big := map[string]any{"taskMarkdown": strings.Repeat("m", MaxContextValueBytes+1)}
+	contents["context-big-value.json"] = runRequestJSON(t, map[string]any{"context": big})
+	large := map[string]any{}
+	for i := range 20 {
+		large[fmt.Sprintf("k%02d", i)] = strings.Repeat("v", 15<<10)
+	}
+	contents["context-too-large.json"] = runRequestJSON(t, map[string]any{"context": large})
 	contents["twice.json"] = []byte(`{"apiVersion":"pcsync.io/v1alpha1","kind":"Run","company":"acme","agent":"coder","prompt":"a"}`)
 	contents["twice.yaml"] = []byte(request("coder", ""))
 	// A link to a file pcsync must not quote, and a FIFO that would block
@@ -121,6 +145,9 @@ func TestBadRequestsAreRejected(t *testing.T) {
 		if strings.Contains(msg, "hunter2") {
 			t.Errorf("%s: the message quotes a file the request links to", f)
 		}
+		if strings.Contains(msg, "badrequest-jwt") {
+			t.Errorf("%s: the message quotes the run's JWT", f)
+		}
 		if !strings.Contains(msg, badRequests[f]) {
 			t.Errorf("%s: message %q lacks %q", f, msg, badRequests[f])
 		}
@@ -134,4 +161,16 @@ func TestBadRequestsAreRejected(t *testing.T) {
 	if n, _ := filepath.Glob(filepath.Join(h.rec, "*.start")); len(n) > 0 {
 		t.Errorf("bad requests started agents: %v", n)
 	}
+}
+
+// runRequestJSON is a valid request for acme/coder with fields replaced.
+func runRequestJSON(t *testing.T, fields map[string]any) []byte {
+	t.Helper()
+	r := map[string]any{"apiVersion": "pcsync.io/v1alpha1", "kind": "Run", "company": "acme", "agent": "coder", "prompt": "hi"}
+	maps.Copy(r, fields)
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -54,19 +54,25 @@ type Options struct {
 	// Observe, when set, is called from the daemon loop for every step of
 	// every request, in order. It must not block. Tests and tools use it.
 	Observe func(Event)
+	// Version is pcsync's version, written into the status file.
+	Version string
+	// HeartbeatInterval is how often the status file is rewritten when
+	// nothing changed (its heartbeat); default DefaultHeartbeatInterval.
+	HeartbeatInterval time.Duration
 }
 
 // DefaultOptions returns the options the CLI starts from.
 func DefaultOptions(spool string) Options {
 	return Options{
-		Spool:           spool,
-		StateDir:        DefaultStateDir(spool),
-		Watch:           true,
-		RescanInterval:  2 * time.Second,
-		SettleWindow:    time.Second,
-		MaxRequestBytes: DefaultMaxRequestBytes,
-		Workers:         runtime.GOMAXPROCS(0),
-		Logger:          slog.Default(),
+		Spool:             spool,
+		StateDir:          DefaultStateDir(spool),
+		Watch:             true,
+		RescanInterval:    2 * time.Second,
+		SettleWindow:      time.Second,
+		MaxRequestBytes:   DefaultMaxRequestBytes,
+		Workers:           runtime.GOMAXPROCS(0),
+		Logger:            slog.Default(),
+		HeartbeatInterval: DefaultHeartbeatInterval,
 	}
 }
 
@@ -115,6 +121,8 @@ type Daemon struct {
 	log    *slog.Logger
 	layout Layout
 	usage  *usageStore
+	// modelSet is signalled by SetModel, for the status file.
+	modelSet chan struct{}
 }
 
 // New returns a daemon for a loaded config and an executor.
@@ -151,6 +159,9 @@ func New(model *config.Model, exec Executor, opts Options) (*Daemon, error) {
 	if opts.Logger == nil {
 		opts.Logger = def.Logger
 	}
+	if opts.HeartbeatInterval <= 0 {
+		opts.HeartbeatInterval = def.HeartbeatInterval
+	}
 	fi, err := os.Stat(opts.Spool)
 	if err != nil {
 		return nil, fmt.Errorf("daemon: spool: %w", err)
@@ -163,11 +174,12 @@ func New(model *config.Model, exec Executor, opts Options) (*Daemon, error) {
 		return nil, fmt.Errorf("daemon: state directory: %w", err)
 	}
 	d := &Daemon{
-		opts:   opts,
-		exec:   exec,
-		log:    opts.Logger.With(slog.String("spool", opts.Spool), slog.String("executor", exec.Name())),
-		layout: layout,
-		usage:  &usageStore{layout: layout},
+		opts:     opts,
+		exec:     exec,
+		log:      opts.Logger.With(slog.String("spool", opts.Spool), slog.String("executor", exec.Name())),
+		layout:   layout,
+		usage:    &usageStore{layout: layout},
+		modelSet: make(chan struct{}, 1),
 	}
 	d.model.Store(model)
 	return d, nil
@@ -181,6 +193,10 @@ func New(model *config.Model, exec Executor, opts Options) (*Daemon, error) {
 func (d *Daemon) SetModel(m *config.Model) {
 	if m != nil {
 		d.model.Store(m)
+		select {
+		case d.modelSet <- struct{}{}:
+		default:
+		}
 	}
 }
 

@@ -32,6 +32,9 @@ type EnvSpec struct {
 	// RunID, CompanyID and AgentID become PAPERCLIP_RUN_ID,
 	// PAPERCLIP_COMPANY_ID and PAPERCLIP_AGENT_ID.
 	RunID, CompanyID, AgentID string
+	// APIURL and APIKey become PAPERCLIP_API_URL and PAPERCLIP_API_KEY
+	// when not empty. APIKey is the run's JWT, a secret.
+	APIURL, APIKey string
 }
 
 // Build returns the environment as sorted KEY=VALUE lines. Nothing of the
@@ -60,6 +63,12 @@ func (s EnvSpec) Build() []string {
 	env["PAPERCLIP_RUN_ID"] = s.RunID
 	env["PAPERCLIP_COMPANY_ID"] = s.CompanyID
 	env["PAPERCLIP_AGENT_ID"] = s.AgentID
+	if s.APIURL != "" {
+		env["PAPERCLIP_API_URL"] = s.APIURL
+	}
+	if s.APIKey != "" {
+		env["PAPERCLIP_API_KEY"] = s.APIKey
+	}
 	out := make([]string, 0, len(env))
 	for _, k := range slices.Sorted(maps.Keys(env)) {
 		out = append(out, k+"="+env[k])

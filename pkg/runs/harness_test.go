@@ -35,6 +35,9 @@ type harness struct {
 	watch             bool
 	rescan            time.Duration
 	environ           []string
+	// logs, when set, receives the daemon's and the executor's logs (JSON,
+	// debug level).
+	logs io.Writer
 }
 
 // agentsYAML is the agents list of the test company "acme".
@@ -109,6 +112,9 @@ func (h *harness) options(once bool) Options {
 	if testing.Verbose() {
 		o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
+	if h.logs != nil {
+		o.Logger = h.logger()
+	}
 	o.Observe = func(e Event) {
 		h.mu.Lock()
 		h.events = append(h.events, e)
@@ -117,10 +123,19 @@ func (h *harness) options(once bool) Options {
 	return o
 }
 
+// logger writes to h.logs at debug level.
+func (h *harness) logger() *slog.Logger {
+	return slog.New(slog.NewJSONHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
 func (h *harness) executor() *LocalExecutor {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if h.logs != nil {
+		log = h.logger()
+	}
 	e, err := NewLocalExecutor(LocalOptions{
 		StateDir: h.state, Shim: []string{os.Args[0], ShimArg}, Environ: h.environ,
-		PollInterval: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		PollInterval: 20 * time.Millisecond, Logger: log,
 	})
 	if err != nil {
 		h.t.Fatal(err)

@@ -53,8 +53,17 @@ type RunInfo struct {
 
 // Listing is every request of a spool.
 type Listing struct {
-	// DaemonRunning says whether a daemon holds the spool's lock.
+	// DaemonRunning says whether a daemon serves the spool: its status
+	// file has a fresh heartbeat (see DaemonStatus.Alive) and it holds the
+	// spool's lock (when the lock can be looked at). A status file of an
+	// older daemon, without a heartbeat, leaves the lock to decide.
 	DaemonRunning bool `json:"daemonRunning"`
+	// Daemon is the daemon's status file, without its runs; nil when
+	// there is none.
+	Daemon *DaemonStatus `json:"daemon,omitempty"`
+	// DaemonState says in words what DaemonRunning is based on ("running,
+	// heartbeat 3s ago", "not running: heartbeat 2m0s ago", …).
+	DaemonState string `json:"daemonState"`
 	// Runs are sorted by submission time, then name.
 	Runs []RunInfo `json:"runs"`
 }
@@ -67,11 +76,17 @@ func ListRuns(spool, stateDir string) (Listing, error) {
 		return Listing{}, err
 	}
 	layout := Layout{Dir: stateDir}
-	status, _, err := readStatus(layout.StatusFile())
+	status, ok, err := ReadStatus(layout.StatusFile())
 	if err != nil {
 		return Listing{}, err
 	}
-	out := Listing{DaemonRunning: lockHeld(layout.Lock())}
+	out := Listing{}
+	out.DaemonRunning, out.DaemonState = daemonLiveness(layout, status, ok, time.Now())
+	if ok {
+		d := status
+		d.Runs = nil
+		out.Daemon = &d
+	}
 	for name, files := range snap.requests {
 		out.Runs = append(out.Runs, describe(spool, layout, status, name, files[0], snap.results[name]))
 	}
@@ -97,7 +112,7 @@ func ShowRun(spool, stateDir, name string) (RunInfo, error) {
 	if file == "" {
 		return RunInfo{}, fmt.Errorf("no request named %q in %s", name, spool)
 	}
-	status, _, err := readStatus(layout.StatusFile())
+	status, _, err := ReadStatus(layout.StatusFile())
 	if err != nil {
 		return RunInfo{}, err
 	}
@@ -121,14 +136,15 @@ func describe(spool string, layout Layout, status DaemonStatus, name, file strin
 	}
 	// Not validated: what the request says, as far as it reads.
 	var req struct {
-		Company string `json:"company"`
-		Agent   string `json:"agent"`
-		RunID   string `json:"runId"`
+		Company   string `json:"company"`
+		CompanyID string `json:"companyId"`
+		Agent     string `json:"agent"`
+		RunID     string `json:"runId"`
 	}
 	if data, _, tooLarge, err := readRequestFile(filepath.Join(spool, file), DefaultMaxRequestBytes); err == nil && !tooLarge {
 		_ = yaml.Unmarshal(data, &req)
 	}
-	info.Company, info.Agent, info.RunID = req.Company, req.Agent, cmp.Or(req.RunID, name)
+	info.Company, info.Agent, info.RunID = cmp.Or(req.Company, req.CompanyID), req.Agent, cmp.Or(req.RunID, name)
 	if a, ok := status.Runs[name]; ok {
 		info.Status, info.StartedAt = a.State, a.StartedAt
 		info.RunID, info.Company, info.Agent = a.RunID, a.Company, a.Agent
@@ -145,16 +161,77 @@ func describe(spool string, layout Layout, status DaemonStatus, name, file strin
 	return info
 }
 
-// lockHeld reports whether a daemon holds the lock file.
-func lockHeld(path string) bool {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+// DaemonLiveness reads the status file of the state directory and tells
+// whether a daemon serves the spool (see Listing.DaemonRunning), in words
+// too. st is nil when there is no status file.
+func DaemonLiveness(stateDir string, now time.Time) (running bool, state string, st *DaemonStatus, err error) {
+	layout := Layout{Dir: stateDir}
+	s, ok, err := ReadStatus(layout.StatusFile())
 	if err != nil {
-		return false
+		return false, "", nil, err
+	}
+	running, state = daemonLiveness(layout, s, ok, now)
+	if ok {
+		st = &s
+	}
+	return running, state, st, nil
+}
+
+// daemonLiveness tells from the status file and the lock whether a daemon
+// serves the spool, and says so in words.
+func daemonLiveness(layout Layout, st DaemonStatus, ok bool, now time.Time) (bool, string) {
+	held, known := lockHeld(layout.Lock())
+	switch {
+	case !ok:
+		if held {
+			return true, "running (no status file yet)"
+		}
+		return false, "not running (no status file)"
+	case st.HeartbeatAt == nil:
+		// An older daemon's file: the lock decides.
+		if held {
+			return true, "running (its status file has no heartbeat)"
+		}
+		return false, "not running"
+	}
+	since := age(now.Sub(*st.HeartbeatAt))
+	switch {
+	case st.StoppedAt != nil && held:
+		return true, "running (starting)"
+	case st.StoppedAt != nil:
+		return false, fmt.Sprintf("not running: stopped %s ago", age(now.Sub(*st.StoppedAt)))
+	case !st.Alive(now) && held:
+		return false, fmt.Sprintf("not running: a process holds the spool's lock but its last heartbeat is %s old (more than %d intervals of %ds); it is stuck", since, StaleHeartbeats, st.HeartbeatIntervalSec)
+	case !st.Alive(now):
+		return false, fmt.Sprintf("not running: last heartbeat %s ago", since)
+	case known && !held:
+		return false, fmt.Sprintf("not running: its heartbeat is %s old but no process holds the spool's lock (it ended without stopping)", since)
+	}
+	return true, fmt.Sprintf("running, heartbeat %s ago", since)
+}
+
+// age renders a duration for humans, rounded to the second.
+func age(d time.Duration) string {
+	if d < 0 {
+		d = 0
+	}
+	return d.Round(time.Second).String()
+}
+
+// lockHeld reports whether a daemon holds the lock file; known is false
+// when the lock could not be looked at (no lock file, or no permission).
+func lockHeld(path string) (held, known bool) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, true
+	}
+	if err != nil {
+		return false, false
 	}
 	defer f.Close()
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		return errors.Is(err, unix.EWOULDBLOCK)
+		return errors.Is(err, unix.EWOULDBLOCK), errors.Is(err, unix.EWOULDBLOCK)
 	}
 	_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
-	return false
+	return false, true
 }

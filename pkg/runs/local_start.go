@@ -41,7 +41,7 @@ type prepared struct {
 
 // envSecrets returns the agent's environment (without the adapter's own
 // variables) and the values that must never appear in a message: those of
-// the forwarded keys and of the agent's env.
+// the forwarded keys, of the agent's env and the run's Paperclip JWT.
 func (e *LocalExecutor) envSecrets(r *Run) (EnvSpec, []string) {
 	def := r.Model.Adapter(r.Agent.Adapter)
 	daemonEnv := map[string]string{}
@@ -69,10 +69,27 @@ func (e *LocalExecutor) envSecrets(r *Run) (EnvSpec, []string) {
 	for _, v := range r.Agent.Env {
 		secrets = append(secrets, v)
 	}
-	return EnvSpec{
+	spec := EnvSpec{
 		Daemon: e.opts.Environ, Forward: forward, Agent: r.Agent.Env, Home: e.layout.Home(r.AgentKey()),
-		Context: r.Request.Context, RunID: r.RunID, CompanyID: r.Company.Spec.ID, AgentID: r.Agent.Name,
-	}, secrets
+		Context: r.Request.Context, RunID: r.RunID, CompanyID: r.Company.Spec.ID, AgentID: r.PaperclipAgentID(),
+	}
+	if r.HasCallback() {
+		spec.APIURL, spec.APIKey = localAPIURL(r), r.APIKey()
+		if spec.APIKey != "" {
+			secrets = append(secrets, spec.APIKey)
+		}
+	}
+	return spec, secrets
+}
+
+// localAPIURL is PAPERCLIP_API_URL of a local run: the request's
+// paperclip.apiUrl (the writer's view of Paperclip, which is this host's),
+// else Settings spec.server.url when set.
+func localAPIURL(r *Run) string {
+	if u := r.Request.Paperclip.APIURL; u != "" {
+		return u
+	}
+	return r.Model.Settings.Spec.Server.URL
 }
 
 // prepare builds the agent's command line and environment.

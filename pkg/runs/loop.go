@@ -81,6 +81,8 @@ type loop struct {
 	once map[string]bool
 	// inflight counts admissions handed to workers.
 	inflight int
+	// startedAt is when the loop started, for the status file.
+	startedAt time.Time
 	// initial holds the names of the first listing not yet read: nothing
 	// starts before they all are, so that runs adopted from an earlier
 	// daemon count against concurrency first and the first runs start in
@@ -91,6 +93,7 @@ type loop struct {
 func newLoop(d *Daemon) *loop {
 	return &loop{
 		d:         d,
+		startedAt: time.Now().UTC(),
 		entries:   map[string]*entry{},
 		runIDs:    map[string]string{},
 		q:         newQueue(),
@@ -128,8 +131,9 @@ func (l *loop) run(ctx context.Context, wg *sync.WaitGroup) error {
 	status := time.NewTicker(250 * time.Millisecond)
 	defer status.Stop()
 	defer l.stopTimers()
-	defer l.writeStatus()
+	defer l.writeStatus(true)
 	dirty := true
+	var written time.Time
 	for {
 		if l.once != nil && len(l.once) == 0 && l.inflight == 0 {
 			return nil
@@ -158,11 +162,14 @@ func (l *loop) run(ctx context.Context, wg *sync.WaitGroup) error {
 			l.rescan()
 		case <-status.C:
 			// Rewritten when anything happened since the last write.
+			// and at least every heartbeat interval.
 			statusTurn = true
-			if dirty {
-				l.writeStatus()
-				dirty = false
+			if dirty || time.Since(written) >= l.d.opts.HeartbeatInterval {
+				l.writeStatus(false)
+				dirty, written = false, time.Now()
 			}
+		case <-l.d.modelSet:
+			// The companies in the status file change.
 		case <-l.rescanNow:
 			l.rescan()
 		case a := <-l.admitted:

@@ -77,7 +77,7 @@ func testAgent() int {
 	emit(map[string]any{"type": "system", "subtype": "init", "session_id": session, "model": "claude-sonnet-4-6", "cwd": "."})
 	switch mode {
 	case "fail":
-		fmt.Fprintln(os.Stderr, "fatal: the fake agent was told to fail; key", os.Getenv("ANTHROPIC_API_KEY"))
+		fmt.Fprintln(os.Stderr, "fatal: the fake agent was told to fail; key", os.Getenv("ANTHROPIC_API_KEY"), os.Getenv("PAPERCLIP_API_KEY"))
 		return 3
 	case "garbage":
 		os.Stdout.Write([]byte("not json at all\n\x00\x01\x02{\"type\":\n"))

@@ -104,23 +104,42 @@ func ParseRequest(m *config.Model, paths Paths, file string, data []byte) (*Run,
 	req, err := config.ParseRun(file, data)
 	if err != nil {
 		var errs *config.Errors
+		msg := fmt.Sprintf("%s: %v", file, err)
 		if errors.As(err, &errs) {
-			return nil, &Rejection{Message: strings.Join(errs.Lines(), "\n"), RunID: paths.Name}
+			msg = strings.Join(errs.Lines(), "\n")
 		}
-		return nil, &Rejection{Message: fmt.Sprintf("%s: %v", file, err), RunID: paths.Name}
+		// The run's JWT never goes into a message, even one that quotes
+		// the request.
+		return nil, &Rejection{Message: redactRequestKey(msg, nil, data), RunID: paths.Name}
 	}
+	run, err := resolveRequest(m, paths, file, req)
+	var rej *Rejection
+	if errors.As(err, &rej) {
+		rej.Message = redactRequestKey(rej.Message, req, data)
+	}
+	return run, err
+}
+
+// resolveRequest checks a parsed request against the config and resolves
+// the run's effective settings.
+func resolveRequest(m *config.Model, paths Paths, file string, req *config.RunRequest) (*Run, error) {
 	rej := &Rejection{RunID: req.RunID, Company: req.Company, Agent: req.Agent}
 	if rej.RunID == "" {
 		rej.RunID = paths.Name
 	}
-	co, ok := m.Company(req.Company)
-	if !ok {
-		rej.Message = fmt.Sprintf("%s: company: company %q is not in the config (companies: %s)", file, req.Company, companyList(m))
+	co, msg := requestCompany(m, req)
+	if msg != "" {
+		rej.Message = file + ": " + msg
 		return nil, rej
 	}
+	rej.Company = co.Slug()
 	ag, ok := co.Agent(req.Agent)
 	if !ok {
-		rej.Message = fmt.Sprintf("%s: agent: company %q has no agent %q (agents: %s)", file, req.Company, req.Agent, agentList(co))
+		rej.Message = fmt.Sprintf("%s: agent: company %q has no agent %q (agents: %s)", file, co.Slug(), req.Agent, agentList(co))
+		return nil, rej
+	}
+	if lines := slices.Concat(checkContext(req.Context), checkPaperclip(req.Paperclip)); len(lines) > 0 {
+		rej.Message = file + ": " + strings.Join(lines, "\n"+file+": ")
 		return nil, rej
 	}
 	rej.Adapter = string(ag.Adapter)

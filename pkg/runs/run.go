@@ -50,6 +50,29 @@ type Run struct {
 // Name is the request's base name, the key of the run in the spool.
 func (r *Run) Name() string { return r.Paths.Name }
 
+// PaperclipAgentID is the agent's PAPERCLIP_AGENT_ID: the request's
+// paperclip.agentId, else the pcsync agent name.
+func (r *Run) PaperclipAgentID() string {
+	if p := r.Request.Paperclip; p != nil && p.AgentID != "" {
+		return p.AgentID
+	}
+	return r.Agent.Name
+}
+
+// APIKey is the run's Paperclip JWT (PAPERCLIP_API_KEY), "" when the
+// request has none. It is a secret.
+func (r *Run) APIKey() string {
+	if p := r.Request.Paperclip; p != nil {
+		return p.APIKey.Reveal()
+	}
+	return ""
+}
+
+// HasCallback reports whether the request carries Paperclip call-back
+// credentials (a paperclip block), so that the agent gets
+// PAPERCLIP_API_URL and PAPERCLIP_API_KEY.
+func (r *Run) HasCallback() bool { return r.Request.Paperclip != nil }
+
 // AgentKey identifies the agent whose concurrency the run counts against.
 func (r *Run) AgentKey() AgentKey {
 	return AgentKey{Company: r.Company.Slug(), Agent: r.Agent.Name}

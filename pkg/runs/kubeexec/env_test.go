@@ -168,6 +168,7 @@ func (e *env) drop(name string, req map[string]any) {
 	r := map[string]any{"apiVersion": config.APIVersion, "kind": "Run", "company": e.slug, "agent": agentName,
 		"prompt": "Summarise the repository's README in one sentence."}
 	maps.Copy(r, req)
+	maps.DeleteFunc(r, func(_ string, v any) bool { return v == nil }) // a nil value removes a field
 	data, err := json.Marshal(r)
 	if err != nil {
 		e.t.Fatal(err)

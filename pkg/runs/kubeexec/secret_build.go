@@ -1,6 +1,7 @@
 package kubeexec
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"path/filepath"
@@ -56,6 +57,14 @@ type Input struct {
 	// Forwarded are the values of the adapter's env keys found in the
 	// daemon's environment. They are secret.
 	Forwarded map[string]string
+	// AgentID is PAPERCLIP_AGENT_ID: the request's paperclip.agentId, else
+	// the agent's name.
+	AgentID string
+	// APIURL and APIKey become PAPERCLIP_API_URL and PAPERCLIP_API_KEY when
+	// not empty: the config's server URL and the run's JWT, for a request
+	// with paperclip credentials. APIKey is secret: it lives in the per-run
+	// Secret only.
+	APIURL, APIKey string
 }
 
 // NewInput builds the Input of r: the adapter's command line for the run
@@ -97,7 +106,7 @@ func NewInput(r *runs.Run, environ []string, o BuildOptions) (Input, error) {
 			fwd[k] = v
 		}
 	}
-	return Input{
+	in := Input{
 		Model:       r.Model,
 		Company:     r.Company,
 		Agent:       r.Agent,
@@ -107,7 +116,14 @@ func NewInput(r *runs.Run, environ []string, o BuildOptions) (Input, error) {
 		Context:     r.Request.Context,
 		Command:     cmd,
 		Forwarded:   fwd,
-	}, nil
+		AgentID:     r.PaperclipAgentID(),
+	}
+	if r.HasCallback() {
+		// A pod cannot reach the writer's apiUrl (typically 127.0.0.1): the
+		// config says where the server is for pods.
+		in.APIURL, in.APIKey = r.Model.ServerURL(), r.APIKey()
+	}
+	return in, nil
 }
 
 // Namespace is the run's tenant namespace.
@@ -117,8 +133,8 @@ func (in Input) Namespace() string { return in.Model.Namespace(in.Company) }
 func (in Input) JobName() string { return JobName(in.Company.Slug(), in.Agent.Name, in.RunID) }
 
 // SecretValues returns the values that must never appear in logs, results or
-// errors: the forwarded env values, the context values and (as the local
-// executor treats them) the agent's env values.
+// errors: the forwarded env values, the context values, the run's Paperclip
+// JWT and (as the local executor treats them) the agent's env values.
 func (in Input) SecretValues() []string {
 	var out []string
 	for _, e := range in.env(DefaultBuildOptions()) {
@@ -143,8 +159,9 @@ type envEntry struct {
 // env resolves the container environment, lowest precedence first (the same
 // order as the local executor): XDG_CACHE_HOME; the forwarded daemon keys
 // (secret); the agent's env; the adapter's env; HOME; the wake context
-// (secret); PAPERCLIP_RUN_ID, PAPERCLIP_COMPANY_ID, PAPERCLIP_AGENT_ID;
-// PCSYNC_PROMPT_FILE. The result is sorted by name.
+// (secret); PAPERCLIP_RUN_ID, PAPERCLIP_COMPANY_ID, PAPERCLIP_AGENT_ID,
+// PAPERCLIP_API_URL, PAPERCLIP_API_KEY (secret); PCSYNC_PROMPT_FILE. The
+// result is sorted by name.
 func (in Input) env(o BuildOptions) []envEntry {
 	m := map[string]envEntry{}
 	put := func(name, value string, secret bool) { m[name] = envEntry{name, value, secret} }
@@ -164,7 +181,13 @@ func (in Input) env(o BuildOptions) []envEntry {
 	}
 	put("PAPERCLIP_RUN_ID", in.RunID, false)
 	put("PAPERCLIP_COMPANY_ID", in.Company.Spec.ID, false)
-	put("PAPERCLIP_AGENT_ID", in.Agent.Name, false)
+	put("PAPERCLIP_AGENT_ID", cmp.Or(in.AgentID, in.Agent.Name), false)
+	if in.APIURL != "" {
+		put("PAPERCLIP_API_URL", in.APIURL, false)
+	}
+	if in.APIKey != "" {
+		put("PAPERCLIP_API_KEY", in.APIKey, true)
+	}
 	put(EnvPromptFile, o.InputDir+"/"+SecretKeyPrompt, false)
 	out := make([]envEntry, 0, len(m))
 	for _, k := range slices.Sorted(maps.Keys(m)) {
