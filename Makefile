@@ -29,6 +29,17 @@ build:
 test: $(if $(wildcard hack/cluster.mk),k8sbin) paperclip-adapter-test
 	$(GO) test $(TEST_FLAGS) ./...
 
+# The end-to-end proof against the real Paperclip server (test/e2e/paperclip,
+# files tagged integration): hack/paperclip/install.sh installs Node 24,
+# paperclipai, playwright-core and chromium (cached; fails loudly), the test
+# builds pcsync and the adapter, starts Paperclip and the control plane.
+E2E_FLAGS ?= -timeout 40m -count=1
+
+.PHONY: e2e-paperclip
+e2e-paperclip: $(if $(wildcard hack/cluster.mk),k8sbin)
+	@bash hack/paperclip/install.sh >/dev/null
+	$(GO) test -tags integration $(E2E_FLAGS) ./test/e2e/paperclip
+
 # The README's first command: pcsync on its embedded default, no cluster
 # needed. Validates and renders examples/config, then runs one agent end to
 # end through the spool with the local executor (hack/demo.sh).
@@ -53,11 +64,15 @@ lint:
 #   render/load vs kubectl kustomize of the same output (pkg/config, pkg/render),
 #   pcsync apply vs kubectl apply --server-side vs a bare SSA client (pkg/apply),
 #   the local executor with 1,000 requests (pkg/runs),
-#   the Kubernetes executor with 200 requests (pkg/runs/kubeexec).
+#   the Kubernetes executor with 200 requests (pkg/runs/kubeexec),
+#   Paperclip's wakes through the adapter and pcsync vs the claude-k8s adapter
+#   (test/e2e/paperclip).
 # The control-plane benchmarks start their own cluster (make k8sbin first).
 bench: $(if $(wildcard hack/cluster.mk),k8sbin)
 	$(GO) test -timeout 60m -run '^$$' -bench . -benchmem -benchtime 3x ./pkg/config ./pkg/render
 	$(GO) test -timeout 60m -run '^$$' -bench . -benchmem -benchtime 1x ./pkg/apply ./pkg/runs ./pkg/runs/kubeexec
+	@bash hack/paperclip/install.sh >/dev/null
+	$(GO) test -tags integration -timeout 60m -run '^$$' -bench . -benchtime 1x ./test/e2e/paperclip
 
 clean:
 	rm -rf bin $(DEMO_OUT)
