@@ -1,10 +1,12 @@
 # pcsync — see README.md.
 #
 #   make build   build bin/pcsync
-#   make test    every test, unit and integration (the integration tests start
-#                their own control plane from binaries that `make k8sbin` builds)
+#   make test    every test, unit and integration (-tags integration: the
+#                integration tests start their own control plane from binaries
+#                that `make k8sbin` builds); `go test ./...` alone runs the
+#                unit tests, in seconds, with no binaries
 #   make demo    validate and render examples/config, print a summary
-#   make lint    gofmt and go vet
+#   make lint    gofmt, and go vet with and without the integration tag
 #   make bench   render/load benchmarks, and kubectl kustomize of the same output
 
 GO         ?= go
@@ -12,6 +14,9 @@ export GOFLAGS ?= -buildvcs=false
 BIN        := bin/pcsync
 DEMO_OUT   := _out/demo
 TEST_FLAGS ?= -timeout 20m
+# Tests that need the control plane (internal/testcluster) or a real Paperclip
+# server live in files starting with `//go:build integration`.
+TEST_TAGS  := -tags integration
 
 .PHONY: all build test demo lint bench clean
 
@@ -27,7 +32,7 @@ build:
 -include integrations/paperclip/paperclip.mk
 
 test: $(if $(wildcard hack/cluster.mk),k8sbin) paperclip-adapter-test
-	$(GO) test $(TEST_FLAGS) ./...
+	$(GO) test $(TEST_TAGS) $(TEST_FLAGS) ./...
 
 # The end-to-end proof against the real Paperclip server (test/e2e/paperclip,
 # files tagged integration): hack/paperclip/install.sh installs Node 24,
@@ -38,7 +43,7 @@ E2E_FLAGS ?= -timeout 40m -count=1
 .PHONY: e2e-paperclip
 e2e-paperclip: $(if $(wildcard hack/cluster.mk),k8sbin)
 	@bash hack/paperclip/install.sh >/dev/null
-	$(GO) test -tags integration $(E2E_FLAGS) ./test/e2e/paperclip
+	$(GO) test $(TEST_TAGS) $(E2E_FLAGS) ./test/e2e/paperclip
 
 # The README's first command: pcsync on its embedded default, no cluster
 # needed. Validates and renders examples/config, then runs one agent end to
@@ -59,6 +64,7 @@ lint:
 	@unformatted="$$(gofmt -l $$(git ls-files '*.go' | grep -v '^hack/k8sbin/') 2>/dev/null)"; \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet $(TEST_TAGS) ./...
 
 # Every benchmark the issues ask for, each beside its peer:
 #   render/load vs kubectl kustomize of the same output (pkg/config, pkg/render),
@@ -70,9 +76,9 @@ lint:
 # The control-plane benchmarks start their own cluster (make k8sbin first).
 bench: $(if $(wildcard hack/cluster.mk),k8sbin)
 	$(GO) test -timeout 60m -run '^$$' -bench . -benchmem -benchtime 3x ./pkg/config ./pkg/render
-	$(GO) test -timeout 60m -run '^$$' -bench . -benchmem -benchtime 1x ./pkg/apply ./pkg/runs ./pkg/runs/kubeexec
+	$(GO) test $(TEST_TAGS) -timeout 60m -run '^$$' -bench . -benchmem -benchtime 1x ./pkg/apply ./pkg/runs ./pkg/runs/kubeexec
 	@bash hack/paperclip/install.sh >/dev/null
-	$(GO) test -tags integration -timeout 60m -run '^$$' -bench . -benchtime 1x ./test/e2e/paperclip
+	$(GO) test $(TEST_TAGS) -timeout 60m -run '^$$' -bench . -benchtime 1x ./test/e2e/paperclip
 
 clean:
 	rm -rf bin $(DEMO_OUT)

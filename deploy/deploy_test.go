@@ -4,54 +4,23 @@ package deploy
 
 import (
 	"bytes"
-	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"sort"
-	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
-	"github.com/pcsync/pcsync/internal/testcluster"
-	"github.com/pcsync/pcsync/pkg/apply"
-	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/doctor"
-	"github.com/pcsync/pcsync/pkg/introspect"
-	"github.com/pcsync/pcsync/pkg/leader"
-	"github.com/pcsync/pcsync/pkg/render"
 )
-
-// Every test binary of this package runs one real control plane.
-func TestMain(m *testing.M) { os.Exit(testcluster.Main(m)) }
-
-// serviceAccount is the user pcsync runs as with deploy/base.
-const serviceAccount = "system:serviceaccount:pcsync-system:pcsync"
 
 // build renders deploy/base with kustomize (krusty) into objects.
 func build(t *testing.T) []*unstructured.Unstructured {
@@ -102,115 +71,6 @@ func typed[T any](t *testing.T, u *unstructured.Unstructured) *T {
 	return &v
 }
 
-// warnings collects the API server's warnings (Pod Security "warn" mode,
-// deprecations).
-type warnings struct {
-	mu   sync.Mutex
-	list []string
-}
-
-func (w *warnings) HandleWarningHeader(code int, _ string, text string) {
-	if code == 299 && text != "" {
-		w.mu.Lock()
-		w.list = append(w.list, text)
-		w.mu.Unlock()
-	}
-}
-
-// applier server-side applies unstructured objects.
-type applier struct {
-	dyn    dynamic.Interface
-	mapper meta.RESTMapper
-}
-
-func newApplier(t *testing.T, cfg *rest.Config) *applier {
-	t.Helper()
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &applier{dyn: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))}
-}
-
-func (a *applier) apply(ctx context.Context, o *unstructured.Unstructured, dryRun bool) error {
-	gvk := o.GroupVersionKind()
-	m, err := a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	if err != nil {
-		return err
-	}
-	opts := metav1.ApplyOptions{FieldManager: "deploy-test", Force: true}
-	if dryRun {
-		opts.DryRun = []string{metav1.DryRunAll}
-	}
-	var ri dynamic.ResourceInterface = a.dyn.Resource(m.Resource)
-	if m.Scope.Name() == meta.RESTScopeNameNamespace {
-		ri = a.dyn.Resource(m.Resource).Namespace(o.GetNamespace())
-	}
-	_, err = ri.Apply(ctx, o.GetName(), o, opts)
-	return err
-}
-
-// TestBaseServerSideDryRun renders deploy/base and server-side dry-run
-// applies every object; pcsync's pod passes Pod Security "restricted" in
-// its namespace, which enforces it.
-func TestBaseServerSideDryRun(t *testing.T) {
-	c := testcluster.Get(t)
-	ctx := context.Background()
-	objs := build(t)
-
-	var kinds []string
-	for _, o := range objs {
-		kinds = append(kinds, o.GetKind()+"/"+o.GetName())
-	}
-	sort.Strings(kinds)
-	want := []string{"ClusterRole/pcsync", "ClusterRoleBinding/pcsync", "Deployment/pcsync", "Namespace/pcsync-system",
-		"PersistentVolumeClaim/pcsync-spool", "Role/pcsync-leader-election", "RoleBinding/pcsync-leader-election",
-		"Service/pcsync-metrics", "ServiceAccount/pcsync"}
-	if diff := cmp.Diff(want, kinds); diff != "" {
-		t.Errorf("objects of deploy/base (-want +got):\n%s", diff)
-	}
-	ns := typed[corev1.Namespace](t, find(objs, "Namespace", "pcsync-system"))
-	if diff := cmp.Diff(map[string]string{"enforce": "restricted", "audit": "restricted", "warn": "restricted"}, map[string]string{
-		"enforce": ns.Labels["pod-security.kubernetes.io/enforce"], "audit": ns.Labels["pod-security.kubernetes.io/audit"],
-		"warn": ns.Labels["pod-security.kubernetes.io/warn"]}); diff != "" {
-		t.Errorf("Pod Security labels of pcsync-system (-want +got):\n%s", diff)
-	}
-
-	cfg := c.RESTConfig()
-	w := &warnings{}
-	cfg.WarningHandler = w
-	a := newApplier(t, cfg)
-	// Namespaced objects can only be dry-run in a namespace that exists,
-	// and a pod only with its service account.
-	for _, o := range []*unstructured.Unstructured{find(objs, "Namespace", "pcsync-system"), find(objs, "ServiceAccount", "pcsync")} {
-		if err := a.apply(ctx, o, false); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() { deleteNamespace(t, c.Client(), "pcsync-system") })
-	for _, o := range objs {
-		if err := a.apply(ctx, o, true); err != nil {
-			t.Errorf("%s/%s: server-side dry run: %v", o.GetKind(), o.GetName(), err)
-		}
-	}
-	if len(w.list) > 0 {
-		t.Errorf("API server warnings (Pod Security warn mode, deprecations):\n%s", strings.Join(w.list, "\n"))
-	}
-
-	// The pod the Deployment makes, as the ReplicaSet controller would
-	// create it: admitted under enforce=restricted.
-	dep := typed[appsv1.Deployment](t, find(objs, "Deployment", "pcsync"))
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "pcsync-", Namespace: "pcsync-system", Labels: dep.Spec.Template.Labels},
-		Spec: dep.Spec.Template.Spec}
-	if err := createWhenSAExists(ctx, c.Client(), pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
-		t.Errorf("pcsync's pod in pcsync-system: %v", err)
-	}
-}
-
 // TestRBACMatchesDoctor keeps deploy/base/rbac.yaml and the permissions
 // pcsync doctor checks (the calls pcsync makes) identical: nothing missing,
 // nothing extra.
@@ -254,178 +114,4 @@ func TestRBACMatchesDoctor(t *testing.T) {
 	if diff := cmp.Diff([]string{"pcsync-system/pcsync", "pcsync-system/pcsync", "pcsync-system/pcsync"}, got); diff != "" {
 		t.Errorf("service account of the bindings and the Deployment (-want +got):\n%s", diff)
 	}
-}
-
-// TestRBACIsSufficient applies deploy/base's RBAC and, as pcsync's service
-// account, does what the daemon does: doctor's self-check passes, a config
-// is applied and a removed company pruned (Namespace included), the leader
-// Lease is taken, and pcsync reads its own pod.
-func TestRBACIsSufficient(t *testing.T) {
-	c := testcluster.Get(t)
-	ctx := context.Background()
-	objs := build(t)
-	a := newApplier(t, c.RESTConfig())
-	for _, kind := range []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"} {
-		for _, o := range objs {
-			if o.GetKind() == kind {
-				if err := a.apply(ctx, o, false); err != nil {
-					t.Fatalf("%s/%s: %v", kind, o.GetName(), err)
-				}
-			}
-		}
-	}
-	cs := c.Client()
-	t.Cleanup(func() {
-		ctx := context.Background()
-		_ = cs.RbacV1().ClusterRoleBindings().Delete(ctx, "pcsync", metav1.DeleteOptions{})
-		_ = cs.RbacV1().ClusterRoles().Delete(ctx, "pcsync", metav1.DeleteOptions{})
-		deleteNamespace(t, cs, "pcsync-system")
-	})
-	sa := c.RESTConfig()
-	sa.Impersonate = rest.ImpersonationConfig{UserName: serviceAccount}
-	saClient, err := kubernetes.NewForConfig(sa)
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	// pcsync's own pod (created by the test as the Deployment would).
-	dep := typed[appsv1.Deployment](t, find(objs, "Deployment", "pcsync"))
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pcsync-5c4f-x1", Namespace: "pcsync-system"}, Spec: dep.Spec.Template.Spec}
-	if err := createWhenSAExists(ctx, cs, pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	nsFile := filepath.Join(t.TempDir(), "namespace")
-	if err := os.WriteFile(nsFile, []byte("pcsync-system"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	getenv := func(k string) string { return map[string]string{"POD_NAME": pod.Name}[k] }
-	self, err := introspect.Detect(ctx, saClient, introspect.Options{NamespaceFile: nsFile, Getenv: getenv})
-	if err != nil {
-		t.Errorf("reading its own pod as %s: %v", serviceAccount, err)
-	} else if self.ServiceAccount != "pcsync" {
-		t.Errorf("own pod: %+v", self)
-	}
-
-	// doctor's RBAC self-check, as the service account.
-	b := make([]byte, 3)
-	_, _ = rand.Read(b)
-	prefix := "r" + hex.EncodeToString(b) + "-"
-	dir := t.TempDir()
-	writeConfig(t, dir, prefix, "acme", "globex")
-	dopts := doctor.DefaultOptions()
-	dopts.RESTConfig, dopts.LeaseNamespace, dopts.ConfigDir = sa, "pcsync-system", dir
-	dopts.Introspect = introspect.Options{NamespaceFile: nsFile, Getenv: getenv}
-	r := doctor.Run(ctx, dopts)
-	for _, ch := range r.Checks {
-		if ch.Area == "rbac" && ch.Status != doctor.StatusOK {
-			t.Errorf("doctor as %s: %s %s: %s", serviceAccount, ch.Name, ch.Status, ch.Detail)
-		}
-	}
-
-	// Apply, then prune a company, as the service account.
-	mo := apply.DefaultManagerOptions()
-	mo.ApplySet = apply.ParentRef{Name: "pcsync-rbac-test", Namespace: "pcsync-system"}
-	m, err := apply.NewManager(sa, mo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		for _, slug := range []string{"acme", "globex"} {
-			_ = cs.CoreV1().Namespaces().Delete(context.Background(), prefix+slug, metav1.DeleteOptions{})
-		}
-	})
-	ao := apply.DefaultApplyOptions()
-	ao.Prune, ao.PruneMax = true, intstr.FromString("100%")
-	report, err := m.Apply(ctx, renderDir(t, dir), ao)
-	if err != nil || report.Err() != nil {
-		t.Fatalf("apply as %s: %v %v", serviceAccount, err, report.Err())
-	}
-	writeConfig(t, dir, prefix, "acme")
-	if err := os.Remove(filepath.Join(dir, "globex.yaml")); err != nil {
-		t.Fatal(err)
-	}
-	report, err = m.Apply(ctx, renderDir(t, dir), ao)
-	if err != nil || report.Err() != nil {
-		t.Fatalf("apply --prune as %s: %v %v", serviceAccount, err, report.Err())
-	}
-	var ns []string
-	for _, o := range report.Objects {
-		if o.Ref.Kind == "Namespace" && o.Action != apply.ActionUnchanged {
-			ns = append(ns, o.Ref.Name+" "+string(o.Action)+o.Note)
-		}
-	}
-	if diff := cmp.Diff([]string{prefix + "globex pruned"}, ns); diff != "" {
-		t.Errorf("namespaces changed by the prune (-want +got):\n%s", diff)
-	}
-
-	// The leader Lease in pcsync's namespace.
-	lo := leader.DefaultOptions()
-	lo.Namespace, lo.Identity = "pcsync-system", "rbac-test"
-	lctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	led := false
-	if err := leader.Run(lctx, saClient, lo, func(context.Context) error { led = true; return nil }); err != nil || !led {
-		t.Errorf("leader election as %s: led %v, %v", serviceAccount, led, err)
-	}
-}
-
-// deleteNamespace deletes a namespace and waits until it is gone, so that
-// the next test can create it again.
-func deleteNamespace(t *testing.T, cs kubernetes.Interface, name string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if err := cs.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		t.Errorf("delete namespace %s: %v", name, err)
-		return
-	}
-	for {
-		if _, err := cs.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Errorf("namespace %s still there", name)
-			return
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
-// createWhenSAExists creates a pod once its service account exists (pods
-// are refused before).
-func createWhenSAExists(ctx context.Context, cs kubernetes.Interface, pod *corev1.Pod, opts metav1.CreateOptions) error {
-	deadline := time.Now().Add(time.Minute)
-	for {
-		_, err := cs.CoreV1().Pods(pod.Namespace).Create(ctx, pod, opts)
-		if err == nil || time.Now().After(deadline) || !(apierrors.IsForbidden(err) || apierrors.IsServerTimeout(err)) {
-			return err
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
-func writeConfig(t *testing.T, dir, prefix string, slugs ...string) {
-	t.Helper()
-	files := map[string]string{"settings.yaml": "apiVersion: pcsync.io/v1alpha1\nkind: Settings\nmetadata: {name: s}\nspec:\n  namespacePrefix: " + prefix + "\n"}
-	for _, s := range slugs {
-		files[s+".yaml"] = fmt.Sprintf("apiVersion: pcsync.io/v1alpha1\nkind: Company\nmetadata: {name: %s}\nspec:\n  id: id-%s\n  sessions: {size: 1Gi}\n  agents: [{name: coder, adapter: claude_local}]\n", s, s)
-	}
-	for name, content := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-func renderDir(t *testing.T, dir string) []*unstructured.Unstructured {
-	t.Helper()
-	m, err := config.Load(context.Background(), dir, config.DefaultLoadOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := render.Render(m, render.DefaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out.Objects
 }

@@ -132,7 +132,7 @@ func (d devDir) printUsage(s *state, reused bool) {
 
   export KUBECONFIG=%s
   kubectl get nodes
-  PCSYNC_TEST_KUBECONFIG=%s go test ./...   # tests reuse it instead of starting their own
+  PCSYNC_TEST_KUBECONFIG=%s go test -tags integration ./...   # tests reuse it instead of starting their own
 
 Component logs: %s/logs   Stop it: make dev-cluster-down
 `, verb, s.Server, testcluster.KubernetesVersion, s.PID, kc, kc, s.WorkDir)

@@ -17,7 +17,12 @@
 // # Using it in tests
 //
 // One cluster per test binary, started by TestMain; each test works in namespaces of
-// its own:
+// its own. These are integration tests: the files that hold them and the TestMain
+// start with the build constraint `//go:build integration`, so that `go test ./...`
+// runs the unit tests alone and `make test` (`go test -tags integration ./...`) runs
+// everything:
+//
+//	//go:build integration
 //
 //	func TestMain(m *testing.M) { os.Exit(testcluster.Main(m)) }
 //

@@ -31,7 +31,10 @@ var (
 // to the one named by $PCSYNC_TEST_KUBECONFIG), runs m, stops the cluster and returns
 // the exit code. If the binaries are missing or the cluster does not start, it prints
 // why and returns 1: integration tests fail, they are never skipped. SIGINT/SIGTERM
-// stop the cluster before the process exits.
+// stop the cluster before the process exits. TestMain and the tests that call Get
+// live in files built only with the integration tag:
+//
+//	//go:build integration
 //
 //	func TestMain(m *testing.M) { os.Exit(testcluster.Main(m)) }
 func Main(m *testing.M) int {
