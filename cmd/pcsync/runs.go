@@ -4,9 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -106,11 +109,16 @@ func writeRunsTable(w io.Writer, l runs.Listing, now time.Time) error {
 		} else if r.StartedAt != nil {
 			dur = now.Sub(*r.StartedAt).Round(time.Second).String()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, dash(r.RunID), dash(r.Company), dash(r.Agent),
-			r.Status, age(now.Sub(r.SubmittedAt)), dur, errCode)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", quoteName(r.Name), dash(quoteName(r.RunID)), dash(quoteName(r.Company)),
+			dash(quoteName(r.Agent)), r.Status, age(now.Sub(r.SubmittedAt)), dur, errCode)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	for _, r := range l.Runs {
+		if r.Problem != "" {
+			fmt.Fprintf(w, "%s: %s\n", quoteName(r.Name), safeText(r.Problem))
+		}
 	}
 	fmt.Fprintln(w, daemonLine(l))
 	if !l.DaemonRunning {
@@ -154,13 +162,16 @@ func daemonLine(l runs.Listing) string {
 // writeRunDetails prints one request as "field: value" lines.
 func writeRunDetails(w io.Writer, r runs.RunInfo) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 1, ' ', 0)
-	line := func(k string, v any) { fmt.Fprintf(tw, "%s:\t%v\n", k, v) }
+	line := func(k string, v any) { fmt.Fprintf(tw, "%s:\t%s\n", k, quoteName(fmt.Sprint(v))) }
 	line("Name", r.Name)
 	line("File", r.File)
 	line("Run ID", dash(r.RunID))
 	line("Company", dash(r.Company))
 	line("Agent", dash(r.Agent))
 	line("Status", r.Status)
+	if r.Problem != "" {
+		line("Problem", r.Problem)
+	}
 	line("Submitted", r.SubmittedAt.Format(time.RFC3339))
 	if r.StartedAt != nil {
 		line("Started", r.StartedAt.Format(time.RFC3339))
@@ -205,10 +216,10 @@ func writeRunDetails(w io.Writer, r runs.RunInfo) error {
 	}
 	if res := r.Result; res != nil {
 		if res.ErrorMessage != nil {
-			fmt.Fprintf(w, "Error message:\n%s\n", indent(*res.ErrorMessage))
+			fmt.Fprintf(w, "Error message:\n%s\n", indent(safeText(*res.ErrorMessage)))
 		}
 		if res.Summary != nil {
-			fmt.Fprintf(w, "Summary:\n%s\n", indent(*res.Summary))
+			fmt.Fprintf(w, "Summary:\n%s\n", indent(safeText(*res.Summary)))
 		}
 	}
 	return nil
@@ -225,6 +236,37 @@ func usageString(r *result.RunResult) string {
 	}
 	return fmt.Sprintf("input %d, cached input %d, cache creation %d, output %d (%s)",
 		u.InputTokens, u.CachedInputTokens, u.CacheCreationInputTokens, u.OutputTokens, basis)
+}
+
+// quoteName returns s as it is when it is printable text without tabs or
+// line breaks, and Go-quoted otherwise: names come from the spool's
+// writers, and a name with terminal escape sequences must not reach the
+// terminal raw.
+func quoteName(s string) string {
+	for _, r := range s {
+		if !unicode.IsPrint(r) || r == utf8.RuneError {
+			return strconv.Quote(s)
+		}
+	}
+	return s
+}
+
+// safeText keeps line breaks and tabs of s and escapes every other control
+// character (\x1b…), for text that comes from an agent or a spool writer.
+func safeText(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r == '\n' || r == '\t':
+			b.WriteRune(r)
+		case unicode.IsControl(r) || r == utf8.RuneError || r == '\u2028' || r == '\u2029':
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 func indent(s string) string {

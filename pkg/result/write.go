@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/pcsync/pcsync/pkg/safefile"
 )
 
 // Suffix is appended to a request's base name to form its result file name.
@@ -20,14 +22,20 @@ func PathFor(requestPath string) string {
 	return filepath.Join(dir, strings.TrimSuffix(base, filepath.Ext(base))+Suffix)
 }
 
+// MaxBytes is the most Read reads of a result file; a larger one is not a
+// result pcsync wrote.
+const MaxBytes = 8 << 20
+
 // ErrExists is returned by Write when the result file is already there: a run
 // has exactly one result, and it is never overwritten.
 var ErrExists = errors.New("result already written")
 
 // Write stores r at path exactly once and atomically: it writes a hidden temp
-// file in the same directory, fsyncs it, links it into place only if path does
-// not exist yet, and fsyncs the directory. Readers see either no file or the
-// whole file. It returns ErrExists (wrapped) when path already exists.
+// file in the same directory (created new, O_EXCL, mode 0600), fsyncs it,
+// links it into place only if path does not exist yet (link(2) never follows
+// or replaces what is there, be it a symbolic link or a FIFO), and fsyncs the
+// directory. Readers see either no file or the whole file. It returns
+// ErrExists (wrapped) when path already exists.
 func Write(path string, r RunResult) error {
 	data, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
@@ -53,7 +61,7 @@ func writeOnce(path string, data []byte) (err error) {
 		_ = tmp.Close()
 		return fmt.Errorf("result %s: write: %w", path, err)
 	}
-	if err := tmp.Chmod(0o644); err != nil {
+	if err := tmp.Chmod(0o600); err != nil {
 		_ = tmp.Close()
 		return fmt.Errorf("result %s: chmod: %w", path, err)
 	}
@@ -72,25 +80,28 @@ func writeOnce(path string, data []byte) (err error) {
 		}
 		return fmt.Errorf("result %s: link into place: %w", path, err)
 	}
+	// At once, so that readers (which refuse files with two links) see the
+	// result with one link.
+	_ = os.Remove(tmpName)
 	return syncDir(dir)
 }
 
 func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("result: open directory %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("result: fsync directory %s: %w", dir, err)
+	if err := safefile.SyncDir(dir); err != nil {
+		return fmt.Errorf("result: %w", err)
 	}
 	return nil
 }
 
-// Read loads a result file.
+// Read loads a result file through safefile: a symbolic link, a FIFO, a
+// device, a file with more than two links or of more than MaxBytes is
+// refused (the error wraps
+// safefile.ErrUnsafe or safefile.ErrTooLarge), never followed or waited on.
 func Read(path string) (RunResult, error) {
 	var r RunResult
-	data, err := os.ReadFile(path)
+	// Two links: Write's temp name and the result's, for the moment
+	// between link(2) and the temp name's removal.
+	data, err := safefile.ReadFileLinks(path, MaxBytes, 2)
 	if err != nil {
 		return r, fmt.Errorf("result %s: %w", path, err)
 	}

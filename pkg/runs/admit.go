@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pcsync/pcsync/pkg/result"
+	"github.com/pcsync/pcsync/pkg/safefile"
 )
 
 // admitKind is what reading a request name came to.
@@ -31,6 +32,10 @@ const (
 	// admitError: something went wrong that is not the request's fault;
 	// look again at the next rescan.
 	admitError admitKind = "error"
+	// admitIgnored: a file of the name is not one pcsync can use (a
+	// result that is a FIFO or a link); the request is skipped while that
+	// file is there.
+	admitIgnored admitKind = "ignored"
 )
 
 // admission is a worker's answer about a request name.
@@ -43,6 +48,8 @@ type admission struct {
 	handle  Handle
 	retryAt time.Time
 	err     error
+	// file is the file that makes an ignored request ignored.
+	file string
 }
 
 // admitWorker reads request names handed out by the loop.
@@ -82,7 +89,9 @@ func (d *Daemon) admit(ctx context.Context, name string) admission {
 	paths := d.paths(name)
 	if r, err := result.Read(paths.Result()); err == nil {
 		return admission{name: name, kind: admitDone, runID: r.RunID, status: r.Status}
-	} else if _, serr := os.Stat(paths.Result()); serr == nil {
+	} else if p := resultProblem(paths, err); p != "" {
+		return admission{name: name, kind: admitIgnored, file: paths.Result(), err: errors.New(p)}
+	} else if _, serr := os.Lstat(paths.Result()); serr == nil {
 		// A result that does not decode is still a result: done.
 		return admission{name: name, kind: admitDone}
 	}
@@ -137,11 +146,45 @@ func (d *Daemon) admit(ctx context.Context, name string) admission {
 	h, err := d.exec.Adopt(ctx, run)
 	switch {
 	case errors.Is(err, ErrNotStarted):
+		if rej := checkOutputs(run); rej != nil {
+			return d.reject(name, rej)
+		}
 		return admission{name: name, kind: admitAccepted, run: run}
 	case err != nil:
 		return admission{name: name, kind: admitError, run: run, err: fmt.Errorf("adopt: %w", err)}
 	}
 	return admission{name: name, kind: admitAccepted, run: run, handle: h}
+}
+
+// resultProblem says why a result file that did not read is not one pcsync
+// can use (a symbolic link, a FIFO, a device, a file too large), or "" when
+// the error is something else.
+func resultProblem(paths Paths, err error) string {
+	base := filepath.Base(paths.Result())
+	var unsafe *safefile.UnsafeError
+	switch {
+	case errors.As(err, &unsafe):
+		return fmt.Sprintf("%s: %s; pcsync never reads it and does not run the request while it is there (remove it to run the request)", base, unsafe.Reason())
+	case errors.Is(err, safefile.ErrTooLarge):
+		return fmt.Sprintf("%s: larger than %d bytes, not a result pcsync wrote; pcsync does not run the request while it is there (remove it to run the request)", base, result.MaxBytes)
+	}
+	return ""
+}
+
+// checkOutputs rejects a run that is about to be queued when a file pcsync
+// will write for it is already there and is not a regular file of its own:
+// a <name>.log that is a symbolic or hard link to a file elsewhere (pcsync
+// would append to or truncate that file), a FIFO (the run would hang on
+// it), a directory.
+func checkOutputs(r *Run) *Rejection {
+	_, err := safefile.Check(r.Paths.Log())
+	var unsafe *safefile.UnsafeError
+	if !errors.As(err, &unsafe) {
+		return nil
+	}
+	return &Rejection{RunID: r.RunID, Company: r.Company.Slug(), Agent: r.Agent.Name, Adapter: string(r.Agent.Adapter),
+		Message: fmt.Sprintf("%s%s: %s; pcsync writes the run's log there and never through a link or into a FIFO: remove it and the result to run the request",
+			r.Name(), logSuffix, unsafe.Reason())}
 }
 
 // reject writes the rejected result of a request.
@@ -211,6 +254,8 @@ func (l *loop) onAdmitted(ctx context.Context, wg *sync.WaitGroup, a admission) 
 		l.done(e, result.StatusRejected)
 	case admitError:
 		l.d.log.Error("cannot read request; retrying at the next rescan", slog.String("name", a.name), slog.Any("error", a.err))
+	case admitIgnored:
+		l.ignore(e, a.file, a.err.Error())
 	case admitAccepted:
 		l.accept(ctx, wg, e, a)
 	}

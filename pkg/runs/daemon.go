@@ -17,6 +17,7 @@ import (
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/metrics"
 	"github.com/pcsync/pcsync/pkg/result"
+	"github.com/pcsync/pcsync/pkg/safefile"
 )
 
 // Options configure a Daemon.
@@ -170,7 +171,7 @@ func New(model *config.Model, exec Executor, opts Options) (*Daemon, error) {
 		return nil, fmt.Errorf("daemon: spool %s is not a directory", opts.Spool)
 	}
 	layout := Layout{Dir: opts.StateDir}
-	if err := os.MkdirAll(layout.Dir, 0o700); err != nil {
+	if err := safefile.MkdirAll(layout.Dir); err != nil {
 		return nil, fmt.Errorf("daemon: state directory: %w", err)
 	}
 	d := &Daemon{
@@ -243,7 +244,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 // lockState takes the daemon lock: one daemon per spool, or runs could
 // start twice.
 func lockState(path string) (unlock func(), err error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	f, err := safefile.OpenWrite(path, safefile.ReadWrite, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("daemon: lock %s: %w", path, err)
 	}

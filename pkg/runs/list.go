@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/pcsync/pcsync/pkg/result"
+	"github.com/pcsync/pcsync/pkg/safefile"
 )
 
 // The states `pcsync runs list` shows besides the result statuses.
@@ -24,6 +25,9 @@ const (
 	ListStarting = "starting"
 	// ListRunning: started and not finished.
 	ListRunning = "running"
+	// ListIgnored: the daemon does not serve the request (its name is too
+	// long, or its result file is not a regular file); Problem says why.
+	ListIgnored = "ignored"
 )
 
 // RunInfo is one request as `pcsync runs list` and `pcsync runs show`
@@ -49,6 +53,8 @@ type RunInfo struct {
 	Log string `json:"log"`
 	// Result is the result, once written.
 	Result *result.RunResult `json:"result"`
+	// Problem says why an ignored request is not served.
+	Problem string `json:"problem,omitempty"`
 }
 
 // Listing is every request of a spool.
@@ -96,15 +102,20 @@ func ListRuns(spool, stateDir string) (Listing, error) {
 	return out, nil
 }
 
-// ShowRun describes one request, by name or file name.
+// ShowRun describes one request, by name or file name (a base name: a
+// path, hidden name or anything else that is not a request name is
+// refused, so that it never reads outside the spool).
 func ShowRun(spool, stateDir, name string) (RunInfo, error) {
 	if kind, n := Classify(name); kind != KindIgnored {
 		name = n
 	}
+	if kind, _ := Classify(name + requestExts[0]); kind != KindRequest || name != filepath.Base(name) {
+		return RunInfo{}, fmt.Errorf("%q is not a request name: give the name of a request in the spool (x for x.yaml), not a path", name)
+	}
 	layout := Layout{Dir: stateDir}
 	var file string
 	for _, p := range (Paths{Spool: spool, Name: name}).Requests() {
-		if _, err := os.Stat(p); err == nil {
+		if _, err := os.Lstat(p); err == nil {
 			file = filepath.Base(p)
 			break
 		}
@@ -116,7 +127,7 @@ func ShowRun(spool, stateDir, name string) (RunInfo, error) {
 	if err != nil {
 		return RunInfo{}, err
 	}
-	_, serr := os.Stat(Paths{Spool: spool, Name: name}.Result())
+	_, serr := os.Lstat(Paths{Spool: spool, Name: name}.Result())
 	return describe(spool, layout, status, name, file, serr == nil), nil
 }
 
@@ -124,13 +135,22 @@ func ShowRun(spool, stateDir, name string) (RunInfo, error) {
 func describe(spool string, layout Layout, status DaemonStatus, name, file string, hasResult bool) RunInfo {
 	paths := Paths{Spool: spool, Name: name}
 	info := RunInfo{Name: name, File: file, Status: ListQueued, Log: paths.Log()}
-	if fi, err := os.Stat(filepath.Join(spool, file)); err == nil {
+	if fi, err := os.Lstat(filepath.Join(spool, file)); err == nil {
 		info.SubmittedAt = fi.ModTime().UTC()
 	}
+	if p := nameProblem(name); p != "" {
+		info.Status, info.Problem = ListIgnored, p
+		return info
+	}
 	if hasResult {
-		if r, err := result.Read(paths.Result()); err == nil {
+		r, err := result.Read(paths.Result())
+		if err == nil {
 			info.Result = &r
 			info.Status, info.RunID, info.Company, info.Agent, info.StartedAt = string(r.Status), r.RunID, r.Company, r.Agent, r.StartedAt
+			return info
+		}
+		if p := resultProblem(paths, err); p != "" {
+			info.Status, info.Problem = ListIgnored, p
 			return info
 		}
 	}
@@ -221,7 +241,7 @@ func age(d time.Duration) string {
 // lockHeld reports whether a daemon holds the lock file; known is false
 // when the lock could not be looked at (no lock file, or no permission).
 func lockHeld(path string) (held, known bool) {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	f, _, err := safefile.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return false, true
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 
 	"github.com/pcsync/pcsync/pkg/adapters"
+	"github.com/pcsync/pcsync/pkg/safefile"
 )
 
 const (
@@ -46,10 +47,10 @@ type follower struct {
 func newFollower(r *Run, files localFiles, parser adapters.Parser, log *slog.Logger) (*follower, error) {
 	f := &follower{files: files, parser: parser, buf: make([]byte, 32<<10), log: log}
 	var err error
-	if f.logFile, err = os.OpenFile(r.Paths.Log(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
+	if f.logFile, err = safefile.OpenWrite(r.Paths.Log(), safefile.Append, 0o600); err != nil {
 		return nil, fmt.Errorf("open log: %w", err)
 	}
-	if f.pos, err = os.OpenFile(files.logpos(), os.O_CREATE|os.O_RDWR, 0o600); err != nil {
+	if f.pos, err = safefile.OpenWrite(files.logpos(), safefile.ReadWrite, 0o600); err != nil {
 		f.close()
 		return nil, fmt.Errorf("open log position: %w", err)
 	}
@@ -77,7 +78,7 @@ func (f *follower) open(i int) (*os.File, error) {
 		p, name = &f.stderr, f.files.stderr()
 	}
 	if *p == nil {
-		fh, err := os.Open(name)
+		fh, _, err := safefile.Open(name)
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, nil
 		}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/pcsync/pcsync/pkg/adapters"
 	"github.com/pcsync/pcsync/pkg/result"
+	"github.com/pcsync/pcsync/pkg/safefile"
 )
 
 // localFiles are the files of one run in the state directory.
@@ -192,7 +193,7 @@ func (e *LocalExecutor) start(_ context.Context, r *Run) (Handle, error) {
 		return nil, fmt.Errorf("run directory: %w", err)
 	}
 	for _, d := range []string{files.dir, p.workDir, e.layout.Home(r.AgentKey())} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
+		if err := safefile.MkdirAll(d); err != nil {
 			return nil, fmt.Errorf("run directories: %w", err)
 		}
 	}
@@ -204,29 +205,34 @@ func (e *LocalExecutor) start(_ context.Context, r *Run) (Handle, error) {
 	}
 	stdinPath := os.DevNull
 	if p.stdin != nil {
-		if err := os.WriteFile(files.stdin(), p.stdin, 0o600); err != nil {
+		if err := writeNew(files.stdin(), p.stdin); err != nil {
 			return nil, fmt.Errorf("write stdin: %w", err)
 		}
 		stdinPath = files.stdin()
 	}
 	// The run directory's entry must be durable too.
-	if err := syncDir(filepath.Dir(files.dir)); err != nil {
+	if err := safefile.SyncDir(filepath.Dir(files.dir)); err != nil {
 		return nil, err
 	}
 	if err := writeRunState(files.state(), st, true); err != nil {
 		return nil, err
 	}
-	stdin, err := os.Open(stdinPath)
+	var stdin *os.File
+	if stdinPath == os.DevNull {
+		stdin, err = os.Open(os.DevNull)
+	} else {
+		stdin, _, err = safefile.Open(stdinPath)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open stdin: %w", err)
 	}
 	defer stdin.Close()
-	stdout, err := os.OpenFile(files.stdout(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	stdout, err := safefile.OpenWrite(files.stdout(), safefile.Exclusive, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open stdout: %w", err)
 	}
 	defer stdout.Close()
-	stderr, err := os.OpenFile(files.stderr(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	stderr, err := safefile.OpenWrite(files.stderr(), safefile.Exclusive, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open stderr: %w", err)
 	}
@@ -271,6 +277,20 @@ func (e *LocalExecutor) start(_ context.Context, r *Run) (Handle, error) {
 		close(h.exited)
 	}()
 	return h, nil
+}
+
+// writeNew writes data to a new file of mode 0600 (O_EXCL: never through a
+// link or into an existing file).
+func writeNew(path string, data []byte) error {
+	f, err := safefile.OpenWrite(path, safefile.Exclusive, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // parserOptions are the adapter parser's options for r.

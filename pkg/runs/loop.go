@@ -2,8 +2,11 @@ package runs
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -25,6 +28,9 @@ const (
 	stateRunning entryState = "running"
 	// stateDone: has its result.
 	stateDone entryState = "done"
+	// stateIgnored: not served (its name is too long, or its result file
+	// is not a regular file); warned about once.
+	stateIgnored entryState = "ignored"
 )
 
 // entry is the loop's record of one request name.
@@ -43,6 +49,10 @@ type entry struct {
 	cancelled bool
 	// startedAt is when the run started, for the status file.
 	startedAt *time.Time
+	// ignoredBy is the file that makes an ignored entry ignored; the
+	// request is looked at again once it is gone. Empty when the name
+	// itself is the problem.
+	ignoredBy string
 }
 
 // started reports that the executor started (or failed to start) a run.
@@ -191,10 +201,20 @@ func (l *loop) takeFirstListing(snap spoolSnapshot) {
 		l.once = map[string]bool{}
 	}
 	for name := range snap.requests {
+		if p := nameProblem(name); p != "" {
+			e := &entry{name: name}
+			l.entries[name] = e
+			l.ignore(e, "", p)
+			continue
+		}
 		if snap.results[name] {
 			e := &entry{name: name, state: stateDone}
 			l.entries[name] = e
-			if r, err := result.Read(l.d.paths(name).Result()); err == nil && r.Status != result.StatusRejected && r.RunID != "" {
+			paths := l.d.paths(name)
+			r, err := result.Read(paths.Result())
+			if p := resultProblem(paths, err); p != "" {
+				l.ignore(e, paths.Result(), p)
+			} else if err == nil && r.Status != result.StatusRejected && r.RunID != "" {
 				l.claimRunID(e, r.RunID)
 			}
 			continue
@@ -205,7 +225,7 @@ func (l *loop) takeFirstListing(snap spoolSnapshot) {
 	}
 	l.initial = map[string]bool{}
 	for name := range snap.requests {
-		if !snap.results[name] {
+		if l.entries[name] == nil {
 			l.initial[name] = true
 			l.consider(name)
 		}
@@ -245,6 +265,10 @@ func (l *loop) consider(name string) {
 		}
 		e = &entry{name: name, state: statePending}
 		l.entries[name] = e
+		if p := nameProblem(name); p != "" {
+			l.ignore(e, "", p)
+			return
+		}
 	}
 	switch e.state {
 	case statePending:
@@ -283,6 +307,13 @@ func (l *loop) rescan() {
 			l.consider(name)
 		case e.state == statePending && !e.admitting && e.retry == nil:
 			l.consider(name)
+		case e.state == stateIgnored && e.ignoredBy != "":
+			if _, err := os.Lstat(e.ignoredBy); errors.Is(err, fs.ErrNotExist) {
+				l.d.log.Info("the file that kept the request from running is gone; reading it again",
+					slog.String("name", name), slog.String("file", filepath.Base(e.ignoredBy)))
+				delete(l.entries, name)
+				l.consider(name)
+			}
 		case snap.cancels[name]:
 			l.checkCancel(e)
 		}
@@ -323,6 +354,14 @@ func (l *loop) releaseRunID(e *entry) {
 	if e.runID != "" && l.runIDs[e.runID] == e.name {
 		delete(l.runIDs, e.runID)
 	}
+}
+
+// ignore marks an entry as not served, with one warning that says why.
+// file is the file that causes it ("" when the name itself does).
+func (l *loop) ignore(e *entry, file, why string) {
+	e.state, e.ignoredBy = stateIgnored, file
+	delete(l.once, e.name)
+	l.d.log.Warn("request skipped: "+why, slog.String("name", e.name))
 }
 
 // done marks an entry finished.

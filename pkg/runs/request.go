@@ -9,11 +9,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/pcsync/pcsync/pkg/adapters"
 	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/safefile"
 )
 
 // DefaultMaxRequestBytes caps how much of a request file is read: twice the
@@ -36,47 +36,12 @@ type Rejection struct {
 // Error implements error.
 func (r *Rejection) Error() string { return r.Message }
 
-// errNotRegular is returned by openRequest for anything but a regular file.
-var errNotRegular = errors.New("not a regular file")
-
-// openRequest opens a request file for reading without following a
-// symbolic link (a link could make pcsync quote another file in its
-// messages) and without blocking on a FIFO, and checks that it is a
-// regular file.
-func openRequest(path string) (*os.File, os.FileInfo, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		if errors.Is(err, syscall.ELOOP) {
-			return nil, nil, fmt.Errorf("%w: a symbolic link", errNotRegular)
-		}
-		return nil, nil, err
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, nil, fmt.Errorf("%w: %s", errNotRegular, fileType(fi.Mode()))
-	}
-	return f, fi, nil
-}
-
-// fileType names the type of a file that is not regular.
-func fileType(m os.FileMode) string {
-	switch {
-	case m&os.ModeDir != 0:
-		return "a directory"
-	case m&os.ModeNamedPipe != 0:
-		return "a named pipe"
-	case m&os.ModeSocket != 0:
-		return "a socket"
-	case m&os.ModeDevice != 0:
-		return "a device"
-	}
-	return "not a regular file"
-}
+// openRequest opens a request file for reading through safefile: it does
+// not follow a symbolic link (a link could make pcsync quote another file in
+// its messages), does not block on a FIFO, and accepts only a regular file
+// with one link (a hard link could be a file the spool's writer may not
+// read).
+func openRequest(path string) (*os.File, os.FileInfo, error) { return safefile.Open(path) }
 
 // readRequestFile reads at most max bytes of path; tooLarge is set when the
 // file holds more.
@@ -217,9 +182,10 @@ func LoadRequest(m *config.Model, path string, maxBytes int64) (*Run, error) {
 	}
 	paths := Paths{Spool: filepath.Dir(path), Name: name}
 	data, fi, tooLarge, err := readRequestFile(path, maxBytes)
+	var unsafe *safefile.UnsafeError
 	switch {
-	case errors.Is(err, errNotRegular):
-		return nil, &Rejection{RunID: name, Message: fmt.Sprintf("%s: %v; a request must be a regular file", base, err)}
+	case errors.As(err, &unsafe):
+		return nil, &Rejection{RunID: name, Message: fmt.Sprintf("%s: %s; a request must be a regular file with one link (copy it into the spool)", base, unsafe.Reason())}
 	case err != nil:
 		return nil, fmt.Errorf("request %s: %w", path, err)
 	case tooLarge:

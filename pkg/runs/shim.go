@@ -10,6 +10,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/pcsync/pcsync/pkg/safefile"
 )
 
 // ShimArg is the argument that selects the run shim in a binary that
@@ -120,27 +122,21 @@ func signalName(s syscall.Signal) string {
 	return fmt.Sprintf("SIG%d", int(s))
 }
 
-// writeExitStatus writes the exit file atomically (temp file, rename). It
-// is not fsynced: after a power loss the run is gone either way.
+// writeExitStatus writes the exit file atomically (temp file, rename), mode
+// 0600. It is not fsynced: after a power loss the run is gone either way.
 func writeExitStatus(path string, st exitStatus) error {
 	data, err := json.Marshal(st)
 	if err != nil {
 		return fmt.Errorf("exit file %s: encode: %w", path, err)
 	}
-	return replaceFile(path, data, 0o644, false)
+	return safefile.WriteAtomic(path, data, 0o600, false)
 }
 
 // readExitStatus reads the exit file; ok is false when there is none.
 func readExitStatus(path string) (st exitStatus, ok bool, err error) {
-	data, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return st, false, nil
-	}
+	ok, err = safefile.ReadJSON(path, maxStateBytes, &st)
 	if err != nil {
-		return st, false, fmt.Errorf("exit file %s: %w", path, err)
+		return st, false, fmt.Errorf("exit file: %w", err)
 	}
-	if err := json.Unmarshal(data, &st); err != nil {
-		return st, false, fmt.Errorf("exit file %s: decode: %w", path, err)
-	}
-	return st, true, nil
+	return st, ok, nil
 }

@@ -2,11 +2,11 @@ package runs
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/pcsync/pcsync/pkg/safefile"
 )
 
 // Layout locates the daemon's files under its state directory; see the
@@ -91,20 +91,19 @@ func writeRunState(path string, st RunState, durable bool) error {
 	if err != nil {
 		return fmt.Errorf("run state %s: encode: %w", path, err)
 	}
-	return replaceFile(path, append(data, '\n'), 0o600, durable)
+	return safefile.WriteAtomic(path, append(data, '\n'), 0o600, durable)
 }
+
+// maxStateBytes is the most pcsync reads of one of its state files (run
+// state, exit status, status, usage totals, markers); they are a few hundred
+// bytes.
+const maxStateBytes = 1 << 20
 
 // readRunState loads a state file; ok is false when there is none.
 func readRunState(path string) (st RunState, ok bool, err error) {
-	data, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return st, false, nil
-	}
+	ok, err = safefile.ReadJSON(path, maxStateBytes, &st)
 	if err != nil {
-		return st, false, fmt.Errorf("run state %s: %w", path, err)
+		return st, false, fmt.Errorf("run state: %w", err)
 	}
-	if err := json.Unmarshal(data, &st); err != nil {
-		return st, false, fmt.Errorf("run state %s: decode: %w", path, err)
-	}
-	return st, true, nil
+	return st, ok, nil
 }

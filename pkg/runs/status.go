@@ -2,7 +2,6 @@ package runs
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/safefile"
 )
 
 // StatusKind is the kind of the daemon's status file.
@@ -151,7 +151,7 @@ func (l *loop) writeStatus(stopped bool) {
 	}
 	data, err := json.MarshalIndent(st, "", "  ")
 	if err == nil {
-		err = writeFileNoSync(l.d.layout.StatusFile(), append(data, '\n'))
+		err = safefile.WriteAtomic(l.d.layout.StatusFile(), append(data, '\n'), 0o600, false)
 	}
 	if err != nil {
 		l.d.log.Warn("cannot write the status file", "error", err)
@@ -161,36 +161,15 @@ func (l *loop) writeStatus(stopped bool) {
 // ReadStatus loads a daemon status file; ok is false when there is none.
 // It reads the files of older daemons too (no heartbeat, no companies).
 func ReadStatus(path string) (st DaemonStatus, ok bool, err error) {
-	data, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return st, false, nil
-	}
+	ok, err = safefile.ReadJSON(path, maxStateBytes, &st)
 	if err != nil {
-		return st, false, fmt.Errorf("status %s: %w", path, err)
+		return st, false, fmt.Errorf("status: %w", err)
 	}
-	if err := json.Unmarshal(data, &st); err != nil {
-		return st, false, fmt.Errorf("status %s: %w", path, err)
+	if !ok {
+		return st, false, nil
 	}
 	if st.Kind != "" && st.Kind != StatusKind {
 		return st, false, fmt.Errorf("status %s: kind %q, want %s", path, st.Kind, StatusKind)
 	}
 	return st, true, nil
-}
-
-// writeFileNoSync replaces path with data through a temp file and a
-// rename, without fsync.
-func writeFileNoSync(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
 }

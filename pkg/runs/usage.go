@@ -4,15 +4,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"sync"
 	"time"
 
 	"github.com/pcsync/pcsync/pkg/result"
+	"github.com/pcsync/pcsync/pkg/safefile"
 )
 
 // usageStore keeps the last cumulative usage total per session, for CLIs
@@ -51,16 +50,13 @@ func (s *usageStore) previous(adapter, session string) (*result.Usage, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := s.path(adapter, session)
-	data, err := os.ReadFile(p)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
+	var t sessionTotal
+	ok, err := safefile.ReadJSON(p, maxStateBytes, &t)
 	if err != nil {
 		return nil, fmt.Errorf("usage store: %w", err)
 	}
-	var t sessionTotal
-	if err := json.Unmarshal(data, &t); err != nil {
-		return nil, fmt.Errorf("usage store %s: %w", p, err)
+	if !ok {
+		return nil, nil
 	}
 	return &t.Total, nil
 }
@@ -70,12 +66,12 @@ func (s *usageStore) record(adapter, session, runID string, total result.Usage) 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := s.path(adapter, session)
-	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+	if err := safefile.MkdirAll(filepath.Dir(p)); err != nil {
 		return fmt.Errorf("usage store: %w", err)
 	}
 	data, err := json.Marshal(sessionTotal{SessionID: session, Total: total, RunID: runID, UpdatedAt: time.Now().UTC()})
 	if err != nil {
 		return fmt.Errorf("usage store: %w", err)
 	}
-	return writeFileAtomic(p, append(data, '\n'), 0o600)
+	return safefile.WriteAtomic(p, append(data, '\n'), 0o600, true)
 }

@@ -135,8 +135,10 @@ func (e *Executor) Start(ctx context.Context, r *runs.Run) (runs.Handle, error) 
 	created, err := e.client.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{})
 	if err == nil {
 		// A new run starts a new log.
-		if err := os.WriteFile(r.Paths.Log(), nil, 0o644); err != nil {
+		if f, _, err := openLog(r.Paths.Log(), false); err != nil {
 			log.Warn("cannot create the run's log file", slog.Any("error", err))
+		} else {
+			f.Close()
 		}
 	} else if isAlreadyExists(err) {
 		// Created by an earlier daemon that stopped before recording it,

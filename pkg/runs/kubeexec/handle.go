@@ -15,6 +15,7 @@ import (
 	"github.com/pcsync/pcsync/pkg/adapters"
 	"github.com/pcsync/pcsync/pkg/result"
 	"github.com/pcsync/pcsync/pkg/runs"
+	"github.com/pcsync/pcsync/pkg/safefile"
 )
 
 // handle follows one run's Job to its end. It implements runs.Handle.
@@ -380,7 +381,7 @@ func (h *handle) finish(ctx context.Context, obs observation, v verdict) {
 	if fed == 0 {
 		// The pod's log is gone (the pod was deleted); what an earlier
 		// daemon copied into <name>.log is the best there is.
-		if f, err := os.Open(h.r.Paths.Log()); err == nil {
+		if f, _, err := safefile.Open(h.r.Paths.Log()); err == nil {
 			_ = adapters.FeedLines(h.parser, f)
 			f.Close()
 		}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/pcsync/pcsync/pkg/adapters"
+	"github.com/pcsync/pcsync/pkg/safefile"
 )
 
 const (
@@ -343,15 +344,16 @@ func (f *follower) stderrTail() string {
 	return string(t)
 }
 
-// openLog opens <name>.log for a run. A fresh run starts it empty; an
-// adopted one keeps it, cut back to its last complete line, and reports how
-// many lines it holds, which the follower then skips.
+// openLog opens <name>.log for a run, mode 0600, through safefile: never a
+// symbolic link, a hard link to another file or a FIFO. A fresh run starts
+// it empty; an adopted one keeps it, cut back to its last complete line, and
+// reports how many lines it holds, which the follower then skips.
 func openLog(path string, adopted bool) (*os.File, int, error) {
 	if !adopted {
-		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC|os.O_APPEND, 0o644)
+		f, err := safefile.OpenWrite(path, safefile.Truncate, 0o600)
 		return f, 0, err
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	f, err := safefile.OpenWrite(path, safefile.ReadWrite, 0o600)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/pcsync/pcsync/pkg/safefile"
 )
 
 // markerFile is the marker's name in the run's state directory.
@@ -29,57 +31,33 @@ func markerPath(stateDir, name string) string {
 	return filepath.Join(stateDir, "runs", name, markerFile)
 }
 
-// writeMarker stores m durably: temp file, fsync, rename, fsync of the
-// directory.
+// writeMarker stores m durably (safefile.WriteAtomic: temp file, fsync,
+// rename, fsync of the directory), mode 0600.
 func writeMarker(path string, m marker) error {
 	data, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return fmt.Errorf("run marker %s: %w", path, err)
 	}
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := safefile.MkdirAll(filepath.Dir(path)); err != nil {
 		return fmt.Errorf("run marker %s: %w", path, err)
 	}
-	tmp, err := os.CreateTemp(dir, "."+markerFile+".*.tmp")
-	if err != nil {
-		return fmt.Errorf("run marker %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(append(data, '\n')); err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err == nil {
-		var d *os.File
-		if d, err = os.Open(dir); err == nil {
-			err = d.Sync()
-			d.Close()
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("run marker %s: %w", path, err)
+	if err := safefile.WriteAtomic(path, append(data, '\n'), 0o600, true); err != nil {
+		return fmt.Errorf("run marker: %w", err)
 	}
 	return nil
 }
 
+// maxMarkerBytes is the most readMarker reads; a marker is a few hundred
+// bytes.
+const maxMarkerBytes = 1 << 20
+
 // readMarker loads a marker; ok is false when there is none.
 func readMarker(path string) (m marker, ok bool, err error) {
-	data, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return m, false, nil
-	}
+	ok, err = safefile.ReadJSON(path, maxMarkerBytes, &m)
 	if err != nil {
-		return m, false, fmt.Errorf("run marker %s: %w", path, err)
+		return m, false, fmt.Errorf("run marker: %w", err)
 	}
-	if err := json.Unmarshal(data, &m); err != nil {
-		return m, false, fmt.Errorf("run marker %s: %w", path, err)
-	}
-	return m, true, nil
+	return m, ok, nil
 }
 
 // removeMarker deletes the marker and, when it is empty, the run's state
