@@ -1,0 +1,52 @@
+package paperclip
+
+import (
+	"log/slog"
+	"net/http"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// Options configure a Reconciler. Start from DefaultOptions.
+type Options struct {
+	// HTTPClient sends every request; nil means one with Timeout.
+	HTTPClient *http.Client
+	// Timeout bounds each request when HTTPClient is nil. Default 30s.
+	Timeout time.Duration
+	// Workers is how many companies are reconciled at once. Default 4.
+	Workers int
+	// UserAgent is sent with every request. Default "pcsync".
+	UserAgent string
+	// Getenv reads the environment variable named by Settings
+	// spec.paperclip.tokenEnv. Default os.Getenv.
+	Getenv func(string) string
+	// Logger receives the reconciler's logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultOptions returns the defaults described on Options.
+func DefaultOptions() Options {
+	return Options{Timeout: 30 * time.Second, Workers: 4, UserAgent: "pcsync", Logger: slog.Default()}
+}
+
+// ReconcileOptions configure one reconcile.
+type ReconcileOptions struct {
+	// DryRun plans and reads, and writes nothing (pcsync diff).
+	DryRun bool
+	// PauseMax is the pause guard, the same rule as the Kubernetes prune's
+	// (apply.ApplyOptions.PruneMax): the most managed agents one reconcile
+	// may pause, a count or a share of the managed agents of the opted-in
+	// companies (rounded down), never less than PauseFloor. Default 25%.
+	PauseMax intstr.IntOrString
+	// PauseFloor is the least PauseMax allows, so that removing an agent or
+	// two from a small company goes through. Default 3.
+	PauseFloor int
+	// AllowMassPause lifts the guard (pcsync --allow-mass-prune).
+	AllowMassPause bool
+}
+
+// DefaultReconcileOptions returns the defaults described on ReconcileOptions.
+func DefaultReconcileOptions() ReconcileOptions {
+	return ReconcileOptions{PauseMax: intstr.FromString("25%"), PauseFloor: 3}
+}

@@ -1,0 +1,182 @@
+package paperclip
+
+import (
+	"cmp"
+	"reflect"
+	"slices"
+)
+
+// Verb is what an action does to an agent.
+type Verb string
+
+// The verbs of a plan.
+const (
+	// VerbCreate creates a declared agent that Paperclip does not have.
+	VerbCreate Verb = "create"
+	// VerbUpdate patches the fields of a managed agent that differ.
+	VerbUpdate Verb = "update"
+	// VerbResume resumes an agent pcsync paused and the config declares
+	// again (patching what differs first).
+	VerbResume Verb = "resume"
+	// VerbPause pauses a managed agent the config no longer declares.
+	VerbPause Verb = "pause"
+	// VerbNone: the agent is as declared.
+	VerbNone Verb = "unchanged"
+)
+
+// Change is one field an action changes; From is the live value (reportsTo
+// by the manager's name, or "id:<id>" for an agent pcsync does not manage),
+// To the declared one; nil is null or absent.
+type Change struct {
+	Path     string
+	From, To any
+}
+
+// Action is what a plan does to one agent.
+type Action struct {
+	// Agent is the pcsync agent name; ID the Paperclip id (empty for a create).
+	Agent string
+	ID    string
+	Verb  Verb
+	// Changes are the fields written, sorted by path; for a create, every
+	// declared field.
+	Changes []Change
+	// Drift says the live agent was changed by someone else: the marker
+	// holds the config's hash, yet fields differ.
+	Drift bool
+
+	desired *DesiredAgent
+	live    *Agent
+}
+
+// CompanyPlan is the plan of one company: its actions in the order they
+// run (creates and updates in dependency order, then pauses).
+type CompanyPlan struct {
+	Slug, ID string
+	Actions  []Action
+	// Managed is the number of live agents pcsync manages in the company
+	// (not terminated), for the pause guard.
+	Managed int
+	// Notes are findings that change nothing (an agent marked twice).
+	Notes []string
+}
+
+// Plan compares what a company wants with its live agents.
+func Plan(want DesiredCompany, live []Agent) CompanyPlan {
+	p := CompanyPlan{Slug: want.Slug, ID: want.ID}
+	managed := map[string]*Agent{} // by pcsync agent name
+	names := map[string]string{}   // id → pcsync agent name, managed agents
+	for i := range live {
+		a := &live[i]
+		m, ok := a.marker()
+		if !ok || a.Status == StatusTerminated {
+			continue
+		}
+		if prev, dup := managed[m.Agent]; dup {
+			// Two agents carry the same marker (copied by hand?): the
+			// older one is pcsync's; the other is left alone.
+			keep, other := prev, a
+			if cmp.Compare(a.CreatedAt, prev.CreatedAt) < 0 {
+				keep, other = a, prev
+			}
+			managed[m.Agent] = keep
+			delete(names, other.ID)
+			names[keep.ID] = m.Agent
+			p.Notes = append(p.Notes, "agents "+keep.ID+" and "+other.ID+" both carry pcsync's marker for "+
+				m.Agent+"; "+other.ID+" is left alone")
+			continue
+		}
+		managed[m.Agent] = a
+		names[a.ID] = m.Agent
+	}
+	p.Managed = len(managed)
+	declared := map[string]bool{}
+	for i := range want.Agents {
+		d := &want.Agents[i]
+		declared[d.Name] = true
+		a := managed[d.Name]
+		if a == nil {
+			act := Action{Agent: d.Name, Verb: VerbCreate, desired: d}
+			for _, path := range sortedPaths(d.Fields) {
+				act.Changes = append(act.Changes, Change{Path: path, To: d.Fields[path]})
+			}
+			p.Actions = append(p.Actions, act)
+			continue
+		}
+		m, _ := a.marker()
+		act := Action{Agent: d.Name, ID: a.ID, Verb: VerbNone, desired: d, live: a}
+		for _, path := range sortedPaths(d.Fields) {
+			want := d.Fields[path]
+			got := liveValue(a, path)
+			if path == "reportsTo" {
+				got = managerName(got, names)
+			}
+			if !equal(got, want) {
+				act.Changes = append(act.Changes, Change{Path: path, From: got, To: want})
+			}
+		}
+		for _, path := range m.Fields {
+			if _, still := d.Fields[path]; still {
+				continue
+			}
+			got, want := liveValue(a, path), resetValue(path)
+			if path == "reportsTo" {
+				got = managerName(got, names)
+			}
+			if !equal(got, want) {
+				act.Changes = append(act.Changes, Change{Path: path, From: got, To: want})
+			}
+		}
+		slices.SortFunc(act.Changes, func(x, y Change) int { return cmp.Compare(x.Path, y.Path) })
+		act.Drift = len(act.Changes) > 0 && m.Hash == d.Hash
+		switch {
+		case m.Paused && a.Status == StatusPaused:
+			act.Verb = VerbResume
+		case len(act.Changes) > 0 || m.Hash != d.Hash || !slices.Equal(m.Fields, d.Optional) || m.Paused:
+			// The marker itself is out of date: written with the changes.
+			act.Verb = VerbUpdate
+		}
+		p.Actions = append(p.Actions, act)
+	}
+	var pauses []Action
+	for name, a := range managed {
+		if declared[name] {
+			continue
+		}
+		if a.Status == StatusPaused {
+			continue // already paused (by pcsync or by hand)
+		}
+		pauses = append(pauses, Action{Agent: name, ID: a.ID, Verb: VerbPause, live: a,
+			Changes: []Change{{Path: "status", From: string(a.Status), To: string(StatusPaused)}}})
+	}
+	slices.SortFunc(pauses, func(x, y Action) int { return cmp.Compare(x.Agent, y.Agent) })
+	p.Actions = append(p.Actions, pauses...)
+	return p
+}
+
+// managerName turns a live reportsTo id into the manager's pcsync name, or
+// "id:<id>" when pcsync does not manage it.
+func managerName(id any, names map[string]string) any {
+	s, ok := id.(string)
+	if !ok || s == "" {
+		return nil
+	}
+	if n, ok := names[s]; ok {
+		return n
+	}
+	return "id:" + s
+}
+
+func equal(a, b any) bool { return reflect.DeepEqual(normalize(a), normalize(b)) }
+
+func sortedPaths(m map[string]any) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Writes says whether the action changes Paperclip.
+func (a *Action) Writes() bool { return a.Verb != VerbNone }
