@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/pcsync/pcsync/pkg/apply"
+	"github.com/pcsync/pcsync/pkg/paperclip"
 )
 
 // applySetFlags name the ApplySet inventory, shared by apply and diff.
@@ -64,6 +67,7 @@ func toolVersion() string {
 func newApplyCmd(g *globalOptions) *cobra.Command {
 	var (
 		set   applySetFlags
+		sides sideFlags
 		opts  = apply.DefaultApplyOptions()
 		prune pruneFlags
 	)
@@ -86,6 +90,12 @@ tenant (company) or of more tenants than --prune-max of the fleet (at least
 --prune-floor) is refused before anything changes, with the command that approves
 exactly that prune; removing a company or a few always goes through.
 
+Companies with spec.paperclip.manage also get their agents in Paperclip as
+declared (created with the pcsync adapter, hand edits put back, agents removed
+from the config paused, behind the --prune-max guard); --paperclip=false leaves
+that side out, --kubernetes=false does only that side (no cluster needed). A
+failure of one side does not stop the other.
+
 An invalid config changes nothing (exit code 1). Output: one line per object,
 "<kind>[.<group>]/<name> <action>[ (<namespace>)]" with action created, configured,
 unchanged, recreated, pruned, retained or failed, then a summary line; -o json
@@ -95,37 +105,82 @@ for machines. Exit code 2 if any object failed.`,
 			if err := set.validate(); err != nil {
 				return err
 			}
+			if err := sides.validate(); err != nil {
+				return err
+			}
 			lim, err := prune.limits()
 			if err != nil {
 				return err
 			}
 			opts.Prune, opts.PruneMax, opts.PruneFloor, opts.AllowMassPrune =
 				lim.Prune, lim.PruneMax, lim.PruneFloor, lim.AllowMassPrune
-			out, err := g.loadAndRender(cmd.Context(), dirArg(args))
+			model, out, err := g.loadModelAndRender(cmd.Context(), dirArg(args))
 			if err != nil {
 				return err
 			}
-			m, err := set.manager(g)
-			if err != nil {
-				return err
-			}
-			report, err := m.Apply(cmd.Context(), out.Objects, opts)
-			if err == nil || len(report.Objects) > 0 {
-				if werr := writeReport(g, set.output, report); werr != nil && err == nil {
-					err = werr
+			var errs []error
+			var kubeJSON bytes.Buffer
+			if sides.kubernetes {
+				kerr := func() error {
+					m, err := set.manager(g)
+					if err != nil {
+						return err
+					}
+					report, err := m.Apply(cmd.Context(), out.Objects, opts)
+					if err == nil || len(report.Objects) > 0 {
+						w := g.Stdout
+						if set.output == "json" {
+							w = &kubeJSON
+						}
+						if werr := writeReportTo(g, w, set.output, report); werr != nil && err == nil {
+							err = werr
+						}
+					}
+					if err != nil {
+						return err
+					}
+					if failed := report.Count(apply.ActionFailed); failed > 0 {
+						return fmt.Errorf("%d of %d objects failed", failed, len(report.Objects))
+					}
+					return nil
+				}()
+				if kerr != nil {
+					errs = append(errs, kerr)
 				}
 			}
-			if err != nil {
-				return &exitError{code: 2, err: err}
+			var rep *paperclip.Report
+			if sides.paperclip && paperclip.Wants(model) {
+				ro := paperclip.DefaultReconcileOptions()
+				ro.DryRun, ro.PauseMax, ro.PauseFloor, ro.AllowMassPause = opts.DryRun, opts.PruneMax, opts.PruneFloor, opts.AllowMassPrune
+				var perr error
+				rep, perr = paperclipReconciler(g).Reconcile(cmd.Context(), model, ro)
+				if set.output != "json" {
+					perr = errors.Join(perr, rep.WriteText(g.Stdout))
+				}
+				perr = errors.Join(perr, rep.WriteErrors(g.Stderr))
+				if rep.Err() != nil && perr == nil {
+					perr = fmt.Errorf("paperclip: %d agents or companies failed", rep.Count("failed")+companyErrors(rep))
+				}
+				if perr != nil {
+					errs = append(errs, perr)
+				}
 			}
-			if failed := report.Count(apply.ActionFailed); failed > 0 {
-				return &exitError{code: 2, err: fmt.Errorf("%d of %d objects failed", failed, len(report.Objects))}
+			if set.output == "json" {
+				if rep == nil {
+					_, _ = g.Stdout.Write(kubeJSON.Bytes())
+				} else if err := writeJSONWithPaperclip(g.Stdout, kubeJSON.Bytes(), rep); err != nil {
+					errs = append(errs, err)
+				}
+			}
+			if len(errs) > 0 {
+				return &exitError{code: 2, err: errors.Join(errs...)}
 			}
 			return nil
 		},
 	}
 	f := cmd.Flags()
 	set.add(f)
+	sides.add(f)
 	addForceConflicts(f, &opts.ForceConflicts)
 	f.BoolVar(&opts.Force, "force", false, "delete and recreate objects whose change touches an immutable field")
 	f.BoolVar(&opts.DryRun, "dry-run", false,
@@ -137,16 +192,27 @@ for machines. Exit code 2 if any object failed.`,
 	return cmd
 }
 
-// writeReport prints the report (stdout) and the failed objects' errors (stderr).
-func writeReport(g *globalOptions, format string, r *apply.Report) error {
+// writeReportTo prints the report (to w) and the failed objects' errors (stderr).
+func writeReportTo(g *globalOptions, w io.Writer, format string, r *apply.Report) error {
 	if r == nil {
 		return nil
 	}
 	var err error
 	if format == "json" {
-		err = r.WriteJSON(g.Stdout)
+		err = r.WriteJSON(w)
 	} else {
-		err = r.WriteText(g.Stdout)
+		err = r.WriteText(w)
 	}
 	return errors.Join(err, r.WriteErrors(g.Stderr))
+}
+
+// companyErrors counts the companies whose agents could not be read.
+func companyErrors(r *paperclip.Report) int {
+	n := 0
+	for _, c := range r.Companies {
+		if c.Err != nil {
+			n++
+		}
+	}
+	return n
 }

@@ -29,6 +29,7 @@ type daemonFlags struct {
 	set                applySetFlags
 	prune              pruneFlags
 	forceConflicts     bool
+	sides              sideFlags
 
 	leaderElect                            bool
 	leaseNamespace, leaseID                string
@@ -52,7 +53,11 @@ git-sync is followed), and every --interval to correct drift: fields another
 field manager changed are taken back (--force-conflicts). With --prune it deletes
 what pcsync applied and no longer renders; the prune guard holds an empty render,
 the whole fleet or more tenants than --prune-max (at least --prune-floor) until
-that prune is approved, and applies the rest. An invalid config changes
+that prune is approved, and applies the rest. Companies with
+spec.paperclip.manage also get their agents kept in Paperclip at every
+reconcile (docs/paperclip.md); --paperclip=false leaves that side out,
+--kubernetes=false applies nothing to the cluster and keeps only the
+Paperclip side (with --executor local no cluster is needed). An invalid config changes
 nothing: the last good state stays, and the failure is logged, counted
 (pcsync_config_valid 0) and shown on /readyz. --no-reconcile keeps the config
 for the runs loop but applies nothing (as does --executor local).
@@ -99,6 +104,7 @@ See docs/daemon.md and docs/runs.md.`,
 	f.prune.add(fl, "delete members of the ApplySet that are no longer rendered; a prune the guard holds waits for "+
 		"approval (pcsync_prune_blocked, /readyz PruneAllowed, and an ERROR log line with the command that approves it)", false)
 	addForceConflicts(fl, &f.forceConflicts)
+	f.sides.add(fl)
 	fl.BoolVar(&f.leaderElect, "leader-elect", false, "run the loops only while holding the leader Lease (for several replicas)")
 	fl.StringVar(&f.leaseNamespace, "leader-election-namespace", "",
 		"namespace of the Lease (default $POD_NAMESPACE, else the service account's namespace, else paperclip)")
@@ -128,6 +134,9 @@ func (f *daemonFlags) run(ctx context.Context, g *globalOptions) error {
 	if err := f.set.validate(); err != nil {
 		return err
 	}
+	if err := f.sides.validate(); err != nil {
+		return err
+	}
 	lim, err := f.prune.limits()
 	if err != nil {
 		return err
@@ -151,7 +160,11 @@ func (f *daemonFlags) run(ctx context.Context, g *globalOptions) error {
 	ro.Apply.Prune, ro.Apply.PruneMax, ro.Apply.PruneFloor = lim.Prune, lim.PruneMax, lim.PruneFloor
 	ro.Apply.ForceConflicts = f.forceConflicts
 
-	doApply := !f.noReconcile && f.executor == "kubernetes"
+	doApply := !f.noReconcile && f.executor == "kubernetes" && f.sides.kubernetes
+	if !f.noReconcile && f.sides.paperclip {
+		ro.Paperclip = paperclipReconciler(g)
+		ro.PaperclipOptions.PauseFloor = lim.PruneFloor
+	}
 	needCluster := doApply || f.leaderElect || (!f.noRuns && f.executor == "kubernetes")
 	if needCluster {
 		if _, err := g.Kube.RESTConfig(); err != nil {

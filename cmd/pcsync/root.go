@@ -105,18 +105,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // config (including a patch kustomize cannot apply) returns an error for
 // which exitCode is 1, already reported.
 func (g *globalOptions) loadAndRender(ctx context.Context, dir string) (*render.Output, error) {
+	_, out, err := g.loadModelAndRender(ctx, dir)
+	return out, err
+}
+
+// loadModelAndRender is loadAndRender that also returns the model.
+func (g *globalOptions) loadModelAndRender(ctx context.Context, dir string) (*config.Model, *render.Output, error) {
 	m, err := config.Load(ctx, dir, config.DefaultLoadOptions())
 	if err != nil {
-		return nil, g.reportConfigError(err)
+		return nil, nil, g.reportConfigError(err)
 	}
 	out, err := render.Render(m, render.DefaultOptions())
 	if err != nil {
-		return nil, g.reportConfigError(err)
+		return nil, nil, g.reportConfigError(err)
 	}
 	for _, w := range out.Warnings {
 		fmt.Fprintln(g.Stderr, w)
 	}
-	return out, nil
+	return m, out, nil
 }
 
 // reportConfigError prints each line of an invalid config and turns it

@@ -42,6 +42,16 @@ type Metrics struct {
 	// PruneBlocked is the number of tenants a prune held by the prune guard
 	// would remove (it waits for approval); 0 when no prune is held.
 	PruneBlocked prometheus.Gauge
+	// PaperclipAgents counts Paperclip agents handled by a reconcile, by
+	// action (created, configured, resumed, paused, unchanged, refused,
+	// failed).
+	PaperclipAgents *prometheus.CounterVec
+	// PaperclipDrift counts Paperclip agents put back after a hand edit of
+	// a field pcsync manages.
+	PaperclipDrift prometheus.Counter
+	// PaperclipRequests counts requests sent to Paperclip's API, by kind
+	// (read, write).
+	PaperclipRequests *prometheus.CounterVec
 	// Leader is 1 while this replica holds the leader Lease (or runs
 	// without leader election), else 0.
 	Leader prometheus.Gauge
@@ -98,6 +108,18 @@ func New() *Metrics {
 			Namespace: namespace, Name: "prune_blocked",
 			Help: "Tenants a prune held by the prune guard would remove; it waits for approval (0: none held).",
 		}),
+		PaperclipAgents: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "paperclip_agents_total",
+			Help: "Paperclip agents handled by a reconcile, by action.",
+		}, []string{"action"}),
+		PaperclipDrift: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Name: "paperclip_drift_corrections_total",
+			Help: "Paperclip agents put back after a hand edit of a field pcsync manages.",
+		}),
+		PaperclipRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "paperclip_requests_total",
+			Help: "Requests sent to Paperclip's API, by kind (read, write).",
+		}, []string{"kind"}),
 		Leader: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: namespace, Name: "leader",
 			Help: "1 while this replica leads (reconciles and runs agents), else 0.",
@@ -133,6 +155,7 @@ func New() *Metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.ReconcileDuration, m.ReconcileErrors, m.ConfigValid, m.LastSuccess,
 		m.ObjectsApplied, m.DriftCorrections, m.Prunes, m.PruneBlocked, m.Leader,
+		m.PaperclipAgents, m.PaperclipDrift, m.PaperclipRequests,
 		m.Runs, m.RunsQueued, m.RunsInFlight, m.RunDuration, m.Tokens, m.CostUSD,
 	)
 	return m

@@ -19,6 +19,7 @@ import (
 
 	"github.com/pcsync/pcsync/pkg/apply"
 	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/paperclip"
 	"github.com/pcsync/pcsync/pkg/render"
 )
 
@@ -57,6 +58,10 @@ const (
 	// StagePrune: pruning was refused (an empty render, more than the prune
 	// limit) or pruned objects failed.
 	StagePrune Stage = "prune"
+	// StagePaperclip: the Paperclip side failed (Paperclip unreachable or
+	// refusing, an agent not written, pauses refused by the guard) while the
+	// Kubernetes side succeeded.
+	StagePaperclip Stage = "paperclip"
 )
 
 // Outcome is what one reconcile did.
@@ -84,6 +89,11 @@ type Outcome struct {
 	// recreated although the config had not changed since the last
 	// successful apply: drift made in the cluster, now corrected.
 	Drift int
+	// Paperclip is the Paperclip side's report; nil when no company opts
+	// in or the loop has no PaperclipReconciler.
+	Paperclip *paperclip.Report
+	// PaperclipErr is the Paperclip side's failure, also in Err.
+	PaperclipErr error
 }
 
 // Loop keeps the cluster in the shape of the config directory: it loads,
@@ -143,6 +153,9 @@ const (
 	// prune guard holds a prune: its message says what would be deleted and
 	// how to approve it.
 	CondPruneAllowed = "PruneAllowed"
+	// CondPaperclipReconciled (not gating) is false while the last
+	// Paperclip reconcile failed; set only when a company opts in.
+	CondPaperclipReconciled = "PaperclipReconciled"
 )
 
 // Model returns the last valid config, nil before the first.
@@ -229,6 +242,8 @@ func retryable(out Outcome) bool {
 		return true
 	case StagePrune:
 		return !errors.Is(out.Err, apply.ErrEmptyRender) && !errors.Is(out.Err, apply.ErrMassPrune)
+	case StagePaperclip:
+		return !errors.Is(out.Err, paperclip.ErrMassPause)
 	}
 	return false
 }
@@ -251,7 +266,7 @@ func (l *Loop) reconcile(ctx context.Context, trigger Trigger) (out Outcome) {
 		if ctx.Err() != nil {
 			return // stopping: not a failure worth reporting
 		}
-		if l.applier != nil && l.opts.Metrics != nil {
+		if (l.applier != nil || out.Paperclip != nil) && l.opts.Metrics != nil {
 			l.opts.Metrics.ObserveReconcile(out.Duration, string(out.FailedStage), time.Now())
 		}
 		if l.opts.Observe != nil {
@@ -286,6 +301,9 @@ func (l *Loop) reconcile(ctx context.Context, trigger Trigger) (out Outcome) {
 
 	if l.applier == nil {
 		l.publish(m)
+		if l.reconcilePaperclip(ctx, log, m, &out) {
+			l.failed(ctx, log, &out)
+		}
 		return out
 	}
 	report, err := l.applier.Apply(ctx, rendered.Objects, l.opts.Apply)
@@ -311,25 +329,96 @@ func (l *Loop) reconcile(ctx context.Context, trigger Trigger) (out Outcome) {
 			out.FailedStage = StagePrune
 		}
 	}
-	if out.Err != nil {
-		msg := out.Err.Error()
-		lvl := slog.LevelError
-		if msg == l.lastErr {
-			lvl = slog.LevelDebug
-		}
-		l.lastErr = msg
-		log.Log(ctx, lvl, "reconcile failed", slog.String("stage", string(out.FailedStage)), slog.Any("error", out.Err))
-		if h := l.opts.Health; h != nil {
-			h.Set(CondReconciled, false, false, reasonFor(out), firstLines(msg, 3))
-		}
+	kubeOK := out.Err == nil
+	if kubeOK {
+		l.appliedHash = hash
+	}
+	if l.reconcilePaperclip(ctx, log, m, &out) || !kubeOK {
+		l.failed(ctx, log, &out)
 		return out
 	}
 	l.lastErr = ""
-	l.appliedHash = hash
 	if h := l.opts.Health; h != nil {
 		h.Set(CondReconciled, true, false, "Applied", fmt.Sprintf("%d objects in the cluster as the config says", len(rendered.Objects)))
 	}
 	return out
+}
+
+// failed logs a failed reconcile (a repeat of the same failure at debug)
+// and marks the Reconciled condition false.
+func (l *Loop) failed(ctx context.Context, log *slog.Logger, out *Outcome) {
+	msg := out.Err.Error()
+	lvl := slog.LevelError
+	if msg == l.lastErr {
+		lvl = slog.LevelDebug
+	}
+	l.lastErr = msg
+	log.Log(ctx, lvl, "reconcile failed", slog.String("stage", string(out.FailedStage)), slog.Any("error", out.Err))
+	if h := l.opts.Health; h != nil {
+		h.Set(CondReconciled, false, false, reasonFor(*out), firstLines(msg, 3))
+	}
+}
+
+// reconcilePaperclip runs the Paperclip side, records it in out, the log
+// and the metrics, and says whether it failed.
+func (l *Loop) reconcilePaperclip(ctx context.Context, log *slog.Logger, m *config.Model, out *Outcome) bool {
+	if l.opts.Paperclip == nil || !paperclip.Wants(m) {
+		return false
+	}
+	ro := l.opts.PaperclipOptions
+	ro.PauseMax = l.opts.Apply.PruneMax
+	if ro.PauseFloor <= 0 {
+		ro.PauseFloor = paperclip.DefaultReconcileOptions().PauseFloor
+	}
+	ro.AllowMassPause = ro.AllowMassPause || l.opts.Apply.AllowMassPrune
+	rep, err := l.opts.Paperclip.Reconcile(ctx, m, ro)
+	if ctx.Err() != nil {
+		return false
+	}
+	out.Paperclip = rep
+	err = errors.Join(err, rep.Err())
+	if mt := l.opts.Metrics; mt != nil && rep != nil {
+		for _, c := range rep.Companies {
+			for _, a := range c.Agents {
+				mt.PaperclipAgents.WithLabelValues(a.Action()).Inc()
+			}
+		}
+		mt.PaperclipDrift.Add(float64(rep.Drift()))
+		mt.PaperclipRequests.WithLabelValues("read").Add(float64(rep.Reads))
+		mt.PaperclipRequests.WithLabelValues("write").Add(float64(rep.Writes))
+	}
+	if rep != nil {
+		lvl := slog.LevelInfo
+		if rep.Writes == 0 && err == nil {
+			lvl = slog.LevelDebug
+		}
+		log.Log(ctx, lvl, "paperclip reconciled", slog.Int("created", rep.Count("created")),
+			slog.Int("configured", rep.Count("configured")), slog.Int("resumed", rep.Count("resumed")),
+			slog.Int("paused", rep.Count("paused")), slog.Int("unchanged", rep.Count("unchanged")),
+			slog.Int("refused", rep.Count("refused")), slog.Int("failed", rep.Count("failed")),
+			slog.Int("drift", rep.Drift()), slog.Int64("readRequests", rep.Reads),
+			slog.Int64("writeRequests", rep.Writes), slog.Duration("duration", rep.Duration))
+	}
+	if err == nil {
+		if h := l.opts.Health; h != nil {
+			h.Set(CondPaperclipReconciled, true, false, "Reconciled", "Paperclip's agents are as the config declares them")
+		}
+		return false
+	}
+	out.PaperclipErr = err
+	if out.Err == nil {
+		out.FailedStage, out.Err = StagePaperclip, err
+	} else {
+		out.Err = errors.Join(out.Err, err)
+	}
+	if h := l.opts.Health; h != nil {
+		reason := "PaperclipFailed"
+		if errors.Is(err, paperclip.ErrMassPause) {
+			reason = "PauseRefused"
+		}
+		h.Set(CondPaperclipReconciled, false, false, reason, firstLines(err.Error(), 3))
+	}
+	return true
 }
 
 // invalid reports a config that did not load or render: nothing is
@@ -501,6 +590,10 @@ func reasonFor(out Outcome) string {
 		return "PruneRefused"
 	case out.FailedStage == StagePrune:
 		return "PruneFailed"
+	case errors.Is(out.Err, paperclip.ErrMassPause):
+		return "PauseRefused"
+	case out.FailedStage == StagePaperclip:
+		return "PaperclipFailed"
 	}
 	return "ApplyFailed"
 }

@@ -14,12 +14,19 @@ import (
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/health"
 	"github.com/pcsync/pcsync/pkg/metrics"
+	"github.com/pcsync/pcsync/pkg/paperclip"
 	"github.com/pcsync/pcsync/pkg/render"
 )
 
 // Applier puts rendered objects into the cluster; *apply.Manager is one.
 type Applier interface {
 	Apply(ctx context.Context, objs []*unstructured.Unstructured, opts apply.ApplyOptions) (*apply.Report, error)
+}
+
+// PaperclipReconciler keeps the Paperclip side of opted-in companies;
+// *paperclip.Reconciler is one.
+type PaperclipReconciler interface {
+	Reconcile(ctx context.Context, m *config.Model, opts paperclip.ReconcileOptions) (*paperclip.Report, error)
 }
 
 // Options configure a Loop. Start from DefaultOptions.
@@ -62,6 +69,17 @@ type Options struct {
 	// to notice its approval (the parent's annotation). Default 30s (never
 	// more than Interval).
 	ApprovalPoll time.Duration
+	// Paperclip, when set, reconciles the Paperclip side of the companies
+	// that opt in (Company spec.paperclip.manage) after the Kubernetes side,
+	// at every reconcile, whether or not the Kubernetes apply succeeded (and
+	// without an Applier too). Its failure is stage "paperclip"; it never
+	// stops the Kubernetes side.
+	Paperclip PaperclipReconciler
+	// PaperclipOptions are the options of every Paperclip reconcile. Its
+	// pause guard follows Apply's prune guard: PauseMax is always
+	// Apply.PruneMax, AllowMassPause is also set by Apply.AllowMassPrune,
+	// and a PauseFloor of 0 means the default (3).
+	PaperclipOptions paperclip.ReconcileOptions
 	// Load and Render configure the config loader and the renderer.
 	Load   config.LoadOptions
 	Render render.Options
@@ -91,18 +109,19 @@ func DefaultOptions(dir string) Options {
 	ao := apply.DefaultApplyOptions()
 	ao.HoldPrune = true
 	return Options{
-		Dir:      dir,
-		Interval: 5 * time.Minute,
-		Jitter:   0.1,
-		Watch:    true,
-		Debounce: time.Second,
-		MaxDelay: 10 * time.Second,
-		RetryMin: 5 * time.Second,
-		RetryMax: 5 * time.Minute,
-		Apply:    ao,
-		Load:     config.DefaultLoadOptions(),
-		Render:   render.DefaultOptions(),
-		Logger:   slog.Default(),
+		Dir:              dir,
+		Interval:         5 * time.Minute,
+		Jitter:           0.1,
+		Watch:            true,
+		Debounce:         time.Second,
+		MaxDelay:         10 * time.Second,
+		RetryMin:         5 * time.Second,
+		RetryMax:         5 * time.Minute,
+		Apply:            ao,
+		PaperclipOptions: paperclip.DefaultReconcileOptions(),
+		Load:             config.DefaultLoadOptions(),
+		Render:           render.DefaultOptions(),
+		Logger:           slog.Default(),
 
 		ApprovalPoll: 30 * time.Second,
 	}
