@@ -146,4 +146,3 @@ func setPath(m map[string]any, keys []string, v any) {
 	}
 	m[last] = v
 }
-

@@ -113,9 +113,9 @@ func TestPlan(t *testing.T) {
 		steps []step
 	}{
 		{
-			name: "nothing live: created managers first, an unmanaged namesake ignored",
-			want: want,
-			live: func() []Agent { return []Agent{unmanaged} },
+			name:  "nothing live: created managers first, an unmanaged namesake ignored",
+			want:  want,
+			live:  func() []Agent { return []Agent{unmanaged} },
 			steps: []step{{Agent: "lead", Verb: VerbCreate}, {Agent: "coder", Verb: VerbCreate}, {Agent: "tester", Verb: VerbCreate}},
 		},
 		{
@@ -133,7 +133,7 @@ func TestPlan(t *testing.T) {
 				l[0].Capabilities = ptr("anything") // not declared
 				l[1].RuntimeConfig["heartbeat"].(map[string]any)["intervalSec"] = float64(60)
 				l[1].RuntimeConfig["heartbeat"].(map[string]any)["enabled"] = true // not declared
-				l[1].Metadata["note"] = "hand"                                      // not declared
+				l[1].Metadata["note"] = "hand"                                     // not declared
 				l[2].ReportsTo = ptr("id-hand")
 				return l
 			},
