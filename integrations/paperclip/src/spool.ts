@@ -27,7 +27,8 @@ export function spoolPaths(spoolDir: string, name: string): SpoolPaths {
 /**
  * writeAtomic writes data as a hidden temporary file of mode 0600 next to
  * file and renames it into place, so a reader never sees half of it.
- * With exclusive, an existing file is not replaced (EEXIST is thrown).
+ * With exclusive, an existing file is not replaced (EEXIST is thrown; the
+ * check and the rename are two steps, enough for one writer per name).
  * With sync, the data is on disk before the name appears.
  */
 export async function writeAtomic(file: string, data: string, exclusive = false, sync = true): Promise<void> {
@@ -41,12 +42,12 @@ export async function writeAtomic(file: string, data: string, exclusive = false,
     await fh.close();
   }
   try {
-    if (exclusive) {
-      // link fails with EEXIST instead of replacing: two writers cannot both win.
-      await fs.link(tmp, file);
-    } else {
-      await fs.rename(tmp, file);
+    // Always rename, never link: pcsync refuses a request with two links, and
+    // it may read the name between a link and the removal of the temp file.
+    if (exclusive && (await exists(file))) {
+      throw Object.assign(new Error(`${file} already exists`), { code: "EEXIST" });
     }
+    await fs.rename(tmp, file);
   } finally {
     await fs.rm(tmp, { force: true });
   }

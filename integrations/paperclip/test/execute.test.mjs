@@ -102,6 +102,7 @@ test("success: the request, the live log and the mapped result", async (t) => {
   assert.deepEqual(req.paperclip, { apiUrl: buildPaperclipEnv(ctx.agent).PAPERCLIP_API_URL, agentId: AGENT_ID, runId: id, apiKey: "jwt.secret.value" });
   const st = await fs.stat(path.join(sp.spool, `${id}.json`));
   assert.equal(st.mode & 0o777, 0o600);
+  assert.equal(daemon.links.get(id), 1, "one link when read: pcsync refuses hard-linked requests");
   const left = (await fs.readdir(sp.spool)).filter((f) => f.endsWith(".tmp"));
   assert.deepEqual(left, [], "no temporary file left");
   assert.deepEqual(await fs.readdir(path.join(sp.spool, ".paperclip-adapter")), [], "the ledger entry is removed once reported");

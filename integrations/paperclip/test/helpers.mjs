@@ -85,6 +85,7 @@ export async function fakeDaemon(spool, handle, statusOpts = {}) {
   await writeStatus(state, statusOpts);
   const seen = new Set();
   const requests = new Map();
+  const links = new Map();
   const cancelWaiters = new Map();
   const tasks = [];
   const onEntry = async (file) => {
@@ -104,6 +105,7 @@ export async function fakeDaemon(spool, handle, statusOpts = {}) {
       return;
     }
     requests.set(name, req);
+    links.set(name, (await fs.stat(path.join(spool, file))).nlink);
     let cancelled;
     const cancelledP = new Promise((r) => (cancelled = r));
     cancelWaiters.set(name, cancelled);
@@ -121,6 +123,8 @@ export async function fakeDaemon(spool, handle, statusOpts = {}) {
   for (const f of await fs.readdir(spool)) await onEntry(f);
   return {
     requests,
+    /** links: each request's link count when the daemon read it. */
+    links,
     async stop() {
       w.close();
       await Promise.allSettled(tasks);
