@@ -12,6 +12,7 @@ func TestUnified(t *testing.T) {
 	tests := []struct {
 		name     string
 		from, to string
+		context  *int // default 3
 		want     string
 	}{
 		{name: "equal", from: "a\nb\n", to: "a\nb\n", want: ""},
@@ -29,6 +30,10 @@ func TestUnified(t *testing.T) {
 			from: "a\n1\n2\n3\nz\n",
 			to:   "A\n1\n2\n3\nZ\n",
 			want: "--- old\n+++ new\n@@ -1,5 +1,5 @@\n-a\n+A\n 1\n 2\n 3\n-z\n+Z\n"},
+		{name: "insert without context", from: "1\n2\n3\n", to: "1\n2\nx\n3\n", context: new(int),
+			want: "--- old\n+++ new\n@@ -2,0 +3 @@\n+x\n"},
+		{name: "delete without context", from: "1\n2\n3\n", to: "1\n3\n", context: new(int),
+			want: "--- old\n+++ new\n@@ -2 +1,0 @@\n-2\n"},
 		{name: "no newline at end",
 			from: "a\nb",
 			to:   "a\nb\n",
@@ -36,7 +41,11 @@ func TestUnified(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := Unified("old", "new", tt.from, tt.to, 3)
+			context := 3
+			if tt.context != nil {
+				context = *tt.context
+			}
+			got := Unified("old", "new", tt.from, tt.to, context)
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("Unified mismatch (-want +got):\n%s", diff)
 			}
@@ -62,7 +71,56 @@ func lcs(a, b []string) int {
 	return dp[0][0]
 }
 
-func TestLinesIsShortestAndCorrect(t *testing.T) {
+// sides rebuilds both texts from a diff with context enough for one hunk holding
+// every line, and counts its changed lines.
+func sides(t *testing.T, diff string) (from, to string, edits int) {
+	t.Helper()
+	lines := strings.SplitAfter(diff, "\n")
+	if len(lines) < 3 || !strings.HasPrefix(lines[2], "@@ ") {
+		t.Fatalf("not one hunk:\n%s", diff)
+	}
+	var a, b strings.Builder
+	var last *strings.Builder // the side(s) the previous line went to
+	var lastBoth bool
+	for _, l := range lines[3:] {
+		if l == "" {
+			continue
+		}
+		if l == noNewline {
+			trim := func(sb *strings.Builder) {
+				s := strings.TrimSuffix(sb.String(), "\n")
+				sb.Reset()
+				sb.WriteString(s)
+			}
+			trim(last)
+			if lastBoth {
+				trim(&b)
+			}
+			continue
+		}
+		switch l[0] {
+		case ' ':
+			a.WriteString(l[1:])
+			b.WriteString(l[1:])
+			last, lastBoth = &a, true
+		case '-':
+			a.WriteString(l[1:])
+			last, lastBoth = &a, false
+			edits++
+		case '+':
+			b.WriteString(l[1:])
+			last, lastBoth = &b, false
+			edits++
+		default:
+			t.Fatalf("unexpected line %q in:\n%s", l, diff)
+		}
+	}
+	return a.String(), b.String(), edits
+}
+
+// TestUnifiedIsCorrectAndShortest checks on random texts that the diff turns one
+// text into the other and, for changes this small, changes as few lines as possible.
+func TestUnifiedIsCorrectAndShortest(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	alphabet := []string{"a", "b", "c", "d"}
 	gen := func() []string {
@@ -73,27 +131,32 @@ func TestLinesIsShortestAndCorrect(t *testing.T) {
 		}
 		return s
 	}
+	text := func(lines []string, nl bool) string {
+		s := strings.Join(lines, "\n")
+		if nl && len(lines) > 0 {
+			s += "\n"
+		}
+		return s
+	}
 	for i := 0; i < 3000; i++ {
 		a, b := gen(), gen()
-		ops := Lines(a, b)
-		var gotA, gotB []string
-		edits := 0
-		for _, op := range ops {
-			if op.Kind != Insert {
-				gotA = append(gotA, op.Line)
+		aNL, bNL := r.IntN(8) > 0, r.IntN(8) > 0
+		from, to := text(a, aNL), text(b, bNL)
+		diff := Unified("a", "b", from, to, 100)
+		if from == to {
+			if diff != "" {
+				t.Fatalf("equal texts %q give a diff:\n%s", from, diff)
 			}
-			if op.Kind != Delete {
-				gotB = append(gotB, op.Line)
-			}
-			if op.Kind != Equal {
-				edits++
-			}
+			continue
 		}
-		if strings.Join(gotA, ",") != strings.Join(a, ",") || strings.Join(gotB, ",") != strings.Join(b, ",") {
-			t.Fatalf("script for %q -> %q does not reproduce the texts: %v", a, b, ops)
+		gotA, gotB, edits := sides(t, diff)
+		if gotA != from || gotB != to {
+			t.Fatalf("diff of %q -> %q gives %q -> %q:\n%s", from, to, gotA, gotB, diff)
 		}
-		if want := len(a) + len(b) - 2*lcs(a, b); edits != want {
-			t.Fatalf("script for %q -> %q has %d edits, shortest has %d", a, b, edits, want)
+		if aNL && bNL {
+			if want := len(a) + len(b) - 2*lcs(a, b); edits != want {
+				t.Fatalf("diff of %q -> %q changes %d lines, the shortest %d:\n%s", a, b, edits, want, diff)
+			}
 		}
 	}
 }
