@@ -41,7 +41,7 @@ func TestRunPageInChromium(t *testing.T) {
 	png := filepath.Join(t.TempDir(), "run-page.png")
 	script := filepath.Join(tl.Root, "test", "e2e", "paperclip", "testdata", "runpage.mjs")
 	env := append(tl.nodeEnv(), "NODE_PATH="+filepath.Join(tl.Install, "node_modules"))
-	text, err := runCmd(t.TempDir(), env, filepath.Join(tl.NodeBin, "node"), script, url, png, "Succeeded")
+	text, err := runCmd(t.TempDir(), env, filepath.Join(tl.NodeBin, "node"), script, url, png, `succeeded|Transcript|"subtype":"init"`)
 	if err != nil {
 		t.Fatalf("run page %s: %v", url, err)
 	}
@@ -54,7 +54,7 @@ func TestRunPageInChromium(t *testing.T) {
 		"input tokens":     tokenForms(tr.Input),
 		"cached tokens":    tokenForms(tr.Cached),
 		"output tokens":    tokenForms(tr.Output),
-		"transcript":       {"no requirement atoms were specified"},
+		"transcript":       {`"subtype":"init","cwd":"/home/simonerich/Flutters/obers_ui"`},
 	}
 	for what, forms := range wants {
 		found := false

@@ -34,6 +34,8 @@ type pcsyncAgent struct {
 	TimeoutSec int
 	// Labels are the agent's pod labels (kwok outcome).
 	Labels map[string]string
+	// Extra is merged into the agent's config (resources, …).
+	Extra map[string]any
 }
 
 // pcsyncEnv is one test's pcsync: a config directory naming the Paperclip
@@ -85,6 +87,9 @@ func newPcsyncEnv(t testing.TB, tl tools, slug, companyID string, agents []pcsyn
 		}
 		if a.Labels != nil {
 			m["labels"] = a.Labels
+		}
+		for k, v := range a.Extra {
+			m[k] = v
 		}
 		list = append(list, m)
 	}

@@ -52,6 +52,12 @@ func newKubeWorld(t testing.TB, srv *server, agents []pcsyncAgent, lines []strin
 		if agents[i].Labels == nil {
 			agents[i].Labels = map[string]string{"e2e": "paperclip"}
 		}
+		// The smallest resources the default LimitRange allows: room for
+		// a burst of pods on kwok's node.
+		agents[i].Extra = map[string]any{"resources": map[string]any{
+			"requests": map[string]any{"cpu": "100m", "memory": "128Mi"},
+			"limits":   map[string]any{"cpu": "100m", "memory": "128Mi"},
+		}}
 	}
 	kw.world = newWorld(t, srv, worldOptions{
 		Slug: slug, Agents: agents, Executor: "kubernetes",

@@ -2,8 +2,10 @@
 // /usr/bin/chromium driven by playwright-core), waits until the page shows
 // the run's final status, saves a screenshot and prints the page's text.
 //
-//   node runpage.mjs URL OUT.png WAIT_TEXT [CLICK_TEXT]
+//   node runpage.mjs URL OUT.png WAIT_TEXTS [CLICK_TEXT]
 //
+// WAIT_TEXTS: texts separated by "|", each awaited (case-insensitively) in
+// the page's text before the screenshot.
 // NODE_PATH must reach playwright-core (hack/paperclip/install.sh's
 // node_modules). CHROMIUM overrides the browser's path.
 import { createRequire } from "node:module";
@@ -26,7 +28,13 @@ const browser = await chromium.launch({
 try {
   const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
   await page.goto(url, { waitUntil: "networkidle", timeout: 120_000 });
-  await page.getByText(waitText, { exact: false }).first().waitFor({ timeout: 120_000 });
+  for (const text of waitText.split("|")) {
+    await page.waitForFunction(
+      (t) => document.body.innerText.toLowerCase().includes(t),
+      text.toLowerCase(),
+      { timeout: 120_000 },
+    );
+  }
   if (clickText) {
     const el = page.getByText(clickText, { exact: true }).first();
     if (await el.count()) await el.click().catch(() => undefined);
