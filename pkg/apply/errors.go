@@ -11,6 +11,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	marker "github.com/pcsync/pcsync/pkg/redact"
 )
 
 // ErrImmutable marks an apply that failed because it would change an immutable field
@@ -124,7 +126,7 @@ func immutableFields(st metav1.Status) string {
 	return strings.Join(parts, "; ")
 }
 
-// redactedError hides Secret values in an error's message.
+// redactedError hides Secret values (with pcsync's one redaction marker) in an error's message.
 type redactedError struct {
 	msg string
 	err error
@@ -159,7 +161,7 @@ func redact(err error, obj *unstructured.Unstructured) error {
 		if len(s) < 3 || !strings.Contains(msg, s) {
 			continue
 		}
-		msg = strings.ReplaceAll(msg, s, "***")
+		msg = strings.ReplaceAll(msg, s, marker.Marker)
 		changed = true
 	}
 	if !changed {

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+
+	"github.com/pcsync/pcsync/pkg/redact"
 )
 
 // APIVersion is the apiVersion of every pcsync document.
@@ -498,7 +500,7 @@ type PaperclipCallback struct {
 type SecretString string
 
 // Redacted is what a SecretString shows instead of its value.
-const Redacted = "[redacted]"
+const Redacted = redact.Marker
 
 // Reveal returns the secret value.
 func (s SecretString) Reveal() string { return string(s) }

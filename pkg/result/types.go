@@ -159,5 +159,33 @@ func (r *RunResult) SetTimes(started, finished time.Time) {
 	r.DurationMs = &d
 }
 
+// MapStrings replaces every string field of r (the identity fields, the
+// signal, error code and message, session, summary, model and the Job's
+// names) with f of it: the one place that knows them all, for redaction.
+func (r *RunResult) MapStrings(f func(string) string) {
+	for _, p := range []*string{&r.APIVersion, &r.Kind, &r.RunID, &r.Company, &r.Agent, &r.Adapter} {
+		*p = f(*p)
+	}
+	r.Status = Status(f(string(r.Status)))
+	for _, p := range []*string{r.Signal, r.ErrorMessage, r.SessionID, r.Summary, r.Model} {
+		if p != nil {
+			*p = f(*p)
+		}
+	}
+	if r.ErrorCode != nil {
+		c := ErrorCode(f(string(*r.ErrorCode)))
+		r.ErrorCode = &c
+	}
+	if r.UsageBasis != nil {
+		b := UsageBasis(f(string(*r.UsageBasis)))
+		r.UsageBasis = &b
+	}
+	if r.Job != nil {
+		j := *r.Job
+		j.Namespace, j.Name, j.Pod = f(j.Namespace), f(j.Name), f(j.Pod)
+		r.Job = &j
+	}
+}
+
 // Ptr returns a pointer to v; a convenience for the optional fields.
 func Ptr[T any](v T) *T { return &v }

@@ -10,6 +10,7 @@ import (
 	"os"
 
 	"github.com/pcsync/pcsync/pkg/adapters"
+	"github.com/pcsync/pcsync/pkg/redact"
 	"github.com/pcsync/pcsync/pkg/safefile"
 )
 
@@ -30,8 +31,10 @@ const (
 type follower struct {
 	stdout, stderr *os.File
 	logFile        *os.File
-	pos            *os.File
-	files          localFiles
+	// logOut redacts each stream's lines on their way to the log.
+	logOut [2]*redact.LineWriter
+	pos    *os.File
+	files  localFiles
 	// logged is how much of stdout [0] and stderr [1] is in the log.
 	logged [2]int64
 	// read is how much of each stream was read.
@@ -44,11 +47,14 @@ type follower struct {
 	log      *slog.Logger
 }
 
-func newFollower(r *Run, files localFiles, parser adapters.Parser, log *slog.Logger) (*follower, error) {
+func newFollower(r *Run, files localFiles, parser adapters.Parser, red *redact.Redactor, log *slog.Logger) (*follower, error) {
 	f := &follower{files: files, parser: parser, buf: make([]byte, 32<<10), log: log}
 	var err error
 	if f.logFile, err = safefile.OpenWrite(r.Paths.Log(), safefile.Append, 0o600); err != nil {
 		return nil, fmt.Errorf("open log: %w", err)
+	}
+	for i := range f.logOut {
+		f.logOut[i] = redact.NewLineWriter(f.logFile, red, 0)
 	}
 	if f.pos, err = safefile.OpenWrite(files.logpos(), safefile.ReadWrite, 0o600); err != nil {
 		f.close()
@@ -116,12 +122,18 @@ func (f *follower) drain() error {
 		}
 	}
 	if moved {
-		var p [16]byte
-		binary.LittleEndian.PutUint64(p[:8], uint64(f.logged[0]))
-		binary.LittleEndian.PutUint64(p[8:], uint64(f.logged[1]))
-		if _, err := f.pos.WriteAt(p[:], 0); err != nil {
-			return fmt.Errorf("record log position: %w", err)
-		}
+		return f.savePos()
+	}
+	return nil
+}
+
+// savePos records how much of each stream is in the log.
+func (f *follower) savePos() error {
+	var p [16]byte
+	binary.LittleEndian.PutUint64(p[:8], uint64(f.logged[0]))
+	binary.LittleEndian.PutUint64(p[8:], uint64(f.logged[1]))
+	if _, err := f.pos.WriteAt(p[:], 0); err != nil {
+		return fmt.Errorf("record log position: %w", err)
 	}
 	return nil
 }
@@ -138,14 +150,16 @@ func (f *follower) take(i int, chunk []byte) {
 			f.tail = append(f.tail[:0], f.tail[len(f.tail)-stderrTailSize:]...)
 		}
 	}
-	// Append what the log does not have yet.
-	if end := f.read[i]; end > f.logged[i] {
-		from := max(f.logged[i]-start, 0)
-		if _, err := f.logFile.Write(chunk[from:]); err != nil {
+	// Append what the log does not have yet, redacted line by line; the
+	// position counts only what was written (a partial line held back is
+	// read again by the next daemon).
+	if end := f.read[i]; end > f.logged[i]+int64(f.logOut[i].Pending()) {
+		from := max(f.logged[i]+int64(f.logOut[i].Pending())-start, 0)
+		if _, err := f.logOut[i].Write(chunk[from:]); err != nil {
 			f.log.Warn("cannot append to the run's log", slog.Any("error", err))
 			return
 		}
-		f.logged[i] = end
+		f.logged[i] = max(f.logged[i], end-int64(f.logOut[i].Pending()))
 	}
 }
 
@@ -172,9 +186,22 @@ func (f *follower) feed(chunk []byte) {
 	}
 }
 
-// finish hands a last unterminated line to the parser and returns the
-// stderr tail.
+// finish hands a last unterminated line to the parser, writes the last
+// partial lines of the log and returns the stderr tail.
 func (f *follower) finish() string {
+	for i, lw := range f.logOut {
+		if lw.Pending() > 0 {
+			n := int64(lw.Pending())
+			if err := lw.Flush(); err != nil {
+				f.log.Warn("cannot append to the run's log", slog.Any("error", err))
+			} else {
+				f.logged[i] += n
+			}
+		}
+	}
+	if err := f.savePos(); err != nil {
+		f.log.Warn("cannot record the log position", slog.Any("error", err))
+	}
 	if len(f.line) > 0 && !f.skipping {
 		f.parser.Feed(f.line)
 		f.line = f.line[:0]

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pcsync/pcsync/pkg/adapters"
+	"github.com/pcsync/pcsync/pkg/redact"
 )
 
 // localHandle follows one local run: it copies the output files into
@@ -64,7 +65,7 @@ const (
 
 // Wait implements Handle.
 func (h *localHandle) Wait(ctx context.Context) (Ending, error) {
-	out, err := newFollower(h.r, h.files, h.r.Adapter.NewParser(parserOptions(h.r, h.secrets)), h.log)
+	out, err := newFollower(h.r, h.files, h.r.Adapter.NewParser(parserOptions(h.r, h.secrets)), redact.New(h.secrets...), h.log)
 	if err != nil {
 		return Ending{}, err
 	}

@@ -64,6 +64,9 @@ func testAgent() int {
 	if mode == "codex" {
 		return testCodex(runID)
 	}
+	if mode == "leak" {
+		return testLeak()
+	}
 	session := "5e55a7e0-0000-4000-8000-" + fmt.Sprintf("%012d", len(prompt))
 	for i, a := range os.Args {
 		if a == "--resume" && i+1 < len(os.Args) {
@@ -103,6 +106,30 @@ func testAgent() int {
 		"modelUsage": map[string]any{"claude-sonnet-4-6": map[string]any{
 			"inputTokens": 3, "outputTokens": 7, "cacheReadInputTokens": 100, "cacheCreationInputTokens": 50, "costUSD": 0.0125}},
 	})
+	return 0
+}
+
+// testLeak is an agent that echoes its API key everywhere: into stderr (the
+// key split across two writes, with a pause between them so that the
+// daemon reads the first half alone), an Authorization header, the session
+// id, the model and the summary.
+func testLeak() int {
+	key := os.Getenv("ANTHROPIC_API_KEY")
+	fmt.Fprint(os.Stderr, "debug: using key "+key[:10])
+	time.Sleep(300 * time.Millisecond)
+	fmt.Fprintln(os.Stderr, key[10:]+" with Authorization: Bearer pc1-abcdef0123456789")
+	emit := func(v any) {
+		b, _ := json.Marshal(v)
+		os.Stdout.Write(append(b, '\n'))
+	}
+	session := "sess-" + key
+	emit(map[string]any{"type": "system", "subtype": "init", "session_id": session, "model": "model-" + key, "cwd": "."})
+	emit(map[string]any{"type": "assistant", "session_id": session, "message": map[string]any{
+		"model": "model-" + key, "role": "assistant",
+		"content": []any{map[string]any{"type": "text", "text": "the key is " + key}},
+	}})
+	emit(map[string]any{"type": "result", "subtype": "success", "is_error": false, "num_turns": 1,
+		"result": "summary: the key is " + key, "session_id": session})
 	return 0
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/pcsync/pcsync/pkg/adapters"
+	"github.com/pcsync/pcsync/pkg/redact"
 	"github.com/pcsync/pcsync/pkg/result"
 )
 
@@ -26,24 +27,9 @@ func (h *localHandle) ending(out *follower) Ending {
 	case problem != "" && res.Status != result.StatusCancelled && res.Status != result.StatusTimedOut:
 		res.Fail(result.StatusFailed, result.ErrAgentFailed, problem)
 	}
-	res.ErrorMessage = redact(res.ErrorMessage, h.secrets)
-	res.Summary = redact(res.Summary, h.secrets)
+	// Every string of the result, whatever the agent echoed into it.
+	res.MapStrings(redact.New(h.secrets...).String)
 	return Ending{Result: res, SessionTotal: o.SessionCumulativeUsage}
-}
-
-// redact replaces every secret value (of 8 bytes or more: shorter values
-// would blank out ordinary words) in *s.
-func redact(s *string, secrets []string) *string {
-	if s == nil {
-		return nil
-	}
-	out := *s
-	for _, v := range secrets {
-		if len(v) >= 8 {
-			out = strings.ReplaceAll(out, v, "[redacted]")
-		}
-	}
-	return &out
 }
 
 // Outcome turns how a run's process ended (po) and what its adapter's parser

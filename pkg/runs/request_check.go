@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/redact"
 )
 
 // Limits of a request's context, checked at admission. Each key becomes
@@ -155,15 +156,13 @@ func redactRequestKey(msg string, req *config.RunRequest, data []byte) string {
 			}
 		}
 	}
-	if len(key) < minSecretLen {
+	if len(key) < redact.MinLen {
 		return msg
 	}
-	return strings.ReplaceAll(msg, key, config.Redacted)
+	// The value only: the shapes of redact.String would take "apiKey:
+	// expected string" for a key.
+	return strings.ReplaceAll(msg, key, redact.Marker)
 }
-
-// minSecretLen is the shortest secret value that is redacted: shorter
-// values would mask ordinary words of a message.
-const minSecretLen = 8
 
 // truncate shortens s to at most n bytes (on a rune boundary), marking a
 // cut with "…".

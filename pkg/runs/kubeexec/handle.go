@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/pcsync/pcsync/pkg/adapters"
+	"github.com/pcsync/pcsync/pkg/redact"
 	"github.com/pcsync/pcsync/pkg/result"
 	"github.com/pcsync/pcsync/pkg/runs"
 	"github.com/pcsync/pcsync/pkg/safefile"
@@ -26,8 +27,10 @@ type handle struct {
 	uid           types.UID
 	log           *slog.Logger
 	secrets       []string
-	retain        bool
-	memoryLimit   string
+	// red redacts the secrets from the log and the result.
+	red         *redact.Redactor
+	retain      bool
+	memoryLimit string
 
 	done   chan struct{}
 	ending runs.Ending
@@ -89,6 +92,7 @@ func (e *Executor) newHandle(r *runs.Run, in Input, job *batchv1.Job) *handle {
 		done:        make(chan struct{}),
 		lastJob:     job,
 	}
+	h.red = redact.New(h.secrets...)
 	h.podDone, h.podEnd = context.WithCancel(context.Background())
 	h.parser = r.Adapter.NewParser(adapters.ParserOptions{
 		ResumedSessionID: r.Request.SessionID,
@@ -315,7 +319,8 @@ func (h *handle) startFollower(ctx context.Context, pod string) {
 	h.logFile = f
 	var out = discard{}.Write
 	if f != nil {
-		out = f.Write
+		// The follower writes whole lines; each is redacted.
+		out = redact.NewLineWriter(f, h.red, 0).Write
 	}
 	h.fol = &follower{
 		src:       podLogs{pool: h.e.logs, namespace: h.ns, pod: pod, container: h.e.opts.Build.ContainerName},
@@ -406,7 +411,7 @@ func (h *handle) buildEnding(obs observation, v verdict, tail string) runs.Endin
 	}
 	o := h.parser.Finish(po)
 	res := runs.Outcome(h.r, po, o)
-	msg := redact(v.Message, h.secrets)
+	msg := h.red.String(v.Message)
 	switch {
 	case v.Code != "":
 		res.Fail(v.Status, v.Code, msg)
@@ -415,7 +420,7 @@ func (h *handle) buildEnding(obs observation, v verdict, tail string) runs.Endin
 		if o.Failed && o.ErrorMessage != nil && *o.ErrorMessage != "" {
 			res.ErrorMessage = result.Ptr(*o.ErrorMessage + "; " + msg)
 		} else {
-			res.ErrorMessage = result.Ptr(msg + lastLine(redact(tail, h.secrets)))
+			res.ErrorMessage = result.Ptr(msg + lastLine(h.red.String(tail)))
 		}
 	}
 	now := time.Now()
@@ -432,6 +437,8 @@ func (h *handle) buildEnding(obs observation, v verdict, tail string) runs.Endin
 	}
 	res.SetTimes(started, finished)
 	res.Job = &result.Job{Namespace: h.ns, Name: h.name, Pod: h.podName}
+	// Every string of the result, whatever the agent echoed into it.
+	res.MapStrings(h.red.String)
 	return runs.Ending{Result: res, SessionTotal: o.SessionCumulativeUsage}
 }
 
@@ -444,16 +451,6 @@ func earliest(a, b time.Time) time.Time {
 		return a
 	}
 	return b
-}
-
-// redact replaces every secret value of 8 bytes or more in s.
-func redact(s string, secrets []string) string {
-	for _, v := range secrets {
-		if len(v) >= 8 && strings.Contains(s, v) {
-			s = strings.ReplaceAll(s, v, "[redacted]")
-		}
-	}
-	return s
 }
 
 // lastLine is ": <last non-empty line>", or "".
