@@ -23,12 +23,15 @@ import (
 )
 
 // build renders deploy/base with kustomize (krusty) into objects.
-func build(t *testing.T) []*unstructured.Unstructured {
+func build(t *testing.T) []*unstructured.Unstructured { return buildDir(t, "base") }
+
+// buildDir renders deploy/<dir> with kustomize (krusty) into objects.
+func buildDir(t *testing.T, dir string) []*unstructured.Unstructured {
 	t.Helper()
 	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
-	rm, err := k.Run(filesys.MakeFsOnDisk(), "base")
+	rm, err := k.Run(filesys.MakeFsOnDisk(), dir)
 	if err != nil {
-		t.Fatalf("kustomize build deploy/base: %v", err)
+		t.Fatalf("kustomize build deploy/%s: %v", dir, err)
 	}
 	y, err := rm.AsYaml()
 	if err != nil {
