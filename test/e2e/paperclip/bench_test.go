@@ -155,13 +155,14 @@ func benchKube(b *testing.B, kw *kubeWorld, tr transcript) {
 		}()
 	}
 	wg.Wait()
-	var bWakeToJob, bPodToEnd []time.Duration
+	var bWakeToJob, bReqToJob, bPodToEnd []time.Duration
 	for i, id := range ids {
 		if got := api.waitRun(b, id, 5*time.Minute); got.Status != "succeeded" {
 			b.Fatalf("burst run %s: %s (%q)", id, got.Status, str(got.Error))
 		}
 		kw.measure(b, id, &bruns[i])
 		bWakeToJob = append(bWakeToJob, bruns[i].jobAt.Sub(bruns[i].wakeAt))
+		bReqToJob = append(bReqToJob, bruns[i].jobAt.Sub(bruns[i].requestAt))
 		bPodToEnd = append(bPodToEnd, bruns[i].endAt.Sub(bruns[i].podDoneAt))
 	}
 
@@ -198,6 +199,7 @@ func benchKube(b *testing.B, kw *kubeWorld, tr transcript) {
 		{"pod Succeeded → execute returns p99", "1,985 ms", msf(pct(podToEnd, .99))},
 		{"pod Succeeded → result file p50", "-", msf(pct(podToResult, .5))},
 		{"burst of 20: wake → Job p50", "5.7 s", msf(pct(bWakeToJob, .5))},
+		{"burst of 20: request written → Job created p50 (pcsync alone)", "-", msf(pct(bReqToJob, .5))},
 		{"burst of 20: pod Succeeded → execute returns p50", "-", msf(pct(bPodToEnd, .5))},
 		{"cancel → Paperclip run cancelled p50", "< 1 s", msf(pct(cancelToPaperclip, .5))},
 		{"cancel → Job gone p50", "6–14 s", msf(pct(cancelToGone, .5))},
