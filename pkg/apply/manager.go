@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -196,23 +195,3 @@ func (m *Manager) deleteObject(ctx context.Context, mapping *meta.RESTMapping, n
 }
 
 func getOptions() metav1.GetOptions { return metav1.GetOptions{} }
-
-// poll calls cond every interval until it returns true or an error, or ctx or the
-// timeout ends.
-func poll(ctx context.Context, interval, timeout time.Duration, cond func(context.Context) (bool, error)) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		done, err := cond(ctx)
-		if err != nil || done {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
-}

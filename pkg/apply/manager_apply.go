@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // Apply makes the cluster hold objs, server-side applied with the Manager's field
@@ -178,7 +179,7 @@ func (m *Manager) Apply(ctx context.Context, objs []*unstructured.Unstructured, 
 
 	if opts.Wait && !opts.DryRun {
 		fill()
-		if err := m.Wait(ctx, report, opts.Timeout); err != nil {
+		if err := m.Wait(ctx, report, WaitOptions{Timeout: opts.Timeout}); err != nil {
 			return report, err
 		}
 	}
@@ -298,7 +299,7 @@ func (m *Manager) recreate(ctx context.Context, d *desiredObject, opts ApplyOpti
 		return ActionRecreated, nil
 	}
 	res := m.dyn.Resource(d.mapping.Resource)
-	err := poll(ctx, 200*time.Millisecond, opts.Timeout, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, opts.Timeout, true, func(ctx context.Context) (bool, error) {
 		var err error
 		if d.ref.Namespace == "" {
 			_, err = res.Get(ctx, d.ref.Name, getOptions())
@@ -336,7 +337,7 @@ func (m *Manager) waitEstablished(ctx context.Context, crds []*desiredObject, op
 	for _, d := range waiting {
 		pending[d.index] = true
 	}
-	err := poll(ctx, 250*time.Millisecond, opts.Timeout, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, opts.Timeout, true, func(ctx context.Context) (bool, error) {
 		for _, d := range waiting {
 			if !pending[d.index] {
 				continue

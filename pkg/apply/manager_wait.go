@@ -10,15 +10,17 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 )
 
 // Wait waits until every object the report applied is current by kstatus rules (e.g.
 // a Namespace is Active, a Deployment has rolled out, a PVC is Bound; objects without
 // status are current at once) and every object it pruned is gone. It polls with one
-// LIST per resource. It fails at once when an object's status is Failed, and after
-// timeout with the objects that are not ready and why.
-func (m *Manager) Wait(ctx context.Context, report *Report, timeout time.Duration) error {
+// LIST per resource every opts.Interval. It fails at once when an object's status is
+// Failed, and after opts.Timeout with the objects that are not ready and why.
+func (m *Manager) Wait(ctx context.Context, report *Report, opts WaitOptions) error {
+	opts.complete()
 	type target struct {
 		ref     ObjectRef
 		mapping *meta.RESTMapping
@@ -60,7 +62,7 @@ func (m *Manager) Wait(ctx context.Context, report *Report, timeout time.Duratio
 	var failed []string
 	var lastErr error
 	start := time.Now()
-	err := poll(ctx, 500*time.Millisecond, timeout, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, opts.Interval, opts.Timeout, true, func(ctx context.Context) (bool, error) {
 		idx := m.newLiveIndex(report.ApplySetID, namespaces)
 		if err := idx.loadAll(ctx, mappings); err != nil {
 			// Transient (or the deadline is near): try again until the timeout.
@@ -105,11 +107,11 @@ func (m *Manager) Wait(ctx context.Context, report *Report, timeout time.Duratio
 	}
 	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 		if len(notReady) == 0 && lastErr != nil {
-			return fmt.Errorf("timed out after %s waiting for objects to become ready: %w", timeout, lastErr)
+			return fmt.Errorf("timed out after %s waiting for objects to become ready: %w", opts.Timeout, lastErr)
 		}
 		sort.Strings(notReady)
 		return fmt.Errorf("timed out after %s waiting for %d object(s) to become ready: %s",
-			timeout, len(notReady), strings.Join(notReady, "; "))
+			opts.Timeout, len(notReady), strings.Join(notReady, "; "))
 	}
 	return fmt.Errorf("waiting for objects: %w", err)
 }

@@ -197,6 +197,29 @@ func DefaultDiffOptions() DiffOptions {
 	return DiffOptions{ForceConflicts: a.ForceConflicts, PruneMax: a.PruneMax, PruneFloor: a.PruneFloor, Context: 3}
 }
 
+// WaitOptions configure one Wait (Apply with Wait uses ApplyOptions.Timeout).
+type WaitOptions struct {
+	// Interval is the time between two rounds of LISTs. Default 500ms.
+	Interval time.Duration
+	// Timeout bounds the wait. Default 2m.
+	Timeout time.Duration
+}
+
+// DefaultWaitOptions returns the defaults described on WaitOptions.
+func DefaultWaitOptions() WaitOptions {
+	return WaitOptions{Interval: 500 * time.Millisecond, Timeout: 2 * time.Minute}
+}
+
+func (o *WaitOptions) complete() {
+	d := DefaultWaitOptions()
+	if o.Interval <= 0 {
+		o.Interval = d.Interval
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = d.Timeout
+	}
+}
+
 // crdGroupKind is the kind of CustomResourceDefinitions.
 var crdGroupKind = schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}
 
