@@ -141,8 +141,9 @@ func TestCallbackReachesOnlyTheAgent(t *testing.T) {
 }
 
 // TestCallbackKeyRedactedFromErrors: an agent that prints the JWT on its
-// standard error and fails; the result's message does not hold it (the
-// agent's own output in <name>.log is the agent's business).
+// standard error and fails; the result's message hides it, and no file of
+// the spool or the state directory but the request holds it (<name>.log is
+// redacted too).
 func TestCallbackKeyRedactedFromErrors(t *testing.T) {
 	h := newHarness(t, "")
 	h.drop("leak.json", `{"apiVersion":"pcsync.io/v1alpha1","kind":"Run","company":"acme","agent":"failer","prompt":"x",
@@ -156,5 +157,22 @@ func TestCallbackKeyRedactedFromErrors(t *testing.T) {
 	}
 	if strings.Contains(msg, testJWT) || !strings.Contains(strings.ToLower(msg), "[redacted]") {
 		t.Errorf("the error message does not hide the JWT it quotes: %s", msg)
+	}
+	request := filepath.Join(h.spool, "leak.json")
+	err := filepath.WalkDir(h.spool, func(p string, de fs.DirEntry, err error) error {
+		if err != nil || de.IsDir() || p == request || !de.Type().IsRegular() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if bytes.Contains(b, []byte(testJWT)) {
+			t.Errorf("the JWT is in %s", p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
