@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -118,7 +117,9 @@ func TestLoadAliasBomb(t *testing.T) {
 	}
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{"bomb.yaml": b.String()})
-	start := time.Now()
+	// The expansion is refused by size before it is built; go test's
+	// -timeout catches a loader that expands it anyway (speed is for
+	// benchmarks, not timed assertions).
 	_, err := config.Load(context.Background(), dir, config.LoadOptions{})
 	var ce *config.Errors
 	if !errors.As(err, &ce) {
@@ -126,9 +127,6 @@ func TestLoadAliasBomb(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "too large") {
 		t.Errorf("err = %v, want a size error", err)
-	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("alias bomb took %v", d)
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -136,16 +135,12 @@ func TestParseRunHostile(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			start := time.Now()
 			_, err := config.ParseRun("r.yaml", []byte(tt.data))
 			if err == nil {
 				t.Fatal("accepted")
 			}
 			if !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("err = %v, want it to contain %q", err, tt.want)
-			}
-			if d := time.Since(start); d > 3*time.Second {
-				t.Errorf("took %v", d)
 			}
 		})
 	}
