@@ -151,10 +151,13 @@ func benchKube(b *testing.B, kw *kubeWorld, tr transcript) {
 		go func() {
 			defer wg.Done()
 			bruns[i].wakeAt = time.Now()
-			ids[i] = api.wake(b, coder.ID, fmt.Sprintf("burst %d", i)).ID
+			ids[i] = wakeNoFatal(b, api, coder.ID, fmt.Sprintf("burst %d", i))
 		}()
 	}
 	wg.Wait()
+	if b.Failed() {
+		b.FailNow()
+	}
 	var bWakeToJob, bReqToJob, bPodToEnd []time.Duration
 	for i, id := range ids {
 		if got := api.waitRun(b, id, 5*time.Minute); got.Status != "succeeded" {
@@ -299,10 +302,13 @@ func benchLocal(b *testing.B, w *world) {
 		go func() {
 			defer wg.Done()
 			wakeAt[i] = time.Now()
-			ids[i] = api.wake(b, coder.ID, fmt.Sprintf("burst %d", i)).ID
+			ids[i] = wakeNoFatal(b, api, coder.ID, fmt.Sprintf("burst %d", i))
 		}()
 	}
 	wg.Wait()
+	if b.Failed() {
+		b.FailNow()
+	}
 	var bWakeToProc, bEndToReturn []time.Duration
 	for i, id := range ids {
 		if got := api.waitRun(b, id, 5*time.Minute); got.Status != "succeeded" {
@@ -330,4 +336,19 @@ func benchLocal(b *testing.B, w *world) {
 		fmt.Fprintf(&sb, "%-80s %s\n", r[0], r[1])
 	}
 	fmt.Print(sb.String())
+}
+
+// wakeNoFatal is api.wake for other goroutines than the benchmark's: an
+// error is reported with Error (FailNow must not be called there).
+func wakeNoFatal(b testing.TB, a *api, agentID, reason string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var r heartbeatRun
+	if err := a.do(ctx, "POST", "/api/agents/"+agentID+"/wakeup", map[string]any{
+		"source": "on_demand", "triggerDetail": "manual", "reason": reason,
+		"payload": map[string]any{}, "forceFreshSession": false,
+	}, &r); err != nil {
+		b.Error(err)
+	}
+	return r.ID
 }

@@ -82,7 +82,7 @@ func newServer(t testing.TB, tl tools, cleanup bool) *server {
 		s.DBPort = freePort(t)
 	}
 	s.URL = fmt.Sprintf("http://127.0.0.1:%d", s.Port)
-	s.API = &api{base: s.URL, hc: &http.Client{Timeout: time.Minute}}
+	s.API = &api{base: s.URL, hc: &http.Client{Timeout: 5 * time.Minute}}
 	if err := s.prepare(); err != nil {
 		t.Fatalf("Paperclip data directory %s: %v", s.Dir, err)
 	}
