@@ -60,14 +60,14 @@ func TestSettingsDefaults(t *testing.T) {
 		"images":          map[string]any{"allowList": []any{}, "pullSecrets": []any{}},
 		"inherit":         map[string]any{"imagePullSecrets": true, "dnsConfig": true},
 		"defaults": map[string]any{
-			"quota": map[string]any{"pods": 20.0, "requestsCpu": "10", "requestsMemory": "20Gi", "limitsCpu": "20", "limitsMemory": "40Gi"},
+			"quota": map[string]any{"pods": 20.0, "requestsCpu": "10", "requestsMemory": "20Gi", "limitsCpu": "20", "limitsMemory": "40Gi", "limitsEphemeralStorage": "200Gi"},
 			"limitRange": map[string]any{
 				"max":            map[string]any{"cpu": "4", "memory": "8Gi"},
 				"min":            map[string]any{"cpu": "100m", "memory": "128Mi"},
-				"default":        map[string]any{"cpu": "1", "memory": "2Gi"},
-				"defaultRequest": map[string]any{"cpu": "250m", "memory": "512Mi"},
+				"default":        map[string]any{"cpu": "1", "memory": "2Gi", "ephemeralStorage": "10Gi"},
+				"defaultRequest": map[string]any{"cpu": "250m", "memory": "512Mi", "ephemeralStorage": "256Mi"},
 			},
-			"jobs":      map[string]any{"ttlSecondsAfterFinished": 900.0, "activeDeadlineSeconds": 3600.0, "retain": false},
+			"jobs":      map[string]any{"ttlSecondsAfterFinished": 900.0, "activeDeadlineSeconds": 3600.0, "retain": false, "emptyDirSizeLimit": "8Gi"},
 			"resources": map[string]any{"requests": map[string]any{"cpu": "250m", "memory": "512Mi"}, "limits": map[string]any{"cpu": "2", "memory": "4Gi"}},
 		},
 		"adapters":           map[string]any{},

@@ -225,12 +225,15 @@ type Quota struct {
 	RequestsMemory *Quantity `json:"requestsMemory,omitempty"`
 	LimitsCPU      *Quantity `json:"limitsCpu,omitempty"`
 	LimitsMemory   *Quantity `json:"limitsMemory,omitempty"`
+	// LimitsEphemeralStorage is limits.ephemeral-storage.
+	LimitsEphemeralStorage *Quantity `json:"limitsEphemeralStorage,omitempty"`
 }
 
-// ResourceList is CPU and memory; nil fields are unset.
+// ResourceList is CPU, memory and ephemeral storage; nil fields are unset.
 type ResourceList struct {
-	CPU    *Quantity `json:"cpu,omitempty"`
-	Memory *Quantity `json:"memory,omitempty"`
+	CPU              *Quantity `json:"cpu,omitempty"`
+	Memory           *Quantity `json:"memory,omitempty"`
+	EphemeralStorage *Quantity `json:"ephemeralStorage,omitempty"`
 }
 
 // LimitRange is a company's container LimitRange.
@@ -246,6 +249,8 @@ type Jobs struct {
 	TTLSecondsAfterFinished *int  `json:"ttlSecondsAfterFinished,omitempty"`
 	ActiveDeadlineSeconds   *int  `json:"activeDeadlineSeconds,omitempty"`
 	Retain                  *bool `json:"retain,omitempty"`
+	// EmptyDirSizeLimit is the sizeLimit of each emptyDir of an agent pod.
+	EmptyDirSizeLimit *Quantity `json:"emptyDirSizeLimit,omitempty"`
 }
 
 // Resources are container requests and limits.

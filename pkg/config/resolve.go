@@ -129,6 +129,7 @@ func (m *Model) Quota(c *Company) Quota {
 		q.RequestsMemory = pick(o.RequestsMemory, q.RequestsMemory)
 		q.LimitsCPU = pick(o.LimitsCPU, q.LimitsCPU)
 		q.LimitsMemory = pick(o.LimitsMemory, q.LimitsMemory)
+		q.LimitsEphemeralStorage = pick(o.LimitsEphemeralStorage, q.LimitsEphemeralStorage)
 	}
 	return q
 }
@@ -152,6 +153,7 @@ func (m *Model) Jobs(c *Company) Jobs {
 		j.TTLSecondsAfterFinished = pick(o.TTLSecondsAfterFinished, j.TTLSecondsAfterFinished)
 		j.ActiveDeadlineSeconds = pick(o.ActiveDeadlineSeconds, j.ActiveDeadlineSeconds)
 		j.Retain = pick(o.Retain, j.Retain)
+		j.EmptyDirSizeLimit = pick(o.EmptyDirSizeLimit, j.EmptyDirSizeLimit)
 	}
 	return j
 }
@@ -198,5 +200,6 @@ func mergeList(override, base *ResourceList) *ResourceList {
 	out := *base
 	out.CPU = pick(override.CPU, base.CPU)
 	out.Memory = pick(override.Memory, base.Memory)
+	out.EphemeralStorage = pick(override.EphemeralStorage, base.EphemeralStorage)
 	return &out
 }

@@ -123,6 +123,7 @@ func (t tenant) quota() map[string]any {
 	setQuantity(hard, "requests.memory", q.RequestsMemory)
 	setQuantity(hard, "limits.cpu", q.LimitsCPU)
 	setQuantity(hard, "limits.memory", q.LimitsMemory)
+	setQuantity(hard, "limits.ephemeral-storage", q.LimitsEphemeralStorage)
 	o := t.object("v1", "ResourceQuota", QuotaName)
 	o["spec"] = map[string]any{"hard": hard}
 	return o
@@ -167,6 +168,7 @@ func resourceList(rl *config.ResourceList) map[string]any {
 	out := map[string]any{}
 	setQuantity(out, "cpu", rl.CPU)
 	setQuantity(out, "memory", rl.Memory)
+	setQuantity(out, "ephemeral-storage", rl.EphemeralStorage)
 	if len(out) == 0 {
 		return nil
 	}

@@ -90,9 +90,9 @@ func effective(m *config.Model) []byte {
 	for i := range m.Companies {
 		c := &m.Companies[i]
 		j := m.Jobs(c)
-		fmt.Fprintf(&b, "company %s: namespace=%s egress=%s runtimeClassName=%q pullSecrets=%v jobs={ttl:%d deadline:%d retain:%t}\n",
+		fmt.Fprintf(&b, "company %s: namespace=%s egress=%s runtimeClassName=%q pullSecrets=%v jobs={ttl:%d deadline:%d retain:%t emptyDirSizeLimit:%s}\n",
 			c.Metadata.Name, m.Namespace(c), m.EgressMode(c), c.Spec.RuntimeClassName, m.ImagePullSecrets(c),
-			*j.TTLSecondsAfterFinished, *j.ActiveDeadlineSeconds, *j.Retain)
+			*j.TTLSecondsAfterFinished, *j.ActiveDeadlineSeconds, *j.Retain, *j.EmptyDirSizeLimit)
 		for k := range c.Spec.Agents {
 			a := &c.Spec.Agents[k]
 			ad := m.Adapter(a.Adapter)

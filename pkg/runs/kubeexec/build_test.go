@@ -174,6 +174,12 @@ func TestBuildRestricted(t *testing.T) {
 				if v.EmptyDir == nil && v.Secret == nil && v.PersistentVolumeClaim == nil {
 					t.Errorf("volume %s has a type restricted pods may not use", v.Name)
 				}
+				// One agent must not fill its node's disk: every emptyDir
+				// is bounded by the company's jobs.emptyDirSizeLimit.
+				if want := m.Jobs(in.Company).EmptyDirSizeLimit; v.EmptyDir != nil &&
+					(v.EmptyDir.SizeLimit == nil || want == nil || v.EmptyDir.SizeLimit.String() != string(*want)) {
+					t.Errorf("volume %s: emptyDir sizeLimit %v, want %v", v.Name, v.EmptyDir.SizeLimit, want)
+				}
 			}
 			for _, c := range append(append([]corev1.Container{}, ps.InitContainers...), ps.Containers...) {
 				csc := c.SecurityContext

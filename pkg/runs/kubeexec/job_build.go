@@ -63,6 +63,17 @@ func BuildJob(in Input, o BuildOptions) (*batchv1.Job, error) {
 		return nil, errf("agent %s resources: %w", in.Agent.Name, err)
 	}
 	jobs := in.Model.Jobs(in.Company)
+	var sizeLimit *resource.Quantity
+	if q := jobs.EmptyDirSizeLimit; q != nil {
+		parsed, err := resource.ParseQuantity(string(*q))
+		if err != nil {
+			return nil, errf("jobs.emptyDirSizeLimit %q: %w", string(*q), err)
+		}
+		sizeLimit = &parsed
+	}
+	emptyDir := func(name string) corev1.Volume {
+		return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: sizeLimit}}}
+	}
 	labels := in.Labels()
 	podLabels := maps.Clone(in.Agent.Labels)
 	if podLabels == nil {
@@ -210,10 +221,6 @@ func BuildJob(in Input, o BuildOptions) (*batchv1.Job, error) {
 	}, nil
 }
 
-func emptyDir(name string) corev1.Volume {
-	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}
-}
-
 func int32Ptr(v *int) *int32 {
 	if v == nil {
 		return nil
@@ -242,7 +249,7 @@ func resources(r config.Resources) (corev1.ResourceRequirements, error) {
 		for _, q := range []struct {
 			name corev1.ResourceName
 			v    *config.Quantity
-		}{{corev1.ResourceCPU, l.CPU}, {corev1.ResourceMemory, l.Memory}} {
+		}{{corev1.ResourceCPU, l.CPU}, {corev1.ResourceMemory, l.Memory}, {corev1.ResourceEphemeralStorage, l.EphemeralStorage}} {
 			if q.v == nil {
 				continue
 			}
