@@ -17,6 +17,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -111,7 +112,7 @@ func TestBaseServerSideDryRun(t *testing.T) {
 	}
 	sort.Strings(kinds)
 	want := []string{"ClusterRole/pcsync", "ClusterRoleBinding/pcsync", "Deployment/pcsync", "Namespace/pcsync-system",
-		"PersistentVolumeClaim/pcsync-spool", "Role/pcsync-leader-election", "RoleBinding/pcsync-leader-election",
+		"PersistentVolumeClaim/pcsync-spool", "Role/pcsync", "RoleBinding/pcsync",
 		"Service/pcsync-metrics", "ServiceAccount/pcsync"}
 	if diff := cmp.Diff(want, kinds); diff != "" {
 		t.Errorf("objects of deploy/base (-want +got):\n%s", diff)
@@ -222,7 +223,9 @@ func TestRBACIsSufficient(t *testing.T) {
 
 	// Apply, then prune a company, as the service account.
 	mo := apply.DefaultManagerOptions()
-	mo.ApplySet = apply.ParentRef{Name: "pcsync-rbac-test", Namespace: "pcsync-system"}
+	// The parent deployment.yaml names (--applyset, --applyset-namespace):
+	// the one Secret the Role lets pcsync read.
+	mo.ApplySet = apply.ParentRef{Name: "pcsync", Namespace: "pcsync-system"}
 	m, err := apply.NewManager(sa, mo)
 	if err != nil {
 		t.Fatal(err)
@@ -252,8 +255,64 @@ func TestRBACIsSufficient(t *testing.T) {
 			ns = append(ns, o.Ref.Name+" "+string(o.Action)+o.Note)
 		}
 	}
-	if diff := cmp.Diff([]string{prefix + "globex pruned"}, ns); diff != "" {
-		t.Errorf("namespaces changed by the prune (-want +got):\n%s", diff)
+	// pcsync may not delete Namespaces: the emptied one is retained.
+	if len(ns) != 1 || !strings.HasPrefix(ns[0], prefix+"globex retained") {
+		t.Errorf("namespaces changed by the prune: %q, want %s retained", ns, prefix+"globex")
+	}
+	for _, o := range report.Objects {
+		if o.Ref.Namespace == prefix+"globex" && o.Action != apply.ActionPruned {
+			t.Errorf("%s %s/%s: %s, want pruned", o.Ref.Kind, o.Ref.Namespace, o.Ref.Name, o.Action)
+		}
+	}
+
+	// doctor's Secret checks, as the service account, which cannot read
+	// Secrets: one that exists, one that does not.
+	if _, err := cs.CoreV1().Secrets(prefix+"acme").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "api-keys"},
+		StringData: map[string]string{"ANTHROPIC_API_KEY": "sk-test"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r = doctor.Run(ctx, dopts)
+	var secretRows []string
+	for _, ch := range r.Checks {
+		if ch.Area == "secrets" && strings.HasPrefix(ch.Name, prefix+"acme/") {
+			secretRows = append(secretRows, fmt.Sprintf("%s %s %s", ch.Name, ch.Status, ch.Detail))
+		}
+	}
+	sort.Strings(secretRows)
+	wantRows := []string{
+		prefix + "acme/api-keys " + string(doctor.StatusOK) + " secretRef exists",
+		prefix + "acme/not-there " + string(doctor.StatusWarn) + " optional secretRef does not exist: agents of acme run without its keys",
+	}
+	if diff := cmp.Diff(wantRows, secretRows); diff != "" {
+		t.Errorf("doctor's secret checks as %s (-want +got):\n%s", serviceAccount, diff)
+	}
+
+	// And nothing more: what deploy/base used to grant and pcsync does not
+	// need is refused.
+	for _, ra := range []authorizationv1.ResourceAttributes{
+		{Verb: "get", Resource: "secrets", Namespace: "kube-system", Name: "any"},
+		{Verb: "get", Resource: "secrets", Namespace: prefix + "acme", Name: "api-keys"},
+		{Verb: "list", Resource: "secrets", Namespace: prefix + "acme"},
+		{Verb: "list", Resource: "configmaps"},
+		{Verb: "list", Group: "apps", Resource: "deployments"},
+		{Verb: "patch", Resource: "secrets", Namespace: "pcsync-system", Name: "other"},
+		{Verb: "get", Resource: "secrets", Namespace: "pcsync-system", Name: "other"},
+		{Verb: "delete", Resource: "namespaces", Name: "kube-system"},
+		{Verb: "delete", Resource: "namespaces", Name: prefix + "acme"},
+		{Verb: "escalate", Group: "rbac.authorization.k8s.io", Resource: "roles", Namespace: prefix + "acme"},
+		{Verb: "bind", Group: "rbac.authorization.k8s.io", Resource: "clusterroles", Name: "cluster-admin"},
+		{Verb: "bind", Group: "rbac.authorization.k8s.io", Resource: "roles", Namespace: prefix + "acme", Name: "other"},
+	} {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: serviceAccount, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:pcsync-system", "system:authenticated"},
+			ResourceAttributes: &ra}}
+		got, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status.Allowed {
+			t.Errorf("%s may %s %s/%s %s in %q: want refused", serviceAccount, ra.Verb, ra.Group, ra.Resource, ra.Name, ra.Namespace)
+		}
 	}
 
 	// The leader Lease in pcsync's namespace.
@@ -306,7 +365,8 @@ func writeConfig(t *testing.T, dir, prefix string, slugs ...string) {
 	t.Helper()
 	files := map[string]string{"settings.yaml": "apiVersion: pcsync.io/v1alpha1\nkind: Settings\nmetadata: {name: s}\nspec:\n  namespacePrefix: " + prefix + "\n"}
 	for _, s := range slugs {
-		files[s+".yaml"] = fmt.Sprintf("apiVersion: pcsync.io/v1alpha1\nkind: Company\nmetadata: {name: %s}\nspec:\n  id: id-%s\n  sessions: {size: 1Gi}\n  agents: [{name: coder, adapter: claude_local}]\n", s, s)
+		files[s+".yaml"] = fmt.Sprintf("apiVersion: pcsync.io/v1alpha1\nkind: Company\nmetadata: {name: %s}\nspec:\n  id: id-%s\n  sessions: {size: 1Gi}\n"+
+			"  secretRefs: [{name: api-keys}, {name: not-there}]\n  agents: [{name: coder, adapter: claude_local}]\n", s, s)
 	}
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {

@@ -98,7 +98,7 @@ func TestRBACMatchesDoctor(t *testing.T) {
 		}
 	}
 	add(typed[rbacv1.ClusterRole](t, find(objs, "ClusterRole", "pcsync")).Rules, doctor.ScopeCluster)
-	add(typed[rbacv1.Role](t, find(objs, "Role", "pcsync-leader-election")).Rules, doctor.ScopeLease)
+	add(typed[rbacv1.Role](t, find(objs, "Role", "pcsync")).Rules, doctor.ScopeOwnNamespace)
 	var used []string
 	for _, p := range doctor.DefaultPermissions() {
 		used = append(used, fmt.Sprintf("%s %s/%s/%s %s", p.Verb, p.Group, p.Resource, p.Name, p.Scope))
@@ -110,11 +110,50 @@ func TestRBACMatchesDoctor(t *testing.T) {
 	}
 	// The bindings name the ServiceAccount the Deployment runs as.
 	crb := typed[rbacv1.ClusterRoleBinding](t, find(objs, "ClusterRoleBinding", "pcsync"))
-	rb := typed[rbacv1.RoleBinding](t, find(objs, "RoleBinding", "pcsync-leader-election"))
+	rb := typed[rbacv1.RoleBinding](t, find(objs, "RoleBinding", "pcsync"))
 	dep := typed[appsv1.Deployment](t, find(objs, "Deployment", "pcsync"))
 	got := []string{crb.Subjects[0].Namespace + "/" + crb.Subjects[0].Name, rb.Subjects[0].Namespace + "/" + rb.Subjects[0].Name,
 		dep.Namespace + "/" + dep.Spec.Template.Spec.ServiceAccountName}
 	if diff := cmp.Diff([]string{"pcsync-system/pcsync", "pcsync-system/pcsync", "pcsync-system/pcsync"}, got); diff != "" {
 		t.Errorf("service account of the bindings and the Deployment (-want +got):\n%s", diff)
+	}
+}
+
+// TestPodTokenOnlyForPcsync checks the Deployment's pod: no service
+// account token is mounted by the API server (automountServiceAccountToken
+// false), pcsync's container mounts a projected token at the path client-go
+// reads, git-sync mounts none, and every emptyDir has a sizeLimit.
+func TestPodTokenOnlyForPcsync(t *testing.T) {
+	dep := typed[appsv1.Deployment](t, find(build(t), "Deployment", "pcsync"))
+	spec := dep.Spec.Template.Spec
+	if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
+		t.Errorf("automountServiceAccountToken = %v, want false", spec.AutomountServiceAccountToken)
+	}
+	tokenVolumes := map[string]bool{}
+	for _, v := range spec.Volumes {
+		switch {
+		case v.Projected != nil:
+			for _, src := range v.Projected.Sources {
+				if src.ServiceAccountToken != nil {
+					tokenVolumes[v.Name] = true
+				}
+			}
+		case v.Secret != nil:
+			t.Errorf("volume %s: a Secret volume (a token Secret?)", v.Name)
+		case v.EmptyDir != nil && v.EmptyDir.SizeLimit == nil:
+			t.Errorf("volume %s: emptyDir without sizeLimit", v.Name)
+		}
+	}
+	got := map[string][]string{}
+	for _, c := range spec.Containers {
+		for _, m := range c.VolumeMounts {
+			if tokenVolumes[m.Name] {
+				got[c.Name] = append(got[c.Name], m.MountPath)
+			}
+		}
+	}
+	want := map[string][]string{"pcsync": {"/var/run/secrets/kubernetes.io/serviceaccount"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("containers that mount a service account token (-want +got):\n%s", diff)
 	}
 }

@@ -119,8 +119,9 @@ type Options struct {
 	// fails the cluster checks and skips those that need it.
 	RESTConfig   *rest.Config
 	ClusterError error
-	// LeaseNamespace is the leader-election namespace whose Lease
-	// permissions are checked. Default leader.DefaultNamespace().
+	// LeaseNamespace is pcsync's own namespace, where the permissions of
+	// ScopeOwnNamespace (the leader-election Lease, the ApplySet parent) are
+	// checked. Default leader.DefaultNamespace().
 	LeaseNamespace string
 	// Permissions are the permissions checked. Default
 	// DefaultPermissions().
@@ -266,7 +267,7 @@ func (d *doctor) checkRBAC(ctx context.Context) {
 			continue
 		}
 		ns := ""
-		if p.Scope == ScopeLease {
+		if p.Scope == ScopeOwnNamespace {
 			ns = d.opts.LeaseNamespace
 		}
 		res, sub := splitResource(p.Resource)
@@ -463,7 +464,7 @@ func (d *doctor) checkSecrets(ctx context.Context, inherited introspect.Inherita
 		}
 		for _, r := range refs {
 			name := ns + "/" + r.name
-			_, err := d.cs.CoreV1().Secrets(ns).Get(ctx, r.name, metav1.GetOptions{})
+			err := secretExists(ctx, d.cs, ns, r.name)
 			switch {
 			case err == nil:
 				d.add("secrets", name, StatusOK, "%s exists", r.what)
@@ -544,4 +545,21 @@ func cmpOr(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// secretExists tells whether a Secret exists without reading it (pcsync
+// holds no get on Secrets outside its own namespace): a dry-run create of
+// an empty Secret of that name answers AlreadyExists when it does. It
+// returns nil when the Secret exists, a NotFound error when it does not,
+// and the API server's error otherwise.
+func secretExists(ctx context.Context, cs kubernetes.Interface, ns, name string) error {
+	probe := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
+	_, err := cs.CoreV1().Secrets(ns).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		return nil
+	case err == nil:
+		return apierrors.NewNotFound(corev1.Resource("secrets"), name)
+	}
+	return fmt.Errorf("Secret/%s/%s dry-run create failed: %w", ns, name, err)
 }

@@ -11,8 +11,9 @@ const (
 	// pcsync, so it cannot be granted per namespace in advance), or for a
 	// cluster-scoped resource.
 	ScopeCluster Scope = "cluster"
-	// ScopeLease: in the leader-election namespace only.
-	ScopeLease Scope = "lease"
+	// ScopeOwnNamespace: in pcsync's own namespace only (the leader-election
+	// namespace): the Lease and the ApplySet parent.
+	ScopeOwnNamespace Scope = "own-namespace"
 )
 
 // Permission is one verb on one resource that pcsync uses.
@@ -68,7 +69,11 @@ func DefaultPermissions() []Permission {
 		}
 	}
 	applyVerbs := []string{"get", "list", "create", "patch", "delete"}
-	add("", []string{"namespaces", "serviceaccounts", "resourcequotas", "limitranges", "persistentvolumeclaims"},
+	// Namespaces are never deleted: prune retains a removed company's
+	// emptied Namespace (deleting namespaces cannot be limited to tenants).
+	add("", []string{"namespaces"}, []string{"get", "list", "create", "patch"}, ScopeCluster,
+		"apply tenant Namespaces", nil)
+	add("", []string{"serviceaccounts", "resourcequotas", "limitranges", "persistentvolumeclaims"},
 		applyVerbs, ScopeCluster, "apply and prune tenant manifests", nil)
 	add("rbac.authorization.k8s.io", []string{"roles", "rolebindings"}, applyVerbs, ScopeCluster,
 		"apply and prune tenant manifests", nil)
@@ -77,16 +82,16 @@ func DefaultPermissions() []Permission {
 	add("networking.k8s.io", []string{"networkpolicies"}, applyVerbs, ScopeCluster, "apply and prune tenant manifests", nil)
 	add("cilium.io", []string{"ciliumnetworkpolicies"}, applyVerbs, ScopeCluster, "egress mode cilium",
 		func(p *Permission) { p.CiliumOnly = true })
-	add("", []string{"secrets"}, []string{"get", "create", "patch"}, ScopeCluster,
-		"the ApplySet parent, per-run Secrets, doctor's secret checks", nil)
-	add("*", []string{"*"}, []string{"list"}, ScopeCluster,
-		"prune deletes a tenant Namespace only after listing that nothing else lives in it",
-		func(p *Permission) { p.Optional = true })
+	// Secrets are created, never read, outside pcsync's own namespace.
+	add("", []string{"secrets"}, []string{"create"}, ScopeCluster,
+		"per-run Secrets; doctor's dry-run checks that the Secrets the config names exist", nil)
 	add("batch", []string{"jobs"}, []string{"get", "list", "watch", "create", "delete"}, ScopeCluster, "agent runs", nil)
 	add("", []string{"pods"}, []string{"get", "list", "watch"}, ScopeCluster, "agent runs; reading its own pod", nil)
 	add("", []string{"pods/log"}, []string{"get"}, ScopeCluster, "agent logs; granted to tenants by their Role", nil)
 	add("", []string{"events"}, []string{"list", "watch"}, ScopeCluster, "explaining runs the Job controller cannot start", nil)
-	add("coordination.k8s.io", []string{"leases"}, []string{"get", "create", "update"}, ScopeLease, "leader election", nil)
+	add("coordination.k8s.io", []string{"leases"}, []string{"get", "create", "update"}, ScopeOwnNamespace, "leader election", nil)
+	add("", []string{"secrets"}, []string{"get", "create", "patch"}, ScopeOwnNamespace,
+		"the ApplySet parent (--applyset, default pcsync)", func(p *Permission) { p.Name = "pcsync" })
 	add("authorization.k8s.io", []string{"selfsubjectaccessreviews"}, []string{"create"}, ScopeCluster, "pcsync doctor", nil)
 	return out
 }

@@ -239,25 +239,21 @@ func (e *Executor) Adopt(ctx context.Context, r *runs.Run) (runs.Handle, error) 
 }
 
 // repairSecret creates the run's Secret when it is missing: an earlier
-// daemon stopped between creating the Job and its Secret.
+// daemon stopped between creating the Job and its Secret. It creates it
+// without looking first (pcsync holds create on Secrets, not get): an
+// AlreadyExists answer means the Secret is there.
 func (e *Executor) repairSecret(ctx context.Context, log *slog.Logger, in Input, job *batchv1.Job) {
-	_, err := e.client.CoreV1().Secrets(job.Namespace).Get(ctx, job.Name, metav1.GetOptions{})
-	if err == nil {
-		return
-	}
-	if !isNotFound(err) {
-		log.Warn("cannot check the run's Secret", slog.Any("error", fmt.Errorf("Secret/%s/%s get failed: %w", job.Namespace, job.Name, err)))
-		return
-	}
 	sec, err := BuildSecret(in, job, e.opts.Build)
 	if err == nil {
 		_, err = e.client.CoreV1().Secrets(job.Namespace).Create(ctx, sec, metav1.CreateOptions{})
 	}
-	if err != nil && !isAlreadyExists(err) {
+	switch {
+	case isAlreadyExists(err):
+	case err != nil:
 		log.Warn("cannot create the missing Secret of the adopted Job; its pod waits for it", slog.Any("error", fmt.Errorf("Secret/%s/%s create failed: %w", job.Namespace, job.Name, err)))
-		return
+	default:
+		log.Info("created the missing Secret of the adopted Job")
 	}
-	log.Info("created the missing Secret of the adopted Job")
 }
 
 var _ runs.Executor = (*Executor)(nil)
