@@ -41,6 +41,7 @@ func benchOptions(n int, labels map[string]string, lines []string) envOptions {
 		Labels: labels, Concurrency: n, LogLines: lines,
 		Company: map[string]any{"quota": map[string]any{
 			"pods": 5000, "requestsCpu": "1000", "requestsMemory": "4000Gi", "limitsCpu": "1000", "limitsMemory": "4000Gi",
+			"limitsEphemeralStorage": "50000Gi", // 5,000 pods at the LimitRange's default 10Gi
 		}},
 		Agent: map[string]any{"resources": map[string]any{
 			"requests": map[string]any{"cpu": "100m", "memory": "128Mi"},
