@@ -33,7 +33,7 @@ func TestPaperclipOverlay(t *testing.T) {
 	}
 	sort.Strings(kinds)
 	want := []string{"ClusterRole/pcsync", "ClusterRoleBinding/pcsync", "Deployment/paperclip-server", "Namespace/paperclip",
-		"PersistentVolumeClaim/paperclip-data", "Role/pcsync-leader-election", "RoleBinding/pcsync-leader-election",
+		"PersistentVolumeClaim/paperclip-data", "Role/pcsync", "RoleBinding/pcsync",
 		"Service/paperclip-server", "Service/pcsync-metrics", "ServiceAccount/pcsync"}
 	if diff := cmp.Diff(want, kinds); diff != "" {
 		t.Errorf("objects of deploy/paperclip (-want +got):\n%s", diff)
@@ -43,7 +43,7 @@ func TestPaperclipOverlay(t *testing.T) {
 		t.Errorf("namespace paperclip enforces Pod Security %q, want restricted", got)
 	}
 	crb := typed[rbacv1.ClusterRoleBinding](t, find(objs, "ClusterRoleBinding", "pcsync"))
-	rb := typed[rbacv1.RoleBinding](t, find(objs, "RoleBinding", "pcsync-leader-election"))
+	rb := typed[rbacv1.RoleBinding](t, find(objs, "RoleBinding", "pcsync"))
 	dep := typed[appsv1.Deployment](t, find(objs, "Deployment", "paperclip-server"))
 	pod := dep.Spec.Template.Spec
 	got := []string{crb.Subjects[0].Namespace + "/" + crb.Subjects[0].Name, rb.Subjects[0].Namespace + "/" + rb.Subjects[0].Name,
