@@ -7,6 +7,8 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,7 +17,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/health"
+	"github.com/pcsync/pcsync/pkg/metrics"
 	"github.com/pcsync/pcsync/pkg/paperclip"
+	"github.com/pcsync/pcsync/pkg/reconcile"
 )
 
 // writeConfig writes a config directory: Settings pointing at url, and
@@ -277,6 +282,39 @@ func TestBoardKeyNeverShows(t *testing.T) {
 		t.Fatalf("the board key shows:\n%s", all.String())
 	}
 	t.Logf("what the operator sees: %s", rerr)
+
+	// The daemon's reconcile loop: its log, outcome, health and /metrics.
+	logs.Reset()
+	mt, hc := metrics.New(), health.NewChecker()
+	lo := reconcile.DefaultOptions(m.Dir)
+	lo.Watch = false
+	lo.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	lo.Metrics, lo.Health, lo.Paperclip = mt, hc, paperclip.New(opts)
+	loop, err := reconcile.New(nil, lo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := loop.ReconcileOnce(context.Background())
+	if out.FailedStage != reconcile.StagePaperclip {
+		t.Fatalf("stage %q, want paperclip (err %v)", out.FailedStage, out.Err)
+	}
+	srv := httptest.NewServer(hc.Mux(mt.Handler()))
+	defer srv.Close()
+	var scraped bytes.Buffer
+	for _, path := range []string{"/metrics", "/readyz"} {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = scraped.ReadFrom(resp.Body)
+		resp.Body.Close()
+	}
+	if !strings.Contains(scraped.String(), `pcsync_reconcile_errors_total{stage="paperclip"} 1`) {
+		t.Errorf("/metrics has no paperclip error:\n%s", scraped.String())
+	}
+	if s := logs.String() + out.Err.Error() + scraped.String(); strings.Contains(s, secret) {
+		t.Fatalf("the board key shows in the daemon's log, outcome, /metrics or /readyz:\n%s", s)
+	}
 }
 
 // TestPaperclipDown: a server that does not answer is an error naming the
