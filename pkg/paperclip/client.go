@@ -83,6 +83,9 @@ func (e *APIError) Error() string {
 	case http.StatusForbidden:
 		msg += " (the board API key may not do this)"
 	}
+	if strings.Contains(e.Message, "Unknown adapter type: "+AdapterType) {
+		msg += " (install the pcsync adapter in Paperclip first: docs/paperclip.md, section 1)"
+	}
 	return msg
 }
 

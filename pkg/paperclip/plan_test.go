@@ -193,3 +193,7 @@ func TestPlan(t *testing.T) {
 		})
 	}
 }
+
+func ptrAgent(name, reportsTo string) config.Agent {
+	return config.Agent{Name: name, Paperclip: config.PaperclipAgent{ReportsTo: reportsTo}}
+}
