@@ -122,7 +122,15 @@ func (e *Executor) Start(ctx context.Context, r *runs.Run) (runs.Handle, error) 
 	endSlot := func() { once.Do(func() { <-e.starts }) }
 	defer endSlot()
 	mpath := markerPath(e.opts.StateDir, r.Name())
-	if err := writeMarker(mpath, marker{RunID: r.RunID, Namespace: ns, Job: name, Request: in.RequestFile, CreatedAt: time.Now().UTC()}); err != nil {
+	// The nonce is recorded before the Job exists, so a daemon that stops
+	// right after the create still recognises the Job as its own.
+	nonce := newNonce()
+	if job.Annotations == nil {
+		job.Annotations = map[string]string{}
+	}
+	job.Annotations[AnnotationNonce] = nonce
+	m := marker{RunID: r.RunID, Namespace: ns, Job: name, Request: in.RequestFile, CreatedAt: time.Now().UTC(), Nonce: nonce}
+	if err := writeMarker(mpath, m); err != nil {
 		e.tracker.unreserve(key)
 		return nil, err
 	}
@@ -151,6 +159,10 @@ func (e *Executor) Start(ctx context.Context, r *runs.Run) (runs.Handle, error) 
 				ns, name, created.Annotations[AnnotationRequest], r.RunID, r.Company.Slug(), r.Agent.Name)}
 		}
 		if err == nil {
+			if oerr := checkOwner(created, m, true); oerr != nil {
+				undo()
+				return nil, &runs.StartError{Code: result.ErrInternal, Err: oerr}
+			}
 			log.Info("the run's Job exists already; following it")
 		}
 	}
@@ -184,9 +196,11 @@ func (e *Executor) Start(ctx context.Context, r *runs.Run) (runs.Handle, error) 
 	return h, nil
 }
 
-// Adopt implements runs.Executor. A run whose Job exists is followed from
-// where it is (the Secret is created again if an earlier daemon stopped
-// before creating it). A run with a marker but no Job ended while no daemon
+// Adopt implements runs.Executor. A run whose Job exists and carries the
+// nonce of the run's marker is followed from where it is (the Secret is
+// created again if an earlier daemon stopped before creating it); a Job
+// under the run's name without it is not pcsync's and fails the run (see
+// checkOwner). A run with a marker but no Job ended while no daemon
 // watched: its handle reports failed (or cancelled, when <name>.cancel
 // exists) saying so. A run with neither was never started.
 func (e *Executor) Adopt(ctx context.Context, r *runs.Run) (runs.Handle, error) {
@@ -206,6 +220,22 @@ func (e *Executor) Adopt(ctx context.Context, r *runs.Run) (runs.Handle, error) 
 			now := time.Now().UTC()
 			res.FinishedAt = &now
 			return &doneHandle{ending: runs.Ending{Result: res}}, nil
+		}
+		m, ok, err := readMarker(mpath)
+		if err != nil {
+			return nil, err
+		}
+		if err := checkOwner(job, m, ok); err != nil {
+			log.Error("not adopting a Job that pcsync did not create for this run", slog.Any("error", err))
+			res := r.NewResult()
+			res.Fail(result.StatusFailed, result.ErrInternal, err.Error())
+			now := time.Now().UTC()
+			res.FinishedAt = &now
+			dh := &doneHandle{ending: runs.Ending{Result: res}}
+			if ok {
+				dh.marker = mpath
+			}
+			return dh, nil
 		}
 		if !jobFinished(job) {
 			e.repairSecret(ctx, log, in, job)

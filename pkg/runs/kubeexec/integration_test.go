@@ -435,16 +435,99 @@ func (e *env) createJobAsEarlierDaemon(name string, mutate func(*batchv1.Job)) *
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	nonce := newNonce()
+	job.Annotations[AnnotationNonce] = nonce
 	if mutate != nil {
 		mutate(job)
 	}
-	if err := writeMarker(markerPath(e.state, name), marker{RunID: r.RunID, Namespace: e.ns, Job: job.Name, Request: name + ".json"}); err != nil {
+	if err := writeMarker(markerPath(e.state, name), marker{RunID: r.RunID, Namespace: e.ns, Job: job.Name, Request: name + ".json", Nonce: nonce}); err != nil {
 		e.t.Fatal(err)
 	}
-	if _, err := e.cs.BatchV1().Jobs(e.ns).Create(context.Background(), job, metav1.CreateOptions{}); err != nil {
+	created, err := e.cs.BatchV1().Jobs(e.ns).Create(context.Background(), job, metav1.CreateOptions{})
+	if err != nil {
 		e.t.Fatal(err)
 	}
-	return job
+	return created
+}
+
+// TestLookAlikeJobIsNotAdopted: a Job that someone else created under a
+// run's name, with pcsync's labels and request annotation, before the run
+// (no marker: pcsync never started the run; or a marker whose nonce the Job
+// does not carry) is not adopted. The run fails saying a Job not created by
+// pcsync holds its name, no Secret is created for it (it would hold the
+// fleet's API keys), and the Job is left as it was.
+func TestLookAlikeJobIsNotAdopted(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{Labels: testcluster.RunForever()})
+	lookAlike := func(name string, nonce string) *batchv1.Job {
+		r := parseRun(t, e.model, e.spool, name+".json", mustRead(t, filepath.Join(e.spool, name+".json")))
+		in, err := NewInput(r, []string{"ANTHROPIC_API_KEY=" + testAPIKey}, BuildOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		job, err := BuildJob(in, BuildOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if nonce != "" {
+			job.Annotations[AnnotationNonce] = nonce
+		}
+		created, err := e.cs.BatchV1().Jobs(e.ns).Create(context.Background(), job, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return created
+	}
+	// No marker: pcsync never started this run.
+	e.drop("lookalike-none", nil)
+	jobs := []*batchv1.Job{lookAlike("lookalike-none", "")}
+	// A marker (a daemon that stopped after recording the run, before its
+	// create) and a Job with another nonce.
+	e.drop("lookalike-wrong", nil)
+	if err := writeMarker(markerPath(e.state, "lookalike-wrong"), marker{RunID: "lookalike-wrong", Namespace: e.ns,
+		Job: e.jobName("lookalike-wrong"), Request: "lookalike-wrong.json", Nonce: newNonce()}); err != nil {
+		t.Fatal(err)
+	}
+	jobs = append(jobs, lookAlike("lookalike-wrong", newNonce()))
+
+	e.startDaemon(true, nil).wait(t)
+
+	for _, job := range jobs {
+		name := job.Labels[LabelRunID]
+		res := e.result(name)
+		want := "a Job not created by pcsync holds the run's name Job/" + e.ns + "/" + job.Name
+		if res.Status != result.StatusFailed || !strings.Contains(deref(res.ErrorMessage), want) {
+			t.Errorf("%s result: %s %s %q; want failed, %q", name, res.Status, deref(res.ErrorCode), deref(res.ErrorMessage), want)
+		}
+		if _, err := e.cs.CoreV1().Secrets(e.ns).Get(context.Background(), job.Name, metav1.GetOptions{}); !isNotFound(err) {
+			t.Errorf("Secret/%s/%s: get says %v, want not found (no Secret for a Job pcsync did not create)", e.ns, job.Name, err)
+		}
+		if n := e.auditCount("create", "secrets", job.Name); n != 0 {
+			t.Errorf("%d creations of Secret %s, want none", n, job.Name)
+		}
+		got, err := e.cs.BatchV1().Jobs(e.ns).Get(context.Background(), job.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Errorf("the look-alike Job %s: %v (it must be left in place)", job.Name, err)
+		} else if got.UID != job.UID || got.DeletionTimestamp != nil {
+			t.Errorf("the look-alike Job %s was replaced or deleted (uid %s → %s)", job.Name, job.UID, got.UID)
+		}
+		for _, verb := range []string{"create", "delete", "update", "patch"} {
+			want := 0
+			if verb == "create" {
+				want = 1 // the test's own
+			}
+			if n := e.auditCount(verb, "jobs", job.Name); n != want {
+				t.Errorf("%d %s requests on Job %s, want %d", n, verb, job.Name, want)
+			}
+		}
+	}
+	secrets, err := e.cs.CoreV1().Secrets(e.ns).List(context.Background(), metav1.ListOptions{LabelSelector: LabelManagedBy + "=" + ManagedByValue + "," + LabelRole + "=" + RoleAgent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(secrets.Items) != 0 {
+		t.Errorf("%d per-run Secrets in %s, want none", len(secrets.Items), e.ns)
+	}
 }
 
 // podPhase is the phase of the Job's newest pod ("" when none).

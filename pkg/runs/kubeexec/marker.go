@@ -1,12 +1,16 @@
 package kubeexec
 
 import (
+	"crypto/rand"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
 
 	"github.com/pcsync/pcsync/pkg/safefile"
 )
@@ -25,6 +29,10 @@ type marker struct {
 	Job       string    `json:"job"`
 	Request   string    `json:"request"`
 	CreatedAt time.Time `json:"createdAt"`
+	// Nonce is the random value the run's Job carries in AnnotationNonce;
+	// only pcsync knows it before the Job exists. Markers written before
+	// pcsync recorded nonces have none (see checkOwner).
+	Nonce string `json:"nonce,omitempty"`
 }
 
 func markerPath(stateDir, name string) string {
@@ -68,4 +76,35 @@ func removeMarker(path string) error {
 	}
 	_ = os.Remove(filepath.Dir(path)) // fails, harmlessly, when not empty
 	return nil
+}
+
+// newNonce returns a fresh run nonce (128 random bits, base32).
+func newNonce() string { return rand.Text() }
+
+// checkOwner returns nil when job is the run's own: it carries the nonce of
+// the run's marker m (ok says whether there is one). pcsync records the
+// nonce before it creates the Job, so every Job it created, including one
+// created by a daemon that stopped right after, carries the marker's nonce.
+// A Job without a marker, or whose nonce is missing or different, was not
+// created by pcsync for this run: the error says so, and the caller neither
+// adopts it, nor creates or repairs its Secret, nor deletes it. A marker
+// without a nonce was written by a pcsync older than the check; its Job is
+// adopted as before.
+func checkOwner(job *batchv1.Job, m marker, ok bool) error {
+	if ok && m.Nonce == "" {
+		return nil
+	}
+	got, has := job.Annotations[AnnotationNonce]
+	if ok && has && subtle.ConstantTimeCompare([]byte(got), []byte(m.Nonce)) == 1 {
+		return nil
+	}
+	why := "its " + AnnotationNonce + " annotation does not match the nonce pcsync recorded for this run before creating its Job"
+	switch {
+	case !ok:
+		why = "pcsync has no record of creating a Job for this run"
+	case !has:
+		why = "it has no " + AnnotationNonce + " annotation"
+	}
+	return fmt.Errorf("a Job not created by pcsync holds the run's name Job/%s/%s (%s): pcsync does not adopt it, creates no Secret for it and leaves it in place; delete it, or find out who created it",
+		job.Namespace, job.Name, why)
 }

@@ -31,6 +31,12 @@ const (
 	AnnotationRequest = "pcsync.io/request"
 	// AnnotationRunID holds the run id unabridged.
 	AnnotationRunID = "pcsync.io/run-id"
+	// AnnotationNonce holds the run's nonce: a random value pcsync records
+	// in the run's marker (state directory) before it creates the Job. A
+	// Job is adopted only when it carries the nonce of the run's marker, so
+	// a Job that someone else created under the run's name is never taken
+	// for the run's own (see checkOwner).
+	AnnotationNonce = "pcsync.io/run-nonce"
 )
 
 // maxNameLen is the longest Job name: the Job controller copies the name
