@@ -32,4 +32,10 @@
 //	API requests per run                        7            5 (3 mutating, 2 log streams)
 //
 // * the adapter's part of wake → Job (437 ms, of which ≈ 370 ms Paperclip's).
+//
+// Local executor (load ~16): 50 sequential wakes in 1 min 45 s; request
+// written → process started p50 192 ms; Paperclip startedAt → process
+// started p50 1,374 ms; process end → execute returns p50 62 ms, p99
+// 1,113 ms; burst of 20: wake → process started p50 9.6 s, process end →
+// execute returns p50 676 ms.
 package paperclip
