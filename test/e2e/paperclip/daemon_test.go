@@ -128,11 +128,11 @@ func worldDir(t testing.TB, prefix string) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if t.Failed() && os.Getenv("PCSYNC_E2E_KEEP") != "" {
+		if keep := t.Failed() && os.Getenv("PCSYNC_E2E_KEEP") != ""; keep {
 			t.Logf("kept %s", d)
-			return
+		} else {
+			_ = os.RemoveAll(d)
 		}
-		_ = os.RemoveAll(d)
 	})
 	return d
 }

@@ -59,19 +59,11 @@ type transcript struct {
 // (testdata/agent-samples).
 func repoSample(t testing.TB, name string) string {
 	t.Helper()
-	tl := getTools(t)
-	for _, dir := range []string{
-		filepath.Join(tl.Root, "testdata", "agent-samples"),
-		filepath.Join(tl.Root, "..", "shared", "agent-samples"),
-		filepath.Join(tl.Root, "..", "..", "shared", "agent-samples"),
-	} {
-		p := filepath.Join(dir, name)
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
+	p := filepath.Join(getTools(t).Root, "testdata", "agent-samples", name)
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("agent sample %s not found in testdata/agent-samples: %v", name, err)
 	}
-	t.Fatalf("agent sample %s not found in testdata/agent-samples", name)
-	return ""
+	return p
 }
 
 // readTranscript parses a Claude transcript's lines and its result line.
