@@ -150,8 +150,7 @@ for machines. Exit code 2 if any object failed.`,
 			}
 			var rep *paperclip.Report
 			if sides.paperclip && paperclip.Wants(model) {
-				ro := paperclip.DefaultReconcileOptions()
-				ro.DryRun, ro.PauseMax, ro.PauseFloor, ro.AllowMassPause = opts.DryRun, opts.PruneMax, opts.PruneFloor, opts.AllowMassPrune
+				ro := paperclipOptions(opts.DryRun, opts.PruneMax, opts.PruneFloor, opts.AllowMassPrune)
 				var perr error
 				rep, perr = paperclipReconciler(g).Reconcile(cmd.Context(), model, ro)
 				if set.output != "json" {

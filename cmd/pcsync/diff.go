@@ -96,8 +96,7 @@ cannot be read. A summary line goes to stderr.`,
 			}
 			var rep *paperclip.Report
 			if sides.paperclip && paperclip.Wants(model) {
-				ro := paperclip.DefaultReconcileOptions()
-				ro.DryRun, ro.PauseMax, ro.PauseFloor, ro.AllowMassPause = true, opts.PruneMax, opts.PruneFloor, opts.AllowMassPrune
+				ro := paperclipOptions(true, opts.PruneMax, opts.PruneFloor, opts.AllowMassPrune)
 				var perr error
 				rep, perr = paperclipReconciler(g).Reconcile(cmd.Context(), model, ro)
 				if errors.Is(perr, paperclip.ErrMassPause) {

@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/pcsync/pcsync/pkg/paperclip"
 )
@@ -35,6 +36,15 @@ func paperclipReconciler(g *globalOptions) *paperclip.Reconciler {
 	o.UserAgent = "pcsync/" + toolVersion()
 	o.Logger = g.Logger
 	return paperclip.New(o)
+}
+
+// paperclipOptions are the Paperclip side's reconcile options for apply
+// (dryRun false) and diff (true): the pause guard takes the prune guard's
+// flags, so one rule holds for both sides.
+func paperclipOptions(dryRun bool, pruneMax intstr.IntOrString, pruneFloor int, allowMassPrune bool) paperclip.ReconcileOptions {
+	ro := paperclip.DefaultReconcileOptions()
+	ro.DryRun, ro.PauseMax, ro.PauseFloor, ro.AllowMassPause = dryRun, pruneMax, pruneFloor, allowMassPrune
+	return ro
 }
 
 // writeJSONWithPaperclip writes the Kubernetes side's JSON document (kube,
