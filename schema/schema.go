@@ -14,6 +14,10 @@ import (
 	"cuelang.org/go/cue/parser"
 )
 
+// adapter_types.cue is derived from pkg/adapters, the one list of adapter names.
+//
+//go:generate go run ../hack/genadapters -o adapter_types.cue
+
 // files holds the *.cue files of the schema, all in CUE package "schema".
 //
 //go:embed *.cue

@@ -22,7 +22,10 @@ const (
 	AcpxLocal     Type = "acpx_local"
 )
 
-// Types lists every adapter type, in the order of docs/design.md.
+// Types lists every adapter type, in the order of docs/design.md. It is the
+// one list of adapter names: pkg/config uses Type, and the schema's
+// #AdapterType (schema/adapter_types.cue) is generated from this list by
+// `go generate ./schema`.
 func Types() []Type {
 	return []Type{ClaudeLocal, CodexLocal, GeminiLocal, CursorLocal, OpencodeLocal, PiLocal, AcpxLocal}
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/pcsync/pcsync/pkg/adapters"
 	"github.com/pcsync/pcsync/pkg/redact"
 )
 
@@ -259,19 +260,10 @@ type Resources struct {
 	Limits   *ResourceList `json:"limits,omitempty"`
 }
 
-// AdapterType names an agent CLI integration.
-type AdapterType string
-
-// The adapter types of the schema.
-const (
-	AdapterClaude   AdapterType = "claude_local"
-	AdapterCodex    AdapterType = "codex_local"
-	AdapterGemini   AdapterType = "gemini_local"
-	AdapterCursor   AdapterType = "cursor_local"
-	AdapterOpenCode AdapterType = "opencode_local"
-	AdapterPi       AdapterType = "pi_local"
-	AdapterACPX     AdapterType = "acpx_local"
-)
+// AdapterType names an agent CLI integration. It is pkg/adapters' type:
+// that package holds the one list of names (adapters.Types), and the
+// schema's #AdapterType is generated from it (go generate ./schema).
+type AdapterType = adapters.Type
 
 // AdapterDefaults is what pcsync needs of an adapter type.
 type AdapterDefaults struct {

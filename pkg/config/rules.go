@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"net/url"
 	"os"
@@ -37,14 +38,9 @@ func (k *checker) settings(d *document) {
 				keys("spec", "images", "allowList").with(index(i)).String(), "invalid glob %q: %v", g, err)
 		}
 	}
-	types := make([]string, 0, len(s.Adapters))
-	for t := range s.Adapters {
-		types = append(types, string(t))
-	}
-	slices.Sort(types)
-	for _, t := range types {
-		for i, h := range s.Adapters[AdapterType(t)].AllowFQDNs {
-			k.fqdn(d, keys("spec", "adapters", t, "allowFqdns").with(index(i)), h)
+	for _, t := range slices.Sorted(maps.Keys(s.Adapters)) {
+		for i, h := range s.Adapters[t].AllowFQDNs {
+			k.fqdn(d, keys("spec", "adapters", string(t), "allowFqdns").with(index(i)), h)
 		}
 	}
 	k.patches(d, keys("spec", "patches"), s.Patches)
