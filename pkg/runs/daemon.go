@@ -214,6 +214,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return err
 	}
 	defer unlock()
+	removeStaleTemps(d.log, d.opts.Spool, d.layout.Dir)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	l := newLoop(d)

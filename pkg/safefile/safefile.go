@@ -305,3 +305,51 @@ func SyncDir(dir string) error {
 // MkdirAll creates dir and its missing parents with mode 0700 (never
 // wider, whatever the umask allows).
 func MkdirAll(dir string) error { return os.MkdirAll(dir, 0o700) }
+
+// IsTemp reports whether name is the name of a temp file that WriteAtomic
+// (or a writer using its naming) creates for a file whose name ends in
+// suffix: ".<base><suffix>.<digits>.tmp".
+func IsTemp(name, suffix string) bool {
+	rest, ok := strings.CutSuffix(name, ".tmp")
+	if !ok || !strings.HasPrefix(rest, ".") {
+		return false
+	}
+	i := strings.LastIndexByte(rest, '.')
+	if i <= 0 {
+		return false
+	}
+	digits, base := rest[i+1:], rest[1:i]
+	if digits == "" || strings.Trim(digits, "0123456789") != "" {
+		return false
+	}
+	return len(base) > len(suffix) && strings.HasSuffix(base, suffix)
+}
+
+// RemoveTemps removes the temp files (see IsTemp) that writers stopped
+// between creating one and renaming or linking it into place (a SIGKILL, a
+// power loss) left in dir, and returns their paths. Only regular files are
+// removed. The caller must know that no writer is at work in dir (pcsync:
+// the daemon holds its lock). A missing dir has none.
+func RemoveTemps(dir, suffix string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("remove temp files: %w", err)
+	}
+	var removed []string
+	var errs []error
+	for _, de := range entries {
+		if !de.Type().IsRegular() || !IsTemp(de.Name(), suffix) {
+			continue
+		}
+		path := filepath.Join(dir, de.Name())
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("remove temp file: %w", err))
+			continue
+		}
+		removed = append(removed, path)
+	}
+	return removed, errors.Join(errs...)
+}
