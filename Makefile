@@ -70,14 +70,14 @@ lint:
 # Every benchmark the issues ask for, each beside its peer:
 #   render/load vs kubectl kustomize of the same output (pkg/config, pkg/render),
 #   pcsync apply vs kubectl apply --server-side vs a bare SSA client (pkg/apply),
-#   the local executor with 1,000 requests (pkg/runs),
+#   the local executor with 1,000 requests (pkg/runs/spool),
 #   the Kubernetes executor with 200 requests (pkg/runs/kubeexec),
 #   Paperclip's wakes through the adapter and pcsync vs the claude-k8s adapter
 #   (test/e2e/paperclip).
 # The control-plane benchmarks start their own cluster (make k8sbin first).
 bench: $(if $(wildcard hack/cluster.mk),k8sbin)
 	$(GO) test -timeout 60m -run '^$$' -bench . -benchmem -benchtime 3x ./pkg/config ./pkg/render
-	$(GO) test $(TEST_TAGS) -timeout 60m -run '^$$' -bench . -benchmem -benchtime 1x ./pkg/apply ./pkg/runs ./pkg/runs/kubeexec
+	$(GO) test $(TEST_TAGS) -timeout 60m -run '^$$' -bench . -benchmem -benchtime 1x ./pkg/apply ./pkg/runs/spool ./pkg/runs/kubeexec
 	@bash hack/paperclip/install.sh >/dev/null
 	$(GO) test $(TEST_TAGS) -timeout 60m -run '^$$' -bench . -benchtime 1x ./test/e2e/paperclip
 

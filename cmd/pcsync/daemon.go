@@ -17,6 +17,8 @@ import (
 	"github.com/pcsync/pcsync/pkg/leader"
 	"github.com/pcsync/pcsync/pkg/reconcile"
 	"github.com/pcsync/pcsync/pkg/runs"
+	"github.com/pcsync/pcsync/pkg/runs/localexec"
+	"github.com/pcsync/pcsync/pkg/runs/spool"
 )
 
 // daemonFlags are the flags of `pcsync daemon`.
@@ -39,7 +41,7 @@ type daemonFlags struct {
 func newDaemonCmd(g *globalOptions) *cobra.Command {
 	ro := reconcile.DefaultOptions("")
 	lo := leader.DefaultOptions()
-	f := daemonFlags{executor: "kubernetes", rescan: runs.DefaultOptions("").RescanInterval,
+	f := daemonFlags{executor: "kubernetes", rescan: spool.DefaultOptions("").RescanInterval,
 		interval: ro.Interval, debounce: ro.Debounce,
 		leaseID: lo.Name, leaseDuration: lo.LeaseDuration, renewDeadline: lo.RenewDeadline, retryDur: lo.RetryPeriod}
 	cmd := &cobra.Command{
@@ -179,7 +181,7 @@ func (f *daemonFlags) run(ctx context.Context, g *globalOptions) error {
 		opts.Applier = m
 	}
 	if !f.noRuns {
-		ropts := runs.DefaultOptions(f.spool)
+		ropts := spool.DefaultOptions(f.spool)
 		if f.stateDir != "" {
 			ropts.StateDir = f.stateDir
 		}
@@ -195,12 +197,12 @@ func (f *daemonFlags) run(ctx context.Context, g *globalOptions) error {
 			}
 		} else {
 			opts.NewExecutor = func(context.Context) (runs.Executor, error) {
-				lo, err := runs.DefaultLocalOptions(stateDir)
+				lo, err := localexec.DefaultOptions(stateDir)
 				if err != nil {
 					return nil, err
 				}
 				lo.Logger = g.Logger
-				return runs.NewLocalExecutor(lo)
+				return localexec.New(lo)
 			}
 		}
 	}
@@ -238,15 +240,15 @@ func (f *daemonFlags) run(ctx context.Context, g *globalOptions) error {
 }
 
 // newRunShimCmd is the hidden supervisor the local executor starts for
-// each run (see runs.ShimMain); it is not meant to be run by hand.
+// each run (see localexec.ShimMain); it is not meant to be run by hand.
 func newRunShimCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:                runs.ShimArg + " --exit-file PATH -- AGENT [ARG...]",
+		Use:                localexec.ShimArg + " --exit-file PATH -- AGENT [ARG...]",
 		Short:              "Supervise one local run (used by the local executor)",
 		Hidden:             true,
 		DisableFlagParsing: true,
 		RunE: func(_ *cobra.Command, args []string) error {
-			if code := runs.ShimMain(args); code != 0 {
+			if code := localexec.ShimMain(args); code != 0 {
 				return &exitError{code: code, err: fmt.Errorf("agent exited with code %d", code), reported: true}
 			}
 			return nil

@@ -15,6 +15,7 @@ import (
 
 	"github.com/pcsync/pcsync/pkg/result"
 	"github.com/pcsync/pcsync/pkg/runs"
+	"github.com/pcsync/pcsync/pkg/runs/spool"
 )
 
 // runsFlags are the flags shared by `pcsync runs list` and `show`.
@@ -57,7 +58,7 @@ status of its result (succeeded, failed, timed_out, cancelled, rejected).`,
 			if err := f.check(); err != nil {
 				return err
 			}
-			l, err := runs.ListRuns(f.spool, f.state())
+			l, err := spool.ListRuns(f.spool, f.state())
 			if err != nil {
 				return err
 			}
@@ -74,7 +75,7 @@ status of its result (succeeded, failed, timed_out, cancelled, rejected).`,
 			if err := f.check(); err != nil {
 				return err
 			}
-			info, err := runs.ShowRun(f.spool, f.state(), args[0])
+			info, err := spool.ShowRun(f.spool, f.state(), args[0])
 			if err != nil {
 				return err
 			}
@@ -94,7 +95,7 @@ func writeJSON(w io.Writer, v any) error {
 }
 
 // writeRunsTable prints one line per request.
-func writeRunsTable(w io.Writer, l runs.Listing, now time.Time) error {
+func writeRunsTable(w io.Writer, l spool.Listing, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tRUN ID\tCOMPANY\tAGENT\tSTATUS\tAGE\tDURATION\tERROR")
 	for _, r := range l.Runs {
@@ -136,7 +137,7 @@ func writeRunsTable(w io.Writer, l runs.Listing, now time.Time) error {
 }
 
 // daemonLine says whether a daemon serves the spool, from its status file.
-func daemonLine(l runs.Listing) string {
+func daemonLine(l spool.Listing) string {
 	line := "daemon: " + l.DaemonState
 	if d := l.Daemon; d != nil && l.DaemonRunning {
 		var parts []string
@@ -160,7 +161,7 @@ func daemonLine(l runs.Listing) string {
 }
 
 // writeRunDetails prints one request as "field: value" lines.
-func writeRunDetails(w io.Writer, r runs.RunInfo) error {
+func writeRunDetails(w io.Writer, r spool.RunInfo) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 1, ' ', 0)
 	line := func(k string, v any) { fmt.Fprintf(tw, "%s:\t%s\n", k, quoteName(fmt.Sprint(v))) }
 	line("Name", r.Name)

@@ -9,15 +9,15 @@ import (
 
 	"github.com/pcsync/pcsync/internal/hostilespool"
 	"github.com/pcsync/pcsync/pkg/result"
-	"github.com/pcsync/pcsync/pkg/runs"
+	"github.com/pcsync/pcsync/pkg/runs/localexec"
 )
 
 // init lets the test binary be the run shim that the local executor starts
 // as `<executable> daemon run-shim …` (an init, not a TestMain, so that it
 // also works beside the package's TestMain, whichever that is).
 func init() {
-	if len(os.Args) > 2 && os.Args[1] == "daemon" && os.Args[2] == runs.ShimArg {
-		os.Exit(runs.ShimMain(os.Args[3:]))
+	if len(os.Args) > 2 && os.Args[1] == "daemon" && os.Args[2] == localexec.ShimArg {
+		os.Exit(localexec.ShimMain(os.Args[3:]))
 	}
 }
 

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/pcsync/pcsync/pkg/result"
-	"github.com/pcsync/pcsync/pkg/runs"
+	"github.com/pcsync/pcsync/pkg/runs/spool"
 )
 
 // These tests need no agent: a rejected request is a whole run of the
@@ -24,16 +24,16 @@ func pcsync(t *testing.T, args ...string) (int, string, string) {
 }
 
 func TestDaemonOnceRejectsAndRunsListShows(t *testing.T) {
-	spool := t.TempDir()
-	if err := os.WriteFile(filepath.Join(spool, "bad.yaml"),
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "bad.yaml"),
 		[]byte("apiVersion: pcsync.io/v1alpha1\nkind: Run\ncompany: nobody\nagent: coder\nprompt: hi\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, _, stderr := pcsync(t, "daemon", "--config", "../../examples/demo", "--spool", spool, "--executor", "local", "--once", "--log-level", "warn")
+	code, _, stderr := pcsync(t, "daemon", "--config", "../../examples/demo", "--spool", dir, "--executor", "local", "--once", "--log-level", "warn")
 	if code != 0 {
 		t.Fatalf("daemon --once: exit %d\n%s", code, stderr)
 	}
-	r, err := result.Read(filepath.Join(spool, "bad.result.json"))
+	r, err := result.Read(filepath.Join(dir, "bad.result.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func TestDaemonOnceRejectsAndRunsListShows(t *testing.T) {
 		t.Errorf("result: %s %v", r.Status, *r.ErrorMessage)
 	}
 
-	code, stdout, stderr := pcsync(t, "runs", "list", "--spool", spool)
+	code, stdout, stderr := pcsync(t, "runs", "list", "--spool", dir)
 	if code != 0 {
 		t.Fatalf("runs list: exit %d\n%s", code, stderr)
 	}
@@ -51,18 +51,18 @@ func TestDaemonOnceRejectsAndRunsListShows(t *testing.T) {
 		t.Errorf("runs list:\n%s", stdout)
 	}
 
-	code, stdout, stderr = pcsync(t, "runs", "show", "bad", "--spool", spool, "-o", "json")
+	code, stdout, stderr = pcsync(t, "runs", "show", "bad", "--spool", dir, "-o", "json")
 	if code != 0 {
 		t.Fatalf("runs show: exit %d\n%s", code, stderr)
 	}
-	var info runs.RunInfo
+	var info spool.RunInfo
 	if err := json.Unmarshal([]byte(stdout), &info); err != nil {
 		t.Fatalf("runs show -o json: %v\n%s", err, stdout)
 	}
 	if info.Status != "rejected" || info.Result == nil || info.File != "bad.yaml" {
 		t.Errorf("runs show: %+v", info)
 	}
-	code, stdout, _ = pcsync(t, "runs", "show", "bad.yaml", "--spool", spool)
+	code, stdout, _ = pcsync(t, "runs", "show", "bad.yaml", "--spool", dir)
 	if code != 0 || !strings.Contains(stdout, "Error code:") || !strings.Contains(stdout, "invalid_request") {
 		t.Errorf("runs show (table): exit %d\n%s", code, stdout)
 	}

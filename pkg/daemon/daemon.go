@@ -30,6 +30,7 @@ import (
 	"github.com/pcsync/pcsync/pkg/metrics"
 	"github.com/pcsync/pcsync/pkg/reconcile"
 	"github.com/pcsync/pcsync/pkg/runs"
+	"github.com/pcsync/pcsync/pkg/runs/spool"
 )
 
 // Options configure a daemon. Start from DefaultOptions.
@@ -44,7 +45,7 @@ type Options struct {
 	Applier reconcile.Applier
 	// Runs configures the runs loop; nil disables it (--no-runs). Its
 	// Metrics and Logger default to the daemon's.
-	Runs *runs.Options
+	Runs *spool.Options
 	// NewExecutor builds the runs loop's executor once this replica leads
 	// and a valid config is loaded; required with Runs. Its context ends
 	// when leadership (or the daemon) ends.
@@ -242,14 +243,14 @@ func (d *daemon) work(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	var spool atomic.Pointer[runs.Daemon]
+	var server atomic.Pointer[spool.Server]
 	ro := d.opts.Reconcile
 	onModel := ro.OnModel
 	ro.OnModel = func(m *config.Model) {
 		if onModel != nil {
 			onModel(m)
 		}
-		if s := spool.Load(); s != nil {
+		if s := server.Load(); s != nil {
 			s.SetModel(m)
 		}
 	}
@@ -297,11 +298,11 @@ func (d *daemon) work(ctx context.Context) error {
 		}
 		return fmt.Errorf("runs: %w", err)
 	}
-	s, err := runs.New(loop.Model(), exec, *d.opts.Runs)
+	s, err := spool.New(loop.Model(), exec, *d.opts.Runs)
 	if err != nil {
 		return fmt.Errorf("runs: %w", err)
 	}
-	spool.Store(s)
+	server.Store(s)
 	s.SetModel(loop.Model()) // a config loaded while the executor started
 	d.opts.Health.Set(CondRunsServed, true, false, "Serving", "the runs loop serves "+d.opts.Runs.Spool)
 	err = s.Run(ctx)

@@ -28,6 +28,7 @@ import (
 	"github.com/pcsync/pcsync/pkg/reconcile"
 	"github.com/pcsync/pcsync/pkg/result"
 	"github.com/pcsync/pcsync/pkg/runs"
+	"github.com/pcsync/pcsync/pkg/runs/spool"
 )
 
 // Every test binary of this package runs one real control plane.
@@ -224,7 +225,7 @@ func (e *env) start(dc daemonConfig) *daemonRun {
 	listening := make(chan string, 1)
 	o.OnListen = func(a net.Addr) { listening <- a.String() }
 	if dc.runs {
-		ro := runs.DefaultOptions(dc.spool)
+		ro := spool.DefaultOptions(dc.spool)
 		ro.RescanInterval = 500 * time.Millisecond
 		ro.Logger = nil // the daemon's
 		o.Runs = &ro

@@ -12,21 +12,22 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pcsync/pcsync/pkg/runs"
+	"github.com/pcsync/pcsync/pkg/runs/spool"
 )
 
 // TestDoctorDaemon: the daemon row from the spool's status file: a live
 // daemon (fresh heartbeat, lock held) is ok and named; a heartbeat long
 // past fails; no status file warns.
 func TestDoctorDaemon(t *testing.T) {
-	spool := t.TempDir()
-	state := runs.DefaultStateDir(spool)
+	spoolDir := t.TempDir()
+	state := runs.DefaultStateDir(spoolDir)
 	if err := os.MkdirAll(state, 0o700); err != nil {
 		t.Fatal(err)
 	}
 	row := func() (Status, string) {
 		t.Helper()
 		opts := DefaultOptions()
-		opts.Spool, opts.ClusterError = spool, os.ErrNotExist
+		opts.Spool, opts.ClusterError = spoolDir, os.ErrNotExist
 		r := Run(context.Background(), opts)
 		for _, c := range r.Checks {
 			if c.Area == "daemon" {
@@ -49,9 +50,9 @@ func TestDoctorDaemon(t *testing.T) {
 	}
 	write := func(beat time.Time) {
 		t.Helper()
-		b, _ := json.Marshal(runs.DaemonStatus{APIVersion: "pcsync.io/v1alpha1", Kind: runs.StatusKind, Version: "v1.2.3", PID: 7,
+		b, _ := json.Marshal(spool.Status{APIVersion: "pcsync.io/v1alpha1", Kind: spool.StatusKind, Version: "v1.2.3", PID: 7,
 			Executor: "local", HeartbeatAt: &beat, HeartbeatIntervalSec: 10,
-			Companies: []runs.StatusCompany{{Slug: "acme", ID: "co-1"}}})
+			Companies: []spool.StatusCompany{{Slug: "acme", ID: "co-1"}}})
 		if err := os.WriteFile(filepath.Join(state, "status.json"), b, 0o600); err != nil {
 			t.Fatal(err)
 		}

@@ -33,6 +33,7 @@ import (
 	"github.com/pcsync/pcsync/pkg/leader"
 	"github.com/pcsync/pcsync/pkg/render"
 	"github.com/pcsync/pcsync/pkg/runs"
+	"github.com/pcsync/pcsync/pkg/runs/spool"
 )
 
 // Status is the outcome of one check.
@@ -520,7 +521,7 @@ func (d *doctor) checkDaemon() {
 	if stateDir == "" {
 		stateDir = runs.DefaultStateDir(d.opts.Spool)
 	}
-	running, state, st, err := runs.DaemonLiveness(stateDir, time.Now())
+	running, state, st, err := spool.Liveness(stateDir, time.Now())
 	switch {
 	case err != nil:
 		d.add("daemon", stateDir, StatusFail, "%v", err)

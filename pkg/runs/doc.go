@@ -1,8 +1,21 @@
-// Package runs is pcsync's run loop: it watches a spool directory for run
-// requests, validates them against the CUE Run schema and the loaded config,
-// queues them per agent (FIFO, at most the agent's concurrency at once),
-// hands them to an Executor (a local process, or a Kubernetes Job), streams
-// their output into <name>.log and writes <name>.result.json exactly once.
+// Package runs is the run contract that pcsync's spool server and its
+// executors share: a Run is an accepted request (ParseRequest, LoadRequest
+// validate one against the CUE Run schema and the loaded config); an
+// Executor starts and adopts runs and hands back a Handle, whose Wait
+// reports the run's Ending; Outcome turns how a process ended and what the
+// adapter's parser made of its output into the result, for every executor;
+// EnvSpec is the one rule that builds an agent's environment; Paths and
+// Classify name the spool's files and Layout the state directory's.
+//
+// The parts that use it, each in its own package:
+//
+//	pkg/runs/spool      the spool server: watches the spool directory, admits
+//	                    requests, queues them per agent (FIFO, at most the
+//	                    agent's concurrency at once), writes each result
+//	                    exactly once; the status file and `pcsync runs list`
+//	pkg/runs/localexec  the local executor: the agent CLI as a local process
+//	                    under a run shim, its output followed into <name>.log
+//	pkg/runs/kubeexec   the Kubernetes executor: a Job and a Secret per run
 //
 // # Spool contract
 //
@@ -16,9 +29,13 @@
 // # State directory
 //
 // The daemon keeps its own state in a state directory (default
-// <spool>/.pcsync, hidden so that the spool scan never sees it):
+// <spool>/.pcsync, hidden so that the spool scan never sees it). Each
+// executor keeps a started run's state in <state>/runs/<name>; the files
+// below are the local executor's (the Kubernetes executor keeps a marker
+// there):
 //
 //	<state>/daemon.lock                 held (flock) by the one daemon serving the spool
+//	<state>/status.json                 the daemon's status file: heartbeat, companies, unfinished runs
 //	<state>/runs/<name>/state.json      a started run: phase, pid, process start time, boot id
 //	<state>/runs/<name>/stdin           the prompt fed to the agent (0600)
 //	<state>/runs/<name>/stdout          the agent's raw stdout (what the parser reads)

@@ -58,7 +58,7 @@ func (s EnvSpec) Build() []string {
 		env["HOME"] = s.Home
 	}
 	for k, v := range s.Context {
-		env[ContextEnvName(k)] = contextValue(v)
+		env[ContextEnvName(k)] = ContextValue(v)
 	}
 	env["PAPERCLIP_RUN_ID"] = s.RunID
 	env["PAPERCLIP_COMPANY_ID"] = s.CompanyID
@@ -96,9 +96,9 @@ func ContextEnvName(key string) string {
 	return b.String()
 }
 
-// contextValue renders a context value (string, number or bool) as the
+// ContextValue renders a context value (string, number or bool) as the
 // variable's value; numbers never use exponent notation.
-func contextValue(v any) string {
+func ContextValue(v any) string {
 	switch x := v.(type) {
 	case string:
 		return x

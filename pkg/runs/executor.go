@@ -61,3 +61,16 @@ type Ending struct {
 	// and hands it to the session's next run as Run.PreviousUsage.
 	SessionTotal *result.Usage
 }
+
+// StartError is an Executor.Start failure with the error code its result
+// gets (for example agent_failed when the CLI is not installed).
+type StartError struct {
+	Code result.ErrorCode
+	Err  error
+}
+
+// Error implements error.
+func (e *StartError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the cause.
+func (e *StartError) Unwrap() error { return e.Err }

@@ -1,7 +1,6 @@
 package runs
 
 import (
-	"fmt"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -72,14 +71,6 @@ func Classify(base string) (FileKind, string) {
 // name it derives from a request name, the temp file of its result
 // (".<name>.result.json.<at most 10 digits>.tmp"), must fit in a file name.
 const MaxNameBytes = safefile.NameMax - len(".") - len(resultSuffix) - len(".") - 10 - len(".tmp")
-
-// nameProblem says why pcsync cannot serve a request name, or "".
-func nameProblem(name string) string {
-	if len(name) > MaxNameBytes {
-		return fmt.Sprintf("the request name is too long (%d bytes; at most %d, so that the files pcsync writes beside it fit in a file name); rename the request", len(name), MaxNameBytes)
-	}
-	return ""
-}
 
 // dnsLabel is a DNS-1123 label, the shape of a run id.
 var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)

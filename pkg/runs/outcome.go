@@ -3,34 +3,10 @@ package runs
 import (
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/pcsync/pcsync/pkg/adapters"
-	"github.com/pcsync/pcsync/pkg/redact"
 	"github.com/pcsync/pcsync/pkg/result"
 )
-
-// ending builds the result of a local run once its process is gone.
-func (h *localHandle) ending(out *follower) Ending {
-	stderrTail := out.finish()
-	po, known, problem := h.processOutcome(stderrTail)
-	o := out.parser.Finish(po)
-	res := Outcome(h.r, po, o)
-	res.SetTimes(h.st.StartedAt, time.Now())
-	switch {
-	case !known && !h.st.Cancelled && !h.st.TimedOut:
-		// Neither the shim's exit file nor a wait status: the process
-		// ended while no daemon watched it and without a trace of how.
-		res.Fail(result.StatusFailed, result.ErrInternal, fmt.Sprintf(
-			"the run's process (pid %d, started %s by an earlier daemon) is gone and left no exit status; it is not started again",
-			h.st.PID, h.st.StartedAt.Format(time.RFC3339)))
-	case problem != "" && res.Status != result.StatusCancelled && res.Status != result.StatusTimedOut:
-		res.Fail(result.StatusFailed, result.ErrAgentFailed, problem)
-	}
-	// Every string of the result, whatever the agent echoed into it.
-	res.MapStrings(redact.New(h.secrets...).String)
-	return Ending{Result: res, SessionTotal: o.SessionCumulativeUsage}
-}
 
 // Outcome turns how a run's process ended (po) and what its adapter's parser
 // made of the output (o) into the run's result, without times and job. A
@@ -71,15 +47,15 @@ func Outcome(r *Run, po adapters.ProcessOutcome, o adapters.Outcome) result.RunR
 		if po.Signal == "SIGKILL" {
 			msg += " (when pcsync did not send it, this is often the kernel's OOM killer)"
 		}
-		res.Fail(result.StatusFailed, result.ErrAgentFailed, msg+lastLine(po.Stderr))
+		res.Fail(result.StatusFailed, result.ErrAgentFailed, msg+LastLine(po.Stderr))
 	case po.ExitCode == nil:
-		res.Fail(result.StatusFailed, result.ErrAgentFailed, "the agent's exit status is unknown"+lastLine(po.Stderr))
+		res.Fail(result.StatusFailed, result.ErrAgentFailed, "the agent's exit status is unknown"+LastLine(po.Stderr))
 	case *po.ExitCode != 0:
 		msg := fmt.Sprintf("the agent exited with code %d", *po.ExitCode)
 		if *po.ExitCode == 137 {
 			msg += " (128+SIGKILL: often the OOM killer)"
 		}
-		res.Fail(result.StatusFailed, result.ErrAgentFailed, msg+lastLine(po.Stderr))
+		res.Fail(result.StatusFailed, result.ErrAgentFailed, msg+LastLine(po.Stderr))
 	}
 	return res
 }
@@ -95,8 +71,8 @@ func endedBy(po adapters.ProcessOutcome) string {
 	return ""
 }
 
-// lastLine is ": <last non-empty line of stderr>", or "".
-func lastLine(stderr string) string {
+// LastLine is ": <last non-empty line of stderr>", or "".
+func LastLine(stderr string) string {
 	lines := strings.Split(strings.TrimSpace(stderr), "\n")
 	last := strings.TrimSpace(lines[len(lines)-1])
 	if last == "" {

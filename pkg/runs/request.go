@@ -43,9 +43,10 @@ func (r *Rejection) Error() string { return r.Message }
 // read).
 func openRequest(path string) (*os.File, os.FileInfo, error) { return safefile.Open(path) }
 
-// readRequestFile reads at most max bytes of path; tooLarge is set when the
+// ReadRequestFile reads a request file as admission does (see openRequest),
+// at most max bytes of path; tooLarge is set when the
 // file holds more.
-func readRequestFile(path string, max int64) (data []byte, fi os.FileInfo, tooLarge bool, err error) {
+func ReadRequestFile(path string, max int64) (data []byte, fi os.FileInfo, tooLarge bool, err error) {
 	f, fi, err := openRequest(path)
 	if err != nil {
 		return nil, nil, false, err
@@ -181,7 +182,7 @@ func LoadRequest(m *config.Model, path string, maxBytes int64) (*Run, error) {
 		return nil, fmt.Errorf("request %s: not a request file name (<name>.json, .yaml or .yml)", path)
 	}
 	paths := Paths{Spool: filepath.Dir(path), Name: name}
-	data, fi, tooLarge, err := readRequestFile(path, maxBytes)
+	data, fi, tooLarge, err := ReadRequestFile(path, maxBytes)
 	var unsafe *safefile.UnsafeError
 	switch {
 	case errors.As(err, &unsafe):

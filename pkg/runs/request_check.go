@@ -77,7 +77,7 @@ func checkContext(ctx map[string]any) []string {
 	total := 0
 	envOf := map[string]string{}
 	for _, k := range slices.Sorted(maps.Keys(ctx)) {
-		v := contextValue(ctx[k])
+		v := ContextValue(ctx[k])
 		total += len(k) + len(v)
 		field := "context." + truncate(k, MaxContextKeyLen)
 		if len(k) > MaxContextKeyLen {

@@ -30,7 +30,7 @@ import (
 	"github.com/pcsync/pcsync/pkg/kube"
 	"github.com/pcsync/pcsync/pkg/render"
 	"github.com/pcsync/pcsync/pkg/result"
-	"github.com/pcsync/pcsync/pkg/runs"
+	"github.com/pcsync/pcsync/pkg/runs/spool"
 )
 
 // TestMain runs the package's tests against one real control plane with
@@ -190,7 +190,7 @@ type daemonRun struct {
 	cancel  context.CancelFunc
 	done    chan error
 	mu      sync.Mutex
-	events  []runs.Event
+	events  []spool.Event
 	eventAt []time.Time
 	seen    chan struct{}
 	// finished receives the name of every run whose result is written.
@@ -232,11 +232,11 @@ func (e *env) startDaemonWith(once bool, counter *kube.RequestCounter, tweak fun
 		e.t.Fatal(err)
 	}
 	d := &daemonRun{exec: ex, cancel: cancel, done: make(chan error, 1), seen: make(chan struct{}, 1), finished: make(chan string, 4096)}
-	do := runs.DefaultOptions(e.spool)
+	do := spool.DefaultOptions(e.spool)
 	do.StateDir, do.Once, do.Logger = e.state, once, opts.Logger
 	do.RescanInterval = 500 * time.Millisecond
-	do.Observe = func(ev runs.Event) {
-		if ev.Kind == runs.EventFinished {
+	do.Observe = func(ev spool.Event) {
+		if ev.Kind == spool.EventFinished {
 			select {
 			case d.finished <- ev.Name:
 			default:
@@ -251,7 +251,7 @@ func (e *env) startDaemonWith(once bool, counter *kube.RequestCounter, tweak fun
 		default:
 		}
 	}
-	dm, err := runs.New(e.model, ex, do)
+	dm, err := spool.New(e.model, ex, do)
 	if err != nil {
 		cancel()
 		e.t.Fatal(err)
@@ -290,7 +290,7 @@ func (d *daemonRun) wait(t testing.TB) {
 }
 
 // waitEvent waits until the daemon reported an event of that kind for name.
-func (d *daemonRun) waitEvent(t testing.TB, kind runs.EventKind, name string) {
+func (d *daemonRun) waitEvent(t testing.TB, kind spool.EventKind, name string) {
 	t.Helper()
 	deadline := time.After(2 * time.Minute)
 	for {
@@ -407,7 +407,7 @@ var _ io.Writer = (*testWriter)(nil)
 
 // eventTime returns when the daemon reported an event of that kind for
 // name (zero when it did not).
-func (d *daemonRun) eventTime(kind runs.EventKind, name string) time.Time {
+func (d *daemonRun) eventTime(kind spool.EventKind, name string) time.Time {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for i, ev := range d.events {

@@ -14,6 +14,7 @@ import (
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/result"
 	"github.com/pcsync/pcsync/pkg/runs"
+	"github.com/pcsync/pcsync/pkg/runs/spool"
 )
 
 // TestHostileSpool is the corpus of issue 15 with the Kubernetes executor on
@@ -66,7 +67,7 @@ func TestHostileSpool(t *testing.T) {
 			t.Errorf("%s: %d Job creations for a skipped request, want none", id, n)
 		}
 	}
-	l, err := runs.ListRuns(e.spool, e.state)
+	l, err := spool.ListRuns(e.spool, e.state)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +75,7 @@ func TestHostileSpool(t *testing.T) {
 	for _, r := range l.Runs {
 		got[r.Name] = r.Status
 	}
-	if got[hostilespool.Good] != "succeeded" || got[hostilespool.ZeroResult] != runs.ListIgnored || got[hostilespool.Long] != runs.ListIgnored {
+	if got[hostilespool.Good] != "succeeded" || got[hostilespool.ZeroResult] != spool.ListIgnored || got[hostilespool.Long] != spool.ListIgnored {
 		t.Errorf("listing: %v", got)
 	}
 }

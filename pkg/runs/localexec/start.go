@@ -1,0 +1,314 @@
+package localexec
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/pcsync/pcsync/pkg/adapters"
+	"github.com/pcsync/pcsync/pkg/result"
+	"github.com/pcsync/pcsync/pkg/runs"
+	"github.com/pcsync/pcsync/pkg/safefile"
+)
+
+// localFiles are the files of one run in the state directory.
+type localFiles struct {
+	dir string
+}
+
+func (f localFiles) state() string  { return filepath.Join(f.dir, "state.json") }
+func (f localFiles) stdin() string  { return filepath.Join(f.dir, "stdin") }
+func (f localFiles) stdout() string { return filepath.Join(f.dir, "stdout") }
+func (f localFiles) stderr() string { return filepath.Join(f.dir, "stderr") }
+func (f localFiles) exit() string   { return filepath.Join(f.dir, "exit.json") }
+func (f localFiles) logpos() string { return filepath.Join(f.dir, "logpos") }
+
+// prepared is a run's process, ready to spawn.
+type prepared struct {
+	argv    []string
+	env     []string
+	stdin   []byte
+	secrets []string
+	workDir string
+}
+
+// envSecrets returns the agent's environment (without the adapter's own
+// variables) and the values that must never appear in a message: those of
+// the forwarded keys, of the agent's env and the run's Paperclip JWT.
+func (e *Executor) envSecrets(r *runs.Run) (runs.EnvSpec, []string) {
+	def := r.Model.Adapter(r.Agent.Adapter)
+	daemonEnv := map[string]string{}
+	for _, kv := range e.opts.Environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			daemonEnv[k] = v
+		}
+	}
+	// The adapter decides extra keys from the configured keys as the
+	// daemon has them and the agent's env.
+	seen := map[string]string{}
+	for _, k := range def.EnvKeys {
+		if v, ok := daemonEnv[k]; ok {
+			seen[k] = v
+		}
+	}
+	maps.Copy(seen, r.Agent.Env)
+	forward := slices.Concat(def.EnvKeys, r.Adapter.ForwardEnvKeys(seen))
+	var secrets []string
+	for _, k := range forward {
+		if v := daemonEnv[k]; v != "" {
+			secrets = append(secrets, v)
+		}
+	}
+	for _, v := range r.Agent.Env {
+		secrets = append(secrets, v)
+	}
+	spec := runs.EnvSpec{
+		Daemon: e.opts.Environ, Forward: forward, Agent: r.Agent.Env, Home: e.layout.Home(r.AgentKey()),
+		Context: r.Request.Context, RunID: r.RunID, CompanyID: r.Company.Spec.ID, AgentID: r.PaperclipAgentID(),
+	}
+	if r.HasCallback() {
+		spec.APIURL, spec.APIKey = localAPIURL(r), r.APIKey()
+		if spec.APIKey != "" {
+			secrets = append(secrets, spec.APIKey)
+		}
+	}
+	return spec, secrets
+}
+
+// localAPIURL is PAPERCLIP_API_URL of a local run: the request's
+// paperclip.apiUrl (the writer's view of Paperclip, which is this host's),
+// else Settings spec.server.url when set.
+func localAPIURL(r *runs.Run) string {
+	if u := r.Request.Paperclip.APIURL; u != "" {
+		return u
+	}
+	return r.Model.Settings.Spec.Server.URL
+}
+
+// prepare builds the agent's command line and environment.
+func (e *Executor) prepare(r *runs.Run) (prepared, error) {
+	spec, secrets := e.envSecrets(r)
+	inv := r.Invocation
+	inv.Command = slices.Clone(inv.Command)
+	inv.WorkDir = e.layout.WorkDir(r.Name())
+	if f := inv.InstructionsFile; f != "" && !filepath.IsAbs(f) {
+		// Relative to the Company file that names it.
+		inv.InstructionsFile = filepath.Join(fileDir(r.Company.Source.File, r.Model.Dir), f)
+	}
+	exe, err := e.resolveExecutable(r, inv.Command[0], pathOf(spec.Build()))
+	if err != nil {
+		return prepared{}, err
+	}
+	inv.Command[0] = exe
+	cmd, err := r.Adapter.Command(inv)
+	if err != nil {
+		return prepared{}, &runs.StartError{Code: result.ErrInvalidRequest, Err: err}
+	}
+	for _, w := range cmd.Warnings {
+		e.log.Warn(w, r.LogAttrs()...)
+	}
+	spec.Adapter = cmd.Env
+	return prepared{argv: cmd.Args, env: spec.Build(), stdin: cmd.Stdin, secrets: secrets, workDir: inv.WorkDir}, nil
+}
+
+func pathOf(env []string) string {
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// resolveExecutable finds the agent CLI: a path with a '/' is taken as is
+// (relative to the directory of the Settings file that sets it), a bare
+// name is looked up on the agent's PATH.
+func (e *Executor) resolveExecutable(r *runs.Run, name, path string) (string, error) {
+	t := r.Agent.Adapter
+	notFound := func(why string) error {
+		return &runs.StartError{Code: result.ErrAgentFailed, Err: fmt.Errorf(
+			"%s: %s; install the CLI or point spec.adapters.%s.command at it", t, why, t)}
+	}
+	if strings.ContainsRune(name, '/') {
+		p := name
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(fileDir(r.Model.Settings.Source.File, r.Model.Dir), p)
+		}
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return "", notFound(fmt.Sprintf("executable %q: %v", name, err))
+		}
+		if err := isExecutable(abs); err != nil {
+			return "", notFound(fmt.Sprintf("executable %q: %v", abs, err))
+		}
+		return abs, nil
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, name)
+		if isExecutable(p) == nil {
+			if abs, err := filepath.Abs(p); err == nil {
+				return abs, nil
+			}
+			return p, nil
+		}
+	}
+	return "", notFound(fmt.Sprintf("executable %q is not on PATH", name))
+}
+
+func isExecutable(p string) error {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return err
+	}
+	if fi.IsDir() {
+		return errors.New("is a directory")
+	}
+	if fi.Mode()&0o111 == 0 {
+		return errors.New("is not executable")
+	}
+	return nil
+}
+
+// start spawns a run. The state file says "starting" (durably) before the
+// process exists, and "running" with the shim's identity right after, so a
+// restarted daemon never starts the run a second time.
+func (e *Executor) start(_ context.Context, r *runs.Run) (runs.Handle, error) {
+	p, err := e.prepare(r)
+	if err != nil {
+		return nil, err
+	}
+	files := localFiles{dir: e.layout.RunDir(r.Name())}
+	if err := os.RemoveAll(files.dir); err != nil {
+		return nil, fmt.Errorf("run directory: %w", err)
+	}
+	for _, d := range []string{files.dir, p.workDir, e.layout.Home(r.AgentKey())} {
+		if err := safefile.MkdirAll(d); err != nil {
+			return nil, fmt.Errorf("run directories: %w", err)
+		}
+	}
+	st := RunState{
+		Phase: PhaseStarting, RunID: r.RunID, Company: r.Company.Slug(), Agent: r.Agent.Name,
+		Adapter: string(r.Agent.Adapter), StartedAt: time.Now().UTC(),
+		TimeoutSec: int(r.Timeout / time.Second), TimeoutSource: r.TimeoutSource, GraceSec: int(r.Grace / time.Second),
+		SessionResumed: r.Request.SessionID != "",
+	}
+	stdinPath := os.DevNull
+	if p.stdin != nil {
+		if err := writeNew(files.stdin(), p.stdin); err != nil {
+			return nil, fmt.Errorf("write stdin: %w", err)
+		}
+		stdinPath = files.stdin()
+	}
+	// The run directory's entry must be durable too.
+	if err := safefile.SyncDir(filepath.Dir(files.dir)); err != nil {
+		return nil, err
+	}
+	if err := writeRunState(files.state(), st, true); err != nil {
+		return nil, err
+	}
+	var stdin *os.File
+	if stdinPath == os.DevNull {
+		stdin, err = os.Open(os.DevNull)
+	} else {
+		stdin, _, err = safefile.Open(stdinPath)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open stdin: %w", err)
+	}
+	defer stdin.Close()
+	stdout, err := safefile.OpenWrite(files.stdout(), safefile.Exclusive, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open stdout: %w", err)
+	}
+	defer stdout.Close()
+	stderr, err := safefile.OpenWrite(files.stderr(), safefile.Exclusive, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open stderr: %w", err)
+	}
+	defer stderr.Close()
+	argv := slices.Concat(e.opts.Shim, []string{"--exit-file", files.exit(), "--"}, p.argv)
+	cmd := &exec.Cmd{
+		Path:        argv[0],
+		Args:        argv,
+		Env:         p.env,
+		Dir:         p.workDir,
+		Stdin:       stdin,
+		Stdout:      stdout,
+		Stderr:      stderr,
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+	}
+	st.StartedAt = time.Now().UTC()
+	if err := cmd.Start(); err != nil {
+		// Nothing ran: forget the run so that the failure is its result.
+		_ = os.RemoveAll(files.dir)
+		return nil, fmt.Errorf("start run shim %s: %w", argv[0], err)
+	}
+	pid := cmd.Process.Pid
+	start, _, err := procIdentity(pid)
+	if err != nil {
+		e.log.Warn("cannot read the process start time; adoption after a restart will not verify it",
+			append(r.LogAttrs(), slog.Any("error", err))...)
+	}
+	st.Phase, st.PID, st.ProcStart, st.BootID = PhaseRunning, pid, start, bootID()
+	if err := writeRunState(files.state(), st, false); err != nil {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+		return nil, fmt.Errorf("record the started run: %w (the process was killed)", err)
+	}
+	e.log.Debug("run process started", append(r.LogAttrs(), slog.Int("pid", pid), slog.String("executable", p.argv[0]))...)
+	h := newLocalHandle(e, r, files, st, p.secrets)
+	h.exited = make(chan struct{})
+	go func() {
+		// Reap the shim; its own wait status stands in for the agent's
+		// when the shim was killed before it could record that.
+		_ = cmd.Wait()
+		h.shimState = cmd.ProcessState
+		close(h.exited)
+	}()
+	return h, nil
+}
+
+// writeNew writes data to a new file of mode 0600 (O_EXCL: never through a
+// link or into an existing file).
+func writeNew(path string, data []byte) error {
+	f, err := safefile.OpenWrite(path, safefile.Exclusive, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// parserOptions are the adapter parser's options for r.
+func parserOptions(r *runs.Run, secrets []string) adapters.ParserOptions {
+	return adapters.ParserOptions{
+		ResumedSessionID: r.Request.SessionID,
+		PreviousUsage:    r.PreviousUsage,
+		Model:            r.Agent.Model,
+		Secrets:          secrets,
+	}
+}
+
+// fileDir is the directory of a config file, or dir when the file is not
+// known (a defaulted document).
+func fileDir(file, dir string) string {
+	if file == "" {
+		return dir
+	}
+	return filepath.Dir(file)
+}
