@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
@@ -189,20 +188,6 @@ for machines. Exit code 2 if any object failed.`,
 	f.DurationVar(&opts.Timeout, "timeout", 2*time.Minute,
 		"how long to wait for readiness, CRDs to be Established and --force deletions")
 	return cmd
-}
-
-// writeReportTo prints the report (to w) and the failed objects' errors (stderr).
-func writeReportTo(g *globalOptions, w io.Writer, format string, r *apply.Report) error {
-	if r == nil {
-		return nil
-	}
-	var err error
-	if format == "json" {
-		err = r.WriteJSON(w)
-	} else {
-		err = r.WriteText(w)
-	}
-	return errors.Join(err, r.WriteErrors(g.Stderr))
 }
 
 // companyErrors counts the companies whose agents could not be read.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 
 	"github.com/spf13/cobra"
 
@@ -134,22 +133,4 @@ cannot be read. A summary line goes to stderr.`,
 	addForceConflicts(f, &opts.ForceConflicts)
 	f.IntVarP(&opts.Context, "unified", "U", 3, "lines of context around each change")
 	return cmd
-}
-
-// writeDiffTo prints the diff (to w), then the failed objects' errors, the summary
-// line and the prune the guard would hold (stderr).
-func writeDiffTo(g *globalOptions, w io.Writer, format string, d *apply.DiffReport) error {
-	var err error
-	if format == "json" {
-		err = d.WriteJSON(w)
-	} else {
-		err = d.WriteText(w)
-	}
-	err = errors.Join(err, d.WriteErrors(g.Stderr))
-	fmt.Fprintln(g.Stderr, d.SummaryLine())
-	if h := d.PruneHeld; h != nil {
-		fmt.Fprintf(g.Stderr, "diff: apply --prune would refuse this prune: %s; to approve exactly this prune: %s\n",
-			h.Describe(), h.ApproveCommand(d.Parent))
-	}
-	return err
 }

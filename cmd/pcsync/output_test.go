@@ -32,46 +32,47 @@ var (
 var hold = &apply.PruneHold{Reason: apply.HoldOverLimit, Tenants: []string{"paperclip-a", "paperclip-b"}, Fleet: 4, Limit: 1,
 	Objects: 16, Token: "0123456789abcdef", PruneMax: "25%", PruneFloor: 0}
 
-// TestOutput pins the bytes apply and diff print for a report (stdout, stderr), in
+// TestOutput pins the bytes apply and diff print for a change set (stdout, stderr), in
 // text and JSON, against testdata/output/*.golden (-update rewrites them).
 func TestOutput(t *testing.T) {
-	applied := &apply.Report{
+	applied := &apply.ChangeSet{
 		ApplySetID: "applyset-x-v1",
 		Parent:     refParent,
-		Objects: []apply.ObjectResult{
+		Objects: []apply.Change{
 			{Ref: refNS, Action: apply.ActionCreated},
 			{Ref: refPolicy, Action: apply.ActionUnchanged},
 			{Ref: refRole, Action: apply.ActionConfigured},
 			{Ref: refQuota, Action: apply.ActionRecreated},
 			{Ref: refCilium, Action: apply.ActionFailed,
 				Err: errors.New("CiliumNetworkPolicy/paperclip-acme/paperclip-egress-fqdn apply failed: x")},
-			{Ref: refOldCM, Action: apply.ActionPruned},
-			{Ref: refOldRole, Action: apply.ActionFailed, Err: errors.New("Role/paperclip-gone/r prune failed: forbidden")},
-			{Ref: refOldNS, Action: apply.ActionRetained, Note: "holds objects that are not in the set: job/x"},
+			{Ref: refOldCM, Action: apply.ActionPruned, Prune: true},
+			{Ref: refOldRole, Action: apply.ActionFailed, Prune: true, Err: errors.New("Role/paperclip-gone/r prune failed: forbidden")},
+			{Ref: refOldNS, Action: apply.ActionRetained, Prune: true, Note: "holds objects that are not in the set: job/x"},
 		},
 		MutatingRequests: 5,
 		ReadRequests:     12,
 		Duration:         1234 * time.Millisecond,
 	}
-	dryRun := &apply.Report{
+	dryRun := &apply.ChangeSet{
 		ApplySetID: "applyset-x-v1",
 		Parent:     refParent,
 		DryRun:     true,
-		Objects: []apply.ObjectResult{
+		Objects: []apply.Change{
 			{Ref: refNS, Action: apply.ActionCreated},
 			{Ref: refRole, Action: apply.ActionUnchanged},
-			{Ref: refOldCM, Action: apply.ActionPruned},
+			{Ref: refOldCM, Action: apply.ActionPruned, Prune: true},
 		},
 		PruneHeld:        hold,
 		MutatingRequests: 2,
 		ReadRequests:     9,
 		Duration:         87 * time.Millisecond,
 	}
-	empty := &apply.Report{ApplySetID: "applyset-x-v1", Parent: refParent}
-	diffed := &apply.DiffReport{
+	empty := &apply.ChangeSet{ApplySetID: "applyset-x-v1", Parent: refParent}
+	diffed := &apply.ChangeSet{
 		ApplySetID: "applyset-x-v1",
 		Parent:     refParent,
-		Objects: []apply.ObjectDiff{
+		DryRun:     true,
+		Objects: []apply.Change{
 			{Ref: refNS, Action: apply.ActionCreated,
 				Diff: "--- live/v1.Namespace.paperclip-acme\n+++ merged/v1.Namespace.paperclip-acme\n@@ -0,0 +1,3 @@\n+apiVersion: v1\n+kind: Namespace\n+metadata: {}\n"},
 			{Ref: refPolicy, Action: apply.ActionUnchanged},
@@ -79,15 +80,15 @@ func TestOutput(t *testing.T) {
 				Diff: "--- live/x\n+++ merged/x\n@@ -1 +1 @@\n-a: 1\n+a: 2\n"},
 			{Ref: refCilium, Action: apply.ActionFailed,
 				Err: errors.New("CiliumNetworkPolicy/paperclip-acme/paperclip-egress-fqdn diff failed: no kind")},
-			{Ref: refOldCM, Action: apply.ActionPruned, Diff: "--- live/v1.ConfigMap.paperclip-acme.old\n+++ merged/v1.ConfigMap.paperclip-acme.old\n@@ -1 +0,0 @@\n-kind: ConfigMap\n"},
+			{Ref: refOldCM, Action: apply.ActionPruned, Prune: true, Diff: "--- live/v1.ConfigMap.paperclip-acme.old\n+++ merged/v1.ConfigMap.paperclip-acme.old\n@@ -1 +0,0 @@\n-kind: ConfigMap\n"},
 		},
 		PruneHeld:        hold,
 		MutatingRequests: 3,
 		ReadRequests:     11,
 		Duration:         456 * time.Millisecond,
 	}
-	unchanged := &apply.DiffReport{ApplySetID: "applyset-x-v1", Parent: refParent,
-		Objects: []apply.ObjectDiff{{Ref: refNS, Action: apply.ActionUnchanged}}}
+	unchanged := &apply.ChangeSet{ApplySetID: "applyset-x-v1", Parent: refParent, DryRun: true,
+		Objects: []apply.Change{{Ref: refNS, Action: apply.ActionUnchanged}}}
 
 	tests := []struct {
 		name  string

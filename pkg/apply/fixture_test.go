@@ -177,8 +177,8 @@ func ciliumPolicy(ns string) *unstructured.Unstructured {
 	}}
 }
 
-// actions maps each object (Kind/ns/name) of a report to its action.
-func actions(r *apply.Report) map[string]apply.Action {
+// actions maps each object (Kind/ns/name) of a change set to its action.
+func actions(r *apply.ChangeSet) map[string]apply.Action {
 	out := map[string]apply.Action{}
 	for _, o := range r.Objects {
 		out[o.Ref.String()] = o.Action

@@ -22,7 +22,7 @@ import (
 //  2. with Prune, the members no longer given are planned for deletion and the prune
 //     guard looks at the plan (see guardPrune): a held prune refuses the call before
 //     anything changes (a *PruneRefusedError), or with HoldPrune is only skipped and
-//     reported in Report.PruneHeld;
+//     reported in ChangeSet.PruneHeld;
 //  3. the parent is updated to the union of its kinds and namespaces and those of objs
 //     (as kubectl does, so an interrupted apply never leaks objects);
 //  4. CRDs are applied and waited for until Established, then cluster-scoped objects
@@ -33,13 +33,13 @@ import (
 //  6. with Wait, Apply waits until every object is current and every pruned one gone.
 //
 // Objects that fail (a kind the cluster does not serve, a conflict, an immutable field)
-// are reported in the Report and do not stop the others. The error is for failures of
+// are reported in the ChangeSet and do not stop the others. The error is for failures of
 // the whole call (the inventory, listing, a refused prune, a wait timeout); per-object
-// failures are in Report.Err.
-func (m *Manager) Apply(ctx context.Context, objs []*unstructured.Unstructured, opts ApplyOptions) (*Report, error) {
+// failures are in ChangeSet.Err.
+func (m *Manager) Apply(ctx context.Context, objs []*unstructured.Unstructured, opts ApplyOptions) (*ChangeSet, error) {
 	start := time.Now()
 	mut0, read0 := m.counter.Mutations(), m.counter.Reads()
-	report := &Report{ApplySetID: m.applySetID(), Parent: m.parentRef(), DryRun: opts.DryRun}
+	report := &ChangeSet{ApplySetID: m.applySetID(), Parent: m.parentRef(), DryRun: opts.DryRun}
 	defer func() {
 		report.Duration = time.Since(start)
 		report.MutatingRequests = m.counter.Mutations() - mut0
@@ -52,15 +52,15 @@ func (m *Manager) Apply(ctx context.Context, objs []*unstructured.Unstructured, 
 	if err != nil {
 		return report, err
 	}
-	results := make([]ObjectResult, len(objs))
+	results := make([]Change, len(objs))
 	for _, d := range desired {
-		results[d.index] = ObjectResult{Ref: d.ref}
+		results[d.index] = Change{Ref: d.ref}
 	}
-	var pruned []ObjectResult
+	var pruned []Change
 	// Objects not reached (an early error) are left out of the report.
 	fill := func() {
 		report.Objects = nil
-		for _, r := range append(append([]ObjectResult(nil), results...), pruned...) {
+		for _, r := range append(append([]Change(nil), results...), pruned...) {
 			if r.Action != "" {
 				report.Objects = append(report.Objects, r)
 			}
@@ -140,9 +140,9 @@ func (m *Manager) Apply(ctx context.Context, objs []*unstructured.Unstructured, 
 		switch {
 		case d.pending:
 			// A dry run cannot create the CRD, so the server cannot check its objects.
-			results[d.index] = ObjectResult{Ref: d.ref, Action: ActionCreated}
+			results[d.index] = Change{Ref: d.ref, Action: ActionCreated}
 		case d.err != nil && results[d.index].Action == "":
-			results[d.index] = ObjectResult{Ref: d.ref, Action: ActionFailed, Err: d.err}
+			results[d.index] = Change{Ref: d.ref, Action: ActionFailed, Err: d.err}
 		}
 	}
 	if ctx.Err() != nil {
@@ -216,7 +216,7 @@ func (m *Manager) interestingNamespaces(inv *inventory, objs []*desiredObject) s
 
 // applyStage applies one stage's objects in parallel.
 func (m *Manager) applyStage(ctx context.Context, objs []*desiredObject, idx *liveIndex, all []*desiredObject,
-	opts ApplyOptions, results []ObjectResult) {
+	opts ApplyOptions, results []Change) {
 	creatingNS := sets.New[string]()
 	for _, d := range all {
 		if d.ref.GroupKind() == namespaceGroupKind && d.mapping != nil && idx.get(d.mapping, d.ref) == nil {
@@ -232,7 +232,7 @@ func (m *Manager) applyStage(ctx context.Context, objs []*desiredObject, idx *li
 		} else {
 			m.log.Debug("applied", "object", d.ref.String(), "action", string(action))
 		}
-		results[d.index] = ObjectResult{Ref: d.ref, Action: action, Err: err}
+		results[d.index] = Change{Ref: d.ref, Action: action, Err: err}
 	})
 }
 
@@ -323,7 +323,7 @@ func (m *Manager) recreate(ctx context.Context, d *desiredObject, opts ApplyOpti
 
 // waitEstablished waits until the applied CRDs are Established and marks those that
 // are not as failed.
-func (m *Manager) waitEstablished(ctx context.Context, crds []*desiredObject, opts ApplyOptions, results []ObjectResult) {
+func (m *Manager) waitEstablished(ctx context.Context, crds []*desiredObject, opts ApplyOptions, results []Change) {
 	if opts.DryRun {
 		return
 	}
@@ -359,7 +359,7 @@ func (m *Manager) waitEstablished(ctx context.Context, crds []*desiredObject, op
 	}
 	for _, d := range waiting {
 		if pending[d.index] {
-			results[d.index] = ObjectResult{Ref: d.ref, Action: ActionFailed,
+			results[d.index] = Change{Ref: d.ref, Action: ActionFailed,
 				Err: objectError(d.ref, "apply", fmt.Errorf("not Established within %s: %w", opts.Timeout, err))}
 		}
 	}

@@ -15,84 +15,18 @@ import (
 	"github.com/pcsync/pcsync/pkg/textdiff"
 )
 
-// ObjectDiff is the difference for one object between the cluster and what apply
-// would make of it.
-type ObjectDiff struct {
-	// Ref names the object.
-	Ref ObjectRef
-	// Action is what apply would do: created, configured, unchanged, pruned (only
-	// with DiffOptions.Prune) or failed.
-	Action Action
-	// Diff is the unified diff from the live object to the server's dry-run result,
-	// empty when Action is unchanged or failed. Secret data is masked.
-	Diff string
-	// Err is set when Action is failed.
-	Err error
-}
-
-// DiffReport is the outcome of one Diff.
-type DiffReport struct {
-	// ApplySetID is the ID of the inventory.
-	ApplySetID string
-	// Objects has one entry per input object in input order, then the objects prune
-	// would delete.
-	Objects []ObjectDiff
-	// PruneHeld is set when the prune guard would stop apply --prune with the same
-	// limits: the deletions shown would wait for approval.
-	PruneHeld *PruneHold
-	// Parent names the inventory parent object.
-	Parent ObjectRef
-	// MutatingRequests counts the server-side dry-run requests (nothing persists).
-	MutatingRequests int64
-	// ReadRequests counts the other requests.
-	ReadRequests int64
-	// Duration is the wall time of the call.
-	Duration time.Duration
-}
-
-// Changed reports whether any object would be created, changed or pruned.
-func (r *DiffReport) Changed() bool {
-	for _, o := range r.Objects {
-		switch o.Action {
-		case ActionCreated, ActionConfigured, ActionPruned, ActionRecreated:
-			return true
-		}
-	}
-	return false
-}
-
-// Count returns how many objects have action a.
-func (r *DiffReport) Count(a Action) int {
-	n := 0
-	for _, o := range r.Objects {
-		if o.Action == a {
-			n++
-		}
-	}
-	return n
-}
-
-// Err joins the errors of the failed objects.
-func (r *DiffReport) Err() error {
-	var errs []error
-	for _, o := range r.Objects {
-		if o.Err != nil {
-			errs = append(errs, o.Err)
-		}
-	}
-	return errors.Join(errs...)
-}
-
 // Diff shows what Apply would change, as kubectl diff does: for every object whose live
 // state the no-op check cannot confirm, a server-side dry-run apply, then a unified
 // diff between the live object and the result, with managedFields, resourceVersion,
 // generation, uid, creationTimestamp and status left out and Secret data masked
-// ("***", or "*** (before)" / "*** (after)" for a changed value). With Prune, members
-// that apply --prune would delete are shown as deletions. Nothing is written.
-func (m *Manager) Diff(ctx context.Context, objs []*unstructured.Unstructured, opts DiffOptions) (*DiffReport, error) {
+// ("***", or "*** (before)" / "*** (after)" for a changed value), in each Change's Diff.
+// With Prune, members that apply --prune would delete are shown as deletions (their
+// Changes have Prune set) and the prune guard judges them (ChangeSet.PruneHeld).
+// Nothing is written: the change set is a dry run.
+func (m *Manager) Diff(ctx context.Context, objs []*unstructured.Unstructured, opts DiffOptions) (*ChangeSet, error) {
 	start := time.Now()
 	mut0, read0 := m.counter.Mutations(), m.counter.Reads()
-	report := &DiffReport{ApplySetID: m.applySetID(), Parent: m.parentRef()}
+	report := &ChangeSet{ApplySetID: m.applySetID(), Parent: m.parentRef(), DryRun: true}
 	defer func() {
 		report.Duration = time.Since(start)
 		report.MutatingRequests = m.counter.Mutations() - mut0
@@ -132,7 +66,7 @@ func (m *Manager) Diff(ctx context.Context, objs []*unstructured.Unstructured, o
 			creatingNS.Insert(d.ref.Name)
 		}
 	}
-	results := make([]ObjectDiff, len(objs))
+	results := make([]Change, len(objs))
 	forEach(ctx, m.opts.Workers, len(desired), func(ctx context.Context, i int) {
 		d := desired[i]
 		r := m.diffOne(ctx, d, idx, opts, creatingNS)
@@ -148,10 +82,10 @@ func (m *Manager) Diff(ctx context.Context, objs []*unstructured.Unstructured, o
 	if plan != nil {
 		for _, p := range plan.objects {
 			from, _, err := maskedTexts(p.obj, nil)
-			r := ObjectDiff{Ref: p.ref, Action: ActionPruned, Diff: textdiff.Unified(diffHeader("live", p.ref),
+			r := Change{Ref: p.ref, Action: ActionPruned, Prune: true, Diff: textdiff.Unified(diffHeader("live", p.ref),
 				diffHeader("merged", p.ref), from, "", opts.Context)}
 			if err != nil {
-				r = ObjectDiff{Ref: p.ref, Action: ActionFailed, Err: objectError(p.ref, "diff", err)}
+				r = Change{Ref: p.ref, Action: ActionFailed, Prune: true, Err: objectError(p.ref, "diff", err)}
 			}
 			report.Objects = append(report.Objects, r)
 		}
@@ -160,8 +94,8 @@ func (m *Manager) Diff(ctx context.Context, objs []*unstructured.Unstructured, o
 }
 
 // diffOne computes the diff of one object.
-func (m *Manager) diffOne(ctx context.Context, d *desiredObject, idx *liveIndex, opts DiffOptions, creatingNS sets.Set[string]) ObjectDiff {
-	res := ObjectDiff{Ref: d.ref}
+func (m *Manager) diffOne(ctx context.Context, d *desiredObject, idx *liveIndex, opts DiffOptions, creatingNS sets.Set[string]) Change {
+	res := Change{Ref: d.ref}
 	if d.err != nil {
 		res.Action, res.Err = ActionFailed, errors.Unwrap(d.err)
 		return res

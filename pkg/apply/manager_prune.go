@@ -143,8 +143,8 @@ func (m *Manager) planPrune(ctx context.Context, inv *inventory, objs []*desired
 // prune deletes the planned objects, one order group after the other, each group in
 // parallel. A deletion is conditional on the UID that was listed, so an object
 // recreated by someone else in the meantime is left alone.
-func (m *Manager) prune(ctx context.Context, plan *prunePlan, opts ApplyOptions) ([]ObjectResult, bool) {
-	results := make([]ObjectResult, len(plan.objects))
+func (m *Manager) prune(ctx context.Context, plan *prunePlan, opts ApplyOptions) ([]Change, bool) {
+	results := make([]Change, len(plan.objects))
 	failed := false
 	for lo := 0; lo < len(plan.objects); {
 		hi := lo
@@ -156,7 +156,7 @@ func (m *Manager) prune(ctx context.Context, plan *prunePlan, opts ApplyOptions)
 			p := group[i]
 			if p.ref.GroupKind() == namespaceGroupKind {
 				if note := m.namespaceHoldsOthers(ctx, p.ref.Name, plan); note != "" {
-					results[lo+i] = ObjectResult{Ref: p.ref, Action: ActionRetained, Note: note}
+					results[lo+i] = Change{Ref: p.ref, Action: ActionRetained, Prune: true, Note: note}
 					return
 				}
 			}
@@ -164,9 +164,9 @@ func (m *Manager) prune(ctx context.Context, plan *prunePlan, opts ApplyOptions)
 			if apierrors.IsNotFound(err) {
 				err = nil
 			}
-			r := ObjectResult{Ref: p.ref, Action: ActionPruned}
+			r := Change{Ref: p.ref, Action: ActionPruned, Prune: true}
 			if err != nil {
-				r = ObjectResult{Ref: p.ref, Action: ActionFailed, Err: objectError(p.ref, "prune", redact(err, p.obj))}
+				r = Change{Ref: p.ref, Action: ActionFailed, Prune: true, Err: objectError(p.ref, "prune", redact(err, p.obj))}
 			}
 			results[lo+i] = r
 		})

@@ -14,12 +14,12 @@ import (
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 )
 
-// Wait waits until every object the report applied is current by kstatus rules (e.g.
+// Wait waits until every object the change set applied is current by kstatus rules (e.g.
 // a Namespace is Active, a Deployment has rolled out, a PVC is Bound; objects without
 // status are current at once) and every object it pruned is gone. It polls with one
 // LIST per resource every opts.Interval. It fails at once when an object's status is
 // Failed, and after opts.Timeout with the objects that are not ready and why.
-func (m *Manager) Wait(ctx context.Context, report *Report, opts WaitOptions) error {
+func (m *Manager) Wait(ctx context.Context, cs *ChangeSet, opts WaitOptions) error {
 	opts.complete()
 	type target struct {
 		ref     ObjectRef
@@ -27,7 +27,7 @@ func (m *Manager) Wait(ctx context.Context, report *Report, opts WaitOptions) er
 		gone    bool
 	}
 	var targets []target
-	for _, o := range report.Objects {
+	for _, o := range cs.Objects {
 		var gone bool
 		switch o.Action {
 		case ActionCreated, ActionConfigured, ActionUnchanged, ActionRecreated:
@@ -63,7 +63,7 @@ func (m *Manager) Wait(ctx context.Context, report *Report, opts WaitOptions) er
 	var lastErr error
 	start := time.Now()
 	err := wait.PollUntilContextTimeout(ctx, opts.Interval, opts.Timeout, true, func(ctx context.Context) (bool, error) {
-		idx := m.newLiveIndex(report.ApplySetID, namespaces)
+		idx := m.newLiveIndex(cs.ApplySetID, namespaces)
 		if err := idx.loadAll(ctx, mappings); err != nil {
 			// Transient (or the deadline is near): try again until the timeout.
 			lastErr = err

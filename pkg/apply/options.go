@@ -128,7 +128,7 @@ type ApplyOptions struct {
 	// AnnotationApprovePrune does the same.
 	PruneApproval string
 	// HoldPrune, when the guard stops a prune, applies the objects anyway and holds
-	// only the deletions (Report.PruneHeld) instead of refusing the whole call
+	// only the deletions (ChangeSet.PruneHeld) instead of refusing the whole call
 	// before anything changes (a *PruneRefusedError). The daemon sets it.
 	HoldPrune bool
 	// Wait waits until every applied object is current (kstatus) and every pruned
@@ -180,7 +180,7 @@ type DiffOptions struct {
 	ForceConflicts bool
 	// Prune shows the members that apply --prune would delete, as deletions, and
 	// runs the prune guard on them with PruneMax, PruneFloor and AllowMassPrune
-	// (DiffReport.PruneHeld).
+	// (ChangeSet.PruneHeld).
 	Prune bool
 	// PruneMax, PruneFloor and AllowMassPrune are those of ApplyOptions.
 	// DefaultDiffOptions sets the same defaults.

@@ -138,7 +138,7 @@ func TestPruneRemovedCompany(t *testing.T) {
 		t.Fatalf("prune: %v %v", err, r.Err())
 	}
 	if diff := cmp.Diff(map[string]apply.Action{"Namespace/" + ns3: apply.ActionPruned},
-		actionsAfter(r, len(kept))); diff != "" {
+		pruneActions(r)); diff != "" {
 		t.Errorf("second prune (-want +got):\n%s", diff)
 	}
 	parent, _ := e.cs.CoreV1().Secrets(e.parent.Namespace).Get(ctx, e.parent.Name, metav1.GetOptions{})
@@ -219,7 +219,7 @@ func TestPruneNeverTouchesOtherSets(t *testing.T) {
 		t.Fatalf("prune: %v %v", err, r.Err())
 	}
 	if diff := cmp.Diff(map[string]apply.Action{"Role/" + e.companyNS(0) + "/paperclip-tenant-role": apply.ActionPruned},
-		actionsAfter(r, len(kept))); diff != "" {
+		pruneActions(r)); diff != "" {
 		t.Errorf("pruned (-want +got):\n%s", diff)
 	}
 	if _, err := e.cs.CoreV1().ConfigMaps(e.companyNS(0)).Get(ctx, "other-cm", metav1.GetOptions{}); err != nil {
@@ -233,11 +233,13 @@ func TestPruneNeverTouchesOtherSets(t *testing.T) {
 	}
 }
 
-// actionsAfter maps the results from index i on (the pruned ones).
-func actionsAfter(r *apply.Report, i int) map[string]apply.Action {
+// pruneActions maps the change set's prunes (Change.Prune) to their actions.
+func pruneActions(r *apply.ChangeSet) map[string]apply.Action {
 	out := map[string]apply.Action{}
-	for _, o := range r.Objects[i:] {
-		out[o.Ref.String()] = o.Action
+	for _, o := range r.Objects {
+		if o.Prune {
+			out[o.Ref.String()] = o.Action
+		}
 	}
 	return out
 }

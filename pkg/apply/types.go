@@ -95,32 +95,42 @@ func (r ObjectRef) key() objKey {
 
 type objKey struct{ group, kind, namespace, name string }
 
-// ObjectResult is the outcome for one object.
-type ObjectResult struct {
+// Change is what happened to one object in an Apply, or what would happen to it
+// (Apply with DryRun, Diff).
+type Change struct {
 	// Ref names the object.
 	Ref ObjectRef
 	// Action is what happened to it.
 	Action Action
+	// Prune marks a member of the set that is no longer given: its Action is
+	// ActionPruned, ActionRetained or, when deleting it failed, ActionFailed.
+	Prune bool
 	// Err is set when Action is ActionFailed. Its message starts with the object's
-	// ref and never contains Secret values.
+	// ref and the operation ("apply", "prune", "diff") and never contains Secret
+	// values.
 	Err error
 	// Note explains an ActionRetained.
 	Note string
+	// Diff is the unified diff from the live object to what Apply would make of it
+	// (Diff only): empty when Action is unchanged or failed. Secret data is masked.
+	Diff string
 }
 
-// Report is the outcome of one Apply.
-type Report struct {
+// ChangeSet is the outcome of one Apply or Diff: a Change per object.
+type ChangeSet struct {
 	// ApplySetID is the applyset.kubernetes.io/id of the inventory parent.
 	ApplySetID string
 	// Parent names the inventory parent object.
 	Parent ObjectRef
-	// DryRun is true when nothing was persisted.
+	// DryRun is true when nothing was persisted (Apply with DryRun, and Diff).
 	DryRun bool
-	// Objects has one entry per input object, in the order they were given, followed
-	// by the pruned objects in deletion order.
-	Objects []ObjectResult
-	// PruneHeld is the prune the guard stopped (with ApplyOptions.HoldPrune), nil
-	// when none was: nothing of it was deleted.
+	// Objects has one entry per input object, in the order they were given (objects
+	// an early error kept Apply from reaching are left out), followed by the
+	// members pruned (or, in a Diff, that prune would delete) in deletion order.
+	Objects []Change
+	// PruneHeld is the prune the guard stopped (Apply with ApplyOptions.HoldPrune)
+	// or would stop (Diff with DiffOptions.Prune), nil when none was: nothing of it
+	// was deleted.
 	PruneHeld *PruneHold
 	// MutatingRequests is the number of mutating HTTP requests (POST, PUT, PATCH,
 	// DELETE, including server-side dry runs) the Manager sent during the call.
@@ -132,9 +142,9 @@ type Report struct {
 }
 
 // Count returns how many objects ended with action a.
-func (r *Report) Count(a Action) int {
+func (c *ChangeSet) Count(a Action) int {
 	n := 0
-	for _, o := range r.Objects {
+	for _, o := range c.Objects {
 		if o.Action == a {
 			n++
 		}
@@ -142,15 +152,42 @@ func (r *Report) Count(a Action) int {
 	return n
 }
 
+// Changed reports whether any object was (or would be) created, changed, recreated or
+// pruned.
+func (c *ChangeSet) Changed() bool {
+	for _, o := range c.Objects {
+		switch o.Action {
+		case ActionCreated, ActionConfigured, ActionPruned, ActionRecreated:
+			return true
+		}
+	}
+	return false
+}
+
 // Err joins the errors of the failed objects; nil when none failed.
-func (r *Report) Err() error {
+func (c *ChangeSet) Err() error {
 	var errs []error
-	for _, o := range r.Objects {
+	for _, o := range c.Objects {
 		if o.Err != nil {
 			errs = append(errs, o.Err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// OnlyPrunesFailed reports whether at least one object failed and every failed
+// object is one being pruned: the objects given were all applied.
+func (c *ChangeSet) OnlyPrunesFailed() bool {
+	failed := false
+	for _, o := range c.Objects {
+		if o.Action == ActionFailed {
+			if !o.Prune {
+				return false
+			}
+			failed = true
+		}
+	}
+	return failed
 }
 
 // objectError prefixes err with the object and the operation, as in

@@ -1,15 +1,13 @@
 package apply
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -163,50 +161,51 @@ func TestMaskSecretData(t *testing.T) {
 	}
 }
 
-func TestOutput(t *testing.T) {
-	r := &Report{
-		ApplySetID: "applyset-x-v1",
-		Parent:     ObjectRef{Version: "v1", Kind: "Secret", Namespace: "paperclip", Name: "pcsync"},
-		Objects: []ObjectResult{
-			{Ref: ObjectRef{Version: "v1", Kind: "Namespace", Name: "paperclip-acme"}, Action: ActionCreated},
-			{Ref: ObjectRef{Group: "networking.k8s.io", Version: "v1", Kind: "NetworkPolicy", Namespace: "paperclip-acme",
-				Name: "paperclip-deny-all"}, Action: ActionUnchanged},
-			{Ref: ObjectRef{Group: "cilium.io", Version: "v2", Kind: "CiliumNetworkPolicy", Namespace: "paperclip-acme",
-				Name: "paperclip-egress-fqdn"}, Action: ActionFailed, Err: errors.New("CiliumNetworkPolicy/paperclip-acme/paperclip-egress-fqdn apply failed: x")},
-		},
-		MutatingRequests: 1,
-		Duration:         1234 * time.Millisecond,
+func TestChangeSet(t *testing.T) {
+	ref := func(name string) ObjectRef {
+		return ObjectRef{Version: "v1", Kind: "ConfigMap", Namespace: "ns", Name: name}
 	}
-	var out, errOut bytes.Buffer
-	if err := r.WriteText(&out); err != nil {
-		t.Fatal(err)
+	errApply, errPrune := errors.New("ConfigMap/ns/a apply failed: x"), errors.New("ConfigMap/ns/c prune failed: y")
+	tests := []struct {
+		name             string
+		objects          []Change
+		wantCreated      int
+		wantChanged      bool
+		wantErr          []error
+		onlyPrunesFailed bool
+	}{
+		{name: "empty"},
+		{name: "unchanged", objects: []Change{{Ref: ref("a"), Action: ActionUnchanged}}},
+		{name: "created", objects: []Change{{Ref: ref("a"), Action: ActionCreated}, {Ref: ref("b"), Action: ActionUnchanged}},
+			wantCreated: 1, wantChanged: true},
+		{name: "retained only", objects: []Change{{Ref: ref("a"), Action: ActionRetained, Prune: true, Note: "n"}}},
+		{name: "a prune failed", objects: []Change{{Ref: ref("a"), Action: ActionUnchanged},
+			{Ref: ref("c"), Action: ActionFailed, Prune: true, Err: errPrune}},
+			wantErr: []error{errPrune}, onlyPrunesFailed: true},
+		{name: "an apply and a prune failed", objects: []Change{{Ref: ref("a"), Action: ActionFailed, Err: errApply},
+			{Ref: ref("b"), Action: ActionPruned, Prune: true}, {Ref: ref("c"), Action: ActionFailed, Prune: true, Err: errPrune}},
+			wantChanged: true, wantErr: []error{errApply, errPrune}},
 	}
-	want := "namespace/paperclip-acme created\n" +
-		"networkpolicy.networking.k8s.io/paperclip-deny-all unchanged (paperclip-acme)\n" +
-		"ciliumnetworkpolicy.cilium.io/paperclip-egress-fqdn failed (paperclip-acme)\n" +
-		"summary: 1 created, 0 configured, 1 unchanged, 0 recreated, 0 pruned, 0 retained, 1 failed; 3 objects, 1 mutating requests, 1.23s\n"
-	if diff := cmp.Diff(want, out.String()); diff != "" {
-		t.Errorf("text (-want +got):\n%s", diff)
-	}
-	_ = r.WriteErrors(&errOut)
-	if errOut.String() != "error: CiliumNetworkPolicy/paperclip-acme/paperclip-egress-fqdn apply failed: x\n" {
-		t.Errorf("errors: %q", errOut.String())
-	}
-	out.Reset()
-	if err := r.WriteJSON(&out); err != nil {
-		t.Fatal(err)
-	}
-	var j JSONReport
-	if err := json.Unmarshal(out.Bytes(), &j); err != nil {
-		t.Fatal(err)
-	}
-	if j.Summary.Created != 1 || j.Summary.Failed != 1 || j.Objects[2].APIVersion != "cilium.io/v2" ||
-		j.ApplySet.Parent != "secret/pcsync" || j.Objects[2].Error == "" {
-		t.Errorf("JSON: %s", out.String())
-	}
-	if got := ObjectLine(ObjectRef{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "Role", Namespace: "ns", Name: "r"},
-		ActionConfigured, true); got != "role.rbac.authorization.k8s.io/r configured (ns, dry run)" {
-		t.Errorf("dry-run line: %q", got)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &ChangeSet{Objects: tt.objects}
+			if got := c.Count(ActionCreated); got != tt.wantCreated {
+				t.Errorf("Count(created) = %d, want %d", got, tt.wantCreated)
+			}
+			if got := c.Changed(); got != tt.wantChanged {
+				t.Errorf("Changed() = %v, want %v", got, tt.wantChanged)
+			}
+			var got []error
+			if err := c.Err(); err != nil {
+				got = err.(interface{ Unwrap() []error }).Unwrap()
+			}
+			if diff := cmp.Diff(tt.wantErr, got, cmpopts.EquateErrors()); diff != "" {
+				t.Errorf("Err() (-want +got):\n%s", diff)
+			}
+			if got := c.OnlyPrunesFailed(); got != tt.onlyPrunesFailed {
+				t.Errorf("OnlyPrunesFailed() = %v, want %v", got, tt.onlyPrunesFailed)
+			}
+		})
 	}
 }
 

@@ -83,8 +83,8 @@ type Outcome struct {
 	// ConfigChanged says the rendered objects differ from those of the last
 	// successful apply (always true for the first one).
 	ConfigChanged bool
-	// Report is the apply's report; nil when nothing was applied.
-	Report *apply.Report
+	// Report is the apply's change set; nil when nothing was applied.
+	Report *apply.ChangeSet
 	// Drift is the number of objects a reconcile created, changed or
 	// recreated although the config had not changed since the last
 	// successful apply: drift made in the cluster, now corrected.
@@ -325,7 +325,7 @@ func (l *Loop) reconcile(ctx context.Context, trigger Trigger) (out Outcome) {
 		}
 	case report != nil && report.Err() != nil:
 		out.FailedStage, out.Err = StageApply, report.Err()
-		if failedOnlyPruning(report, len(rendered.Objects)) {
+		if report.OnlyPrunesFailed() {
 			out.FailedStage = StagePrune
 		}
 	}
@@ -535,7 +535,7 @@ func (l *Loop) record(log *slog.Logger, out *Outcome, rendered int) {
 // log record that says what would be deleted and how to approve it (again
 // at every reconcile but the approval polls, and whenever the held prune
 // changes).
-func (l *Loop) pruneHeld(ctx context.Context, log *slog.Logger, trigger Trigger, r *apply.Report) {
+func (l *Loop) pruneHeld(ctx context.Context, log *slog.Logger, trigger Trigger, r *apply.ChangeSet) {
 	if !l.opts.Apply.Prune || r == nil {
 		return
 	}
@@ -571,17 +571,6 @@ func (l *Loop) pruneHeld(ctx context.Context, log *slog.Logger, trigger Trigger,
 	log.Log(ctx, lvl, msg, slog.String("reason", string(h.Reason)), slog.Any("tenants", capLines(h.Tenants, 50)),
 		slog.Int("fleet", h.Fleet), slog.Int("limit", h.Limit), slog.Int("objects", h.Objects),
 		slog.String("token", h.Token), slog.String("approve", approve))
-}
-
-// failedOnlyPruning says whether every failed object of the report is one
-// that was being pruned (they follow the rendered objects).
-func failedOnlyPruning(r *apply.Report, rendered int) bool {
-	for i, o := range r.Objects {
-		if o.Action == apply.ActionFailed && i < rendered {
-			return false
-		}
-	}
-	return true
 }
 
 func reasonFor(out Outcome) string {

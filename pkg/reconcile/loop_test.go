@@ -28,11 +28,11 @@ type fakeApplier struct {
 	action apply.Action
 }
 
-func (f *fakeApplier) Apply(_ context.Context, objs []*unstructured.Unstructured, _ apply.ApplyOptions) (*apply.Report, error) {
+func (f *fakeApplier) Apply(_ context.Context, objs []*unstructured.Unstructured, _ apply.ApplyOptions) (*apply.ChangeSet, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var ns []string
-	r := &apply.Report{}
+	r := &apply.ChangeSet{}
 	for _, o := range objs {
 		if o.GetKind() == "Namespace" {
 			ns = append(ns, o.GetName())
@@ -41,7 +41,7 @@ func (f *fakeApplier) Apply(_ context.Context, objs []*unstructured.Unstructured
 		if act == apply.ActionConfigured && o.GetKind() != "ResourceQuota" {
 			act = apply.ActionUnchanged // drift in one object per tenant
 		}
-		r.Objects = append(r.Objects, apply.ObjectResult{Ref: apply.RefOf(o), Action: act})
+		r.Objects = append(r.Objects, apply.Change{Ref: apply.RefOf(o), Action: act})
 		if act != apply.ActionUnchanged {
 			r.MutatingRequests++
 		}

@@ -20,7 +20,7 @@ import (
 
 // Applier puts rendered objects into the cluster; *apply.Manager is one.
 type Applier interface {
-	Apply(ctx context.Context, objs []*unstructured.Unstructured, opts apply.ApplyOptions) (*apply.Report, error)
+	Apply(ctx context.Context, objs []*unstructured.Unstructured, opts apply.ApplyOptions) (*apply.ChangeSet, error)
 }
 
 // PaperclipReconciler keeps the Paperclip side of opted-in companies;

@@ -19,11 +19,11 @@ import (
 // holdingApplier answers every apply with its hold (nil: nothing held).
 type holdingApplier struct{ hold *apply.PruneHold }
 
-func (h *holdingApplier) Apply(_ context.Context, objs []*unstructured.Unstructured, opts apply.ApplyOptions) (*apply.Report, error) {
-	r := &apply.Report{Parent: apply.ObjectRef{Version: "v1", Kind: "Secret", Namespace: "paperclip", Name: "pcsync"},
+func (h *holdingApplier) Apply(_ context.Context, objs []*unstructured.Unstructured, opts apply.ApplyOptions) (*apply.ChangeSet, error) {
+	r := &apply.ChangeSet{Parent: apply.ObjectRef{Version: "v1", Kind: "Secret", Namespace: "paperclip", Name: "pcsync"},
 		PruneHeld: h.hold}
 	for _, o := range objs {
-		r.Objects = append(r.Objects, apply.ObjectResult{Ref: apply.RefOf(o), Action: apply.ActionUnchanged})
+		r.Objects = append(r.Objects, apply.Change{Ref: apply.RefOf(o), Action: apply.ActionUnchanged})
 	}
 	if !opts.HoldPrune {
 		panic("the daemon's loop must hold prunes, not refuse them")
