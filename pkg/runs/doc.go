@@ -41,7 +41,7 @@
 //	<state>/runs/<name>/stdout          the agent's raw stdout (what the parser reads)
 //	<state>/runs/<name>/stderr          the agent's raw stderr
 //	<state>/runs/<name>/exit.json       the agent's exit status, written by the run shim
-//	<state>/runs/<name>/logpos          how much of stdout and stderr is copied into <name>.log
+//	<state>/runs/<name>/logpos          how much of stdout and stderr is copied into <name>.log, and the log's size then
 //	<state>/work/<name>/                the run's working directory (kept after the run)
 //	<state>/home/<company>/<agent>/     HOME of every run of that agent, so CLI sessions survive for resume
 //	<state>/usage/<adapter>/<session>.json  the last cumulative usage seen per session (Codex thread totals)

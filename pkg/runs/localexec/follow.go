@@ -29,6 +29,14 @@ const (
 // <name>.log. The parser always reads stdout from the start (so an adopting
 // daemon parses the whole stream); the log continues where the previous
 // daemon left it, as recorded in logpos.
+//
+// logpos holds how much of stdout and stderr is in the log and the log's
+// size when that was recorded (three little-endian uint64). Appending to the
+// log and recording the position are two writes: a daemon killed between
+// them leaves more in the log than logpos says, and the next daemon cuts
+// the log back to the recorded size before it copies from the recorded
+// positions, so no line is in the log twice. (A logpos of 16 bytes, from an
+// older daemon, has no size: the log is taken as it is.)
 type follower struct {
 	stdout, stderr *os.File
 	logFile        *os.File
@@ -61,12 +69,50 @@ func newFollower(r *runs.Run, files localFiles, parser adapters.Parser, red *red
 		f.close()
 		return nil, fmt.Errorf("open log position: %w", err)
 	}
-	var p [16]byte
-	if n, _ := f.pos.ReadAt(p[:], 0); n == len(p) {
+	var p [posSize]byte
+	n, _ := f.pos.ReadAt(p[:], 0)
+	if n >= 16 {
 		f.logged[0] = int64(binary.LittleEndian.Uint64(p[:8]))
-		f.logged[1] = int64(binary.LittleEndian.Uint64(p[8:]))
+		f.logged[1] = int64(binary.LittleEndian.Uint64(p[8:16]))
+	}
+	if n == posSize {
+		if err := f.cutLog(int64(binary.LittleEndian.Uint64(p[16:]))); err != nil {
+			f.close()
+			return nil, err
+		}
+	}
+	if n == 0 {
+		// A new run: the log may hold an earlier run's lines already (its
+		// result was removed); what is there now is not this run's.
+		if err := f.savePos(); err != nil {
+			f.close()
+			return nil, err
+		}
 	}
 	return f, nil
+}
+
+// posSize is the size of logpos: stdout's and stderr's positions and the
+// log's size.
+const posSize = 24
+
+// cutLog truncates the log to size, the size it had when logpos was last
+// written: what lies beyond was appended by a daemon killed before it could
+// record its position, and is copied again from the recorded positions.
+func (f *follower) cutLog(size int64) error {
+	fi, err := f.logFile.Stat()
+	if err != nil {
+		return fmt.Errorf("log: %w", err)
+	}
+	if fi.Size() <= size {
+		return nil
+	}
+	if err := f.logFile.Truncate(size); err != nil {
+		return fmt.Errorf("log: cut back to the recorded position: %w", err)
+	}
+	f.log.Info("the run's log held lines past its recorded position (an earlier daemon was killed while copying); they are copied again",
+		slog.Int64("bytes", fi.Size()-size))
+	return nil
 }
 
 func (f *follower) close() {
@@ -128,11 +174,17 @@ func (f *follower) drain() error {
 	return nil
 }
 
-// savePos records how much of each stream is in the log.
+// savePos records how much of each stream is in the log, and the log's
+// size with it.
 func (f *follower) savePos() error {
-	var p [16]byte
+	fi, err := f.logFile.Stat()
+	if err != nil {
+		return fmt.Errorf("record log position: %w", err)
+	}
+	var p [posSize]byte
 	binary.LittleEndian.PutUint64(p[:8], uint64(f.logged[0]))
-	binary.LittleEndian.PutUint64(p[8:], uint64(f.logged[1]))
+	binary.LittleEndian.PutUint64(p[8:16], uint64(f.logged[1]))
+	binary.LittleEndian.PutUint64(p[16:], uint64(fi.Size()))
 	if _, err := f.pos.WriteAt(p[:], 0); err != nil {
 		return fmt.Errorf("record log position: %w", err)
 	}
