@@ -248,6 +248,8 @@ type killLoop struct {
 	rng     *rand.Rand
 	names   []string
 	logPath string
+	// kubeconfig is the daemons' (default: the test cluster's).
+	kubeconfig string
 	// starts and kills count daemon processes started and SIGKILLed.
 	starts, kills int
 }
@@ -320,8 +322,12 @@ func (k *killLoop) start(logf *os.File) (*exec.Cmd, chan struct{}, chan error) {
 	t, e := k.t, k.e
 	k.starts++
 	fmt.Fprintf(logf, "=== daemon #%d started at %s\n", k.starts, time.Now().Format(time.RFC3339Nano))
+	kubeconfig := k.kubeconfig
+	if kubeconfig == "" {
+		kubeconfig = e.c.KubeconfigPath()
+	}
 	cmd := exec.Command(k.bin, "daemon", "--executor", "kubernetes", "--no-reconcile", "--config", e.cfgDir,
-		"--spool", e.spool, "--state-dir", e.state, "--kubeconfig", e.c.KubeconfigPath(), "--rescan-interval", "500ms")
+		"--spool", e.spool, "--state-dir", e.state, "--kubeconfig", kubeconfig, "--rescan-interval", "500ms")
 	cmd.Env = append(os.Environ(), "ANTHROPIC_API_KEY="+testAPIKey)
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
