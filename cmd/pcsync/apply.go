@@ -75,8 +75,8 @@ func newApplyCmd(g *globalOptions) *cobra.Command {
 		Short: "Server-side apply the tenant manifests of a config directory",
 		Long: `apply validates and renders DIR (default ".") and server-side applies the result with
 field manager "pcsync": CRDs first (waiting until they are Established), then
-Namespaces and other cluster-scoped objects, then namespaced objects, each stage in
-parallel. Objects that are already as desired are not sent: a sync with nothing to
+Namespaces and other cluster-scoped objects, then namespaced objects (each once its
+Namespace is there), in parallel. Objects that are already as desired are not sent: a sync with nothing to
 do makes no change to the cluster. The config repository owns the fields it
 declares: fields another field manager changed (kubectl edit, kubectl patch) are
 taken back, as the daemon and Flux do (--force-conflicts=false reports them as

@@ -5,10 +5,15 @@ package apply_test
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
+	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -35,63 +40,92 @@ import (
 // LimitRange, two NetworkPolicies), rendered by pkg/render.
 const benchCompanies = 100
 
-// BenchmarkApply compares three clients on the same control plane, each applying the
-// same 100 rendered companies into namespaces of its own: `kubectl apply
-// --server-side -f` of the rendered stream, a bare server-side-apply client (16
-// workers, no client rate limit, one PATCH per object), and pcsync (apply.Manager with
-// the CLI's defaults; a new Manager per run, like a new process). "cold" creates
-// everything (the namespaces are deleted again between runs, untimed); "noop"
-// re-applies an unchanged fleet. Rendering is not timed. Reported per op: ns/op,
-// objects/op and mutating-requests/op (from the API server's audit log, by user
-// agent). A table of all six figures is printed at the end.
+// benchRounds is the number of rounds per benchmark iteration: each round applies
+// once with every client.
+const benchRounds = 3
+
+var benchClients = flag.String("apply-bench-clients", "kubectl,bare,pcsync",
+	"the clients BenchmarkApply compares, comma-separated (kubectl, bare, pcsync)")
+
+// BenchmarkApply compares pcsync with its peers on the same control plane in the same
+// run: `kubectl apply --server-side -f` of the rendered stream, a bare server-side
+// apply client (client-go's dynamic client, 16 workers, no client-side rate limit,
+// Namespaces first, one PATCH per object) and pcsync (apply.Manager with the CLI's
+// defaults; a new Manager per apply, like a new process). Each applies the same 100
+// rendered companies (800 objects) into namespaces of its own. "cold" creates
+// everything (the client's namespaces are deleted, untimed, before each of its
+// applies); "noop" applies an unchanged fleet again. Rendering is not timed.
+//
+// Every iteration runs benchRounds rounds, and every round applies once with each
+// client, in an order that rotates from round to round, so that the clients share the
+// machine's load alike. Reported per scenario: each client's p50 and p99 (ms) and
+// mutating requests per apply (from the API server's audit log, by user agent),
+// pcsync's ratio to each peer (of the p50s), and the 1-minute load average before and
+// after. A table at the end prints the same, with every round's figures.
+// -apply-bench-clients bare,pcsync leaves kubectl out.
 func BenchmarkApply(b *testing.B) {
 	c := testcluster.Get(b)
 	tb := &benchTable{}
 	defer tb.print(os.Stdout)
-	clients := []benchClient{
+	all := []benchClient{
 		{name: "kubectl", ua: "kubectl/", apply: kubectlApply},
 		{name: "bare", ua: "pcsync-bench-bare", apply: bareApply},
 		{name: "pcsync", ua: "pcsync-bench-pcsync", apply: pcsyncApply},
 	}
-	run := 0
-	for _, cl := range clients {
-		for _, phase := range []string{"cold", "noop"} {
-			b.Run(cl.name+"/"+phase, func(b *testing.B) {
-				run++
-				fleet := renderFleet(b, fmt.Sprintf("b%s%d-", cl.name[:1], run))
-				defer fleet.delete(b, c)
-				if phase == "noop" {
-					cl.apply(b, c, fleet, cl.ua) // the fleet exists before the timed runs
-				}
-				var total time.Duration
-				var mutating int
-				b.ResetTimer()
-				for i := 0; i < b.N; i++ {
-					if phase == "cold" && i > 0 {
-						b.StopTimer()
-						fleet.delete(b, c)
-						b.StartTimer()
-					}
-					since := time.Now()
-					cl.apply(b, c, fleet, cl.ua)
-					total += time.Since(since)
-					b.StopTimer()
-					mutating += countMutating(b, c, cl.ua, since)
-					b.StartTimer()
-				}
-				b.StopTimer()
-				b.ReportMetric(float64(len(fleet.objects)), "objects/op")
-				b.ReportMetric(float64(mutating)/float64(b.N), "mutating-requests/op")
-				tb.add(cl.name, phase, total/time.Duration(b.N), mutating/b.N, len(fleet.objects))
-			})
+	var clients []benchClient
+	for _, cl := range all {
+		if slices.Contains(strings.Split(*benchClients, ","), cl.name) {
+			clients = append(clients, cl)
 		}
+	}
+	if len(clients) == 0 {
+		b.Fatalf("-apply-bench-clients %q names none of kubectl, bare, pcsync", *benchClients)
+	}
+	for _, scenario := range []string{"cold", "noop"} {
+		b.Run(scenario, func(b *testing.B) {
+			b.StopTimer()
+			fleets := map[string]*fleet{}
+			for _, cl := range clients {
+				f := renderFleet(b, fmt.Sprintf("b%s%s-", cl.name[:1], scenario[:1]))
+				fleets[cl.name] = f
+				defer f.delete(b, c)
+				if scenario == "noop" {
+					cl.apply(b, c, f, cl.ua) // the fleet exists before the timed applies
+				}
+			}
+			s := &benchScenario{name: scenario, load0: loadAverage()}
+			for i := 0; i < b.N; i++ {
+				for r := 0; r < benchRounds; r++ {
+					round := map[string]time.Duration{}
+					n := len(s.rounds)
+					for k := range clients {
+						cl := clients[(n+k)%len(clients)]
+						f := fleets[cl.name]
+						if scenario == "cold" {
+							f.delete(b, c)
+						}
+						since := time.Now()
+						b.StartTimer()
+						cl.apply(b, c, f, cl.ua)
+						b.StopTimer()
+						round[cl.name] = time.Since(since)
+						s.add(cl.name, round[cl.name], countMutating(b, c, cl.ua, since))
+					}
+					s.rounds = append(s.rounds, round)
+				}
+			}
+			s.load1 = loadAverage()
+			s.objects = benchCompanies * 8
+			s.report(b)
+			tb.add(s)
+		})
 	}
 }
 
 type benchClient struct {
 	name  string
 	ua    string // user agent (prefix) that identifies its requests in the audit log
-	apply func(b *testing.B, c *testcluster.Cluster, f *fleet, ua string)
+	apply func(b testing.TB, c *testcluster.Cluster, f *fleet, ua string)
 }
 
 // fleet is one rendered fleet of companies.
@@ -105,7 +139,7 @@ type fleet struct {
 
 // renderFleet renders benchCompanies companies with namespace prefix prefix through
 // pkg/config and pkg/render.
-func renderFleet(b *testing.B, prefix string) *fleet {
+func renderFleet(b testing.TB, prefix string) *fleet {
 	b.Helper()
 	dir := b.TempDir()
 	settings := `apiVersion: pcsync.io/v1alpha1
@@ -168,7 +202,7 @@ spec:
 
 // delete removes the fleet's namespaces (and the pcsync parent's) and waits until
 // they are gone, so that the namespace controller's work does not overlap a timed run.
-func (f *fleet) delete(b *testing.B, c *testcluster.Cluster) {
+func (f *fleet) delete(b testing.TB, c *testcluster.Cluster) {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -194,7 +228,7 @@ func (f *fleet) delete(b *testing.B, c *testcluster.Cluster) {
 }
 
 // countMutating counts the audit log's requests of user agent ua since t.
-func countMutating(b *testing.B, c *testcluster.Cluster, ua string, since time.Time) int {
+func countMutating(b testing.TB, c *testcluster.Cluster, ua string, since time.Time) int {
 	b.Helper()
 	evs, err := c.AuditEvents(func(ev testcluster.AuditEvent) bool {
 		return strings.HasPrefix(ev.UserAgent, ua) && !ev.RequestReceivedTimestamp.Before(since.Add(-time.Millisecond))
@@ -206,7 +240,7 @@ func countMutating(b *testing.B, c *testcluster.Cluster, ua string, since time.T
 }
 
 // kubectlApply runs `kubectl apply --server-side -f` on the fleet's stream.
-func kubectlApply(b *testing.B, c *testcluster.Cluster, f *fleet, _ string) {
+func kubectlApply(b testing.TB, c *testcluster.Cluster, f *fleet, _ string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "kubectl", "--kubeconfig", c.KubeconfigPath(), "apply", "--server-side",
@@ -218,7 +252,7 @@ func kubectlApply(b *testing.B, c *testcluster.Cluster, f *fleet, _ string) {
 
 // bareApply is the simplest fast client: server-side apply of every object, 16 at a
 // time, no client-side rate limit, Namespaces first.
-func bareApply(b *testing.B, c *testcluster.Cluster, f *fleet, ua string) {
+func bareApply(b testing.TB, c *testcluster.Cluster, f *fleet, ua string) {
 	ctx := context.Background()
 	cfg := c.RESTConfig()
 	cfg.UserAgent = ua
@@ -286,7 +320,7 @@ func bareApply(b *testing.B, c *testcluster.Cluster, f *fleet, ua string) {
 }
 
 // pcsyncApply applies the fleet as `pcsync apply` does, with its default flags.
-func pcsyncApply(b *testing.B, c *testcluster.Cluster, f *fleet, ua string) {
+func pcsyncApply(b testing.TB, c *testcluster.Cluster, f *fleet, ua string) {
 	cfg := c.RESTConfig()
 	cfg.UserAgent = ua
 	kube.DefaultFlags().ConfigureRateLimits(cfg)
@@ -302,54 +336,119 @@ func pcsyncApply(b *testing.B, c *testcluster.Cluster, f *fleet, ua string) {
 	}
 }
 
-// benchTable collects the figures for the summary table.
-type benchTable struct {
-	mu   sync.Mutex
-	rows map[string]map[string]benchRow
+// benchScenario collects one scenario's figures.
+type benchScenario struct {
+	name         string
+	objects      int
+	load0, load1 float64
+	clients      []string // in the order first seen
+	durations    map[string][]time.Duration
+	mutating     map[string]int
+	rounds       []map[string]time.Duration
 }
 
-type benchRow struct {
-	d        time.Duration
-	mutating int
-	objects  int
+func (s *benchScenario) add(client string, d time.Duration, mutating int) {
+	if s.durations == nil {
+		s.durations, s.mutating = map[string][]time.Duration{}, map[string]int{}
+	}
+	if _, ok := s.durations[client]; !ok {
+		s.clients = append(s.clients, client)
+	}
+	s.durations[client] = append(s.durations[client], d)
+	s.mutating[client] += mutating
 }
 
-func (t *benchTable) add(client, phase string, d time.Duration, mutating, objects int) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.rows == nil {
-		t.rows = map[string]map[string]benchRow{}
+// percentile returns the p-th percentile (0 < p <= 100, nearest rank) of a client's
+// durations.
+func (s *benchScenario) percentile(client string, p float64) time.Duration {
+	ds := slices.Clone(s.durations[client])
+	if len(ds) == 0 {
+		return 0
 	}
-	if t.rows[client] == nil {
-		t.rows[client] = map[string]benchRow{}
-	}
-	t.rows[client][phase] = benchRow{d: d, mutating: mutating, objects: objects}
+	slices.Sort(ds)
+	i := int(math.Ceil(p/100*float64(len(ds)))) - 1
+	return ds[max(0, min(i, len(ds)-1))]
 }
 
-func (t *benchTable) print(w *os.File) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if len(t.rows) == 0 {
-		return
+// ratio is pcsync's p50 over the peer's, 0 when either is missing.
+func (s *benchScenario) ratio(peer string) float64 {
+	p, q := s.percentile("pcsync", 50), s.percentile(peer, 50)
+	if p == 0 || q == 0 {
+		return 0
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "\nclient\tobjects\tcold\tmutating\tno-op\tmutating\t\n")
-	for _, client := range []string{"kubectl", "bare", "pcsync"} {
-		r, ok := t.rows[client]
-		if !ok {
-			continue
+	return p.Seconds() / q.Seconds()
+}
+
+func (s *benchScenario) mutatingPerApply(client string) float64 {
+	return float64(s.mutating[client]) / float64(len(s.durations[client]))
+}
+
+func (s *benchScenario) report(b *testing.B) {
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	for _, cl := range s.clients {
+		b.ReportMetric(ms(s.percentile(cl, 50)), cl+"-p50-ms")
+		b.ReportMetric(ms(s.percentile(cl, 99)), cl+"-p99-ms")
+		b.ReportMetric(s.mutatingPerApply(cl), cl+"-mutating/apply")
+	}
+	for _, peer := range []string{"bare", "kubectl"} {
+		if r := s.ratio(peer); r > 0 {
+			b.ReportMetric(r, "pcsync/"+peer+"-ratio")
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%d\t\n", client, max(r["cold"].objects, r["noop"].objects),
-			fmtDur(r["cold"].d), r["cold"].mutating, fmtDur(r["noop"].d), r["noop"].mutating)
 	}
-	_ = tw.Flush()
-	bare, pc, kc := t.rows["bare"], t.rows["pcsync"], t.rows["kubectl"]
-	if bare != nil && pc != nil && bare["cold"].d > 0 {
-		fmt.Fprintf(w, "pcsync cold / bare cold     = %.2fx (goal <= 1.5x)\n", pc["cold"].d.Seconds()/bare["cold"].d.Seconds())
+	b.ReportMetric(float64(s.objects), "objects/apply")
+	b.ReportMetric(s.load0, "load1-before")
+	b.ReportMetric(s.load1, "load1-after")
+}
+
+// loadAverage is the machine's 1-minute load average (0 if unknown).
+func loadAverage() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
 	}
-	if kc != nil && pc != nil && kc["noop"].d > 0 {
-		fmt.Fprintf(w, "pcsync no-op / kubectl no-op = %.4fx (goal <= 0.02x), pcsync no-op mutating requests: %d\n",
-			pc["noop"].d.Seconds()/kc["noop"].d.Seconds(), pc["noop"].mutating)
+	f, _ := strconv.ParseFloat(strings.Fields(string(b))[0], 64)
+	return f
+}
+
+// benchTable collects the scenarios for the summary table.
+type benchTable struct {
+	mu        sync.Mutex
+	scenarios []*benchScenario
+}
+
+func (t *benchTable) add(s *benchScenario) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.scenarios = append(t.scenarios, s)
+}
+
+func (t *benchTable) print(w io.Writer) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, s := range t.scenarios {
+		fmt.Fprintf(w, "\n%s: %d objects, load average %.2f before, %.2f after, %d rounds\n", s.name, s.objects,
+			s.load0, s.load1, len(s.rounds))
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintf(tw, "client\tp50\tp99\tmutating/apply\tpcsync/client\t\n")
+		for _, cl := range s.clients {
+			ratio := "-"
+			if cl != "pcsync" && s.ratio(cl) > 0 {
+				ratio = fmt.Sprintf("%.2fx", s.ratio(cl))
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%s\t\n", cl, fmtDur(s.percentile(cl, 50)), fmtDur(s.percentile(cl, 99)),
+				s.mutatingPerApply(cl), ratio)
+		}
+		_ = tw.Flush()
+		for i, r := range s.rounds {
+			var parts []string
+			for _, cl := range s.clients {
+				parts = append(parts, cl+" "+fmtDur(r[cl]))
+			}
+			if r["pcsync"] > 0 && r["bare"] > 0 {
+				parts = append(parts, fmt.Sprintf("pcsync/bare %.2fx", r["pcsync"].Seconds()/r["bare"].Seconds()))
+			}
+			fmt.Fprintf(w, "  round %d: %s\n", i+1, strings.Join(parts, ", "))
+		}
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"runtime"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -26,8 +28,10 @@ import (
 //  3. the parent is updated to the union of its kinds and namespaces and those of objs
 //     (as kubectl does, so an interrupted apply never leaks objects);
 //  4. CRDs are applied and waited for until Established, then cluster-scoped objects
-//     (Namespaces among them), then namespaced objects, each stage in parallel; an
-//     object already as desired is not sent at all;
+//     (Namespaces among them) and namespaced objects in parallel, each namespaced
+//     object once its Namespace and every other cluster-scoped object is applied (a
+//     tenant does not wait for the slowest of all the Namespaces); an object already
+//     as desired is not sent at all;
 //  5. with Prune, members no longer given are deleted: namespaced objects first, then
 //     cluster-scoped ones, Namespaces, CRDs; then the parent lists exactly objs' kinds;
 //  6. with Wait, Apply waits until every object is current and every pruned one gone.
@@ -48,7 +52,7 @@ func (m *Manager) Apply(ctx context.Context, objs []*unstructured.Unstructured, 
 	if err := opts.complete(); err != nil {
 		return report, err
 	}
-	desired, err := prepare(objs, report.ApplySetID)
+	desired, inv, err := m.begin(ctx, objs)
 	if err != nil {
 		return report, err
 	}
@@ -67,12 +71,6 @@ func (m *Manager) Apply(ctx context.Context, objs []*unstructured.Unstructured, 
 		}
 	}
 	defer fill()
-
-	inv, err := m.readInventory(ctx)
-	if err != nil {
-		return report, err
-	}
-	m.resolve(desired, false)
 
 	idx := m.newLiveIndex(inv.id, m.interestingNamespaces(inv, desired))
 	if err := idx.loadAll(ctx, uniqueMappings(desired)); err != nil {
@@ -134,8 +132,7 @@ func (m *Manager) Apply(ctx context.Context, objs []*unstructured.Unstructured, 
 		}
 		stages = byStage(desired)
 	}
-	m.applyStage(ctx, stages[stageClusterScoped], idx, desired, opts, results)
-	m.applyStage(ctx, stages[stageNamespaced], idx, desired, opts, results)
+	m.applyInOrder(ctx, stages[stageClusterScoped], stages[stageNamespaced], idx, desired, opts, results)
 	for _, d := range desired {
 		switch {
 		case d.pending:
@@ -186,6 +183,38 @@ func (m *Manager) Apply(ctx context.Context, objs []*unstructured.Unstructured, 
 	return report, nil
 }
 
+// begin prepares objs, reads the parent and resolves the objects' kinds. The parent
+// is read while the objects are encoded and the API's discovery is read: the three
+// do not depend on each other, and only reads are sent before the input is known to
+// be good.
+func (m *Manager) begin(ctx context.Context, objs []*unstructured.Unstructured) ([]*desiredObject, *inventory, error) {
+	var (
+		wg     sync.WaitGroup
+		inv    *inventory
+		invErr error
+	)
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		inv, invErr = m.readInventory(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		// Errors show again, per kind, when resolve asks the mapper.
+		_, _, _ = m.disc.ServerGroupsAndResources()
+	}()
+	desired, err := prepare(objs, m.applySetID(), runtime.GOMAXPROCS(0))
+	wg.Wait()
+	if err != nil {
+		return nil, nil, err
+	}
+	if invErr != nil {
+		return nil, nil, invErr
+	}
+	m.resolve(desired, false)
+	return desired, inv, nil
+}
+
 // setScope returns the kinds and namespaces of the resolved objects, for the parent's
 // annotations.
 func setScope(objs []*desiredObject) (sets.Set[schema.GroupKind], sets.Set[string]) {
@@ -217,23 +246,105 @@ func (m *Manager) interestingNamespaces(inv *inventory, objs []*desiredObject) s
 // applyStage applies one stage's objects in parallel.
 func (m *Manager) applyStage(ctx context.Context, objs []*desiredObject, idx *liveIndex, all []*desiredObject,
 	opts ApplyOptions, results []Change) {
+	m.applyInOrder(ctx, objs, nil, idx, all, opts, results)
+}
+
+// applyInOrder applies cluster-scoped and namespaced objects on the Manager's
+// workers, each namespaced object after its own Namespace (when it is among the
+// objects) and after every cluster-scoped object that is not a Namespace: a tenant's
+// objects start as soon as its Namespace is there, not when the last of all the
+// Namespaces is.
+func (m *Manager) applyInOrder(ctx context.Context, cluster, inNamespaces []*desiredObject, idx *liveIndex,
+	all []*desiredObject, opts ApplyOptions, results []Change) {
+	total := len(cluster) + len(inNamespaces)
+	if total == 0 {
+		return
+	}
 	creatingNS := sets.New[string]()
 	for _, d := range all {
 		if d.ref.GroupKind() == namespaceGroupKind && d.mapping != nil && idx.get(d.mapping, d.ref) == nil {
 			creatingNS.Insert(d.ref.Name)
 		}
 	}
-	forEach(ctx, m.opts.Workers, len(objs), func(ctx context.Context, i int) {
-		d := objs[i]
-		action, err := m.applyOne(ctx, d, idx.get(d.mapping, d.ref), opts, creatingNS)
-		if err != nil {
-			err = objectError(d.ref, "apply", redact(err, d.obj))
-			m.log.Debug("apply failed", "object", d.ref.String(), "error", err)
+	// What each namespaced object waits for: its Namespace (pendingNS) and the other
+	// cluster-scoped objects (othersLeft).
+	var (
+		mu         sync.Mutex
+		queue      = make(chan *desiredObject, total)
+		left       = total
+		othersLeft = 0
+		pendingNS  = sets.New[string]()
+		waiting    = map[string][]*desiredObject{}
+	)
+	for _, d := range cluster {
+		if d.ref.GroupKind() == namespaceGroupKind {
+			pendingNS.Insert(d.ref.Name)
 		} else {
-			m.log.Debug("applied", "object", d.ref.String(), "action", string(action))
+			othersLeft++
 		}
-		results[d.index] = Change{Ref: d.ref, Action: action, Err: err}
-	})
+		queue <- d
+	}
+	release := func(ns string) { // with mu held
+		for _, d := range waiting[ns] {
+			queue <- d
+		}
+		delete(waiting, ns)
+	}
+	for _, d := range inNamespaces {
+		if othersLeft == 0 && !pendingNS.Has(d.ref.Namespace) {
+			queue <- d
+		} else {
+			waiting[d.ref.Namespace] = append(waiting[d.ref.Namespace], d)
+		}
+	}
+	done := func(d *desiredObject) {
+		mu.Lock()
+		defer mu.Unlock()
+		if d.mapping != nil && !namespaced(d.mapping) {
+			if d.ref.GroupKind() == namespaceGroupKind {
+				pendingNS.Delete(d.ref.Name)
+				if othersLeft == 0 {
+					release(d.ref.Name)
+				}
+			} else if othersLeft--; othersLeft == 0 {
+				for ns := range waiting {
+					if !pendingNS.Has(ns) {
+						release(ns)
+					}
+				}
+			}
+		}
+		if left--; left == 0 {
+			close(queue)
+		}
+	}
+	var wg sync.WaitGroup
+	for w := 0; w < max(1, min(m.opts.Workers, total)); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for d := range queue {
+				if ctx.Err() == nil { // objects not started when ctx ends are skipped
+					m.applyAndRecord(ctx, d, idx, opts, creatingNS, results)
+				}
+				done(d)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// applyAndRecord applies one object and records its Change.
+func (m *Manager) applyAndRecord(ctx context.Context, d *desiredObject, idx *liveIndex, opts ApplyOptions,
+	creatingNS sets.Set[string], results []Change) {
+	action, err := m.applyOne(ctx, d, idx.get(d.mapping, d.ref), opts, creatingNS)
+	if err != nil {
+		err = objectError(d.ref, "apply", redact(err, d.obj))
+		m.log.Debug("apply failed", "object", d.ref.String(), "error", err)
+	} else {
+		m.log.Debug("applied", "object", d.ref.String(), "action", string(action))
+	}
+	results[d.index] = Change{Ref: d.ref, Action: action, Err: err}
 }
 
 // applyOne applies one object unless live shows it is already as desired.

@@ -35,15 +35,10 @@ func (m *Manager) Diff(ctx context.Context, objs []*unstructured.Unstructured, o
 	if opts.Context <= 0 {
 		opts.Context = 3
 	}
-	desired, err := prepare(objs, report.ApplySetID)
+	desired, inv, err := m.begin(ctx, objs)
 	if err != nil {
 		return report, err
 	}
-	inv, err := m.readInventory(ctx)
-	if err != nil {
-		return report, err
-	}
-	m.resolve(desired, false)
 	idx := m.newLiveIndex(inv.id, m.interestingNamespaces(inv, desired))
 	if err := idx.loadAll(ctx, uniqueMappings(desired)); err != nil {
 		return report, err

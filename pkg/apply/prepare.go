@@ -1,6 +1,7 @@
 package apply
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
@@ -22,7 +23,8 @@ import (
 const AnnotationAppliedHash = "pcsync.io/applied-hash"
 
 // stage orders the apply: CRDs, then cluster-scoped objects (Namespaces among them),
-// then namespaced objects.
+// then namespaced objects (each after its own Namespace and the other cluster-scoped
+// objects; see applyInOrder).
 type stage int
 
 const (
@@ -65,61 +67,76 @@ var serverOwnedMetadata = []string{"managedFields", "resourceVersion", "uid", "g
 
 // prepare copies and checks the input objects and marks them as members of set id.
 // Input-level problems (missing name, duplicates, a foreign part-of label) are errors
-// of the whole call: they mean the input is wrong, not the cluster.
-func prepare(objs []*unstructured.Unstructured, id string) ([]*desiredObject, error) {
-	out := make([]*desiredObject, 0, len(objs))
+// of the whole call: they mean the input is wrong, not the cluster. The objects are
+// copied and encoded on up to workers goroutines (the encoding is most of the work).
+func prepare(objs []*unstructured.Unstructured, id string, workers int) ([]*desiredObject, error) {
+	errs := make([]error, len(objs))
 	seen := map[objKey]int{}
-	var errs []error
+	var todo []int
 	for i, in := range objs {
 		if in == nil {
-			errs = append(errs, fmt.Errorf("object %d is nil", i))
+			errs[i] = fmt.Errorf("object %d is nil", i)
 			continue
 		}
 		ref := RefOf(in)
 		if ref.Kind == "" || ref.Version == "" || ref.Name == "" {
-			errs = append(errs, fmt.Errorf("object %d (%s): apiVersion, kind and metadata.name are required", i, ref))
+			errs[i] = fmt.Errorf("object %d (%s): apiVersion, kind and metadata.name are required", i, ref)
 			continue
 		}
 		if j, dup := seen[ref.key()]; dup {
-			errs = append(errs, fmt.Errorf("%s: given twice (objects %d and %d)", ref, j, i))
+			errs[i] = fmt.Errorf("%s: given twice (objects %d and %d)", ref, j, i)
 			continue
 		}
 		seen[ref.key()] = i
-		u, err := jsonCopy(in)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", ref, err))
-			continue
+		todo = append(todo, i)
+	}
+	prepared := make([]*desiredObject, len(objs))
+	forEach(context.Background(), workers, len(todo), func(_ context.Context, k int) {
+		i := todo[k]
+		prepared[i], errs[i] = prepareOne(i, objs[i], id)
+	})
+	out := make([]*desiredObject, 0, len(objs))
+	for _, d := range prepared {
+		if d != nil {
+			out = append(out, d)
 		}
-		delete(u.Object, "status")
-		if md, ok := u.Object["metadata"].(map[string]any); ok {
-			for _, f := range serverOwnedMetadata {
-				delete(md, f)
-			}
-		}
-		if ref.GroupKind() == (schema.GroupKind{Kind: "Secret"}) {
-			if err := foldStringData(u); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", ref, err))
-				continue
-			}
-		}
-		labels := u.GetLabels()
-		if labels == nil {
-			labels = map[string]string{}
-		}
-		if v, ok := labels[LabelPartOf]; ok && v != id {
-			errs = append(errs, fmt.Errorf("%s: carries %s=%s of another ApplySet", ref, LabelPartOf, v))
-			continue
-		}
-		labels[LabelPartOf] = id
-		u.SetLabels(labels)
-		d := &desiredObject{index: i, ref: ref, obj: u}
-		if err := d.seal(); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", ref, err))
-			continue
-		}
-		out = append(out, d)
 	}
 	return out, errors.Join(errs...)
+}
+
+// prepareOne copies object i, drops what the server owns, marks it as a member of
+// set id and encodes it.
+func prepareOne(i int, in *unstructured.Unstructured, id string) (*desiredObject, error) {
+	ref := RefOf(in)
+	u, err := jsonCopy(in)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", ref, err)
+	}
+	delete(u.Object, "status")
+	if md, ok := u.Object["metadata"].(map[string]any); ok {
+		for _, f := range serverOwnedMetadata {
+			delete(md, f)
+		}
+	}
+	if ref.GroupKind() == (schema.GroupKind{Kind: "Secret"}) {
+		if err := foldStringData(u); err != nil {
+			return nil, fmt.Errorf("%s: %w", ref, err)
+		}
+	}
+	labels := u.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	if v, ok := labels[LabelPartOf]; ok && v != id {
+		return nil, fmt.Errorf("%s: carries %s=%s of another ApplySet", ref, LabelPartOf, v)
+	}
+	labels[LabelPartOf] = id
+	u.SetLabels(labels)
+	d := &desiredObject{index: i, ref: ref, obj: u}
+	if err := d.seal(); err != nil {
+		return nil, fmt.Errorf("%s: %w", ref, err)
+	}
+	return d, nil
 }
 
 // seal stamps the applied-hash annotation and encodes the body. It must be called

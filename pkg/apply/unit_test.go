@@ -34,7 +34,7 @@ func TestPrepare(t *testing.T) {
 	secret := mustObj(t, `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"s","namespace":"n",
 		"resourceVersion":"9","managedFields":[{"manager":"x"}]},
 		"data":{"a":"YQ=="},"stringData":{"b":"bee"},"status":{"x":1}}`)
-	got, err := prepare([]*unstructured.Unstructured{secret}, "applyset-x-v1")
+	got, err := prepare([]*unstructured.Unstructured{secret}, "applyset-x-v1", 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,13 +57,13 @@ func TestPrepare(t *testing.T) {
 		t.Fatal("no applied-hash annotation")
 	}
 	// The hash is stable and changes with the content.
-	again, _ := prepare([]*unstructured.Unstructured{secret}, "applyset-x-v1")
+	again, _ := prepare([]*unstructured.Unstructured{secret}, "applyset-x-v1", 2)
 	if again[0].obj.GetAnnotations()[AnnotationAppliedHash] != h1 {
 		t.Error("hash is not deterministic")
 	}
 	changed := secret.DeepCopy()
 	_ = unstructured.SetNestedField(changed.Object, "c2Vl", "data", "a")
-	other, _ := prepare([]*unstructured.Unstructured{changed}, "applyset-x-v1")
+	other, _ := prepare([]*unstructured.Unstructured{changed}, "applyset-x-v1", 2)
 	if other[0].obj.GetAnnotations()[AnnotationAppliedHash] == h1 {
 		t.Error("hash did not change with the content")
 	}
@@ -90,7 +90,7 @@ func TestPrepareRejects(t *testing.T) {
 			for _, s := range tt.objs {
 				objs = append(objs, mustObj(t, s))
 			}
-			_, err := prepare(objs, "applyset-x-v1")
+			_, err := prepare(objs, "applyset-x-v1", 2)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("err = %v, want it to contain %q", err, tt.want)
 			}
@@ -344,7 +344,7 @@ func TestPrepareAcceptsGoTypes(t *testing.T) {
 	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
 		"metadata": map[string]any{"name": "c", "namespace": "n"},
 		"spec":     map[string]any{"port": 443, "ratio": float32(0.5), "list": []string{"a"}}}}
-	got, err := prepare([]*unstructured.Unstructured{u}, "applyset-x-v1")
+	got, err := prepare([]*unstructured.Unstructured{u}, "applyset-x-v1", 2)
 	if err != nil {
 		t.Fatal(err)
 	}
