@@ -83,11 +83,11 @@ func BuildJob(in Input, o BuildOptions) (*batchv1.Job, error) {
 
 	var env []corev1.EnvVar
 	for _, e := range in.env(o) {
-		v := corev1.EnvVar{Name: e.name, Value: e.value}
-		if e.secret {
-			v = corev1.EnvVar{Name: e.name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+		v := corev1.EnvVar{Name: e.Name, Value: e.Value}
+		if e.Secret {
+			v = corev1.EnvVar{Name: e.Name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 				LocalObjectReference: corev1.LocalObjectReference{Name: name},
-				Key:                  SecretEnvPrefix + e.name,
+				Key:                  SecretEnvPrefix + e.Name,
 				Optional:             ptr(false),
 			}}}
 		}

@@ -6,8 +6,6 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -84,28 +82,6 @@ func NewInput(r *runs.Run, environ []string, o BuildOptions) (Input, error) {
 	if err != nil {
 		return Input{}, &runs.StartError{Code: result.ErrInvalidRequest, Err: fmt.Errorf("adapter %s: %w", r.Agent.Adapter, err)}
 	}
-	daemon := make(map[string]string, len(environ))
-	for _, kv := range environ {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			daemon[k] = v
-		}
-	}
-	// As the local executor does: the adapter decides extra keys from the
-	// configured keys as the daemon has them and the agent's env.
-	keys := r.Model.Adapter(r.Agent.Adapter).EnvKeys
-	seen := map[string]string{}
-	for _, k := range keys {
-		if v, ok := daemon[k]; ok {
-			seen[k] = v
-		}
-	}
-	maps.Copy(seen, r.Agent.Env)
-	fwd := map[string]string{}
-	for _, k := range slices.Concat(keys, r.Adapter.ForwardEnvKeys(seen)) {
-		if v, ok := daemon[k]; ok {
-			fwd[k] = v
-		}
-	}
 	in := Input{
 		Model:       r.Model,
 		Company:     r.Company,
@@ -115,7 +91,7 @@ func NewInput(r *runs.Run, environ []string, o BuildOptions) (Input, error) {
 		Timeout:     r.Timeout,
 		Context:     r.Request.Context,
 		Command:     cmd,
-		Forwarded:   fwd,
+		Forwarded:   runs.ForwardedEnv(r, runs.EnvMap(environ)),
 		AgentID:     r.PaperclipAgentID(),
 	}
 	if r.HasCallback() {
@@ -138,8 +114,8 @@ func (in Input) JobName() string { return JobName(in.Company.Slug(), in.Agent.Na
 func (in Input) SecretValues() []string {
 	var out []string
 	for _, e := range in.env(DefaultBuildOptions()) {
-		if e.secret && e.value != "" {
-			out = append(out, e.value)
+		if e.Secret && e.Value != "" {
+			out = append(out, e.Value)
 		}
 	}
 	for _, v := range in.Agent.Env {
@@ -148,48 +124,23 @@ func (in Input) SecretValues() []string {
 	return out
 }
 
-// envEntry is one variable of the agent container.
-type envEntry struct {
-	name, value string
-	// secret entries live in the per-run Secret; the container gets a
-	// secretKeyRef.
-	secret bool
-}
-
-// env resolves the container environment, lowest precedence first (the same
-// order as the local executor): XDG_CACHE_HOME; the forwarded daemon keys
-// (secret); the agent's env; the adapter's env; HOME; the wake context
-// (secret); PAPERCLIP_RUN_ID, PAPERCLIP_COMPANY_ID, PAPERCLIP_AGENT_ID,
-// PAPERCLIP_API_URL, PAPERCLIP_API_KEY (secret); PCSYNC_PROMPT_FILE. The
-// result is sorted by name.
-func (in Input) env(o BuildOptions) []envEntry {
-	m := map[string]envEntry{}
-	put := func(name, value string, secret bool) { m[name] = envEntry{name, value, secret} }
-	put("XDG_CACHE_HOME", o.CacheDir, false)
-	for k, v := range in.Forwarded {
-		put(k, v, true)
+// env resolves the container environment: runs.EnvSpec's (the one the
+// local executor builds too, with the forwarded keys but not the daemon's
+// basics), over XDG_CACHE_HOME and under PCSYNC_PROMPT_FILE. Secret
+// variables live in the per-run Secret; the container gets a secretKeyRef.
+// The result is sorted by name.
+func (in Input) env(o BuildOptions) []runs.EnvVar {
+	spec := runs.EnvSpec{
+		Forwarded: in.Forwarded, Agent: in.Agent.Env, Adapter: in.Command.Env, Home: in.home(o), Context: in.Context,
+		RunID: in.RunID, CompanyID: in.Company.Spec.ID, AgentID: cmp.Or(in.AgentID, in.Agent.Name),
+		APIURL: in.APIURL, APIKey: in.APIKey,
 	}
-	for k, v := range in.Agent.Env {
-		put(k, v, false)
+	m := map[string]runs.EnvVar{"XDG_CACHE_HOME": {Name: "XDG_CACHE_HOME", Value: o.CacheDir}}
+	for _, v := range spec.Vars() {
+		m[v.Name] = v
 	}
-	for k, v := range in.Command.Env {
-		put(k, v, false)
-	}
-	put("HOME", in.home(o), false)
-	for k, v := range in.Context {
-		put(runs.ContextEnvName(k), contextValue(v), true)
-	}
-	put("PAPERCLIP_RUN_ID", in.RunID, false)
-	put("PAPERCLIP_COMPANY_ID", in.Company.Spec.ID, false)
-	put("PAPERCLIP_AGENT_ID", cmp.Or(in.AgentID, in.Agent.Name), false)
-	if in.APIURL != "" {
-		put("PAPERCLIP_API_URL", in.APIURL, false)
-	}
-	if in.APIKey != "" {
-		put("PAPERCLIP_API_KEY", in.APIKey, true)
-	}
-	put(EnvPromptFile, o.InputDir+"/"+SecretKeyPrompt, false)
-	out := make([]envEntry, 0, len(m))
+	m[EnvPromptFile] = runs.EnvVar{Name: EnvPromptFile, Value: o.InputDir + "/" + SecretKeyPrompt}
+	out := make([]runs.EnvVar, 0, len(m))
 	for _, k := range slices.Sorted(maps.Keys(m)) {
 		out = append(out, m[k])
 	}
@@ -205,24 +156,6 @@ func (in Input) home(o BuildOptions) string {
 	return o.HomeDir
 }
 
-// contextValue renders a wake-context value like the local executor does.
-func contextValue(v any) string {
-	switch x := v.(type) {
-	case string:
-		return x
-	case bool:
-		return strconv.FormatBool(x)
-	case float64:
-		return strconv.FormatFloat(x, 'f', -1, 64)
-	case int:
-		return strconv.Itoa(x)
-	case int64:
-		return strconv.FormatInt(x, 10)
-	default:
-		return fmt.Sprint(x)
-	}
-}
-
 // BuildSecret returns the run's Secret, owned by job (which must have been
 // created: its UID is the owner reference). It holds the prompt under
 // SecretKeyPrompt and each secret variable under SecretEnvPrefix+NAME. It is
@@ -232,9 +165,9 @@ func BuildSecret(in Input, job *batchv1.Job, o BuildOptions) (*corev1.Secret, er
 	data := map[string][]byte{SecretKeyPrompt: in.Command.Stdin}
 	size := len(in.Command.Stdin)
 	for _, e := range in.env(o) {
-		if e.secret {
-			data[SecretEnvPrefix+e.name] = []byte(e.value)
-			size += len(SecretEnvPrefix+e.name) + len(e.value)
+		if e.Secret {
+			data[SecretEnvPrefix+e.Name] = []byte(e.Value)
+			size += len(SecretEnvPrefix+e.Name) + len(e.Value)
 		}
 	}
 	if size > maxSecretBytes {

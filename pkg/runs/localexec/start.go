@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -45,35 +44,19 @@ type prepared struct {
 // variables) and the values that must never appear in a message: those of
 // the forwarded keys, of the agent's env and the run's Paperclip JWT.
 func (e *Executor) envSecrets(r *runs.Run) (runs.EnvSpec, []string) {
-	def := r.Model.Adapter(r.Agent.Adapter)
-	daemonEnv := map[string]string{}
-	for _, kv := range e.opts.Environ {
-		if k, v, ok := strings.Cut(kv, "="); ok {
-			daemonEnv[k] = v
-		}
+	daemon := runs.EnvMap(e.opts.Environ)
+	spec := runs.EnvSpec{
+		Basic: runs.BasicEnv(daemon), Forwarded: runs.ForwardedEnv(r, daemon), Agent: r.Agent.Env, Home: e.layout.Home(r.AgentKey()),
+		Context: r.Request.Context, RunID: r.RunID, CompanyID: r.Company.Spec.ID, AgentID: r.PaperclipAgentID(),
 	}
-	// The adapter decides extra keys from the configured keys as the
-	// daemon has them and the agent's env.
-	seen := map[string]string{}
-	for _, k := range def.EnvKeys {
-		if v, ok := daemonEnv[k]; ok {
-			seen[k] = v
-		}
-	}
-	maps.Copy(seen, r.Agent.Env)
-	forward := slices.Concat(def.EnvKeys, r.Adapter.ForwardEnvKeys(seen))
 	var secrets []string
-	for _, k := range forward {
-		if v := daemonEnv[k]; v != "" {
+	for _, v := range spec.Forwarded {
+		if v != "" {
 			secrets = append(secrets, v)
 		}
 	}
 	for _, v := range r.Agent.Env {
 		secrets = append(secrets, v)
-	}
-	spec := runs.EnvSpec{
-		Daemon: e.opts.Environ, Forward: forward, Agent: r.Agent.Env, Home: e.layout.Home(r.AgentKey()),
-		Context: r.Request.Context, RunID: r.RunID, CompanyID: r.Company.Spec.ID, AgentID: r.PaperclipAgentID(),
 	}
 	if r.HasCallback() {
 		spec.APIURL, spec.APIKey = localAPIURL(r), r.APIKey()
