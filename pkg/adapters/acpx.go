@@ -42,14 +42,22 @@ const acpxSessionEnv = "PCSYNC_ACPX_SESSION"
 const acpxResumeScript = `"$@" sessions ensure --name "$` + acpxSessionEnv + `" --resume-session "$` + acpxSessionEnv +
 	`" >&2 && exec "$@" prompt --session "$` + acpxSessionEnv + `" --file -`
 
-func (acpx) Command(inv Invocation) (Command, error) {
-	args, err := start(AcpxLocal, inv)
-	if err != nil {
-		return Command{}, err
+// Check implements Adapter.
+func (acpx) Check(inv Invocation) error {
+	if err := check(AcpxLocal, inv); err != nil {
+		return err
 	}
 	if inv.Agent != "" && !agentPattern.MatchString(inv.Agent) {
-		return Command{}, invalid(AcpxLocal, "agent %q is not an agent name", inv.Agent)
+		return invalid(AcpxLocal, FieldAgent, "agent %q is not an agent name", inv.Agent)
 	}
+	return nil
+}
+
+func (a acpx) Command(inv Invocation) (Command, error) {
+	if err := a.Check(inv); err != nil {
+		return Command{}, err
+	}
+	args := start(inv)
 	var warnings []string
 	args = append(args, "--format", "json", "--json-strict", "--approve-all")
 	if inv.Model != "" {

@@ -28,11 +28,14 @@ var claudeEnv = envRules{baseURLKeys: []string{envAnthropicBaseURL}, bedrock: tr
 func (claude) ForwardEnvKeys(env map[string]string) []string { return claudeEnv.forwardKeys(env) }
 func (claude) EgressHosts(env map[string]string) []string    { return claudeEnv.egressHosts(env) }
 
+// Check implements Adapter.
+func (claude) Check(inv Invocation) error { return check(ClaudeLocal, inv) }
+
 func (claude) Command(inv Invocation) (Command, error) {
-	args, err := start(ClaudeLocal, inv)
-	if err != nil {
+	if err := check(ClaudeLocal, inv); err != nil {
 		return Command{}, err
 	}
+	args := start(inv)
 	args = append(args, "--print", "--output-format", "stream-json", "--verbose", "--dangerously-skip-permissions")
 	if inv.Model != "" {
 		args = append(args, "--model", inv.Model)

@@ -26,11 +26,14 @@ var codexEnv = envRules{baseURLKeys: []string{envOpenAIBaseURL}}
 func (codex) ForwardEnvKeys(env map[string]string) []string { return codexEnv.forwardKeys(env) }
 func (codex) EgressHosts(env map[string]string) []string    { return codexEnv.egressHosts(env) }
 
+// Check implements Adapter.
+func (codex) Check(inv Invocation) error { return check(CodexLocal, inv) }
+
 func (codex) Command(inv Invocation) (Command, error) {
-	args, err := start(CodexLocal, inv)
-	if err != nil {
+	if err := check(CodexLocal, inv); err != nil {
 		return Command{}, err
 	}
+	args := start(inv)
 	var warnings []string
 	args = append(args, "exec", "--json", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox")
 	if inv.Model != "" {

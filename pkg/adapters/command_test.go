@@ -151,15 +151,16 @@ func TestCommandRejectsUnsafeInvocations(t *testing.T) {
 		name   string
 		mutate func(*Invocation)
 		want   string
+		field  InvocationField
 	}{
-		{"empty command", func(i *Invocation) { i.Command = nil }, "command (executable argv) is empty"},
-		{"empty executable", func(i *Invocation) { i.Command = []string{""} }, "command (executable argv) is empty"},
-		{"negative max turns", func(i *Invocation) { i.MaxTurns = -1 }, "maxTurns -1 is negative"},
-		{"session id as a flag", func(i *Invocation) { i.SessionID = "--dangerous" }, `session id "--dangerous"`},
-		{"session id with a space", func(i *Invocation) { i.SessionID = "abc def" }, `session id "abc def"`},
-		{"effort with shell text", func(i *Invocation) { i.Effort = `high"; rm -rf /` }, "is not a level name"},
-		{"model as a flag", func(i *Invocation) { i.Model = "--yolo" }, `model "--yolo" starts with '-'`},
-		{"instructions as a flag", func(i *Invocation) { i.InstructionsFile = "-x" }, `instructionsFile "-x" starts with '-'`},
+		{"empty command", func(i *Invocation) { i.Command = nil }, "command (executable argv) is empty", FieldCommand},
+		{"empty executable", func(i *Invocation) { i.Command = []string{""} }, "command (executable argv) is empty", FieldCommand},
+		{"negative max turns", func(i *Invocation) { i.MaxTurns = -1 }, "maxTurns -1 is negative", FieldMaxTurns},
+		{"session id as a flag", func(i *Invocation) { i.SessionID = "--dangerous" }, `session id "--dangerous"`, FieldSessionID},
+		{"session id with a space", func(i *Invocation) { i.SessionID = "abc def" }, `session id "abc def"`, FieldSessionID},
+		{"effort with shell text", func(i *Invocation) { i.Effort = `high"; rm -rf /` }, "is not a level name", FieldEffort},
+		{"model as a flag", func(i *Invocation) { i.Model = "--yolo" }, `model "--yolo" starts with '-'`, FieldModel},
+		{"instructions as a flag", func(i *Invocation) { i.InstructionsFile = "-x" }, `instructionsFile "-x" starts with '-'`, FieldInstructionsFile},
 	}
 	for _, typ := range Types() {
 		a, err := Get(typ)
@@ -177,10 +178,22 @@ func TestCommandRejectsUnsafeInvocations(t *testing.T) {
 			if !strings.Contains(err.Error(), tt.want) || !strings.HasPrefix(err.Error(), string(typ)+": ") {
 				t.Errorf("%s/%s: error %q, want it to start with %q and contain %q", typ, tt.name, err, typ, tt.want)
 			}
+			var ie *InvocationError
+			if !errors.As(err, &ie) || ie.Field != tt.field || ie.Adapter != typ {
+				t.Errorf("%s/%s: error %#v, want an *InvocationError of %s about %s", typ, tt.name, err, typ, tt.field)
+			}
+			// Check refuses what Command refuses, with the same error.
+			if cerr := a.Check(inv); cerr == nil || cerr.Error() != err.Error() {
+				t.Errorf("%s/%s: Check: %v, want %v", typ, tt.name, cerr, err)
+			}
+		}
+		if err := a.Check(base()); err != nil {
+			t.Errorf("%s: Check of a good invocation: %v", typ, err)
 		}
 	}
-	if _, err := (acpx{}).Command(Invocation{Command: []string{"acpx"}, Agent: "claude; rm -rf /", Prompt: "p"}); !errors.Is(err, ErrInvalidInvocation) {
-		t.Errorf("acpx with a bad agent name: error %v, want ErrInvalidInvocation", err)
+	_, err := (acpx{}).Command(Invocation{Command: []string{"acpx"}, Agent: "claude; rm -rf /", Prompt: "p"})
+	if ie := (*InvocationError)(nil); !errors.As(err, &ie) || ie.Field != FieldAgent || !errors.Is(err, ErrInvalidInvocation) {
+		t.Errorf("acpx with a bad agent name: error %v, want an *InvocationError about Agent", err)
 	}
 }
 

@@ -24,11 +24,14 @@ var cursorEnv = envRules{}
 func (cursor) ForwardEnvKeys(env map[string]string) []string { return cursorEnv.forwardKeys(env) }
 func (cursor) EgressHosts(env map[string]string) []string    { return cursorEnv.egressHosts(env) }
 
+// Check implements Adapter.
+func (cursor) Check(inv Invocation) error { return check(CursorLocal, inv) }
+
 func (cursor) Command(inv Invocation) (Command, error) {
-	args, err := start(CursorLocal, inv)
-	if err != nil {
+	if err := check(CursorLocal, inv); err != nil {
 		return Command{}, err
 	}
+	args := start(inv)
 	var warnings []string
 	args = append(args, "--print", "--output-format", "stream-json", "--trust", "--force")
 	if inv.Model != "" {

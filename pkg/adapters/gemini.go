@@ -27,11 +27,14 @@ var geminiEnv = envRules{baseURLKeys: []string{envGeminiBaseURL}}
 func (gemini) ForwardEnvKeys(env map[string]string) []string { return geminiEnv.forwardKeys(env) }
 func (gemini) EgressHosts(env map[string]string) []string    { return geminiEnv.egressHosts(env) }
 
+// Check implements Adapter.
+func (gemini) Check(inv Invocation) error { return check(GeminiLocal, inv) }
+
 func (gemini) Command(inv Invocation) (Command, error) {
-	args, err := start(GeminiLocal, inv)
-	if err != nil {
+	if err := check(GeminiLocal, inv); err != nil {
 		return Command{}, err
 	}
+	args := start(inv)
 	var warnings []string
 	args = append(args, "--output-format", "stream-json", "--yolo", "--skip-trust")
 	if inv.Model != "" {

@@ -26,11 +26,14 @@ var opencodeEnv = envRules{}
 func (opencode) ForwardEnvKeys(env map[string]string) []string { return opencodeEnv.forwardKeys(env) }
 func (opencode) EgressHosts(env map[string]string) []string    { return opencodeEnv.egressHosts(env) }
 
+// Check implements Adapter.
+func (opencode) Check(inv Invocation) error { return check(OpencodeLocal, inv) }
+
 func (opencode) Command(inv Invocation) (Command, error) {
-	args, err := start(OpencodeLocal, inv)
-	if err != nil {
+	if err := check(OpencodeLocal, inv); err != nil {
 		return Command{}, err
 	}
+	args := start(inv)
 	var warnings []string
 	args = append(args, "run", "--format", "json", "--auto", "--print-logs", "--log-level", "ERROR")
 	if inv.Model != "" {

@@ -23,11 +23,14 @@ var piEnv = envRules{}
 func (pi) ForwardEnvKeys(env map[string]string) []string { return piEnv.forwardKeys(env) }
 func (pi) EgressHosts(env map[string]string) []string    { return piEnv.egressHosts(env) }
 
+// Check implements Adapter.
+func (pi) Check(inv Invocation) error { return check(PiLocal, inv) }
+
 func (pi) Command(inv Invocation) (Command, error) {
-	args, err := start(PiLocal, inv)
-	if err != nil {
+	if err := check(PiLocal, inv); err != nil {
 		return Command{}, err
 	}
+	args := start(inv)
 	var warnings []string
 	args = append(args, "--mode", "json", "--print")
 	if inv.Model != "" {

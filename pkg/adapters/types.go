@@ -121,6 +121,10 @@ type Command struct {
 type Adapter interface {
 	// Type returns the adapter's type.
 	Type() Type
+	// Check reports whether Command can build inv's command line, without
+	// building it: an *InvocationError (wrapping ErrInvalidInvocation) when
+	// not. Command fails exactly when Check does.
+	Check(inv Invocation) error
 	// Command builds the command line for inv.
 	Command(inv Invocation) (Command, error)
 	// ForwardEnvKeys returns env keys to forward beyond the configured

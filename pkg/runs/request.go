@@ -139,13 +139,13 @@ func resolveRequest(m *config.Model, paths Paths, file string, req *config.RunRe
 		ExtraArgs:        ag.ExtraArgs,
 		Prompt:           req.Prompt,
 	}
-	// Build the command line once now: a request the adapter cannot turn
-	// into a safe command (a session id that looks like a flag) is rejected
-	// instead of failing later.
-	if _, err := ad.Command(inv); err != nil {
+	// A request the adapter cannot turn into a safe command (a session id
+	// that looks like a flag) is rejected now instead of failing later.
+	if err := ad.Check(inv); err != nil {
 		field := ""
-		if req.SessionID != "" && strings.Contains(err.Error(), "session") {
-			field = "sessionId: "
+		var ie *adapters.InvocationError
+		if errors.As(err, &ie) && ie.Field == adapters.FieldSessionID {
+			field = "sessionId: " // the one field that comes from the request
 		}
 		rej.Message = fmt.Sprintf("%s: %s%v", file, field, err)
 		return nil, rej
