@@ -2,8 +2,14 @@
 // npm, with its embedded Postgres) for integration tests: local_trusted mode
 // on loopback, its data in a directory of its own and on free ports of its
 // own (HTTP and Postgres), so that instances never collide. It installs
-// nothing: the install directory comes from PCSYNC_PAPERCLIP_DIR or the
-// cache that the e2e harness's hack/paperclip/install.sh fills.
+// nothing: the install directory comes from Options.Install,
+// PCSYNC_PAPERCLIP_DIR or the cache that hack/paperclip/install.sh fills.
+// pkg/paperclip's integration tests and the end-to-end tests of
+// test/e2e/paperclip both start their servers here.
+//
+// Node dies with the test binary (Pdeathsig); the embedded Postgres it
+// started would not, so a small reaper process outlives the test binary and
+// stops the server's process group when the test binary dies without Stop.
 package paperclipserver
 
 import (
@@ -11,6 +17,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -51,6 +58,7 @@ type Server struct {
 	opts   Options
 	cmd    *exec.Cmd
 	done   chan error
+	reaper *exec.Cmd
 	out    *buffer
 	ownDir bool
 }
@@ -178,6 +186,8 @@ func (s *Server) prepare() error {
 	return os.WriteFile(filepath.Join(inst, "config.json"), data, 0o644)
 }
 
+// start spawns `paperclipai <args> --data-dir D` in a process group of its
+// own, its output also appended to D/server.log, and waits for /api/health.
 func (s *Server) start(ctx context.Context, args ...string) error {
 	bin := filepath.Join(s.opts.Install, "node_modules", ".bin", "paperclipai")
 	cmd := exec.Command(bin, append(args, "--data-dir", s.Dir)...)
@@ -185,13 +195,29 @@ func (s *Server) start(ctx context.Context, args ...string) error {
 	cmd.Env = append(os.Environ(), "PATH="+s.opts.NodeBin+string(os.PathListSeparator)+os.Getenv("PATH"),
 		"HOME="+s.Dir, "PAPERCLIP_HOME="+s.Dir, "PAPERCLIP_TELEMETRY_DISABLED=1", "PAPERCLIP_UPDATE_CHECK=0",
 		"PAPERCLIP_NO_BROWSER=1", "PORT="+strconv.Itoa(s.Port), "HOST=127.0.0.1", "CI=true")
-	cmd.Stdout, cmd.Stderr = s.out, s.out
+	logFile, err := os.OpenFile(filepath.Join(s.Dir, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	w := io.MultiWriter(s.out, logFile)
+	cmd.Stdout, cmd.Stderr = w, w
+	// Its own process group, so that Halt reaches Postgres too; node dies
+	// with this process, and the reaper stops the rest of the group then.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
+		logFile.Close()
 		return fmt.Errorf("start %s: %w", bin, err)
 	}
 	s.cmd, s.done = cmd, make(chan error, 1)
-	go func() { s.done <- cmd.Wait() }()
+	go func() {
+		err := cmd.Wait() // copies the output until the group closes it
+		logFile.Close()
+		s.done <- err
+	}()
+	if s.reaper, err = startReaper(cmd.Process.Pid, s.ownDir, s.Dir); err != nil {
+		s.Halt()
+		return err
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.StartTimeout)
 	defer cancel()
 	hc := &http.Client{Timeout: 5 * time.Second}
@@ -214,23 +240,74 @@ func (s *Server) start(ctx context.Context, args ...string) error {
 	}
 }
 
-// Stop stops the server (SIGTERM to its process group, SIGKILL after 30 s)
-// and removes a data directory Start created.
+// Stop stops the server (Halt) and removes a data directory Start created.
 func (s *Server) Stop() {
-	if s.cmd != nil && s.cmd.ProcessState == nil {
-		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case err := <-s.done:
-			s.done <- err
-		case <-time.After(30 * time.Second):
-			_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-			<-s.done
-		}
-		waitClosed(s.DBPort, 15*time.Second)
-	}
+	s.Halt()
 	if s.ownDir {
 		_ = os.RemoveAll(s.Dir)
 	}
+}
+
+// Halt stops the server (SIGTERM to its process group, SIGKILL after 30 s)
+// and waits for its Postgres port to close; the data directory and the
+// ports stay, for Restart. Halting a stopped server does nothing.
+func (s *Server) Halt() {
+	if s.reaper != nil {
+		_ = s.reaper.Process.Kill()
+		_ = s.reaper.Wait()
+		s.reaper = nil
+	}
+	if s.cmd == nil || s.cmd.ProcessState != nil {
+		return
+	}
+	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case err := <-s.done:
+		s.done <- err
+	case <-time.After(30 * time.Second):
+		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+		<-s.done
+	}
+	// Embedded Postgres may outlive node by a moment.
+	waitClosed(s.DBPort, 15*time.Second)
+}
+
+// Restart halts the server if it runs and starts it again on the same data
+// directory and ports (`paperclipai run`); it returns once /api/health
+// answers.
+func (s *Server) Restart(ctx context.Context) error {
+	s.Halt()
+	return s.start(ctx, "run")
+}
+
+// reaperScript waits for its stdin to close — the test binary holds the
+// other end, so that happens when the test binary exits, killed or not —
+// then stops the process group $1 (SIGTERM, SIGKILL after 10 s) and removes
+// the data directory $2 when one is given. Halt kills the reaper first.
+const reaperScript = `read -r _
+kill -TERM -- "-$1" 2>/dev/null
+i=0
+while kill -0 -- "-$1" 2>/dev/null && [ "$i" -lt 20 ]; do sleep 0.5; i=$((i+1)); done
+kill -KILL -- "-$1" 2>/dev/null
+if [ -n "$2" ]; then rm -rf -- "$2"; fi
+`
+
+// startReaper starts the reaper of process group pgid (see reaperScript), in
+// a process group of its own so that a Ctrl-C meant for the tests does not
+// end it first.
+func startReaper(pgid int, ownDir bool, dir string) (*exec.Cmd, error) {
+	if !ownDir {
+		dir = ""
+	}
+	cmd := exec.Command("bash", "-c", reaperScript, "paperclip-reaper", strconv.Itoa(pgid), dir)
+	if _, err := cmd.StdinPipe(); err != nil {
+		return nil, err
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start the Paperclip server's reaper (bash): %w", err)
+	}
+	return cmd, nil
 }
 
 func waitClosed(port int, within time.Duration) {

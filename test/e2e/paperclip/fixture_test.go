@@ -38,7 +38,7 @@ func sharedServer(t testing.TB) *server {
 	s := newServer(t, tl, false)
 	s.installAdapter(t)
 	sharedSrv = s
-	atExit = append(atExit, s.stop)
+	atExit = append(atExit, s.Stop)
 	return s
 }
 

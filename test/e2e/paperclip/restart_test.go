@@ -26,7 +26,7 @@ func TestPaperclipRestartMidRun(t *testing.T) {
 	run := srv.API.wake(t, coder.ID, "e2e: restart mid-run")
 	name := strings.ToLower(run.ID)
 	pid := w.pc.standinPid(name)
-	srv.stop()
+	srv.Halt()
 	if pidGone(pid) {
 		t.Errorf("the agent's process %d died with Paperclip", pid)
 	}
@@ -34,7 +34,7 @@ func TestPaperclipRestartMidRun(t *testing.T) {
 	if res.Status != result.StatusSucceeded || str(res.SessionID) != tr.SessionID {
 		t.Errorf("pcsync result of %s while Paperclip was down: %s, session %q; want succeeded, %s", name, res.Status, str(res.SessionID), tr.SessionID)
 	}
-	srv.start("run")
+	srv.restart(t)
 	lost := srv.API.waitRunUntil(t, run.ID, 10*time.Minute, func(r heartbeatRun) bool {
 		return r.Status != "queued" && r.Status != "running"
 	})

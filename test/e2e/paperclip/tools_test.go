@@ -4,6 +4,7 @@ package paperclip
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/pcsync/pcsync/internal/paperclipserver"
 )
 
 // tools are the programs the tests drive, installed or built once per test
@@ -123,7 +126,7 @@ func buildTools() (tools, error) {
 			return tl, err
 		}
 	}
-	adapter, err := buildAdapter(root, tl.NodeBin)
+	adapter, err := buildAdapter()
 	if err != nil {
 		return tl, err
 	}
@@ -137,21 +140,21 @@ func (tl tools) nodeEnv() []string {
 }
 
 // buildAdapter builds integrations/paperclip (make paperclip-adapter's
-// script) into a directory of its own and returns it.
-func buildAdapter(root, nodeBin string) (string, error) {
+// script, paperclipserver.BuildAdapter) into a directory of its own and
+// returns it.
+func buildAdapter() (string, error) {
 	dir, err := os.MkdirTemp("", "pcsync-e2e-adapter-")
 	if err != nil {
 		return "", err
 	}
-	out := filepath.Join(dir, "paperclip-adapter")
-	start := time.Now()
-	got, err := runCmd(root, []string{"PAPERCLIP_ADAPTER_DIR=" + out}, "bash", "integrations/paperclip/build.sh")
-	if err != nil {
-		return "", fmt.Errorf("building the Paperclip adapter (make paperclip-adapter): %w", err)
-	}
 	if err := os.Chmod(dir, 0o755); err != nil {
 		return "", err
 	}
+	start := time.Now()
+	out, err := paperclipserver.BuildAdapter(context.Background(), filepath.Join(dir, "paperclip-adapter"))
+	if err != nil {
+		return "", fmt.Errorf("building the Paperclip adapter (make paperclip-adapter): %w", err)
+	}
 	fmt.Fprintf(os.Stderr, "e2e: adapter built in %s\n", time.Since(start).Round(time.Millisecond))
-	return lastLine(got), nil
+	return out, nil
 }
