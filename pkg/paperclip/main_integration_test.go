@@ -3,11 +3,8 @@
 package paperclip_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -59,32 +56,7 @@ func TestMain(m *testing.M) {
 // call sends one request to the server directly (as an operator's hand in
 // the UI would), decoding the answer into out.
 func call(ctx context.Context, method, path string, in, out any) error {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return err
-		}
-		body = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, server.URL+path, body)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, data)
-	}
-	if out != nil {
-		return json.Unmarshal(data, out)
-	}
-	return nil
+	return server.Call(ctx, method, path, in, out)
 }
 
 func mustCall(t *testing.T, method, path string, in, out any) {

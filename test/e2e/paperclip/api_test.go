@@ -3,22 +3,20 @@
 package paperclip
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pcsync/pcsync/internal/paperclipserver"
 )
 
 // api is a client of Paperclip's HTTP API in local_trusted mode (every
 // request is the local board; no credentials).
 type api struct {
-	base string
-	hc   *http.Client
+	srv *paperclipserver.Server
 }
 
 // company is what POST /api/companies returns (the fields the tests use).
@@ -74,42 +72,11 @@ func str(p *string) string {
 	return *p
 }
 
-// do sends one request; out (if not nil) receives the JSON answer. A status
-// outside 2xx is an error quoting the body.
+// do sends one request (paperclipserver.Server.Call); out (if not nil)
+// receives the JSON answer. A status outside 2xx is an error quoting the
+// body.
 func (a *api) do(ctx context.Context, method, path string, in, out any) error {
-	var body io.Reader
-	if in != nil {
-		data, err := json.Marshal(in)
-		if err != nil {
-			return err
-		}
-		body = bytes.NewReader(data)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, a.base+path, body)
-	if err != nil {
-		return err
-	}
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := a.hc.Do(req)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(data)))
-	}
-	if out != nil {
-		if err := json.Unmarshal(data, out); err != nil {
-			return fmt.Errorf("%s %s: decode %q: %w", method, path, truncate(string(data), 300), err)
-		}
-	}
-	return nil
+	return a.srv.Call(ctx, method, path, in, out)
 }
 
 func truncate(s string, n int) string {

@@ -4,7 +4,6 @@ package paperclip
 
 import (
 	"context"
-	"net/http"
 	"testing"
 	"time"
 
@@ -42,7 +41,7 @@ func newServer(t testing.TB, tl tools, cleanup bool) *server {
 	if err != nil {
 		t.Fatalf("Paperclip server: %v", err)
 	}
-	s := &server{Server: ps, tl: tl, API: &api{base: ps.URL, hc: &http.Client{Timeout: 5 * time.Minute}}}
+	s := &server{Server: ps, tl: tl, API: &api{srv: ps}}
 	if cleanup {
 		t.Cleanup(func() {
 			s.Stop()
