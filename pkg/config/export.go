@@ -79,20 +79,8 @@ func (n *schemaNode) structShape() *structShape {
 		return n.st
 	}
 	n.readStruct = true
-	var alt cue.Value
-	found := 0
-	for _, a := range disjuncts(n.v) {
-		k := a.IncompleteKind()
-		switch {
-		case k == cue.StructKind:
-			alt = a
-			found++
-		case k&cue.StructKind != 0 || k == cue.BottomKind:
-			// Top, or a value in error: may be a struct too.
-			return nil
-		}
-	}
-	if found != 1 || alt.Err() != nil {
+	alt, ok := soleAlternative(n.v, cue.StructKind)
+	if !ok {
 		return nil
 	}
 	it, err := alt.Fields(cue.Optional(true))
@@ -122,6 +110,24 @@ func (n *schemaNode) structShape() *structShape {
 	return st
 }
 
+// soleAlternative returns the one alternative of v (one of its disjuncts)
+// whose kind is exactly kind; ok is false when there is none, more than one,
+// one in error, or one that may be of kind too (top, or a value in error).
+func soleAlternative(v cue.Value, kind cue.Kind) (alt cue.Value, ok bool) {
+	found := 0
+	for _, a := range disjuncts(v) {
+		k := a.IncompleteKind()
+		switch {
+		case k == kind:
+			alt = a
+			found++
+		case k&kind != 0 || k == cue.BottomKind:
+			return cue.Value{}, false
+		}
+	}
+	return alt, found == 1 && alt.Err() == nil
+}
+
 // listElem returns the schema of the elements of the one open list the
 // schema allows here; ok is false when there is not exactly one such list.
 // elem is nil for a closed empty list.
@@ -133,19 +139,8 @@ func (n *schemaNode) listElem() (elem *schemaNode, ok bool) {
 		return n.elem, n.listOK
 	}
 	n.readList = true
-	var alt cue.Value
-	found := 0
-	for _, a := range disjuncts(n.v) {
-		k := a.IncompleteKind()
-		switch {
-		case k == cue.ListKind:
-			alt = a
-			found++
-		case k&cue.ListKind != 0 || k == cue.BottomKind:
-			return nil, false
-		}
-	}
-	if found != 1 || alt.Err() != nil || alt.LookupPath(cue.MakePath(cue.Index(0))).Exists() {
+	alt, ok := soleAlternative(n.v, cue.ListKind)
+	if !ok || alt.LookupPath(cue.MakePath(cue.Index(0))).Exists() {
 		return nil, false
 	}
 	if e := alt.LookupPath(cue.MakePath(cue.AnyIndex)); e.Exists() {

@@ -8,7 +8,6 @@ import (
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
-	"sigs.k8s.io/kustomize/kyaml/resid"
 	"sigs.k8s.io/yaml"
 
 	"github.com/pcsync/pcsync/pkg/config"
@@ -113,16 +112,9 @@ func jsonTypes(v any) any {
 
 func kustomizePatch(p config.Patch) types.Patch {
 	kp := types.Patch{Patch: p.Patch}
-	if t := p.Target; t != nil {
-		kp.Target = &types.Selector{
-			ResId: resid.ResId{
-				Gvk:       resid.Gvk{Group: t.Group, Version: t.Version, Kind: t.Kind},
-				Name:      t.Name,
-				Namespace: t.Namespace,
-			},
-			LabelSelector:      t.LabelSelector,
-			AnnotationSelector: t.AnnotationSelector,
-		}
+	if p.Target != nil {
+		sel := targetSelector(p.Target)
+		kp.Target = &sel
 	}
 	if o := p.Options; o != nil {
 		kp.Options = &types.PatchArgs{AllowNameChange: o.AllowNameChange, AllowKindChange: o.AllowKindChange}
