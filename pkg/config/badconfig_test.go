@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/pcsync/pcsync/internal/golden"
 	"github.com/pcsync/pcsync/pkg/config"
 )
 
@@ -24,49 +25,42 @@ const badRoot = "../../testdata/badconfig"
 // error, "path:line:col: field.path: message-fragment", path relative to
 // the case directory, sorted as Load sorts them.
 func TestBadConfig(t *testing.T) {
-	cases, err := os.ReadDir(badRoot)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range cases {
-		t.Run(c.Name(), func(t *testing.T) {
-			dir := filepath.Join(badRoot, c.Name())
-			_, err := config.Load(context.Background(), filepath.Join(dir, "config"), config.LoadOptions{})
-			var ce *config.Errors
-			if !errors.As(err, &ce) {
-				t.Fatalf("Load = %v, want *config.Errors", err)
+	golden.Cases(t, badRoot, func(t *testing.T, dir string) {
+		_, err := config.Load(context.Background(), filepath.Join(dir, "config"), config.LoadOptions{})
+		var ce *config.Errors
+		if !errors.As(err, &ce) {
+			t.Fatalf("Load = %v, want *config.Errors", err)
+		}
+		prefix := dir + string(filepath.Separator)
+		goldenPath := filepath.Join(dir, "errors.txt")
+		if *update {
+			var b strings.Builder
+			for _, e := range ce.List {
+				b.WriteString(strings.TrimPrefix(e.Error(), prefix) + "\n")
 			}
-			prefix := dir + string(filepath.Separator)
-			golden := filepath.Join(dir, "errors.txt")
-			if *update {
-				var b strings.Builder
-				for _, e := range ce.List {
-					b.WriteString(strings.TrimPrefix(e.Error(), prefix) + "\n")
-				}
-				if err := os.WriteFile(golden, []byte(b.String()), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			data, err := os.ReadFile(golden)
-			if err != nil {
+			if err := os.WriteFile(goldenPath, []byte(b.String()), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			want := strings.Split(strings.TrimSpace(string(data)), "\n")
-			got := make([]string, len(ce.List))
-			for i, e := range ce.List {
-				got[i] = strings.TrimPrefix(e.Error(), prefix)
+			return
+		}
+		data, err := os.ReadFile(goldenPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := strings.Split(strings.TrimSpace(string(data)), "\n")
+		got := make([]string, len(ce.List))
+		for i, e := range ce.List {
+			got[i] = strings.TrimPrefix(e.Error(), prefix)
+		}
+		if len(want) != len(got) {
+			t.Fatalf("got %d errors, want %d (-want +got):\n%s", len(got), len(want), cmp.Diff(want, got))
+		}
+		for i, e := range ce.List {
+			if !matches(want[i], e, prefix) {
+				t.Errorf("error %d:\n got  %s\n want %s", i, got[i], want[i])
 			}
-			if len(want) != len(got) {
-				t.Fatalf("got %d errors, want %d (-want +got):\n%s", len(got), len(want), cmp.Diff(want, got))
-			}
-			for i, e := range ce.List {
-				if !matches(want[i], e, prefix) {
-					t.Errorf("error %d:\n got  %s\n want %s", i, got[i], want[i])
-				}
-			}
-		})
-	}
+		}
+	})
 }
 
 // matches reports whether an error fits an expected line: the same

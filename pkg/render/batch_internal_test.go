@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/pcsync/pcsync/internal/golden"
 	"github.com/pcsync/pcsync/pkg/config"
 )
 
@@ -34,26 +35,20 @@ func renderBytes(t *testing.T, m *config.Model, opts Options) (string, string) {
 // one kustomize run per company, as an overlay with namespace:), and
 // requires the same bytes.
 func TestBatchedMatchesPerCompany(t *testing.T) {
-	cases, err := os.ReadDir("../../testdata/render")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range cases {
-		t.Run(c.Name(), func(t *testing.T) {
-			m, err := config.Load(context.Background(), filepath.Join("../../testdata/render", c.Name(), "config"), config.LoadOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			batched, berr := renderBytes(t, m, Options{})
-			ref, rerr := renderBytes(t, m, Options{perCompany: true})
-			if berr != rerr {
-				t.Fatalf("batched error %q, per-company error %q", berr, rerr)
-			}
-			if diff := cmp.Diff(ref, batched); diff != "" {
-				t.Errorf("batched render differs from per-company (-per-company +batched):\n%s", diff)
-			}
-		})
-	}
+	golden.Cases(t, "../../testdata/render", func(t *testing.T, dir string) {
+		m, err := config.Load(context.Background(), filepath.Join(dir, "config"), config.LoadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		batched, berr := renderBytes(t, m, Options{})
+		ref, rerr := renderBytes(t, m, Options{perCompany: true})
+		if berr != rerr {
+			t.Fatalf("batched error %q, per-company error %q", berr, rerr)
+		}
+		if diff := cmp.Diff(ref, batched); diff != "" {
+			t.Errorf("batched render differs from per-company (-per-company +batched):\n%s", diff)
+		}
+	})
 }
 
 // TestBatchPlan checks which companies of the patch cases take the

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/pcsync/pcsync/internal/golden"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/render"
 )
@@ -26,60 +27,50 @@ const goldenRoot = "../../testdata/render"
 // manifests with want.yaml, the warnings with warnings.txt and the agents'
 // effective settings with effective.txt.
 func TestGolden(t *testing.T) {
-	cases, err := os.ReadDir(goldenRoot)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range cases {
-		if !c.IsDir() {
-			continue
+	golden.Cases(t, goldenRoot, func(t *testing.T, dir string) {
+		m, err := config.Load(context.Background(), filepath.Join(dir, "config"), config.LoadOptions{})
+		if err != nil {
+			t.Fatalf("load: %v", err)
 		}
-		t.Run(c.Name(), func(t *testing.T) {
-			dir := filepath.Join(goldenRoot, c.Name())
-			m, err := config.Load(context.Background(), filepath.Join(dir, "config"), config.LoadOptions{})
-			if err != nil {
-				t.Fatalf("load: %v", err)
-			}
-			out, err := render.Render(m, render.Options{})
-			if err != nil {
-				t.Fatalf("render: %v", err)
-			}
-			got, err := out.YAML()
-			if err != nil {
-				t.Fatal(err)
-			}
-			golden(t, filepath.Join(dir, "want.yaml"), got)
-			var warnings strings.Builder
-			for _, w := range out.Warnings {
-				warnings.WriteString(strings.ReplaceAll(w, dir+string(filepath.Separator), "") + "\n")
-			}
-			golden(t, filepath.Join(dir, "warnings.txt"), []byte(warnings.String()))
-			golden(t, filepath.Join(dir, "effective.txt"), effective(m))
+		out, err := render.Render(m, render.Options{})
+		if err != nil {
+			t.Fatalf("render: %v", err)
+		}
+		got, err := out.YAML()
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, filepath.Join(dir, "want.yaml"), got)
+		var warnings strings.Builder
+		for _, w := range out.Warnings {
+			warnings.WriteString(strings.ReplaceAll(w, dir+string(filepath.Separator), "") + "\n")
+		}
+		check(t, filepath.Join(dir, "warnings.txt"), []byte(warnings.String()))
+		check(t, filepath.Join(dir, "effective.txt"), effective(m))
 
-			// The fast path (no kustomize run for companies without
-			// patches) must give what kustomize gives.
-			viaKustomize, err := render.Render(m, render.Options{AlwaysKustomize: true})
-			if err != nil {
-				t.Fatalf("render through kustomize: %v", err)
-			}
-			kb, err := viaKustomize.YAML()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(string(got), string(kb)); diff != "" {
-				t.Errorf("direct render differs from kustomize's (-direct +kustomize):\n%s", diff)
-			}
-			// Deterministic: the same model gives the same bytes.
-			again, err := render.Render(m, render.Options{Concurrency: 1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ab, _ := again.YAML()
-			if !bytes.Equal(got, ab) {
-				t.Errorf("second render differs from the first")
-			}
-		})
-	}
+		// The fast path (no kustomize run for companies without
+		// patches) must give what kustomize gives.
+		viaKustomize, err := render.Render(m, render.Options{AlwaysKustomize: true})
+		if err != nil {
+			t.Fatalf("render through kustomize: %v", err)
+		}
+		kb, err := viaKustomize.YAML()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(string(got), string(kb)); diff != "" {
+			t.Errorf("direct render differs from kustomize's (-direct +kustomize):\n%s", diff)
+		}
+		// Deterministic: the same model gives the same bytes.
+		again, err := render.Render(m, render.Options{Concurrency: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ab, _ := again.YAML()
+		if !bytes.Equal(got, ab) {
+			t.Errorf("second render differs from the first")
+		}
+	})
 }
 
 // effective lists the settings the runs loop takes from the model for
@@ -105,21 +96,9 @@ func effective(m *config.Model) []byte {
 	return []byte(b.String())
 }
 
-func golden(t *testing.T, path string, got []byte) {
+func check(t *testing.T, path string, got []byte) {
 	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./pkg/render -update to create it)", err)
-	}
-	if diff := cmp.Diff(string(want), string(got)); diff != "" {
-		t.Errorf("%s differs (-want +got):\n%s", path, diff)
-	}
+	golden.File(t, path, got, *update)
 }
 
 // TestBadPatch checks that a patch kustomize cannot apply is a positioned

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	yaml "go.yaml.in/yaml/v2"
 
+	"github.com/pcsync/pcsync/internal/golden"
 	"github.com/pcsync/pcsync/pkg/config"
 )
 
@@ -177,12 +177,8 @@ func TestYAMLWriterKeyOrder(t *testing.T) {
 // case (base objects and kustomize's output) take the writer's own path,
 // not the fallback to go-yaml, and that the bytes agree.
 func TestYAMLWriterFastPath(t *testing.T) {
-	cases, err := os.ReadDir("../../testdata/render")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range cases {
-		m, err := config.Load(context.Background(), filepath.Join("../../testdata/render", c.Name(), "config"), config.LoadOptions{})
+	for _, dir := range golden.Dirs(t, "../../testdata/render") {
+		m, err := config.Load(context.Background(), filepath.Join(dir, "config"), config.LoadOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -194,7 +190,7 @@ func TestYAMLWriterFastPath(t *testing.T) {
 			for _, o := range out.Objects {
 				w := newYAMLWriter()
 				if !w.object(o.Object) {
-					t.Errorf("%s: %s %s: the writer falls back to go-yaml", c.Name(), o.GetKind(), o.GetName())
+					t.Errorf("%s: %s %s: the writer falls back to go-yaml", filepath.Base(dir), o.GetKind(), o.GetName())
 				}
 				compareYAML(t, o.Object)
 			}
