@@ -22,7 +22,7 @@ import (
 var server *paperclipserver.Server
 
 func TestMain(m *testing.M) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute) // a bound for a hung server
 	s, err := paperclipserver.Start(ctx, paperclipserver.Options{})
 	if err != nil {
 		cancel()

@@ -5,7 +5,6 @@ package paperclip
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/pcsync/pcsync/internal/paperclipserver"
 )
@@ -33,7 +32,7 @@ func startServer(t testing.TB, tl tools) *server {
 // test).
 func newServer(t testing.TB, tl tools, cleanup bool) *server {
 	t.Helper()
-	opts := paperclipserver.Options{Install: tl.Install, NodeBin: tl.NodeBin, StartTimeout: 10 * time.Minute}
+	opts := paperclipserver.Options{Install: tl.Install, NodeBin: tl.NodeBin}
 	if cleanup {
 		opts.Dir = worldDir(t, "paperclip-e2e-")
 	}
