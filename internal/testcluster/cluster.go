@@ -114,8 +114,13 @@ type Cluster struct {
 	// Only for a cluster this process started:
 	workDir      string
 	removeWork   bool
-	comps        []*component
 	apiserverURL string
+	// apiArgs is kube-apiserver's command line, for StartAPIServer.
+	apiArgs []string
+	// compsMu guards comps, which StopAPIServer and StartAPIServer change
+	// while tests read PIDs.
+	compsMu sync.Mutex
+	comps   []*component
 
 	closeOnce sync.Once
 	closeErr  error
@@ -218,7 +223,9 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		}
 		opts.Logf("testcluster: a port was taken, starting over: %v", err)
 		_ = c.stopComponents()
+		c.compsMu.Lock()
 		c.comps = nil
+		c.compsMu.Unlock()
 	}
 }
 
@@ -342,6 +349,7 @@ func (c *Cluster) start(ctx context.Context, begin time.Time) error {
 		"--v=1",
 	}
 	apiArgs = append(apiArgs, c.opts.ExtraAPIServerArgs...)
+	c.apiArgs = apiArgs
 	apiserver, err := c.run("kube-apiserver", apiArgs)
 	if err != nil {
 		return err
@@ -478,7 +486,9 @@ func (c *Cluster) run(name string, args []string) (*component, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.compsMu.Lock()
 	c.comps = append(c.comps, comp)
+	c.compsMu.Unlock()
 	c.opts.Logf("testcluster: started %s (pid %d)", name, comp.cmd.Process.Pid)
 	return comp, nil
 }
@@ -834,6 +844,8 @@ func (c *Cluster) WorkDir() string { return c.info.WorkDir }
 // ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"),
 // or "" for an attached cluster.
 func (c *Cluster) ComponentLogPath(name string) string {
+	c.compsMu.Lock()
+	defer c.compsMu.Unlock()
 	for _, comp := range c.comps {
 		if comp.name == name {
 			return comp.logPath
@@ -844,6 +856,8 @@ func (c *Cluster) ComponentLogPath(name string) string {
 
 // PIDs returns the process ids of the components this process started, by name.
 func (c *Cluster) PIDs() map[string]int {
+	c.compsMu.Lock()
+	defer c.compsMu.Unlock()
 	out := map[string]int{}
 	for _, comp := range c.comps {
 		if comp.cmd.Process != nil {
@@ -880,7 +894,10 @@ func (c *Cluster) Close() error {
 func (c *Cluster) stopComponents() error {
 	grace := c.opts.StopGrace
 	var clients, servers []*component
-	for _, comp := range c.comps {
+	c.compsMu.Lock()
+	comps := append([]*component(nil), c.comps...)
+	c.compsMu.Unlock()
+	for _, comp := range comps {
 		switch comp.name {
 		case "etcd", "kube-apiserver":
 			servers = append(servers, comp)

@@ -120,6 +120,23 @@ func (c *component) stop(grace time.Duration) error {
 	}
 }
 
+// kill SIGKILLs the process (and its group) without a SIGTERM first and waits for it
+// to exit.
+func (c *component) kill() error {
+	if c == nil || c.cmd.Process == nil || c.exited() {
+		return nil
+	}
+	pid := c.cmd.Process.Pid
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	select {
+	case <-c.done:
+		return nil
+	case <-time.After(10 * time.Second):
+		return fmt.Errorf("%s (pid %d): still running after SIGKILL", c.name, pid)
+	}
+}
+
 // failure describes a component that did not become ready, with the tail of its log.
 func (c *component) failure(what error) error {
 	state := "still running"
