@@ -169,9 +169,18 @@ func (f *daemonFlags) run(ctx context.Context, g *globalOptions) error {
 	}
 	needCluster := doApply || f.leaderElect || (!f.noRuns && f.executor == "kubernetes")
 	if needCluster {
-		if _, err := g.Kube.RESTConfig(); err != nil {
+		cfg, err := g.Kube.RESTConfig()
+		if err != nil {
 			return err
 		}
+		// /readyz condition APIServerReachable: a cheap GET /readyz of the
+		// API server every few seconds.
+		cfg.UserAgent = "pcsync-probe"
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return fmt.Errorf("cluster access: %w", err)
+		}
+		opts.APIServer = cs.Discovery().RESTClient()
 	}
 	if doApply {
 		m, err := f.set.manager(g)

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/health"
@@ -74,6 +75,14 @@ type Options struct {
 	// OnListen, when set, is called with the address the HTTP server
 	// listens on (useful with port 0).
 	OnListen func(addr net.Addr)
+	// APIServer, when set, is a client of the Kubernetes API server whose
+	// /readyz the daemon asks every APIServerProbeInterval, on every
+	// replica, for the condition APIServerReachable (nil: no probe, no
+	// condition; e.g. --executor local without leader election).
+	APIServer rest.Interface
+	// APIServerProbeInterval is the time between two probes, and the
+	// timeout of each (at least 5s). Default DefaultAPIServerProbeInterval.
+	APIServerProbeInterval time.Duration
 }
 
 // DefaultOptions returns options for the config directory dir with the
@@ -121,6 +130,9 @@ func (o *Options) complete() error {
 	if o.ShutdownTimeout <= 0 {
 		o.ShutdownTimeout = 5 * time.Second
 	}
+	if o.APIServerProbeInterval <= 0 {
+		o.APIServerProbeInterval = DefaultAPIServerProbeInterval
+	}
 	if o.Reconcile.Logger == nil {
 		o.Reconcile.Logger = o.Logger
 	}
@@ -166,6 +178,15 @@ func Run(ctx context.Context, opts Options) error {
 		}
 		defer stop()
 	}
+	if opts.APIServer != nil {
+		pctx, cancel := context.WithCancel(ctx)
+		probed := make(chan struct{})
+		go func() {
+			defer close(probed)
+			d.probeAPIServer(pctx, opts.APIServer, opts.APIServerProbeInterval)
+		}()
+		defer func() { cancel(); <-probed }()
+	}
 	if opts.LeaderElection == nil {
 		d.leading(true)
 		defer d.leading(false)
@@ -197,6 +218,9 @@ func Run(ctx context.Context, opts Options) error {
 type daemon struct {
 	opts Options
 	log  *slog.Logger
+	// loop is the reconcile loop while this replica leads; the API server
+	// probe triggers it when the server answers again.
+	loop atomic.Pointer[reconcile.Loop]
 }
 
 func (d *daemon) leading(l bool) {
@@ -258,6 +282,8 @@ func (d *daemon) work(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	d.loop.Store(loop)
+	defer d.loop.Store(nil)
 
 	var wg sync.WaitGroup
 	defer wg.Wait()
