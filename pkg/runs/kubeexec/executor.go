@@ -140,7 +140,14 @@ func (e *Executor) Start(ctx context.Context, r *runs.Run) (runs.Handle, error) 
 			log.Warn("cannot remove the run marker", slog.Any("error", err))
 		}
 	}
-	created, err := e.client.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{})
+	// A create cut off by the API server going away is repeated when it is
+	// back; if the first one was carried out, the second finds the Job
+	// (AlreadyExists, the run's nonce) and follows it.
+	var created *batchv1.Job
+	err = untilAnswered(ctx, log, "create Job/"+key, func() (err error) {
+		created, err = e.client.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{})
+		return err
+	})
 	if err == nil {
 		// A new run starts a new log.
 		if f, _, err := openLog(r.Paths.Log(), false); err != nil {
@@ -151,7 +158,10 @@ func (e *Executor) Start(ctx context.Context, r *runs.Run) (runs.Handle, error) 
 	} else if isAlreadyExists(err) {
 		// Created by an earlier daemon that stopped before recording it,
 		// or by a second request with the same runId.
-		created, err = e.client.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
+		err = untilAnswered(ctx, log, "get Job/"+key, func() (err error) {
+			created, err = e.client.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
+			return err
+		})
 		if err == nil && created.Annotations[AnnotationRequest] != in.RequestFile {
 			undo()
 			return nil, &runs.StartError{Code: result.ErrInvalidRequest, Err: fmt.Errorf(
@@ -178,7 +188,10 @@ func (e *Executor) Start(ctx context.Context, r *runs.Run) (runs.Handle, error) 
 	// right after.
 	endSlot()
 	sec.OwnerReferences[0].UID = created.UID
-	if _, err := e.client.CoreV1().Secrets(ns).Create(ctx, sec, metav1.CreateOptions{}); err != nil && !isAlreadyExists(err) {
+	if err := untilAnswered(ctx, log, "create Secret/"+key, func() error {
+		_, err := e.client.CoreV1().Secrets(ns).Create(ctx, sec, metav1.CreateOptions{})
+		return err
+	}); err != nil && !isAlreadyExists(err) {
 		// Without its Secret the pod would wait for ever: take the Job back.
 		h := &handle{e: e, ns: ns, name: name, uid: created.UID}
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.DeleteTimeout)
