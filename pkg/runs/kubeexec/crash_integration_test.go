@@ -254,14 +254,16 @@ type killLoop struct {
 	starts, kills int
 }
 
-// lifeLine is the line the daemon logs once it serves the spool.
-const lifeLine = `msg="daemon started"`
+// lifeLines are the messages the daemon logs once it serves the spool
+// (the spool server's, and the older runs daemon's).
+var lifeLines = []string{`msg="spool server started"`, `msg="daemon started"`}
 
 // run kills and restarts the daemon until every request has its result,
 // then stops the last daemon with SIGTERM. A daemon's lifetime counts from
 // its start; after a lifetime that wrote no result, the next one counts
-// from the moment the daemon serves the spool, so that a machine too slow
-// to start the daemon within the lifetime still makes progress. The test
+// from the moment the daemon serves the spool (or writes a result, should
+// its log say so in other words), so that a machine too slow to start the
+// daemon within the lifetime still makes progress. The test
 // fails after crashStuckLives lifetimes in a row without a new result.
 func (k *killLoop) run() {
 	t := k.t
@@ -279,12 +281,17 @@ func (k *killLoop) run() {
 		if !fromServing {
 			timer = time.After(life)
 		}
+		progress := time.NewTicker(250 * time.Millisecond)
 	live:
 		for {
 			select {
 			case <-serving:
 				serving = nil
 				if timer == nil {
+					timer = time.After(life)
+				}
+			case <-progress.C:
+				if timer == nil && k.results() > done {
 					timer = time.After(life)
 				}
 			case err := <-exited:
@@ -294,6 +301,7 @@ func (k *killLoop) run() {
 				break live
 			}
 		}
+		progress.Stop()
 		if k.results() == len(k.names) {
 			_ = cmd.Process.Signal(syscall.SIGTERM)
 			<-exited
@@ -329,6 +337,8 @@ func (k *killLoop) start(logf *os.File) (*exec.Cmd, chan struct{}, chan error) {
 	cmd := exec.Command(k.bin, "daemon", "--executor", "kubernetes", "--no-reconcile", "--config", e.cfgDir,
 		"--spool", e.spool, "--state-dir", e.state, "--kubeconfig", kubeconfig, "--rescan-interval", "500ms")
 	cmd.Env = append(os.Environ(), "ANTHROPIC_API_KEY="+testAPIKey)
+	// A test binary that dies (timeout, panic) takes its daemon along.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	if err := cmd.Start(); err != nil {
@@ -344,8 +354,10 @@ func (k *killLoop) start(logf *os.File) (*exec.Cmd, chan struct{}, chan error) {
 		for sc.Scan() {
 			line := sc.Text()
 			_, _ = fmt.Fprintln(logf, line)
-			if strings.Contains(line, lifeLine) {
-				once()
+			for _, l := range lifeLines {
+				if strings.Contains(line, l) {
+					once()
+				}
 			}
 		}
 		_, _ = io.Copy(io.Discard, pr)
