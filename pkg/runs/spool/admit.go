@@ -60,7 +60,7 @@ func (l *loop) admitWorker(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case name := <-l.admitCh:
-			a := l.d.safeAdmit(ctx, name)
+			a := l.srv.safeAdmit(ctx, name)
 			select {
 			case l.admitted <- a:
 			case <-ctx.Done():
@@ -73,21 +73,21 @@ func (l *loop) admitWorker(ctx context.Context) {
 // safeAdmit is admit that survives a panic on some input: the request is
 // rejected with the panic's message instead of crashing the daemon (which
 // would crash again on the same file after a restart).
-func (d *Server) safeAdmit(ctx context.Context, name string) (a admission) {
+func (s *Server) safeAdmit(ctx context.Context, name string) (a admission) {
 	defer func() {
 		if p := recover(); p != nil {
-			d.log.Error("reading a request panicked; rejecting it", slog.String("name", name), slog.Any("panic", p))
-			a = d.reject(name, &runs.Rejection{RunID: name, Message: fmt.Sprintf(
+			s.log.Error("reading a request panicked; rejecting it", slog.String("name", name), slog.Any("panic", p))
+			a = s.reject(name, &runs.Rejection{RunID: name, Message: fmt.Sprintf(
 				"%s: pcsync failed to read this request (internal error: %v); please report it", name, p)})
 		}
 	}()
-	return d.admit(ctx, name)
+	return s.admit(ctx, name)
 }
 
 // admit reads, validates and (for a valid request) adopts one request name.
 // It runs on a worker goroutine and touches no loop state.
-func (d *Server) admit(ctx context.Context, name string) admission {
-	paths := d.paths(name)
+func (s *Server) admit(ctx context.Context, name string) admission {
+	paths := s.paths(name)
 	if r, err := result.Read(paths.Result()); err == nil {
 		return admission{name: name, kind: admitDone, runID: r.RunID, status: r.Status}
 	} else if p := resultProblem(paths, err); p != "" {
@@ -114,10 +114,10 @@ func (d *Server) admit(ctx context.Context, name string) admission {
 		rej := &runs.Rejection{RunID: name, Message: fmt.Sprintf(
 			"%s: several requests are named %q (%s) and share one result file; keep one of them",
 			bases[0], name, strings.Join(bases, ", "))}
-		return d.reject(name, rej)
+		return s.reject(name, rej)
 	}
 	file := files[0]
-	run, err := runs.LoadRequest(d.model.Load(), file, d.opts.MaxRequestBytes)
+	run, err := runs.LoadRequest(s.model.Load(), file, s.opts.MaxRequestBytes)
 	var rej *runs.Rejection
 	switch {
 	case errors.As(err, &rej):
@@ -127,28 +127,28 @@ func (d *Server) admit(ctx context.Context, name string) admission {
 		}
 		now := time.Now()
 		mt := fi.ModTime()
-		if now.Sub(mt) < d.opts.SettleWindow {
+		if now.Sub(mt) < s.opts.SettleWindow {
 			// The writer may still be at it (it does not rename files in).
 			base := mt
 			if mt.After(now) {
 				base = now
 			}
-			return admission{name: name, kind: admitRetry, retryAt: base.Add(d.opts.SettleWindow + 10*time.Millisecond), err: rej}
+			return admission{name: name, kind: admitRetry, retryAt: base.Add(s.opts.SettleWindow + 10*time.Millisecond), err: rej}
 		}
-		return d.reject(name, rej)
+		return s.reject(name, rej)
 	case errors.Is(err, os.ErrNotExist):
 		return admission{name: name, kind: admitGone}
 	case err != nil:
 		return admission{name: name, kind: admitError, err: err}
 	}
-	if run.PreviousUsage, err = d.usage.previous(string(run.Agent.Adapter), run.Request.SessionID); err != nil {
-		d.log.Warn("cannot read the session's usage total", append(run.LogAttrs(), slog.Any("error", err))...)
+	if run.PreviousUsage, err = s.usage.previous(string(run.Agent.Adapter), run.Request.SessionID); err != nil {
+		s.log.Warn("cannot read the session's usage total", append(run.LogAttrs(), slog.Any("error", err))...)
 	}
-	h, err := d.exec.Adopt(ctx, run)
+	h, err := s.exec.Adopt(ctx, run)
 	switch {
 	case errors.Is(err, runs.ErrNotStarted):
 		if rej := checkOutputs(run); rej != nil {
-			return d.reject(name, rej)
+			return s.reject(name, rej)
 		}
 		return admission{name: name, kind: admitAccepted, run: run}
 	case err != nil:
@@ -189,30 +189,30 @@ func checkOutputs(r *runs.Run) *runs.Rejection {
 }
 
 // reject writes the rejected result of a request.
-func (d *Server) reject(name string, rej *runs.Rejection) admission {
+func (s *Server) reject(name string, rej *runs.Rejection) admission {
 	res := result.New(rej.RunID, rej.Company, rej.Agent, rej.Adapter)
 	res.Fail(result.StatusRejected, result.ErrInvalidRequest, rej.Message)
 	now := time.Now().UTC()
 	res.FinishedAt = &now
-	d.log.Warn("request rejected", slog.String("name", name), slog.String("runId", rej.RunID), slog.String("reason", rej.Message))
-	if err := d.writeResult(name, res); err != nil {
+	s.log.Warn("request rejected", slog.String("name", name), slog.String("runId", rej.RunID), slog.String("reason", rej.Message))
+	if err := s.writeResult(name, res); err != nil {
 		return admission{name: name, kind: admitError, err: err}
 	}
 	return admission{name: name, kind: admitRejected, runID: rej.RunID, status: result.StatusRejected}
 }
 
 // writeResult writes a result file, exactly once.
-func (d *Server) writeResult(name string, res result.RunResult) error {
-	err := result.Write(d.paths(name).Result(), res)
+func (s *Server) writeResult(name string, res result.RunResult) error {
+	err := result.Write(s.paths(name).Result(), res)
 	if errors.Is(err, result.ErrExists) {
-		d.log.Warn("result already written; keeping the first", slog.String("name", name), slog.String("runId", res.RunID))
+		s.log.Warn("result already written; keeping the first", slog.String("name", name), slog.String("runId", res.RunID))
 		return nil
 	}
 	if err != nil {
-		d.log.Error("cannot write result", slog.String("name", name), slog.String("runId", res.RunID), slog.Any("error", err))
+		s.log.Error("cannot write result", slog.String("name", name), slog.String("runId", res.RunID), slog.Any("error", err))
 		return err
 	}
-	if m := d.opts.Metrics; m != nil {
+	if m := s.opts.Metrics; m != nil {
 		m.ObserveRun(res)
 	}
 	return nil
@@ -239,7 +239,7 @@ func (l *loop) onAdmitted(ctx context.Context, wg *sync.WaitGroup, a admission) 
 		l.schedule(ctx, wg)
 		return
 	case admitRetry:
-		l.d.log.Debug("request does not validate yet and changed recently; retrying",
+		l.srv.log.Debug("request does not validate yet and changed recently; retrying",
 			slog.String("name", a.name), slog.Time("retryAt", a.retryAt))
 		l.observe(e, EventRetrying, "")
 		name := a.name
@@ -254,7 +254,7 @@ func (l *loop) onAdmitted(ctx context.Context, wg *sync.WaitGroup, a admission) 
 		l.observe(e, EventRejected, result.StatusRejected)
 		l.done(e, result.StatusRejected)
 	case admitError:
-		l.d.log.Error("cannot read request; retrying at the next rescan", slog.String("name", a.name), slog.Any("error", a.err))
+		l.srv.log.Error("cannot read request; retrying at the next rescan", slog.String("name", a.name), slog.Any("error", a.err))
 	case admitIgnored:
 		l.ignore(e, a.file, a.err.Error())
 	case admitAccepted:
@@ -272,12 +272,12 @@ func (l *loop) onAdmitted(ctx context.Context, wg *sync.WaitGroup, a admission) 
 func (l *loop) accept(ctx context.Context, wg *sync.WaitGroup, e *entry, a admission) {
 	r := a.run
 	e.run = r
-	log := l.d.log.With(r.LogAttrs()...)
+	log := l.srv.log.With(r.LogAttrs()...)
 	if a.handle == nil {
 		if other, ok := l.runIDs[r.RunID]; ok && other != e.name {
 			rej := &runs.Rejection{RunID: r.RunID, Company: r.Company.Slug(), Agent: r.Agent.Name, Adapter: string(r.Agent.Adapter),
 				Message: fmt.Sprintf("%s: runId: %q is already the run id of request %q; run ids are unique in a spool", filepath.Base(r.RequestFile), r.RunID, other)}
-			if b := l.d.reject(e.name, rej); b.kind == admitRejected {
+			if b := l.srv.reject(e.name, rej); b.kind == admitRejected {
 				l.observe(e, EventRejected, result.StatusRejected)
 				l.done(e, result.StatusRejected)
 			}
@@ -319,10 +319,10 @@ func (l *loop) schedule(ctx context.Context, wg *sync.WaitGroup) {
 		go func() {
 			defer wg.Done()
 			var err error
-			if r.PreviousUsage, err = l.d.usage.previous(string(r.Agent.Adapter), r.Request.SessionID); err != nil {
-				l.d.log.Warn("cannot read the session's usage total", append(r.LogAttrs(), slog.Any("error", err))...)
+			if r.PreviousUsage, err = l.srv.usage.previous(string(r.Agent.Adapter), r.Request.SessionID); err != nil {
+				l.srv.log.Warn("cannot read the session's usage total", append(r.LogAttrs(), slog.Any("error", err))...)
 			}
-			h, err := l.d.exec.Start(ctx, r)
+			h, err := l.srv.exec.Start(ctx, r)
 			select {
 			case l.startedCh <- started{name: r.Name(), handle: h, err: err}:
 			case <-ctx.Done():
@@ -338,7 +338,7 @@ func (l *loop) onStarted(ctx context.Context, wg *sync.WaitGroup, s started) {
 	if e == nil || e.state != stateStarting {
 		return
 	}
-	log := l.d.log.With(e.run.LogAttrs()...)
+	log := l.srv.log.With(e.run.LogAttrs()...)
 	if s.err != nil {
 		res := e.run.NewResult()
 		code := result.ErrInternal
@@ -350,7 +350,7 @@ func (l *loop) onStarted(ctx context.Context, wg *sync.WaitGroup, s started) {
 		now := time.Now().UTC()
 		res.FinishedAt = &now
 		log.Error("run could not start", slog.Any("error", s.err))
-		_ = l.d.writeResult(e.name, res)
+		_ = l.srv.writeResult(e.name, res)
 		l.q.release(e.run)
 		l.done(e, res.Status)
 		return

@@ -14,7 +14,7 @@ func (l *loop) checkCancel(e *entry) {
 		return
 	}
 	e.cancelled = true
-	log := l.d.log.With(e.run.LogAttrs()...)
+	log := l.srv.log.With(e.run.LogAttrs()...)
 	l.observe(e, EventCancelling, "")
 	switch e.state {
 	case stateQueued:
@@ -31,10 +31,10 @@ func (l *loop) checkCancel(e *entry) {
 // cancelQueued writes the cancelled result of a run that never started.
 func (l *loop) cancelQueued(e *entry, why string) {
 	res := e.run.NewResult()
-	res.Fail(result.StatusCancelled, result.ErrCancelled, why+" ("+filepath.Base(l.d.paths(e.name).Cancel())+")")
+	res.Fail(result.StatusCancelled, result.ErrCancelled, why+" ("+filepath.Base(l.srv.paths(e.name).Cancel())+")")
 	now := time.Now().UTC()
 	res.FinishedAt = &now
-	l.d.log.Info("run cancelled", append(e.run.LogAttrs(), slog.String("reason", why))...)
-	_ = l.d.writeResult(e.name, res)
+	l.srv.log.Info("run cancelled", append(e.run.LogAttrs(), slog.String("reason", why))...)
+	_ = l.srv.writeResult(e.name, res)
 	l.done(e, result.StatusCancelled)
 }

@@ -28,7 +28,7 @@ func (l *loop) wait(ctx context.Context, wg *sync.WaitGroup, e *entry, h runs.Ha
 			now := time.Now().UTC()
 			end.Result.FinishedAt = &now
 		}
-		l.d.finish(ctx, r, h, end)
+		l.srv.finish(ctx, r, h, end)
 		select {
 		case l.finishCh <- finished{name: r.Name(), status: end.Result.Status, slot: true}:
 		case <-ctx.Done():
@@ -38,15 +38,15 @@ func (l *loop) wait(ctx context.Context, wg *sync.WaitGroup, e *entry, h runs.Ha
 
 // finish keeps the session's usage total, writes the run's result and lets
 // the executor forget the run.
-func (d *Server) finish(ctx context.Context, r *runs.Run, h runs.Handle, end runs.Ending) {
+func (s *Server) finish(ctx context.Context, r *runs.Run, h runs.Handle, end runs.Ending) {
 	res := end.Result
-	log := d.log.With(r.LogAttrs()...)
+	log := s.log.With(r.LogAttrs()...)
 	if end.SessionTotal != nil && res.SessionID != nil {
-		if err := d.usage.record(res.Adapter, *res.SessionID, res.RunID, *end.SessionTotal); err != nil {
+		if err := s.usage.record(res.Adapter, *res.SessionID, res.RunID, *end.SessionTotal); err != nil {
 			log.Warn("cannot keep the session's usage total", slog.Any("error", err))
 		}
 	}
-	if err := d.writeResult(r.Name(), res); err != nil {
+	if err := s.writeResult(r.Name(), res); err != nil {
 		return // the executor keeps its state; the next daemon tries again
 	}
 	attrs := []any{slog.String("status", string(res.Status))}

@@ -74,7 +74,7 @@ type finished struct {
 // loop is the daemon's single owner of the queue and of every entry. All
 // its fields are touched only by the goroutine in run, except the channels.
 type loop struct {
-	d       *Server
+	srv     *Server
 	entries map[string]*entry
 	runIDs  map[string]string // run id → name
 	q       *queue
@@ -101,9 +101,9 @@ type loop struct {
 	initial map[string]bool
 }
 
-func newLoop(d *Server) *loop {
+func newLoop(srv *Server) *loop {
 	return &loop{
-		d:         d,
+		srv:       srv,
 		startedAt: time.Now().UTC(),
 		entries:   map[string]*entry{},
 		runIDs:    map[string]string{},
@@ -119,7 +119,7 @@ func newLoop(d *Server) *loop {
 }
 
 func (l *loop) observe(e *entry, kind EventKind, status result.Status) {
-	if l.d.opts.Observe == nil {
+	if l.srv.opts.Observe == nil {
 		return
 	}
 	ev := Event{Kind: kind, Name: e.name, RunID: e.runID, Status: status}
@@ -127,17 +127,17 @@ func (l *loop) observe(e *entry, kind EventKind, status result.Status) {
 		ev.Agent = e.run.AgentKey()
 		ev.RunID = e.run.RunID
 	}
-	l.d.opts.Observe(ev)
+	l.srv.opts.Observe(ev)
 }
 
 // run is the loop. wg tracks the goroutines it starts.
 func (l *loop) run(ctx context.Context, wg *sync.WaitGroup) error {
-	snap, err := scanSpool(l.d.opts.Spool)
+	snap, err := scanSpool(l.srv.opts.Spool)
 	if err != nil {
 		return err
 	}
 	l.takeFirstListing(snap)
-	ticker := time.NewTicker(l.d.opts.RescanInterval)
+	ticker := time.NewTicker(l.srv.opts.RescanInterval)
 	defer ticker.Stop()
 	status := time.NewTicker(250 * time.Millisecond)
 	defer status.Stop()
@@ -175,11 +175,11 @@ func (l *loop) run(ctx context.Context, wg *sync.WaitGroup) error {
 			// Rewritten when anything happened since the last write.
 			// and at least every heartbeat interval.
 			statusTurn = true
-			if dirty || time.Since(written) >= l.d.opts.HeartbeatInterval {
+			if dirty || time.Since(written) >= l.srv.opts.HeartbeatInterval {
 				l.writeStatus(false)
 				dirty, written = false, time.Now()
 			}
-		case <-l.d.modelSet:
+		case <-l.srv.modelSet:
 			// The companies in the status file change.
 		case <-l.rescanNow:
 			l.rescan()
@@ -198,7 +198,7 @@ func (l *loop) run(ctx context.Context, wg *sync.WaitGroup) error {
 // takeFirstListing takes in the first listing: names with results are done (their
 // run ids are remembered), the others are looked at.
 func (l *loop) takeFirstListing(snap spoolSnapshot) {
-	if l.d.opts.Once {
+	if l.srv.opts.Once {
 		l.once = map[string]bool{}
 	}
 	for name := range snap.requests {
@@ -211,7 +211,7 @@ func (l *loop) takeFirstListing(snap spoolSnapshot) {
 		if snap.results[name] {
 			e := &entry{name: name, state: stateDone}
 			l.entries[name] = e
-			paths := l.d.paths(name)
+			paths := l.srv.paths(name)
 			r, err := result.Read(paths.Result())
 			if p := resultProblem(paths, err); p != "" {
 				l.ignore(e, paths.Result(), p)
@@ -233,7 +233,7 @@ func (l *loop) takeFirstListing(snap spoolSnapshot) {
 	}
 }
 
-func (d *Server) paths(name string) runs.Paths { return runs.Paths{Spool: d.opts.Spool, Name: name} }
+func (s *Server) paths(name string) runs.Paths { return runs.Paths{Spool: s.opts.Spool, Name: name} }
 
 func (l *loop) stopTimers() {
 	for _, e := range l.entries {
@@ -290,9 +290,9 @@ func (l *loop) consider(name string) {
 
 // rescan lists the spool directory and catches up with what events missed.
 func (l *loop) rescan() {
-	snap, err := scanSpool(l.d.opts.Spool)
+	snap, err := scanSpool(l.srv.opts.Spool)
 	if err != nil {
-		l.d.log.Error("spool rescan failed", slog.Any("error", err))
+		l.srv.log.Error("spool rescan failed", slog.Any("error", err))
 		return
 	}
 	for name := range snap.requests {
@@ -302,7 +302,7 @@ func (l *loop) rescan() {
 			l.consider(name)
 		case e.state == stateDone && !snap.results[name] && l.once == nil:
 			// The result was removed: the request is pending again.
-			l.d.log.Info("result file removed; request is pending again", slog.String("name", name))
+			l.srv.log.Info("result file removed; request is pending again", slog.String("name", name))
 			l.releaseRunID(e)
 			delete(l.entries, name)
 			l.consider(name)
@@ -310,7 +310,7 @@ func (l *loop) rescan() {
 			l.consider(name)
 		case e.state == stateIgnored && e.ignoredBy != "":
 			if _, err := os.Lstat(e.ignoredBy); errors.Is(err, fs.ErrNotExist) {
-				l.d.log.Info("the file that kept the request from running is gone; reading it again",
+				l.srv.log.Info("the file that kept the request from running is gone; reading it again",
 					slog.String("name", name), slog.String("file", filepath.Base(e.ignoredBy)))
 				delete(l.entries, name)
 				l.consider(name)
@@ -339,7 +339,7 @@ func (l *loop) vanished(e *entry) {
 		e.retry.Stop()
 	}
 	if e.state != stateDone {
-		l.d.log.Info("request file removed before it ran", slog.String("name", e.name))
+		l.srv.log.Info("request file removed before it ran", slog.String("name", e.name))
 	}
 	l.releaseRunID(e)
 	delete(l.entries, e.name)
@@ -362,7 +362,7 @@ func (l *loop) releaseRunID(e *entry) {
 func (l *loop) ignore(e *entry, file, why string) {
 	e.state, e.ignoredBy = stateIgnored, file
 	delete(l.once, e.name)
-	l.d.log.Warn("request skipped: "+why, slog.String("name", e.name))
+	l.srv.log.Warn("request skipped: "+why, slog.String("name", e.name))
 }
 
 // done marks an entry finished.
@@ -374,7 +374,7 @@ func (l *loop) done(e *entry, status result.Status) {
 }
 
 func (l *loop) updateMetrics() {
-	if m := l.d.opts.Metrics; m != nil {
+	if m := l.srv.opts.Metrics; m != nil {
 		queued, running := l.q.counts()
 		m.RunsQueued.Set(float64(queued))
 		m.RunsInFlight.Set(float64(running))
@@ -383,6 +383,6 @@ func (l *loop) updateMetrics() {
 
 // cancelRequested reports whether <name>.cancel exists.
 func (l *loop) cancelRequested(name string) bool {
-	_, err := os.Stat(l.d.paths(name).Cancel())
+	_, err := os.Stat(l.srv.paths(name).Cancel())
 	return err == nil
 }

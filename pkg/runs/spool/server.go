@@ -176,7 +176,7 @@ func New(model *config.Model, exec runs.Executor, opts Options) (*Server, error)
 	if err := safefile.MkdirAll(layout.Dir); err != nil {
 		return nil, fmt.Errorf("spool %s: state directory: %w", opts.Spool, err)
 	}
-	d := &Server{
+	s := &Server{
 		opts:     opts,
 		exec:     exec,
 		log:      opts.Logger.With(slog.String("spool", opts.Spool), slog.String("executor", exec.Name())),
@@ -184,8 +184,8 @@ func New(model *config.Model, exec runs.Executor, opts Options) (*Server, error)
 		usage:    &usageStore{layout: layout},
 		modelSet: make(chan struct{}, 1),
 	}
-	d.model.Store(model)
-	return d, nil
+	s.model.Store(model)
+	return s, nil
 }
 
 // SetModel swaps in a newly loaded config; it is safe to call while Run
@@ -193,54 +193,54 @@ func New(model *config.Model, exec runs.Executor, opts Options) (*Server, error)
 // and agents are accepted, removed ones rejected); runs already accepted
 // keep the config they were accepted against (their agent's concurrency,
 // image, env). A nil m is ignored.
-func (d *Server) SetModel(m *config.Model) {
+func (s *Server) SetModel(m *config.Model) {
 	if m != nil {
-		d.model.Store(m)
+		s.model.Store(m)
 		select {
-		case d.modelSet <- struct{}{}:
+		case s.modelSet <- struct{}{}:
 		default:
 		}
 	}
 }
 
 // Model returns the config requests are currently validated against.
-func (d *Server) Model() *config.Model { return d.model.Load() }
+func (s *Server) Model() *config.Model { return s.model.Load() }
 
 // Run serves the spool until ctx ends (or, with Once, until every request
 // present at start has its result). Runs still going when Run returns are
 // left alone: the next daemon adopts them. Failed runs are results, not
 // errors; Run fails only when it cannot serve the spool at all.
-func (d *Server) Run(ctx context.Context) error {
-	unlock, err := lockState(d.layout.Lock())
+func (s *Server) Run(ctx context.Context) error {
+	unlock, err := lockState(s.layout.Lock())
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	removeStaleTemps(d.log, d.opts.Spool, d.layout.Dir)
+	removeStaleTemps(s.log, s.opts.Spool, s.layout.Dir)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	l := newLoop(d)
+	l := newLoop(s)
 	var wg sync.WaitGroup
-	if d.opts.Watch {
-		if w, err := newSpoolWatcher(d.opts.Spool, d.log); err != nil {
+	if s.opts.Watch {
+		if w, err := newSpoolWatcher(s.opts.Spool, s.log); err != nil {
 			// Out of inotify watches, or a file system without events:
 			// the rescan still finds everything, only later.
-			d.log.Warn("cannot watch the spool; relying on the periodic rescan",
-				slog.Any("error", err), slog.Duration("rescanInterval", d.opts.RescanInterval))
+			s.log.Warn("cannot watch the spool; relying on the periodic rescan",
+				slog.Any("error", err), slog.Duration("rescanInterval", s.opts.RescanInterval))
 		} else {
 			wg.Add(1)
 			go func() { defer wg.Done(); w.run(ctx, l.events, l.rescanNow) }()
 		}
 	}
-	for range d.opts.Workers {
+	for range s.opts.Workers {
 		wg.Add(1)
 		go func() { defer wg.Done(); l.admitWorker(ctx) }()
 	}
-	d.log.Info("spool server started", slog.Bool("once", d.opts.Once), slog.String("stateDir", d.opts.StateDir))
+	s.log.Info("spool server started", slog.Bool("once", s.opts.Once), slog.String("stateDir", s.opts.StateDir))
 	err = l.run(ctx, &wg)
 	cancel()
 	wg.Wait()
-	d.log.Info("spool server stopped")
+	s.log.Info("spool server stopped")
 	return err
 }
 

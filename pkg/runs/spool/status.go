@@ -129,12 +129,12 @@ func StatusCompanies(m *config.Model) []StatusCompany {
 // marks the daemon's last write.
 func (l *loop) writeStatus(stopped bool) {
 	now := time.Now().UTC()
-	iv := l.d.opts.HeartbeatInterval
+	iv := l.srv.opts.HeartbeatInterval
 	st := Status{
-		APIVersion: config.APIVersion, Kind: StatusKind, Version: l.d.opts.Version,
-		PID: os.Getpid(), Executor: l.d.exec.Name(),
+		APIVersion: config.APIVersion, Kind: StatusKind, Version: l.srv.opts.Version,
+		PID: os.Getpid(), Executor: l.srv.exec.Name(),
 		StartedAt: &l.startedAt, HeartbeatAt: &now, HeartbeatIntervalSec: int((iv + time.Second - 1) / time.Second),
-		UpdatedAt: now, Companies: StatusCompanies(l.d.model.Load()), Runs: map[string]ActiveRun{},
+		UpdatedAt: now, Companies: StatusCompanies(l.srv.model.Load()), Runs: map[string]ActiveRun{},
 	}
 	if stopped {
 		st.StoppedAt = &now
@@ -148,10 +148,10 @@ func (l *loop) writeStatus(stopped bool) {
 	}
 	data, err := json.MarshalIndent(st, "", "  ")
 	if err == nil {
-		err = safefile.WriteAtomic(l.d.layout.StatusFile(), append(data, '\n'), 0o600, false)
+		err = safefile.WriteAtomic(l.srv.layout.StatusFile(), append(data, '\n'), 0o600, false)
 	}
 	if err != nil {
-		l.d.log.Warn("cannot write the status file", "error", err)
+		l.srv.log.Warn("cannot write the status file", "error", err)
 	}
 }
 
