@@ -22,15 +22,18 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/pcsync/pcsync/internal/testcluster"
 	"github.com/pcsync/pcsync/pkg/kube"
 	"github.com/pcsync/pcsync/pkg/result"
+	"github.com/pcsync/pcsync/pkg/runs"
 )
 
 // benchOptions give one agent room for every run at once: concurrency n, a
@@ -66,7 +69,9 @@ func (e *env) watchRuns(b *testing.B) *watchTimes {
 	wt := &watchTimes{jobAt: map[string]time.Time{}, podDone: map[string]time.Time{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	f := informers.NewSharedInformerFactoryWithOptions(e.cs, 0, informers.WithNamespace(e.ns),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = LabelManagedBy + "=" + ManagedByValue }))
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.LabelSelector = LabelManagedBy + " in (" + ManagedByValue + "," + bareManagedBy + ")"
+		}))
 	record := func(m map[string]time.Time, obj any, ok func(any) bool) {
 		mo, isObj := obj.(metav1.Object)
 		if !isObj || !ok(obj) {
@@ -199,6 +204,9 @@ func BenchmarkKubeExecutor200(b *testing.B) {
 			single = append(single, wt.jobAt[name].Sub(at[name]))
 			wt.mu.Unlock()
 		}
+		// The peer, in the same run and on the same cluster: a bare
+		// client-go client creating the same Jobs and Secrets at once.
+		bare := e.bareBurst(b, wt, n)
 		counter.Reset()
 
 		names := make([]string, n)
@@ -249,6 +257,10 @@ func BenchmarkKubeExecutor200(b *testing.B) {
 		b.ReportMetric(ms(percentile(single, 0.5)), "single-drop-to-job-p50-ms")
 		b.ReportMetric(ms(percentile(toJob, 0.5)), "drop-to-job-p50-ms")
 		b.ReportMetric(ms(percentile(toJob, 0.99)), "drop-to-job-p99-ms")
+		b.ReportMetric(ms(percentile(bare, 0.5)), "bare-create-to-job-p50-ms")
+		b.ReportMetric(ms(percentile(bare, 0.99)), "bare-create-to-job-p99-ms")
+		b.ReportMetric(float64(percentile(toJob, 0.5))/float64(percentile(bare, 0.5)), "p50-ratio-to-bare")
+		b.ReportMetric(float64(percentile(toJob, 0.99))/float64(percentile(bare, 0.99)), "p99-ratio-to-bare")
 		b.ReportMetric(ms(percentile(toResult, 0.5)), "finished-to-result-p50-ms")
 		b.ReportMetric(ms(percentile(toResult, 0.99)), "finished-to-result-p99-ms")
 		b.ReportMetric(float64(reads+mutations)/n, "api-requests/run")
@@ -256,6 +268,119 @@ func BenchmarkKubeExecutor200(b *testing.B) {
 		b.ReportMetric(procStatusMiB(b, "VmHWM"), "peak-rss-MiB")
 		d.stop(b)
 	}
+}
+
+// bareManagedBy labels the peer's Jobs and Secrets instead of
+// ManagedByValue, so that the executor under test never sees them.
+const bareManagedBy = "pcsync-bench-peer"
+
+// bareBurst is the peer of BenchmarkKubeExecutor200: a bare client-go
+// client (no QPS limit, one goroutine per run) creates n Jobs and their
+// Secrets at once, each Job and Secret built by BuildJob and BuildSecret
+// from a request like the benchmark's. It returns, per Job, the time from
+// the common start to the Job's first appearance in wt's watch, then
+// deletes the Jobs and waits until they are gone.
+func (e *env) bareBurst(b *testing.B, wt *watchTimes, n int) []time.Duration {
+	b.Helper()
+	ctx := context.Background()
+	cfg := e.c.RESTConfig()
+	cfg.QPS, cfg.Burst, cfg.RateLimiter = -1, 0, nil
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir := b.TempDir()
+	type pair struct {
+		job *batchv1.Job
+		sec *corev1.Secret
+	}
+	objs := make([]pair, n)
+	ids := make([]string, n)
+	environ := []string{"ANTHROPIC_API_KEY=" + testAPIKey, "PATH=/usr/bin"}
+	for i := range objs {
+		ids[i] = fmt.Sprintf("bare-%03d", i)
+		file := filepath.Join(dir, ids[i]+".json")
+		data := fmt.Sprintf(`{"apiVersion":"pcsync.io/v1alpha1","kind":"Run","company":%q,"agent":%q,"prompt":"benchmark run %s"}`, e.slug, agentName, ids[i])
+		if err := os.WriteFile(file, []byte(data), 0o600); err != nil {
+			b.Fatal(err)
+		}
+		r, err := runs.LoadRequest(e.model, file, 1<<20)
+		if err != nil {
+			b.Fatal(err)
+		}
+		in, err := NewInput(r, environ, DefaultBuildOptions())
+		if err != nil {
+			b.Fatal(err)
+		}
+		job, err := BuildJob(in, DefaultBuildOptions())
+		if err != nil {
+			b.Fatal(err)
+		}
+		sec, err := BuildSecret(in, job, DefaultBuildOptions())
+		if err != nil {
+			b.Fatal(err)
+		}
+		job.Labels[LabelManagedBy] = bareManagedBy
+		job.Spec.Template.Labels[LabelManagedBy] = bareManagedBy
+		sec.Labels[LabelManagedBy] = bareManagedBy
+		objs[i] = pair{job, sec}
+	}
+	gate := make(chan struct{})
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for _, o := range objs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-gate
+			created, err := cs.BatchV1().Jobs(e.ns).Create(ctx, o.job, metav1.CreateOptions{})
+			if err != nil {
+				errs <- err
+				return
+			}
+			o.sec.OwnerReferences[0].UID = created.UID
+			if _, err := cs.CoreV1().Secrets(e.ns).Create(ctx, o.sec, metav1.CreateOptions{}); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	start := time.Now()
+	close(gate)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		b.Fatalf("bare client: %v", err)
+	}
+	e.waitUntil("every Job of the bare client to be seen", func() bool {
+		wt.mu.Lock()
+		defer wt.mu.Unlock()
+		for _, id := range ids {
+			if _, ok := wt.jobAt[id]; !ok {
+				return false
+			}
+		}
+		return true
+	})
+	out := make([]time.Duration, 0, n)
+	wt.mu.Lock()
+	for _, id := range ids {
+		out = append(out, wt.jobAt[id].Sub(start))
+	}
+	wt.mu.Unlock()
+	bg := metav1.DeletePropagationBackground
+	sel := metav1.ListOptions{LabelSelector: LabelManagedBy + "=" + bareManagedBy}
+	if err := cs.BatchV1().Jobs(e.ns).DeleteCollection(ctx, metav1.DeleteOptions{PropagationPolicy: &bg}, sel); err != nil {
+		b.Fatal(err)
+	}
+	e.waitUntil("the bare client's Jobs and pods to be gone", func() bool {
+		jobs, err := cs.BatchV1().Jobs(e.ns).List(ctx, sel)
+		if err != nil || len(jobs.Items) > 0 {
+			return false
+		}
+		pods, err := cs.CoreV1().Pods(e.ns).List(ctx, sel)
+		return err == nil && len(pods.Items) == 0
+	})
+	return out
 }
 
 // roomForPods raises the fake node's capacity (110 pods, 32 CPUs by

@@ -24,7 +24,7 @@ func (h *handle) Release(ctx context.Context) error {
 		}
 		cancel()
 	}
-	if err := removeMarker(markerPath(h.e.opts.StateDir, h.r.Name())); err != nil {
+	if err := h.e.journal.end(h.r.Name()); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

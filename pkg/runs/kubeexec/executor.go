@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
-	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -28,8 +28,11 @@ type Executor struct {
 	client kubernetes.Interface
 	logs   *logPool
 	steps  *stepQueue
-	// starts holds a token per run being created (MaxConcurrentStarts).
-	starts  chan struct{}
+	// window bounds the runs being created at once (MaxConcurrentStarts
+	// is its ceiling) and adapts to the API server's pushback.
+	window *startWindow
+	// journal records each run before its Job is created.
+	journal *journal
 	opts    Options
 	tracker *tracker
 }
@@ -51,20 +54,30 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Executor, error)
 	if opts.StateDir == "" {
 		return nil, errors.New("kubernetes executor: no state directory")
 	}
-	client, err := kubernetes.NewForConfig(cfg)
+	window := newStartWindow(opts.MaxConcurrentStarts)
+	ccfg := rest.CopyConfig(cfg)
+	ccfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return pushbackTransport{next: rt, window: window} })
+	client, err := kubernetes.NewForConfig(ccfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes executor: cluster access: %w", err)
 	}
+	j, err := openJournal(opts.StateDir, opts.Logger)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes executor: %w", err)
+	}
 	t := newTracker(client)
 	if err = t.start(ctx, syncTimeout); err != nil {
+		j.close()
 		return nil, fmt.Errorf("kubernetes executor: %w", err)
 	}
 	logs, err := newLogPool(cfg, opts.LogStreamsPerConnection)
 	if err != nil {
+		j.close()
 		return nil, fmt.Errorf("kubernetes executor: %w", err)
 	}
+	context.AfterFunc(ctx, func() { _ = j.close() })
 	return &Executor{ctx: ctx, client: client, logs: logs, steps: newStepQueue(ctx, stepWorkers),
-		starts: make(chan struct{}, opts.MaxConcurrentStarts), opts: opts, tracker: t}, nil
+		window: window, journal: j, opts: opts, tracker: t}, nil
 }
 
 // Name implements runs.Executor.
@@ -79,8 +92,10 @@ func (e *Executor) Running(namespace, agent string) int {
 
 // Start implements runs.Executor. It builds the Job and the Secret, waits
 // for a slot by the cluster's count (see Running; the daemon's own count
-// already allowed the run), records the run in its marker, creates the Job
-// and then the Secret owned by it. The pod cannot start before the Secret
+// already allowed the run) and for a place in the start window (see
+// Options.MaxConcurrentStarts), records the run in the run journal (one
+// write and fdatasync for all the runs starting at that moment), creates
+// the Job and then the Secret owned by it. The pod cannot start before the Secret
 // exists (its volume and env refer to it and are not optional), and a daemon
 // that stops between the two requests creates the Secret when it adopts the
 // Job.
@@ -110,18 +125,14 @@ func (e *Executor) Start(ctx context.Context, r *runs.Run) (runs.Handle, error) 
 	}); err != nil {
 		return nil, err
 	}
-	// Then a creation slot (after the concurrency wait, which may be long
-	// and must not hold up other agents' runs).
-	select {
-	case e.starts <- struct{}{}:
-	case <-ctx.Done():
+	// Then a place in the start window (after the concurrency wait, which
+	// may be long and must not hold up other agents' runs).
+	release, err := e.window.acquire(ctx)
+	if err != nil {
 		e.tracker.unreserve(key)
-		return nil, ctx.Err()
+		return nil, err
 	}
-	var once sync.Once
-	endSlot := func() { once.Do(func() { <-e.starts }) }
-	defer endSlot()
-	mpath := markerPath(e.opts.StateDir, r.Name())
+	defer release()
 	// The nonce is recorded before the Job exists, so a daemon that stops
 	// right after the create still recognises the Job as its own.
 	nonce := newNonce()
@@ -130,14 +141,15 @@ func (e *Executor) Start(ctx context.Context, r *runs.Run) (runs.Handle, error) 
 	}
 	job.Annotations[AnnotationNonce] = nonce
 	m := marker{RunID: r.RunID, Namespace: ns, Job: name, Request: in.RequestFile, CreatedAt: time.Now().UTC(), Nonce: nonce}
-	if err := writeMarker(mpath, m); err != nil {
+	if err := e.journal.start(r.Name(), m); err != nil {
+		e.journal.drop(r.Name())
 		e.tracker.unreserve(key)
 		return nil, err
 	}
 	undo := func() {
 		e.tracker.unreserve(key)
-		if err := removeMarker(mpath); err != nil {
-			log.Warn("cannot remove the run marker", slog.Any("error", err))
+		if err := e.journal.end(r.Name()); err != nil {
+			log.Warn("cannot drop the run from the run journal", slog.Any("error", err))
 		}
 	}
 	// A create cut off by the API server going away is repeated when it is
@@ -146,6 +158,7 @@ func (e *Executor) Start(ctx context.Context, r *runs.Run) (runs.Handle, error) 
 	var created *batchv1.Job
 	err = untilAnswered(ctx, log, "create Job/"+key, func() (err error) {
 		created, err = e.client.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{})
+		e.window.observe(err)
 		return err
 	})
 	if err == nil {
@@ -183,13 +196,10 @@ func (e *Executor) Start(ctx context.Context, r *runs.Run) (runs.Handle, error) 
 		}
 		return nil, fmt.Errorf("Job/%s/%s create failed: %w", ns, name, err)
 	}
-	// The slot covers the marker and the Job: the Jobs of runs that arrive
-	// together are created first, their Secrets (which the pods wait for)
-	// right after.
-	endSlot()
 	sec.OwnerReferences[0].UID = created.UID
 	if err := untilAnswered(ctx, log, "create Secret/"+key, func() error {
 		_, err := e.client.CoreV1().Secrets(ns).Create(ctx, sec, metav1.CreateOptions{})
+		e.window.observe(err)
 		return err
 	}); err != nil && !isAlreadyExists(err) {
 		// Without its Secret the pod would wait for ever: take the Job back.
@@ -223,7 +233,6 @@ func (e *Executor) Adopt(ctx context.Context, r *runs.Run) (runs.Handle, error) 
 		return nil, err
 	}
 	ns, name := in.Namespace(), in.JobName()
-	mpath := markerPath(e.opts.StateDir, r.Name())
 	if job := e.tracker.job(ns, name); job != nil {
 		if req := job.Annotations[AnnotationRequest]; req != in.RequestFile {
 			res := r.NewResult()
@@ -234,21 +243,14 @@ func (e *Executor) Adopt(ctx context.Context, r *runs.Run) (runs.Handle, error) 
 			res.FinishedAt = &now
 			return &doneHandle{ending: runs.Ending{Result: res}}, nil
 		}
-		m, ok, err := readMarker(mpath)
-		if err != nil {
-			return nil, err
-		}
+		m, ok := e.journal.get(r.Name())
 		if err := checkOwner(job, m, ok); err != nil {
 			log.Error("not adopting a Job that pcsync did not create for this run", slog.Any("error", err))
 			res := r.NewResult()
 			res.Fail(result.StatusFailed, result.ErrInternal, err.Error())
 			now := time.Now().UTC()
 			res.FinishedAt = &now
-			dh := &doneHandle{ending: runs.Ending{Result: res}}
-			if ok {
-				dh.marker = mpath
-			}
-			return dh, nil
+			return &doneHandle{ending: runs.Ending{Result: res}, journal: e.journal, name: r.Name()}, nil
 		}
 		if !jobFinished(job) {
 			e.repairSecret(ctx, log, in, job)
@@ -258,10 +260,7 @@ func (e *Executor) Adopt(ctx context.Context, r *runs.Run) (runs.Handle, error) 
 		h.start()
 		return h, nil
 	}
-	m, ok, err := readMarker(mpath)
-	if err != nil {
-		return nil, err
-	}
+	m, ok := e.journal.get(r.Name())
 	if !ok {
 		return nil, runs.ErrNotStarted
 	}
@@ -278,7 +277,7 @@ func (e *Executor) Adopt(ctx context.Context, r *runs.Run) (runs.Handle, error) 
 			ns, name, m.CreatedAt.Format(time.RFC3339)))
 	}
 	log.Warn("the run's Job is gone", slog.String("job", ns+"/"+name), slog.String("status", string(res.Status)))
-	return &doneHandle{ending: runs.Ending{Result: res}, marker: mpath}, nil
+	return &doneHandle{ending: runs.Ending{Result: res}, journal: e.journal, name: r.Name()}, nil
 }
 
 // repairSecret creates the run's Secret when it is missing: an earlier

@@ -469,7 +469,9 @@ func lastLine(s string) string {
 // doneHandle is a run that ended before this daemon saw it: its Job is gone.
 type doneHandle struct {
 	ending runs.Ending
-	marker string
+	// journal and name drop the run's marker on Release.
+	journal *journal
+	name    string
 }
 
 // Wait implements runs.Handle.
@@ -480,10 +482,7 @@ func (d *doneHandle) Cancel() {}
 
 // Release implements runs.Handle.
 func (d *doneHandle) Release(context.Context) error {
-	if d.marker == "" {
-		return nil
-	}
-	return removeMarker(d.marker)
+	return d.journal.end(d.name)
 }
 
 type discard struct{}

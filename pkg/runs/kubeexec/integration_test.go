@@ -440,9 +440,7 @@ func (e *env) createJobAsEarlierDaemon(name string, mutate func(*batchv1.Job)) *
 	if mutate != nil {
 		mutate(job)
 	}
-	if err := writeMarker(markerPath(e.state, name), marker{RunID: r.RunID, Namespace: e.ns, Job: job.Name, Request: name + ".json", Nonce: nonce}); err != nil {
-		e.t.Fatal(err)
-	}
+	recordAsEarlierDaemon(e.t, e.state, name, marker{RunID: r.RunID, Namespace: e.ns, Job: job.Name, Request: name + ".json", Nonce: nonce})
 	created, err := e.cs.BatchV1().Jobs(e.ns).Create(context.Background(), job, metav1.CreateOptions{})
 	if err != nil {
 		e.t.Fatal(err)
@@ -482,12 +480,11 @@ func TestLookAlikeJobIsNotAdopted(t *testing.T) {
 	e.drop("lookalike-none", nil)
 	jobs := []*batchv1.Job{lookAlike("lookalike-none", "")}
 	// A marker (a daemon that stopped after recording the run, before its
-	// create) and a Job with another nonce.
+	// create) and a Job with another nonce. The marker is the per-run file
+	// of an older pcsync: the journal takes it in.
 	e.drop("lookalike-wrong", nil)
-	if err := writeMarker(markerPath(e.state, "lookalike-wrong"), marker{RunID: "lookalike-wrong", Namespace: e.ns,
-		Job: e.jobName("lookalike-wrong"), Request: "lookalike-wrong.json", Nonce: newNonce()}); err != nil {
-		t.Fatal(err)
-	}
+	writeLegacyMarker(t, e.state, "lookalike-wrong", marker{RunID: "lookalike-wrong", Namespace: e.ns,
+		Job: e.jobName("lookalike-wrong"), Request: "lookalike-wrong.json", Nonce: newNonce()})
 	jobs = append(jobs, lookAlike("lookalike-wrong", newNonce()))
 
 	e.startDaemon(true, nil).wait(t)

@@ -133,12 +133,14 @@ type Options struct {
 	// DeleteTimeout bounds the Job deletion after the result is written
 	// (the TTL is the backstop). Default 30 seconds.
 	DeleteTimeout time.Duration
-	// MaxConcurrentStarts is how many runs are being created (marker and
-	// Job; the Secret follows outside the limit) at once; more wait their
-	// turn in arrival order. When many
-	// requests arrive together, the first Jobs are then created at once
-	// instead of all of them slowly, and the daemon's memory does not peak.
-	// Default 16.
+	// MaxConcurrentStarts is the ceiling of the start window: how many runs
+	// may be being created (journal record, Job and Secret) at once. The
+	// window starts at the ceiling and adapts to the API server: it halves
+	// when the server answers 429 (API Priority and Fairness, max in
+	// flight) or a create times out, and grows back by one with each create
+	// that succeeds. Runs past it wait their turn in arrival order; the
+	// client's rate limit (--kube-qps, --kube-burst) applies on top.
+	// Default 256.
 	MaxConcurrentStarts int
 	// LogStreamsPerConnection is how many log streams share one HTTP/2
 	// connection to the API server; more streams open more connections.
@@ -159,7 +161,7 @@ func DefaultOptions() Options {
 		LogReconnectDelay:  time.Second,
 		DeleteTimeout:      30 * time.Second,
 
-		MaxConcurrentStarts:     16,
+		MaxConcurrentStarts:     256,
 		LogStreamsPerConnection: 100,
 	}
 }
