@@ -15,6 +15,7 @@ import (
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/daemon"
 	"github.com/pcsync/pcsync/pkg/leader"
+	"github.com/pcsync/pcsync/pkg/metrics"
 	"github.com/pcsync/pcsync/pkg/reconcile"
 	"github.com/pcsync/pcsync/pkg/runs"
 	"github.com/pcsync/pcsync/pkg/runs/localexec"
@@ -157,6 +158,7 @@ func (f *daemonFlags) run(ctx context.Context, g *globalOptions) error {
 
 	opts := daemon.DefaultOptions(f.config)
 	opts.Logger, opts.Once, opts.MetricsAddress = g.Logger, f.once, f.metricsAddr
+	opts.Metrics = metrics.New()
 	ro := &opts.Reconcile
 	ro.Interval, ro.Debounce, ro.Logger = f.interval, f.debounce, g.Logger
 	ro.Apply.Prune, ro.Apply.PruneMax, ro.Apply.PruneFloor = lim.Prune, lim.PruneMax, lim.PruneFloor
@@ -202,7 +204,7 @@ func (f *daemonFlags) run(ctx context.Context, g *globalOptions) error {
 			// leads; the Jobs themselves go on, and the next leader adopts
 			// them.
 			opts.NewExecutor = func(ctx context.Context) (runs.Executor, error) {
-				return newKubeExecutor(ctx, g, stateDir)
+				return newKubeExecutor(ctx, g, stateDir, opts.Metrics)
 			}
 		} else {
 			opts.NewExecutor = func(context.Context) (runs.Executor, error) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/introspect"
+	"github.com/pcsync/pcsync/pkg/metrics"
 	"github.com/pcsync/pcsync/pkg/runs"
 	"github.com/pcsync/pcsync/pkg/runs/kubeexec"
 )
@@ -20,7 +21,7 @@ import (
 //
 // Agent pods inherit from pcsync's own pod, when it runs in one, what each
 // run's config allows (Settings spec.inherit; see pkg/introspect).
-func newKubeExecutor(ctx context.Context, g *globalOptions, stateDir string) (runs.Executor, error) {
+func newKubeExecutor(ctx context.Context, g *globalOptions, stateDir string, m *metrics.Metrics) (runs.Executor, error) {
 	cfg, err := g.Kube.RESTConfig()
 	if err != nil {
 		return nil, err
@@ -29,6 +30,7 @@ func newKubeExecutor(ctx context.Context, g *globalOptions, stateDir string) (ru
 	opts := kubeexec.DefaultOptions()
 	opts.StateDir = stateDir
 	opts.Logger = g.Logger
+	opts.QueueMetrics = m.Workqueue()
 	opts.Build.Inherited = inheritFromOwnPod(ctx, g, cfg)
 	return kubeexec.New(ctx, cfg, opts)
 }

@@ -69,6 +69,8 @@ type Metrics struct {
 	Tokens *prometheus.CounterVec
 	// CostUSD counts the CLIs' reported cost by company and agent.
 	CostUSD *prometheus.CounterVec
+
+	workqueue *workqueueMetrics
 }
 
 // New creates the metrics in a fresh registry.
@@ -149,7 +151,9 @@ func New() *Metrics {
 			Namespace: namespace, Name: "cost_usd_total",
 			Help: "Cost reported by the agent CLIs, in US dollars, by company and agent.",
 		}, []string{"company", "agent"}),
+		workqueue: newWorkqueueMetrics(),
 	}
+	m.Registry.MustRegister(m.workqueue.collectors()...)
 	m.Registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/workqueue"
 
 	"github.com/pcsync/pcsync/pkg/result"
 	"github.com/pcsync/pcsync/pkg/runs"
@@ -27,7 +28,9 @@ type Executor struct {
 	ctx    context.Context
 	client kubernetes.Interface
 	logs   *logPool
-	steps  *stepQueue
+	// queue holds the keys (namespace/name of the Job) of runs to look
+	// at; stepWorkers workers take them (see work).
+	queue workqueue.TypedDelayingInterface[string]
 	// window bounds the runs being created at once (MaxConcurrentStarts
 	// is its ceiling) and adapts to the API server's pushback.
 	window *startWindow
@@ -75,9 +78,37 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Executor, error)
 		j.close()
 		return nil, fmt.Errorf("kubernetes executor: %w", err)
 	}
-	context.AfterFunc(ctx, func() { _ = j.close() })
-	return &Executor{ctx: ctx, client: client, logs: logs, steps: newStepQueue(ctx, stepWorkers),
-		window: window, journal: j, opts: opts, tracker: t}, nil
+	e := &Executor{ctx: ctx, client: client, logs: logs, window: window, journal: j, opts: opts, tracker: t,
+		queue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[string]{
+			Name: "kubeexec_runs", MetricsProvider: opts.QueueMetrics,
+		})}
+	for range stepWorkers {
+		go e.work()
+	}
+	context.AfterFunc(ctx, func() {
+		e.queue.ShutDown()
+		_ = j.close()
+	})
+	return e, nil
+}
+
+// work takes run keys off the queue and steps their handles until the
+// queue shuts down. A step that asks for a recheck puts its key back after
+// that delay; the queue keeps one entry per key, at the earliest time
+// asked.
+func (e *Executor) work() {
+	for {
+		key, shutdown := e.queue.Get()
+		if shutdown {
+			return
+		}
+		if h := e.tracker.sub(key); h != nil {
+			if d := h.step(); d > 0 {
+				e.queue.AddAfter(key, d)
+			}
+		}
+		e.queue.Done(key)
+	}
 }
 
 // Name implements runs.Executor.

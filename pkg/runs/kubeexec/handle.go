@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -36,15 +37,9 @@ type handle struct {
 	ending runs.Ending
 	err    error
 
-	// smu guards the scheduling of steps: a handle has no goroutine of its
-	// own; wake queues it on the executor's step workers, at most once at
-	// a time.
-	smu     sync.Mutex
-	queued  bool
-	running bool
-	dirty   bool
-	ended   bool
-	recheck *time.Timer
+	// ended is set once a step found the run final (finish runs then) or
+	// the executor stopped: the handle takes no more steps.
+	ended atomic.Bool
 	// stopAfter unregisters the shutdown callback once the run is final.
 	stopAfter func() bool
 
@@ -103,40 +98,12 @@ func (e *Executor) newHandle(r *runs.Run, in Input, job *batchv1.Job) *handle {
 	return h
 }
 
-// wake makes the handle look at the caches again: it queues a step unless
-// one is queued, or running (which then steps again).
+// wake makes the handle look at the caches again: its key goes into the
+// executor's work queue, which steps each key on one worker at a time and
+// once for any number of wakes meanwhile.
 func (h *handle) wake() {
-	h.smu.Lock()
-	defer h.smu.Unlock()
-	if h.ended {
-		return
-	}
-	h.dirty = true
-	if !h.queued && !h.running {
-		h.queued = true
-		h.e.steps.add(h)
-	}
-}
-
-// stepNow is what a step worker runs: one step, and another when the handle
-// was woken meanwhile.
-func (h *handle) stepNow() {
-	h.smu.Lock()
-	h.queued, h.running, h.dirty = false, true, false
-	h.smu.Unlock()
-	ended := h.step()
-	h.smu.Lock()
-	defer h.smu.Unlock()
-	h.running = false
-	switch {
-	case ended:
-		h.ended = true
-		if h.recheck != nil {
-			h.recheck.Stop()
-		}
-	case h.dirty && !h.queued:
-		h.queued = true
-		h.e.steps.add(h)
+	if !h.ended.Load() {
+		h.e.queue.Add(h.key)
 	}
 }
 
@@ -193,12 +160,7 @@ func (h *handle) Cancel() {
 // daemon adopts it.
 func (h *handle) start() {
 	h.stopAfter = context.AfterFunc(h.e.ctx, func() {
-		h.smu.Lock()
-		h.ended = true
-		if h.recheck != nil {
-			h.recheck.Stop()
-		}
-		h.smu.Unlock()
+		h.ended.Store(true)
 		h.e.tracker.unsubscribe(h, false)
 	})
 	// Subscribing takes the first step; stopAfter is set before.
@@ -207,12 +169,12 @@ func (h *handle) start() {
 
 // step looks at the run once: it starts following the log when the
 // container has started, tells the follower when the pod is done, and, when
-// the run has ended, hands it to finish. It reports whether the handle needs
-// no more steps.
-func (h *handle) step() bool {
+// the run has ended, hands it to finish. It returns when to look again
+// without an event (0: on the next event only).
+func (h *handle) step() (recheck time.Duration) {
 	ctx := h.e.ctx
-	if ctx.Err() != nil {
-		return true
+	if ctx.Err() != nil || h.ended.Load() {
+		return 0
 	}
 	if h.since == nil {
 		h.since = map[string]time.Time{}
@@ -232,18 +194,11 @@ func (h *handle) step() bool {
 		h.podEnd()
 	}
 	if v.Final {
+		h.ended.Store(true)
 		go h.finish(ctx, obs, v)
-		return true
+		return 0
 	}
-	if v.Recheck > 0 {
-		h.smu.Lock()
-		if h.recheck != nil {
-			h.recheck.Stop()
-		}
-		h.recheck = time.AfterFunc(v.Recheck, h.wake)
-		h.smu.Unlock()
-	}
-	return false
+	return v.Recheck
 }
 
 // observe gathers what the caches know of the run now.
@@ -501,55 +456,5 @@ func chanClosed(ch <-chan struct{}) bool {
 		return true
 	default:
 		return false
-	}
-}
-
-// stepQueue runs handle steps on a few shared workers, so that a thousand
-// runs in flight cost no goroutine each while they wait.
-type stepQueue struct {
-	mu    sync.Mutex
-	cond  *sync.Cond
-	queue []*handle
-	stop  bool
-}
-
-func newStepQueue(ctx context.Context, workers int) *stepQueue {
-	q := &stepQueue{}
-	q.cond = sync.NewCond(&q.mu)
-	for range workers {
-		go q.work()
-	}
-	context.AfterFunc(ctx, func() {
-		q.mu.Lock()
-		q.stop = true
-		q.mu.Unlock()
-		q.cond.Broadcast()
-	})
-	return q
-}
-
-// add queues h; it never blocks (informer callbacks call it).
-func (q *stepQueue) add(h *handle) {
-	q.mu.Lock()
-	q.queue = append(q.queue, h)
-	q.mu.Unlock()
-	q.cond.Signal()
-}
-
-func (q *stepQueue) work() {
-	for {
-		q.mu.Lock()
-		for len(q.queue) == 0 && !q.stop {
-			q.cond.Wait()
-		}
-		if q.stop {
-			q.mu.Unlock()
-			return
-		}
-		h := q.queue[0]
-		q.queue[0] = nil
-		q.queue = q.queue[1:]
-		q.mu.Unlock()
-		h.stepNow()
 	}
 }

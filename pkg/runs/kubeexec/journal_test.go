@@ -73,7 +73,9 @@ func liveNames(j *journal) []string {
 // the earlier one left: records of ended runs, a last line cut short by a
 // crash, per-run marker files of older versions.
 func TestJournal(t *testing.T) {
-	m := func(id string) marker { return marker{RunID: id, Namespace: "acme", Job: "acme-ceo-" + id, Request: id + ".json", Nonce: "n-" + id} }
+	m := func(id string) marker {
+		return marker{RunID: id, Namespace: "acme", Job: "acme-ceo-" + id, Request: id + ".json", Nonce: "n-" + id}
+	}
 	tests := []struct {
 		name string
 		// before prepares the state directory.

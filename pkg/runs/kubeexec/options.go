@@ -5,6 +5,8 @@ import (
 	"os"
 	"time"
 
+	"k8s.io/client-go/util/workqueue"
+
 	"github.com/pcsync/pcsync/pkg/introspect"
 )
 
@@ -147,6 +149,10 @@ type Options struct {
 	// Keep it below the server's --http2-max-streams-per-connection.
 	// Default 100.
 	LogStreamsPerConnection int
+	// QueueMetrics, when set, receives the metrics of the executor's work
+	// queue (depth, adds, latency, work duration), as client-go's
+	// workqueue reports them. Default none.
+	QueueMetrics workqueue.MetricsProvider
 }
 
 // DefaultOptions returns the defaults of Options (StateDir has none).

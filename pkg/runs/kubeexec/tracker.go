@@ -240,6 +240,13 @@ func (t *tracker) unsubscribe(h *handle, ended bool) {
 	t.mu.Unlock()
 }
 
+// sub returns the handle following the Job with that key, if any.
+func (t *tracker) sub(key string) *handle {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.subs[key]
+}
+
 // deletedJob returns the last state of the Job if its deletion was seen.
 func (t *tracker) deletedJob(key string) *batchv1.Job {
 	t.mu.Lock()
