@@ -263,11 +263,32 @@ func BenchmarkKubeExecutor200(b *testing.B) {
 		b.ReportMetric(float64(percentile(toJob, 0.99))/float64(percentile(bare, 0.99)), "p99-ratio-to-bare")
 		b.ReportMetric(ms(percentile(toResult, 0.5)), "finished-to-result-p50-ms")
 		b.ReportMetric(ms(percentile(toResult, 0.99)), "finished-to-result-p99-ms")
+		b.Logf("\n%s", peerTable("200 run requests at once, request → Job visible to a watch", "pcsync daemon", "bare client-go",
+			peerRow{"p50", percentile(toJob, 0.5), percentile(bare, 0.5)},
+			peerRow{"p99", percentile(toJob, 0.99), percentile(bare, 0.99)}))
 		b.ReportMetric(float64(reads+mutations)/n, "api-requests/run")
 		b.ReportMetric(float64(mutations)/n, "api-mutations/run")
 		b.ReportMetric(procStatusMiB(b, "VmHWM"), "peak-rss-MiB")
 		d.stop(b)
 	}
+}
+
+// peerRow is one line of peerTable: a figure of pcsync and of its peer.
+type peerRow struct {
+	what         string
+	pcsync, peer time.Duration
+}
+
+// peerTable formats a benchmark's figures beside its peer's, with their
+// ratio, for `make bench`.
+func peerTable(scenario, us, them string, rows ...peerRow) string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "%s\n", scenario)
+	fmt.Fprintf(&sb, "  %-6s %16s %16s %8s\n", "", us, them, "ratio")
+	for _, r := range rows {
+		fmt.Fprintf(&sb, "  %-6s %13.0f ms %13.0f ms %7.2fx\n", r.what, ms(r.pcsync), ms(r.peer), float64(r.pcsync)/float64(r.peer))
+	}
+	return sb.String()
 }
 
 // bareManagedBy labels the peer's Jobs and Secrets instead of

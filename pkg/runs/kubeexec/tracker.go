@@ -29,6 +29,9 @@ const (
 // events of Jobs. Informer callbacks wake the handle of the Job they concern;
 // handles then read the caches. Nothing polls.
 type tracker struct {
+	// factories start the informers: Jobs and Pods by label, Events by
+	// field selector.
+	factories          []informers.SharedInformerFactory
 	jobs, pods, events cache.SharedIndexInformer
 
 	mu sync.Mutex
@@ -76,6 +79,7 @@ func newTracker(client kubernetes.Interface) *tracker {
 			).String()
 		}))
 	t.events = ef.Core().V1().Events().Informer()
+	t.factories = []informers.SharedInformerFactory{f, ef}
 
 	// The caches keep only what explain and adoption read: with a
 	// thousand runs in flight, whole Jobs and Pods (their templates and
@@ -160,8 +164,8 @@ func newTracker(client kubernetes.Interface) *tracker {
 
 // start runs the informers until ctx ends and waits for their first list.
 func (t *tracker) start(ctx context.Context, timeout time.Duration) error {
-	for _, inf := range []cache.SharedIndexInformer{t.jobs, t.pods, t.events} {
-		go inf.Run(ctx.Done())
+	for _, f := range t.factories {
+		f.Start(ctx.Done())
 	}
 	sctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
