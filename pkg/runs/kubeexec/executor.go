@@ -165,8 +165,13 @@ func (e *Executor) Start(ctx context.Context, r *runs.Run) (runs.Handle, error) 
 	}
 	defer release()
 	// The nonce is recorded before the Job exists, so a daemon that stops
-	// right after the create still recognises the Job as its own.
+	// right after the create still recognises the Job as its own. A run
+	// recorded by a daemon that stopped before its create keeps its nonce:
+	// that create may still reach the server.
 	nonce := newNonce()
+	if old, ok := e.journal.get(r.Name()); ok && old.Nonce != "" {
+		nonce = old.Nonce
+	}
 	if job.Annotations == nil {
 		job.Annotations = map[string]string{}
 	}
@@ -244,6 +249,9 @@ func (e *Executor) Start(ctx context.Context, r *runs.Run) (runs.Handle, error) 
 		}
 		return nil, fmt.Errorf("Secret/%s/%s create failed: %w (the Job was deleted)", ns, name, err)
 	}
+	if err := e.journal.created(r.Name()); err != nil {
+		log.Warn("cannot record the Job's creation in the run journal", slog.Any("error", err))
+	}
 	log.Info("Job created", slog.String("job", ns+"/"+name))
 	h := e.newHandle(r, in, created)
 	h.start()
@@ -295,6 +303,15 @@ func (e *Executor) Adopt(ctx context.Context, r *runs.Run) (runs.Handle, error) 
 	if !ok {
 		return nil, runs.ErrNotStarted
 	}
+	if !m.Created && time.Since(m.CreatedAt) < neverCreatedWithin(in) {
+		// Recorded, its create never answered, and too recent for a Job
+		// to have been created, finished and removed by its TTL: the
+		// daemon stopped between the record and the create. Started now
+		// (with the recorded nonce: the old create, if it reaches the
+		// server after all, makes a Job that Start recognises).
+		log.Info("the run was recorded but its Job never created (the daemon stopped in between); starting it")
+		return nil, runs.ErrNotStarted
+	}
 	res := r.NewResult()
 	now := time.Now().UTC()
 	res.SetTimes(m.CreatedAt, now)
@@ -304,11 +321,25 @@ func (e *Executor) Adopt(ctx context.Context, r *runs.Run) (runs.Handle, error) 
 			"cancelled: Job/%s/%s is gone (deleted on the cancel request before the daemon stopped)", ns, name))
 	} else {
 		res.Fail(result.StatusFailed, result.ErrInternal, fmt.Sprintf(
-			"Job/%s/%s of this run (started %s) is gone and left no trace of how it ended: it was deleted, removed by its TTL while no daemon watched, or never created because the daemon stopped right before; the run is not started again",
+			"Job/%s/%s of this run (started %s) is gone and left no trace of how it ended: it was deleted, or removed by its TTL while no daemon watched; the run is not started again",
 			ns, name, m.CreatedAt.Format(time.RFC3339)))
 	}
 	log.Warn("the run's Job is gone", slog.String("job", ns+"/"+name), slog.String("status", string(res.Status)))
 	return &doneHandle{ending: runs.Ending{Result: res}, journal: e.journal, name: r.Name()}, nil
+}
+
+// neverCreatedWithin is how long after a run's record a missing Job, whose
+// create was never answered, proves that it was never created: a Job lives
+// at least until it finishes plus its ttlSecondsAfterFinished. Only someone
+// deleting the Job by hand within that time is mistaken for a Job never
+// created (the run is then started once more). Zero when the company's
+// Jobs have no TTL to go by.
+func neverCreatedWithin(in Input) time.Duration {
+	ttl := in.Model.Jobs(in.Company).TTLSecondsAfterFinished
+	if ttl == nil || *ttl <= 0 {
+		return 0
+	}
+	return time.Duration(*ttl) * time.Second
 }
 
 // repairSecret creates the run's Secret when it is missing: an earlier

@@ -604,3 +604,44 @@ func TestConcurrencyCountsJobsInTheCluster(t *testing.T) {
 		t.Errorf("%d of the agent's Jobs were active at once, want 1 (its concurrency)", got)
 	}
 }
+
+// TestRecordedRunWithoutJob: a daemon that stopped between recording a run
+// and creating its Job left a record whose create was never answered; the
+// next daemon starts the run (one Job, succeeded). A run whose Job was
+// created (the record says so) and is gone, or whose record is older than
+// the Jobs' TTL, is not started again: it fails saying the Job is gone.
+func TestRecordedRunWithoutJob(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{Labels: testcluster.SucceedAfter(time.Second), Concurrency: 3})
+	record := func(name string, created bool, at time.Time) {
+		e.drop(name, nil)
+		recordAsEarlierDaemon(t, e.state, name, marker{RunID: name, Namespace: e.ns, Job: e.jobName(name),
+			Request: name + ".json", CreatedAt: at, Nonce: newNonce(), Created: created})
+	}
+	now := time.Now().UTC()
+	record("never-created", false, now)
+	record("created-then-gone", true, now)
+	record("older-than-ttl", false, now.Add(-time.Hour)) // the default TTL is 900 s
+	e.startDaemon(true, nil).wait(t)
+
+	got := map[string]string{}
+	for _, name := range []string{"never-created", "created-then-gone", "older-than-ttl"} {
+		res := e.result(name)
+		got[name] = string(res.Status)
+		if res.Status == result.StatusFailed && !strings.Contains(deref(res.ErrorMessage), "is gone and left no trace") {
+			t.Errorf("%s: error %q does not say the Job is gone", name, deref(res.ErrorMessage))
+		}
+	}
+	want := map[string]string{"never-created": "succeeded", "created-then-gone": "failed", "older-than-ttl": "failed"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("results (-want +got):\n%s", diff)
+	}
+	if n := e.auditCount("create", "jobs", e.jobName("never-created")); n != 1 {
+		t.Errorf("Job of the never-created run: %d creates, want 1", n)
+	}
+	for _, name := range []string{"created-then-gone", "older-than-ttl"} {
+		if n := e.auditCount("create", "jobs", e.jobName(name)); n != 0 {
+			t.Errorf("%s: %d Job creates, want none (the run is not started again)", name, n)
+		}
+	}
+}

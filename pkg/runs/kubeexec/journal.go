@@ -25,6 +25,8 @@ const (
 	// opStart: the run's Job is about to be created; the record holds
 	// its marker.
 	opStart journalOp = "start"
+	// opCreated: the API server answered the Job's create.
+	opCreated journalOp = "created"
 	// opEnd: the run's result is written; its marker is dropped.
 	opEnd journalOp = "end"
 )
@@ -144,6 +146,11 @@ func (j *journal) applyLocked(rec journalRecord) {
 	switch rec.Op {
 	case opStart:
 		j.live[rec.Name] = *rec.Marker
+	case opCreated:
+		if m, ok := j.live[rec.Name]; ok {
+			m.Created = true
+			j.live[rec.Name] = m
+		}
 	case opEnd:
 		delete(j.live, rec.Name)
 		j.dead++
@@ -188,6 +195,17 @@ func (j *journal) get(name string) (m marker, ok bool) {
 // start records the run's marker and returns once it is on disk.
 func (j *journal) start(name string, m marker) error {
 	return j.append(journalRecord{Op: opStart, Name: name, Marker: &m})
+}
+
+// created records that the run's Job was created.
+func (j *journal) created(name string) error {
+	j.mu.Lock()
+	m, ok := j.live[name]
+	j.mu.Unlock()
+	if !ok || m.Created {
+		return nil
+	}
+	return j.append(journalRecord{Op: opCreated, Name: name})
 }
 
 // end drops the run's marker (a run without one needs no record).

@@ -32,6 +32,10 @@ type marker struct {
 	// only pcsync knows it before the Job exists. Markers written before
 	// pcsync recorded nonces have none (see checkOwner).
 	Nonce string `json:"nonce,omitempty"`
+	// Created is set once the API server answered the Job's create (or
+	// the run's own Job was found): from then on a missing Job means the
+	// Job is gone, never that it was not created yet.
+	Created bool `json:"created,omitempty"`
 }
 
 // maxMarkerBytes is the most a per-run marker file is read; a marker is a
