@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/pcsync/pcsync/pkg/redact"
 )
 
 // Client calls Paperclip's HTTP API. It is safe for concurrent use; it
@@ -220,5 +222,5 @@ func (c *Client) scrubString(s string) string {
 	if c.token == "" {
 		return s
 	}
-	return strings.ReplaceAll(s, c.token, "***")
+	return strings.ReplaceAll(s, c.token, redact.Marker)
 }

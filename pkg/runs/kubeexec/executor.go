@@ -176,7 +176,8 @@ func (e *Executor) Start(ctx context.Context, r *runs.Run) (runs.Handle, error) 
 		job.Annotations = map[string]string{}
 	}
 	job.Annotations[AnnotationNonce] = nonce
-	m := marker{RunID: r.RunID, Namespace: ns, Job: name, Request: in.RequestFile, CreatedAt: time.Now().UTC(), Nonce: nonce}
+	m := marker{RunID: r.RunID, Namespace: ns, Job: name, Request: in.RequestFile, Result: r.Paths.Result(),
+		CreatedAt: time.Now().UTC(), Nonce: nonce}
 	if err := e.journal.start(r.Name(), m); err != nil {
 		e.journal.drop(r.Name())
 		e.tracker.unreserve(key)
@@ -250,7 +251,7 @@ func (e *Executor) Start(ctx context.Context, r *runs.Run) (runs.Handle, error) 
 		return nil, fmt.Errorf("Secret/%s/%s create failed: %w (the Job was deleted)", ns, name, err)
 	}
 	if err := e.journal.created(r.Name()); err != nil {
-		log.Warn("cannot record the Job's creation in the run journal", slog.Any("error", err))
+		log.Warn("cannot record the Job's and Secret's creation in the run journal", slog.Any("error", err))
 	}
 	log.Info("Job created", slog.String("job", ns+"/"+name))
 	h := e.newHandle(r, in, created)
@@ -291,7 +292,9 @@ func (e *Executor) Adopt(ctx context.Context, r *runs.Run) (runs.Handle, error) 
 			res.FinishedAt = &now
 			return &doneHandle{ending: runs.Ending{Result: res}, journal: e.journal, name: r.Name()}, nil
 		}
-		if !jobFinished(job) {
+		if !jobFinished(job) && !m.Created {
+			// The daemon that created the Job may have stopped before its
+			// Secret.
 			e.repairSecret(ctx, log, in, job)
 		}
 		log.Info("adopting the run's Job", slog.String("job", ns+"/"+name))

@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -375,7 +374,7 @@ func (h *handle) buildEnding(obs observation, v verdict, tail string) runs.Endin
 		if o.Failed && o.ErrorMessage != nil && *o.ErrorMessage != "" {
 			res.ErrorMessage = result.Ptr(*o.ErrorMessage + "; " + msg)
 		} else {
-			res.ErrorMessage = result.Ptr(msg + lastLine(h.red.String(tail)))
+			res.ErrorMessage = result.Ptr(msg + runs.LastLine(h.red.String(tail)))
 		}
 	}
 	now := time.Now()
@@ -406,19 +405,6 @@ func earliest(a, b time.Time) time.Time {
 		return a
 	}
 	return b
-}
-
-// lastLine is ": <last non-empty line>", or "".
-func lastLine(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	last := strings.TrimSpace(lines[len(lines)-1])
-	if last == "" {
-		return ""
-	}
-	if len(last) > 500 {
-		last = last[:500] + "…"
-	}
-	return ": " + last
 }
 
 // doneHandle is a run that ended before this daemon saw it: its Job is gone.

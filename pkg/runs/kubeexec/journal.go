@@ -11,6 +11,9 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/pcsync/pcsync/pkg/safefile"
 )
@@ -25,7 +28,8 @@ const (
 	// opStart: the run's Job is about to be created; the record holds
 	// its marker.
 	opStart journalOp = "start"
-	// opCreated: the API server answered the Job's create.
+	// opCreated: the API server answered the creates of the Job and its
+	// Secret.
 	opCreated journalOp = "created"
 	// opEnd: the run's result is written; its marker is dropped.
 	opEnd journalOp = "end"
@@ -54,6 +58,9 @@ const compactAfter = 4096
 type journal struct {
 	path string
 	log  *slog.Logger
+	// lock is the journal's lock file, held (flock) while it is open: one
+	// executor per state directory.
+	lock *os.File
 	// compactAfter is compactAfter, smaller in tests.
 	compactAfter int
 
@@ -88,15 +95,25 @@ func openJournal(stateDir string, log *slog.Logger) (*journal, error) {
 		return nil, fmt.Errorf("run journal: %w", err)
 	}
 	j := &journal{path: filepath.Join(stateDir, JournalFile), log: log, compactAfter: compactAfter, live: map[string]marker{}}
-	if err := j.replay(); err != nil {
-		return nil, err
-	}
-	legacy, err := j.importLegacy(stateDir)
+	lock, err := lockFile(j.path + ".lock")
 	if err != nil {
 		return nil, err
 	}
-	if err := j.compactLocked(); err != nil {
+	j.lock = lock
+	fail := func(err error) (*journal, error) {
+		j.close()
 		return nil, err
+	}
+	if err := j.replay(); err != nil {
+		return fail(err)
+	}
+	legacy, err := j.importLegacy(stateDir)
+	if err != nil {
+		return fail(err)
+	}
+	j.dropFinished()
+	if err := j.compactLocked(); err != nil {
+		return fail(err)
 	}
 	// The per-run files are in the journal now, on disk.
 	for _, p := range legacy {
@@ -105,6 +122,49 @@ func openJournal(stateDir string, log *slog.Logger) (*journal, error) {
 		}
 	}
 	return j, nil
+}
+
+// lockWait is how long lockFile waits for the lock: an executor of the
+// same process that is stopping gives it up in a moment.
+const lockWait = 5 * time.Second
+
+// lockFile takes an exclusive flock on path (created 0600), waiting up to
+// lockWait, or fails saying that another executor holds it.
+func lockFile(path string) (*os.File, error) {
+	f, err := safefile.OpenWrite(path, safefile.Append, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("run journal: lock: %w", err)
+	}
+	deadline := time.Now().Add(lockWait)
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return f, nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("run journal: lock %s: %w", path, err)
+		}
+		if time.Now().After(deadline) {
+			f.Close()
+			return nil, fmt.Errorf("run journal: another daemon uses this state directory (%s is locked)", path)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// dropFinished forgets the markers of runs whose result file exists: the
+// daemon that wrote the result stopped before it ended the run's record.
+func (j *journal) dropFinished() {
+	for name, m := range j.live {
+		if m.Result == "" {
+			continue
+		}
+		if ok, err := safefile.Check(m.Result); ok && err == nil {
+			delete(j.live, name)
+			j.dead++
+		}
+	}
 }
 
 // replay reads the journal's records into live. A line that does not
@@ -197,7 +257,7 @@ func (j *journal) start(name string, m marker) error {
 	return j.append(journalRecord{Op: opStart, Name: name, Marker: &m})
 }
 
-// created records that the run's Job was created.
+// created records that the run's Job and Secret were created.
 func (j *journal) created(name string) error {
 	j.mu.Lock()
 	m, ok := j.live[name]
@@ -315,14 +375,18 @@ func (j *journal) compactLocked() error {
 	return nil
 }
 
-// close closes the journal file.
+// close closes the journal file and gives up its lock.
 func (j *journal) close() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if j.f == nil {
-		return nil
+	var err error
+	if j.f != nil {
+		err = j.f.Close()
+		j.f = nil
 	}
-	err := j.f.Close()
-	j.f = nil
+	if j.lock != nil {
+		j.lock.Close() // releases the flock
+		j.lock = nil
+	}
 	return err
 }

@@ -311,3 +311,37 @@ func BenchmarkRecordStarts200(b *testing.B) {
 		})
 	})
 }
+
+// TestJournalOneDaemonPerStateDir: a second executor on the same state
+// directory is refused while the first holds the journal, and gets it once
+// the first closes it.
+func TestJournalOneDaemonPerStateDir(t *testing.T) {
+	dir := t.TempDir()
+	first := quietJournal(t, dir)
+	if _, err := openJournal(dir, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "another daemon uses this state directory") {
+		t.Fatalf("second open: %v; want it refused", err)
+	}
+	first.close()
+	quietJournal(t, dir)
+}
+
+// TestJournalDropsFinishedRuns: the record of a run whose result file
+// exists (its daemon stopped between the result and ending the record) is
+// dropped when the journal opens.
+func TestJournalDropsFinishedRuns(t *testing.T) {
+	dir := t.TempDir()
+	res := filepath.Join(dir, "done.result.json")
+	j := quietJournal(t, dir)
+	for _, name := range []string{"done", "running"} {
+		if err := j.start(name, marker{RunID: name, Result: filepath.Join(dir, name+".result.json")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	j.close()
+	if err := os.WriteFile(res, []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"running"}, liveNames(quietJournal(t, dir))); diff != "" {
+		t.Errorf("live runs (-want +got):\n%s", diff)
+	}
+}

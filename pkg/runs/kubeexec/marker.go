@@ -32,10 +32,15 @@ type marker struct {
 	// only pcsync knows it before the Job exists. Markers written before
 	// pcsync recorded nonces have none (see checkOwner).
 	Nonce string `json:"nonce,omitempty"`
-	// Created is set once the API server answered the Job's create (or
-	// the run's own Job was found): from then on a missing Job means the
-	// Job is gone, never that it was not created yet.
+	// Created is set once the run's Job and Secret were created (the API
+	// server answered both creates): from then on a missing Job means the
+	// Job is gone, never that it was not created yet, and an adopted Job
+	// needs no Secret repair.
 	Created bool `json:"created,omitempty"`
+	// Result is the run's result file. A marker whose result exists is
+	// dropped when the journal is opened: the daemon that wrote the result
+	// stopped before it dropped the marker.
+	Result string `json:"result,omitempty"`
 }
 
 // maxMarkerBytes is the most a per-run marker file is read; a marker is a
