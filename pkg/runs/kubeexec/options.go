@@ -142,7 +142,7 @@ type Options struct {
 	// flight) or a create times out, and grows back by one with each create
 	// that succeeds. Runs past it wait their turn in arrival order; the
 	// client's rate limit (--kube-qps, --kube-burst) applies on top.
-	// Default 256.
+	// Default 64.
 	MaxConcurrentStarts int
 	// LogStreamsPerConnection is how many log streams share one HTTP/2
 	// connection to the API server; more streams open more connections.
@@ -167,7 +167,7 @@ func DefaultOptions() Options {
 		LogReconnectDelay:  time.Second,
 		DeleteTimeout:      30 * time.Second,
 
-		MaxConcurrentStarts:     256,
+		MaxConcurrentStarts:     64,
 		LogStreamsPerConnection: 100,
 	}
 }
