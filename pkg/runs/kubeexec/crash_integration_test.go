@@ -404,7 +404,7 @@ func (k *killLoop) logCounts() map[string]int {
 func (k *killLoop) dumpLog() {
 	data, err := os.ReadFile(k.logPath)
 	if err != nil {
-		k.t.Log(err)
+		k.t.Errorf("cannot read the daemons' log to show it: %v", err)
 		return
 	}
 	var keep []string
