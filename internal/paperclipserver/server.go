@@ -355,15 +355,29 @@ func repoRoot() (string, error) {
 // BuildAdapter builds integrations/paperclip (make paperclip-adapter) into
 // dir and returns dir, readable by every user.
 func BuildAdapter(ctx context.Context, dir string) (string, error) {
+	return buildPackage(ctx, "integrations/paperclip/build.sh", "PAPERCLIP_ADAPTER_DIR", dir)
+}
+
+// BuildPlugin builds integrations/paperclip-sandbox (make paperclip-plugin),
+// pcsync's sandbox-provider plugin, into dir and returns dir, readable by
+// every user.
+func BuildPlugin(ctx context.Context, dir string) (string, error) {
+	return buildPackage(ctx, "integrations/paperclip-sandbox/build.sh", "PAPERCLIP_PLUGIN_DIR", dir)
+}
+
+// buildPackage runs a package's build script with its output directory in
+// env and makes the result readable by every user (embedded Postgres and
+// the server may run as another user).
+func buildPackage(ctx context.Context, script, env, dir string) (string, error) {
 	root, err := repoRoot()
 	if err != nil {
 		return "", err
 	}
-	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "integrations", "paperclip", "build.sh"))
+	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, filepath.FromSlash(script)))
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "PAPERCLIP_ADAPTER_DIR="+dir)
+	cmd.Env = append(os.Environ(), env+"="+dir)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build the pcsync adapter (integrations/paperclip/build.sh): %w\n%s", err, tail(string(out), 4000))
+		return "", fmt.Errorf("build %s: %w\n%s", script, err, tail(string(out), 4000))
 	}
 	_ = filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
 		if err == nil {

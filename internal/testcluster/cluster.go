@@ -391,7 +391,7 @@ func (c *Cluster) start(ctx context.Context, begin time.Time) error {
 	if err := c.applyManifests(ctx, kwokCRDs+"\n---\n"+simPolicy); err != nil {
 		return apiserver.failure(err)
 	}
-	if err := c.waitCRDs(ctx, "logs.kwok.x-k8s.io", "clusterlogs.kwok.x-k8s.io"); err != nil {
+	if err := c.waitCRDs(ctx, "logs.kwok.x-k8s.io", "clusterlogs.kwok.x-k8s.io", "execs.kwok.x-k8s.io", "clusterexecs.kwok.x-k8s.io"); err != nil {
 		return apiserver.failure(err)
 	}
 	if err := c.createNode(ctx); err != nil {
@@ -419,7 +419,7 @@ func (c *Cluster) start(ctx context.Context, begin time.Time) error {
 		"--tls-cert-file=" + p.kwokServingCert,
 		"--tls-private-key-file=" + p.kwokServingKey,
 		"--cidr=10.244.0.0/16",
-		"--enable-crds=Logs,ClusterLogs",
+		"--enable-crds=Logs,ClusterLogs,Exec,ClusterExec",
 		"--node-lease-duration-seconds=40",
 	})
 	if err != nil {
@@ -469,11 +469,17 @@ var controllers = []string{
 }
 
 // auditPolicyYAML records every request that may change state, at Metadata level
-// (who, what, which object, response code); reads are not recorded.
+// (who, what, which object, response code, the request URI), and every pod exec,
+// attach and port-forward, whatever its verb (a WebSocket exec is a GET); other
+// reads are not recorded.
 const auditPolicyYAML = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived"]
 rules:
+- level: Metadata
+  resources:
+  - group: ""
+    resources: ["pods/exec", "pods/attach", "pods/portforward"]
 - level: None
   verbs: ["get", "list", "watch"]
 - level: None

@@ -192,3 +192,6 @@ func (c *Cluster) AuditEvents(keep func(AuditEvent) bool) ([]AuditEvent, error) 
 	}
 	return out, nil
 }
+
+// AuditLogPath is the API server's audit log (JSON lines), empty when unknown.
+func (c *Cluster) AuditLogPath() string { return c.info.AuditLogPath }

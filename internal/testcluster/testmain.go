@@ -168,6 +168,9 @@ func (c *Cluster) Namespace(t testing.TB, prefix string, labels map[string]strin
 		if err := c.deleteClusterLogs(ctx, name); err != nil {
 			t.Errorf("testcluster: %v", err)
 		}
+		if err := c.StopExec(ctx, name); err != nil {
+			t.Errorf("%v", err)
+		}
 	})
 	if err := c.waitServiceAccount(ctx, name, nil); err != nil {
 		t.Fatalf("testcluster: namespace %s: %v", name, err)

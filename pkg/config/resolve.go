@@ -203,3 +203,18 @@ func mergeList(override, base *ResourceList) *ResourceList {
 	out.EphemeralStorage = pick(override.EphemeralStorage, base.EphemeralStorage)
 	return &out
 }
+
+// ImageAllowed reports whether a pod may run image: it is the effective
+// image of one of the config's adapter types (Settings spec.adapters or the
+// built-in default), or it matches a glob of Settings spec.images.allowList.
+func (m *Model) ImageAllowed(image string) bool {
+	if image == "" {
+		return false
+	}
+	for t := range m.Builtin {
+		if m.Adapter(t).Image == image {
+			return true
+		}
+	}
+	return imageAllowed(image, m.Settings.Spec.Images.AllowList)
+}

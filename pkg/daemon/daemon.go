@@ -80,6 +80,11 @@ type Options struct {
 	// replica, for the condition APIServerReachable (nil: no probe, no
 	// condition; e.g. --executor local without leader election).
 	APIServer rest.Interface
+	// Sandbox, when set, runs beside the runs loop (while this replica
+	// leads, once a valid config is loaded) and serves Paperclip's sandbox
+	// leases (pkg/sandbox); model returns the last good config. It returns
+	// when ctx ends.
+	Sandbox func(ctx context.Context, model func() *config.Model) error
 	// APIServerProbeInterval is the time between two probes, and the
 	// timeout of each (at least 5s). Default DefaultAPIServerProbeInterval.
 	APIServerProbeInterval time.Duration
@@ -263,9 +268,15 @@ func (d *daemon) serve() (stop func(), err error) {
 
 // work runs the loops until ctx ends (or, with Once, until the requests
 // present at start have their results).
-func (d *daemon) work(ctx context.Context) error {
+func (d *daemon) work(ctx context.Context) (err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	var sandboxErr atomic.Pointer[error]
+	defer func() {
+		if e := sandboxErr.Load(); e != nil && err == nil {
+			err = *e
+		}
+	}()
 
 	var server atomic.Pointer[spool.Server]
 	ro := d.opts.Reconcile
@@ -303,6 +314,22 @@ func (d *daemon) work(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			_ = loop.Run(ctx)
+		}()
+	}
+	if d.opts.Sandbox != nil && !d.opts.Once {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case <-loop.Ready():
+			case <-ctx.Done():
+				return
+			}
+			if err := d.opts.Sandbox(ctx, loop.Model); err != nil && ctx.Err() == nil {
+				err = fmt.Errorf("sandbox: %w", err)
+				sandboxErr.Store(&err)
+				cancel()
+			}
 		}()
 	}
 	if d.opts.Runs == nil {

@@ -273,3 +273,9 @@ func resources(r config.Resources) (corev1.ResourceRequirements, error) {
 	}
 	return out, nil
 }
+
+// ResourceRequirements converts the config's requests and limits to a
+// container's (as agent Jobs get them); the sandbox's lease pods use it too.
+func ResourceRequirements(r config.Resources) (corev1.ResourceRequirements, error) {
+	return resources(r)
+}

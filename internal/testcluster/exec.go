@@ -1,0 +1,70 @@
+package testcluster
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+var clusterExecGVR = schema.GroupVersionResource{Group: "kwok.x-k8s.io", Version: "v1alpha1", Resource: "clusterexecs"}
+
+// ExecOptions say how kwok runs a pod exec: on this host, as a local
+// process, since kwok runs no containers.
+type ExecOptions struct {
+	// WorkDir is the working directory of every exec'd command.
+	WorkDir string
+	// Env is added to kwok's own environment for the command (PATH, for
+	// example, to put stand-in CLIs first).
+	Env map[string]string
+}
+
+// ServeExec makes kwok run execs into every pod of namespace as local
+// commands on this host (a ClusterExec selecting the namespace). kwok
+// reads the rule from its informer within milliseconds; a client that execs
+// at once should retry a refused first exec. Unlike a kubelet, kwok never
+// closes the command's stdin and reports a non-zero exit as an error
+// message, not an exit code.
+func (c *Cluster) ServeExec(ctx context.Context, namespace string, o ExecOptions) error {
+	keys := make([]string, 0, len(o.Env))
+	for k := range o.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var envs []any
+	for _, k := range keys {
+		envs = append(envs, map[string]any{"name": k, "value": o.Env[k]})
+	}
+	local := map[string]any{"workDir": o.WorkDir}
+	if len(envs) > 0 {
+		local["envs"] = envs
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "kwok.x-k8s.io/v1alpha1",
+		"kind":       "ClusterExec",
+		"metadata":   map[string]any{"name": clusterExecName(namespace)},
+		"spec": map[string]any{
+			"selector": map[string]any{"matchNamespaces": []any{namespace}},
+			"execs":    []any{map[string]any{"local": local}},
+		},
+	}}
+	if err := c.putLogs(ctx, c.dyn.Resource(clusterExecGVR), u); err != nil {
+		return fmt.Errorf("testcluster: serve exec in namespace %s: %w", namespace, err)
+	}
+	return nil
+}
+
+// StopExec removes the rule ServeExec created for namespace.
+func (c *Cluster) StopExec(ctx context.Context, namespace string) error {
+	err := c.dyn.Resource(clusterExecGVR).Delete(ctx, clusterExecName(namespace), metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("testcluster: delete ClusterExec %s: %w", clusterExecName(namespace), err)
+	}
+	return nil
+}
+
+func clusterExecName(namespace string) string { return "pcsync-exec-" + namespace }
