@@ -43,6 +43,7 @@ func subcommands(g *globalOptions) []*cobra.Command {
 		newRunsCmd(g),
 		newSchemaCmd(g),
 		newDoctorCmd(g),
+		newSandboxServerCmd(g),
 	}
 }
 

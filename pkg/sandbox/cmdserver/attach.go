@@ -1,0 +1,152 @@
+package cmdserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+// AttachOptions configures Attach.
+type AttachOptions struct {
+	// Socket is the server's Unix socket.
+	Socket string
+	// Spawn starts a detached server when nothing listens on Socket (on a
+	// node where nothing runs in the pod, such as kwok).
+	Spawn bool
+	// SpawnArgv is the server's command line; nil: os.Args[0]
+	// sandbox-server serve --socket Socket. Its output goes to
+	// Socket+".log".
+	SpawnArgv []string
+	// SpawnWait bounds the wait for a spawned server's socket; 0: 2 s.
+	SpawnWait time.Duration
+	// Stdin and Stdout are the stream to relay; nil: os.Stdin, os.Stdout.
+	Stdin  io.Reader
+	Stdout io.Writer
+	// Logger receives structured logs; nil: text to stderr.
+	Logger *slog.Logger
+}
+
+// Attach relays Stdin to the server's socket and the socket to Stdout. It
+// returns nil when the server closes the connection, even if Stdin never
+// ends (a kwok exec never sees stdin EOF); when Stdin ends first, it
+// half-closes the socket and waits for the server to close. It returns an
+// error when it cannot connect (or spawn) or ctx ends first.
+func Attach(ctx context.Context, opts AttachOptions) error {
+	if opts.Socket == "" {
+		return errors.New("cmdserver: no socket path")
+	}
+	if opts.Stdin == nil {
+		opts.Stdin = os.Stdin
+	}
+	if opts.Stdout == nil {
+		opts.Stdout = os.Stdout
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	nc, err := dial(ctx, opts.Socket)
+	if err != nil && opts.Spawn && noServer(err) {
+		nc, err = spawnAndDial(ctx, opts)
+	}
+	if err != nil {
+		return fmt.Errorf("cmdserver: attach %s: %w", opts.Socket, err)
+	}
+	uc := nc.(*net.UnixConn)
+	stop := context.AfterFunc(ctx, func() { uc.Close() })
+	defer stop()
+	defer uc.Close()
+
+	go func() {
+		if _, err := io.Copy(uc, opts.Stdin); err == nil {
+			uc.CloseWrite()
+		} else {
+			uc.Close()
+		}
+	}()
+	_, err = io.Copy(opts.Stdout, uc)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if err != nil && !errors.Is(err, net.ErrClosed) {
+		return fmt.Errorf("cmdserver: relay: %w", err)
+	}
+	return nil
+}
+
+func dial(ctx context.Context, socket string) (net.Conn, error) {
+	var d net.Dialer
+	return d.DialContext(ctx, "unix", socket)
+}
+
+// noServer says a dial error means nothing listens on the socket.
+func noServer(err error) bool {
+	return errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED)
+}
+
+// spawnAndDial starts a detached server and dials until its socket answers.
+func spawnAndDial(ctx context.Context, opts AttachOptions) (net.Conn, error) {
+	argv := opts.SpawnArgv
+	if argv == nil {
+		argv = []string{os.Args[0], "sandbox-server", "serve", "--socket", opts.Socket}
+	}
+	if err := spawn(argv, opts.Socket+".log"); err != nil {
+		return nil, err
+	}
+	opts.Logger.Info("spawned command server", slog.String("socket", opts.Socket))
+	wait := opts.SpawnWait
+	if wait <= 0 {
+		wait = 2 * time.Second
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		nc, err := dial(ctx, opts.Socket)
+		if err == nil || !noServer(err) || time.Now().After(deadline) {
+			if err != nil {
+				err = fmt.Errorf("spawned server not listening after %v: %w", wait, err)
+			}
+			return nc, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// spawn starts argv in a new session, stdin /dev/null, stdout and stderr
+// appended to logPath, and does not wait for it.
+func spawn(argv []string, logPath string) error {
+	path := argv[0]
+	if p, err := os.Executable(); err == nil && path == os.Args[0] {
+		path = p
+	}
+	if err := os.MkdirAll(filepath.Dir(logPath), 0o700); err != nil {
+		return fmt.Errorf("spawn server: %w", err)
+	}
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		return fmt.Errorf("spawn server: %w", err)
+	}
+	defer devnull.Close()
+	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("spawn server: %w", err)
+	}
+	defer logf.Close()
+	p, err := os.StartProcess(path, argv, &os.ProcAttr{
+		Files: []*os.File{devnull, logf, logf},
+		Sys:   &syscall.SysProcAttr{Setsid: true},
+	})
+	if err != nil {
+		return fmt.Errorf("spawn server: %w", err)
+	}
+	return p.Release()
+}
