@@ -34,6 +34,8 @@ type daemonFlags struct {
 	forceConflicts     bool
 	sides              sideFlags
 
+	sandbox sandboxFlags
+
 	leaderElect                            bool
 	leaseNamespace, leaseID                string
 	leaseDuration, renewDeadline, retryDur time.Duration
@@ -108,6 +110,7 @@ See docs/daemon.md and docs/runs.md.`,
 		"approval (pcsync_prune_blocked, /readyz PruneAllowed, and an ERROR log line with the command that approves it)", false)
 	addForceConflicts(fl, &f.forceConflicts)
 	f.sides.add(fl)
+	f.sandbox.add(fl)
 	fl.BoolVar(&f.leaderElect, "leader-elect", false, "run the loops only while holding the leader Lease (for several replicas)")
 	fl.StringVar(&f.leaseNamespace, "leader-election-namespace", "",
 		"namespace of the Lease (default $POD_NAMESPACE, else the service account's namespace, else paperclip)")
@@ -131,8 +134,11 @@ func (f *daemonFlags) run(ctx context.Context, g *globalOptions) error {
 	if f.spool == "" && !f.noRuns {
 		return usageErrorf("--spool is required (or --no-runs)")
 	}
-	if f.noReconcile && f.noRuns {
+	if f.noReconcile && f.noRuns && !f.sandbox.enabled {
 		return usageErrorf("--no-reconcile and --no-runs leave nothing to do")
+	}
+	if err := f.sandbox.validate(f); err != nil {
+		return err
 	}
 	if err := f.set.validate(); err != nil {
 		return err
@@ -169,7 +175,7 @@ func (f *daemonFlags) run(ctx context.Context, g *globalOptions) error {
 		ro.Paperclip = paperclipReconciler(g)
 		ro.PaperclipOptions.PauseFloor = lim.PruneFloor
 	}
-	needCluster := doApply || f.leaderElect || (!f.noRuns && f.executor == "kubernetes")
+	needCluster := doApply || f.leaderElect || (!f.noRuns && f.executor == "kubernetes") || f.sandbox.enabled
 	if needCluster {
 		cfg, err := g.Kube.RESTConfig()
 		if err != nil {
@@ -216,6 +222,9 @@ func (f *daemonFlags) run(ctx context.Context, g *globalOptions) error {
 				return localexec.New(lo)
 			}
 		}
+	}
+	if f.sandbox.enabled {
+		opts.Sandbox = f.sandbox.runner(g, f.stateDirectory())
 	}
 	if f.leaderElect {
 		cfg, err := g.Kube.RESTConfig()

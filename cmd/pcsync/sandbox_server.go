@@ -49,6 +49,6 @@ func newSandboxServerCmd(g *globalOptions) *cobra.Command {
 	attach.Flags().StringVar(&attachSocket, "socket", cmdserver.DefaultSocket, "Unix socket of the server")
 	attach.Flags().BoolVar(&spawn, "spawn", false, "start a detached server if none listens")
 
-	cmd.AddCommand(serve, attach)
+	cmd.AddCommand(serve, attach, newSandboxInstallCmd())
 	return cmd
 }

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+
+	"github.com/spf13/pflag"
+
+	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/runs"
+	"github.com/pcsync/pcsync/pkg/sandbox"
+)
+
+// sandboxFlags are the flags of `pcsync daemon` for Paperclip's sandbox
+// environments (pkg/sandbox, docs/paperclip.md).
+type sandboxFlags struct {
+	enabled                                   bool
+	socket, serverPath, helperImage, hostRoot string
+}
+
+func (f *sandboxFlags) add(fl *pflag.FlagSet) {
+	d := sandbox.DefaultOptions("")
+	fl.BoolVar(&f.enabled, "sandbox", false,
+		"serve Paperclip's sandbox environments of provider \"pcsync\": one hardened pod per lease in the company's tenant namespace "+
+			"(needs cluster access; the plugin integrations/paperclip-sandbox reaches the daemon on --sandbox-socket)")
+	fl.StringVar(&f.socket, "sandbox-socket", "", "Unix socket of the sandbox API, mode 0600 (default <state-dir>/sandbox.sock)")
+	fl.StringVar(&f.serverPath, "sandbox-server-path", d.ServerPath, "the pcsync binary inside a lease pod, which the daemon execs to reach the pod's command server")
+	fl.StringVar(&f.helperImage, "sandbox-helper-image", d.HelperImage, "pcsync's own image: the init container that copies pcsync into each lease pod")
+	fl.StringVar(&f.hostRoot, "sandbox-host-root", "",
+		"for nodes whose pod execs run on a shared host (kwok): keep each lease's workspace, HOME, /tmp and socket under DIR/<pod>")
+}
+
+func (f *sandboxFlags) validate(d *daemonFlags) error {
+	if !f.enabled {
+		return nil
+	}
+	if d.stateDirectory() == "" {
+		return usageErrorf("--sandbox needs --state-dir or --spool (the lease journal and the socket live in the state directory)")
+	}
+	if f.hostRoot != "" && !filepath.IsAbs(f.hostRoot) {
+		return usageErrorf("--sandbox-host-root %q: want an absolute path", f.hostRoot)
+	}
+	return nil
+}
+
+// stateDirectory is the daemon's state directory: --state-dir, else
+// <spool>/.pcsync, else empty.
+func (d *daemonFlags) stateDirectory() string {
+	switch {
+	case d.stateDir != "":
+		return d.stateDir
+	case d.spool != "":
+		return runs.DefaultStateDir(d.spool)
+	}
+	return ""
+}
+
+// runner returns the daemon's sandbox loop: the lease manager and its API.
+func (f *sandboxFlags) runner(g *globalOptions, stateDir string) func(context.Context, func() *config.Model) error {
+	return func(ctx context.Context, model func() *config.Model) error {
+		cfg, err := g.Kube.RESTConfig()
+		if err != nil {
+			return err
+		}
+		cfg.UserAgent = "pcsync-sandbox"
+		o := sandbox.DefaultOptions(stateDir)
+		o.ServerPath, o.HelperImage, o.HostRoot, o.Logger = f.serverPath, f.helperImage, f.hostRoot, g.Logger
+		m, err := sandbox.New(ctx, cfg, model, o)
+		if err != nil {
+			return err
+		}
+		defer m.Close()
+		socket := f.socket
+		if socket == "" {
+			socket = filepath.Join(stateDir, "sandbox.sock")
+		}
+		return sandbox.NewAPI(m, socket).Serve(ctx)
+	}
+}

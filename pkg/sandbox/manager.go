@@ -1,0 +1,190 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/runs/kubeexec"
+)
+
+// Manager holds the sandbox leases of one daemon: it creates a pod per
+// lease, runs executes on the pod's command server over one stream, deletes
+// the pod on release or at the lease's expiry, and journals every lease so
+// that the next daemon adopts or reaps its pods.
+type Manager struct {
+	opts  Options
+	cs    kubernetes.Interface
+	rest  *rest.Config
+	model func() *config.Model
+	j     *journal
+	log   *slog.Logger
+
+	mu     sync.Mutex
+	leases map[string]*lease
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// ErrNoLease is returned (wrapped) for a lease id the daemon does not hold.
+var ErrNoLease = errors.New("no such lease")
+
+// New returns a manager that talks to the cluster of cfg and reads the
+// current config from model. It adopts the leases of its journal whose pods
+// still exist and are not expired, and deletes the pods of expired ones.
+func New(ctx context.Context, cfg *rest.Config, model func() *config.Model, o Options) (*Manager, error) {
+	o.complete()
+	if o.StateDir == "" {
+		return nil, errors.New("sandbox: no state directory")
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: cluster access: %w", err)
+	}
+	j, err := openJournal(o.StateDir)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	m := &Manager{opts: o, cs: cs, rest: cfg, model: model, j: j, log: o.Logger, leases: map[string]*lease{}}
+	if err := m.adopt(ctx); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// adopt takes over the journal's leases: a live pod is adopted (its
+// executes reconnect to its command server on first use), a lease past its
+// expiry is deleted, and a lease whose pod is gone is forgotten. Pods of
+// pcsync's leases that are past their expiry but not in this journal (an
+// earlier state directory) are deleted too.
+func (m *Manager) adopt(ctx context.Context) error {
+	now := time.Now()
+	for _, r := range m.j.leases() {
+		pod, err := m.cs.CoreV1().Pods(r.Namespace).Get(ctx, r.ID, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			m.log.Info("sandbox lease forgotten: its pod is gone", slog.String("lease", r.ID), slog.String("namespace", r.Namespace))
+			if err := m.j.drop(r.ID); err != nil {
+				return err
+			}
+			continue
+		case err != nil:
+			return fmt.Errorf("sandbox: Pod/%s/%s: adopt: %w", r.Namespace, r.ID, err)
+		}
+		if r.PodUID != "" && string(pod.UID) != r.PodUID {
+			m.log.Warn("sandbox lease forgotten: its pod was replaced by another of the same name", slog.String("lease", r.ID))
+			if err := m.j.drop(r.ID); err != nil {
+				return err
+			}
+			continue
+		}
+		r.PodUID = string(pod.UID)
+		l := m.track(r)
+		if !now.Before(r.ExpiresAt) || pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
+			m.log.Info("sandbox lease reaped at start: expired or its pod ended", slog.String("lease", r.ID),
+				slog.Time("expiresAt", r.ExpiresAt), slog.String("phase", string(pod.Status.Phase)))
+			m.releaseAsync(l, "expired")
+			continue
+		}
+		l.setState(LeaseReady)
+		m.log.Info("sandbox lease adopted", slog.String("lease", r.ID), slog.String("namespace", r.Namespace),
+			slog.Time("expiresAt", r.ExpiresAt))
+	}
+	// Expired lease pods of no journal.
+	pods, err := m.cs.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
+		LabelSelector: kubeexec.LabelManagedBy + "=" + kubeexec.ManagedByValue + "," + LabelLease,
+	})
+	if err != nil {
+		m.log.Warn("sandbox: cannot list lease pods to reap expired ones", slog.Any("error", err))
+		return nil
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if m.lookup(p.Name) != nil || p.DeletionTimestamp != nil {
+			continue
+		}
+		exp, err := time.Parse(time.RFC3339, p.Annotations[AnnotationExpiresAt])
+		if err == nil && now.Before(exp) {
+			continue
+		}
+		m.log.Info("sandbox: deleting an expired lease pod of no journal", slog.String("pod", p.Namespace+"/"+p.Name))
+		if err := m.deletePod(ctx, p.Namespace, p.Name, string(p.UID)); err != nil {
+			m.log.Warn("sandbox: delete expired lease pod", slog.String("pod", p.Namespace+"/"+p.Name), slog.Any("error", err))
+		}
+	}
+	return nil
+}
+
+// track registers a lease and arms its expiry.
+func (m *Manager) track(r Record) *lease {
+	l := &lease{Record: r, state: LeasePending, released: make(chan struct{}), warned: map[string]bool{}}
+	m.mu.Lock()
+	m.leases[r.ID] = l
+	m.mu.Unlock()
+	if d := time.Until(r.ExpiresAt); d > 0 {
+		l.expiry = time.AfterFunc(d, func() {
+			m.log.Info("sandbox lease expired: deleting its pod", slog.String("lease", l.ID))
+			m.releaseAsync(l, "expired")
+		})
+	}
+	return l
+}
+
+func (m *Manager) lookup(id string) *lease {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.leases[id]
+}
+
+func (m *Manager) forget(id string) {
+	m.mu.Lock()
+	delete(m.leases, id)
+	m.mu.Unlock()
+}
+
+// Leases returns the records of the leases the manager holds.
+func (m *Manager) Leases() []Record {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]Record, 0, len(m.leases))
+	for _, l := range m.leases {
+		out = append(out, l.Record)
+	}
+	return out
+}
+
+// Close stops the manager: it waits for releases in progress and closes
+// every command stream. Lease pods stay (the next daemon adopts them) and
+// end at their expiry at the latest.
+func (m *Manager) Close() {
+	m.mu.Lock()
+	m.closed = true
+	ls := make([]*lease, 0, len(m.leases))
+	for _, l := range m.leases {
+		ls = append(ls, l)
+	}
+	m.mu.Unlock()
+	for _, l := range ls {
+		if l.expiry != nil {
+			l.expiry.Stop()
+		}
+		l.mu.Lock()
+		c := l.client
+		l.client = nil
+		l.mu.Unlock()
+		if c != nil {
+			_ = c.Close()
+		}
+	}
+	m.wg.Wait()
+}

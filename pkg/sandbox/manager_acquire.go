@@ -1,0 +1,327 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/pcsync/pcsync/pkg/sandbox/cmdclient"
+)
+
+// AcquireParams are what Paperclip's acquireLease says of a lease.
+type AcquireParams struct {
+	Config        EnvironmentConfig
+	CompanyID     string
+	EnvironmentID string
+	RunID         string
+	AgentID       string
+	AdapterType   string
+	// RequestedExpiresAt, when set, is the latest the lease may live.
+	RequestedExpiresAt *time.Time
+}
+
+// LeaseInfo is what Paperclip keeps of a lease.
+type LeaseInfo struct {
+	ID        string
+	ExpiresAt time.Time
+	Metadata  map[string]any
+}
+
+// UserError is a refusal whose message tells the user what to fix; its
+// Code is a stable word for it.
+type UserError struct {
+	Code    string
+	Message string
+}
+
+func (e *UserError) Error() string { return e.Message }
+
+func userErrorf(code, format string, args ...any) error {
+	return &UserError{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Acquire creates a lease: it checks the company and the image against the
+// config, records the lease, creates its pod, waits until the pod runs and
+// its command server answers, and arms the expiry. Nothing is created for a
+// refused lease, and a lease that fails after its pod was created has its
+// pod deleted.
+func (m *Manager) Acquire(ctx context.Context, p AcquireParams) (LeaseInfo, error) {
+	model := m.model()
+	if model == nil {
+		return LeaseInfo{}, userErrorf("no_config", "pcsync has no valid config loaded yet")
+	}
+	if errs := p.Config.Check(model); len(errs) > 0 {
+		code := "config_invalid"
+		if len(errs) == 1 && errs[0].Field == "image" {
+			code = "image_not_allowed"
+		}
+		return LeaseInfo{}, configErrors(code, errs)
+	}
+	c, _ := model.Company(p.Config.Company)
+	if p.CompanyID != "" && c.Spec.ID != "" && p.CompanyID != c.Spec.ID {
+		return LeaseInfo{}, userErrorf("company_mismatch",
+			"config.company: pcsync Company %q is Paperclip company %s, not this environment's company %s",
+			c.Slug(), c.Spec.ID, p.CompanyID)
+	}
+	image := p.Config.Image
+	var rule EnvRule
+	rule.Allow = p.Config.EnvAllow
+	if t, ok := pcsyncAdapter(p.AdapterType); ok {
+		d := model.Adapter(t)
+		rule.AdapterKeys = d.EnvKeys
+		if image == "" {
+			image = d.Image
+		}
+	}
+	if image == "" {
+		return LeaseInfo{}, userErrorf("no_image",
+			"adapter type %q has no image in the pcsync config: set the environment's config.image (allowed by Settings spec.images.allowList)", p.AdapterType)
+	}
+	if !model.ImageAllowed(image) {
+		return LeaseInfo{}, userErrorf("image_not_allowed", "%s", imageRefusal(image))
+	}
+
+	now := time.Now()
+	ttl := m.opts.DefaultLeaseTTL
+	if p.Config.LeaseTTLSec > 0 {
+		ttl = time.Duration(p.Config.LeaseTTLSec) * time.Second
+	}
+	ttl = min(ttl, m.opts.MaxLeaseTTL)
+	expires := now.Add(ttl)
+	if r := p.RequestedExpiresAt; r != nil {
+		if !r.After(now.Add(time.Second)) {
+			return LeaseInfo{}, userErrorf("expiry_passed", "requestedExpiresAt %s has passed", r.UTC().Format(time.RFC3339))
+		}
+		if r.Before(expires) {
+			expires = *r
+		}
+	}
+	expires = expires.Truncate(time.Second)
+
+	r := Record{
+		ID: newLeaseID(), Namespace: model.Namespace(c), Company: c.Slug(), Image: image,
+		AdapterType: p.AdapterType, CompanyID: p.CompanyID, EnvironmentID: p.EnvironmentID,
+		RunID: p.RunID, AgentID: p.AgentID, ExpiresAt: expires, CreatedAt: now,
+	}
+	r.setPaths(m.opts.HostRoot)
+	pod, err := BuildPod(&r, model, m.opts)
+	if err != nil {
+		return LeaseInfo{}, err
+	}
+	m.mu.Lock()
+	closed := m.closed
+	m.mu.Unlock()
+	if closed {
+		return LeaseInfo{}, errors.New("sandbox: the daemon is stopping")
+	}
+	if err := m.j.put(r); err != nil {
+		return LeaseInfo{}, err
+	}
+	created, err := m.cs.CoreV1().Pods(r.Namespace).Create(ctx, pod, metav1.CreateOptions{FieldManager: "pcsync"})
+	if err != nil {
+		_ = m.j.drop(r.ID)
+		return LeaseInfo{}, createError(r, err)
+	}
+	r.PodUID = string(created.UID)
+	if err := m.j.put(r); err != nil {
+		m.log.Warn("sandbox: lease journal", slog.Any("error", err))
+	}
+	l := m.track(r)
+	l.rule = rule
+	m.log.Info("sandbox lease pod created", slog.String("lease", r.ID), slog.String("namespace", r.Namespace),
+		slog.String("image", image), slog.String("adapterType", p.AdapterType), slog.String("run", p.RunID),
+		slog.Time("expiresAt", expires))
+
+	wait := m.opts.ReadyTimeout
+	if p.Config.TimeoutMs > 0 {
+		wait = min(wait, time.Duration(p.Config.TimeoutMs)*time.Millisecond)
+	}
+	rctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	if err := m.waitRunning(rctx, created); err != nil {
+		m.releaseAsync(l, "failed")
+		return LeaseInfo{}, err
+	}
+	if err := m.connect(rctx, l); err != nil {
+		m.releaseAsync(l, "failed")
+		return LeaseInfo{}, fmt.Errorf("Pod/%s/%s: the command server does not answer: %w", r.Namespace, r.ID, err)
+	}
+	l.setState(LeaseReady)
+	m.log.Info("sandbox lease ready", slog.String("lease", r.ID), slog.Duration("took", time.Since(now).Round(time.Millisecond)))
+	return m.info(l), nil
+}
+
+// info is what Paperclip keeps of a lease.
+func (m *Manager) info(l *lease) LeaseInfo {
+	return LeaseInfo{ID: l.ID, ExpiresAt: l.ExpiresAt, Metadata: map[string]any{
+		"remoteCwd":    l.Workspace,
+		"shellCommand": "sh",
+		"namespace":    l.Namespace,
+		"pod":          l.ID,
+		"image":        l.Image,
+		"company":      l.Company,
+	}}
+}
+
+// Resume returns a lease the daemon holds (adopted after a restart too).
+func (m *Manager) Resume(_ context.Context, id string) (LeaseInfo, error) {
+	l := m.lookup(id)
+	if l == nil {
+		return LeaseInfo{}, fmt.Errorf("lease %s: %w: its pod is gone or it was never pcsync's", id, ErrNoLease)
+	}
+	if s := l.State(); s != LeaseReady {
+		return LeaseInfo{}, fmt.Errorf("lease %s is %s", id, s)
+	}
+	return m.info(l), nil
+}
+
+// Workspace returns the lease's working directory.
+func (m *Manager) Workspace(id string) (string, error) {
+	l := m.lookup(id)
+	if l == nil {
+		return "", fmt.Errorf("lease %s: %w", id, ErrNoLease)
+	}
+	return l.Workspace, nil
+}
+
+// createError explains a refused pod create.
+func createError(r Record, err error) error {
+	msg := err.Error()
+	switch {
+	case apierrors.IsForbidden(err) && strings.Contains(msg, "quota"):
+		return userErrorf("quota_full", "company %s is at its quota (ResourceQuota paperclip-quota in namespace %s): %s; wait for its runs to end or raise spec.quota in Git",
+			r.Company, r.Namespace, msg)
+	case apierrors.IsNotFound(err):
+		return userErrorf("namespace_missing", "namespace %s of company %s does not exist: run `pcsync apply` (or let the daemon reconcile) first", r.Namespace, r.Company)
+	case apierrors.IsForbidden(err):
+		return userErrorf("pod_forbidden", "Pod/%s/%s refused: %s", r.Namespace, r.ID, msg)
+	}
+	return fmt.Errorf("Pod/%s/%s create failed: %w", r.Namespace, r.ID, err)
+}
+
+// waitRunning watches the pod until it runs, or fails with the reason the
+// kubelet gives (an image that cannot be pulled fails at once).
+func (m *Manager) waitRunning(ctx context.Context, pod *corev1.Pod) error {
+	check := func(p *corev1.Pod) (bool, error) {
+		switch p.Status.Phase {
+		case corev1.PodRunning:
+			return true, nil
+		case corev1.PodFailed, corev1.PodSucceeded:
+			return false, fmt.Errorf("Pod/%s/%s ended (%s) before it was ready: %s", p.Namespace, p.Name, p.Status.Phase, podReason(p))
+		}
+		for _, cs := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
+			if w := cs.State.Waiting; w != nil {
+				switch w.Reason {
+				case "ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError", "CreateContainerError":
+					return false, userErrorf("pod_not_starting", "Pod/%s/%s container %s cannot start: %s: %s", p.Namespace, p.Name, cs.Name, w.Reason, w.Message)
+				}
+			}
+		}
+		return false, nil
+	}
+	if ok, err := check(pod); ok || err != nil {
+		return err
+	}
+	w, err := m.cs.CoreV1().Pods(pod.Namespace).Watch(ctx, metav1.ListOptions{
+		FieldSelector:   fields.OneTermEqualSelector("metadata.name", pod.Name).String(),
+		ResourceVersion: pod.ResourceVersion,
+	})
+	if err != nil {
+		return fmt.Errorf("Pod/%s/%s: watch: %w", pod.Namespace, pod.Name, err)
+	}
+	defer w.Stop()
+	last := pod
+	for {
+		select {
+		case <-ctx.Done():
+			return userErrorf("pod_not_ready", "Pod/%s/%s not running after the lease's wait (%s): %s; raise the environment's timeoutMs for slow image pulls",
+				pod.Namespace, pod.Name, context.Cause(ctx), podReason(last))
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				// The watch ended early: read the pod once and go on.
+				p, err := m.cs.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+				if err != nil {
+					return fmt.Errorf("Pod/%s/%s: %w", pod.Namespace, pod.Name, err)
+				}
+				if ok, err := check(p); ok || err != nil {
+					return err
+				}
+				return m.waitRunning(ctx, p)
+			}
+			switch ev.Type {
+			case watch.Deleted:
+				return fmt.Errorf("Pod/%s/%s was deleted before it was ready", pod.Namespace, pod.Name)
+			case watch.Added, watch.Modified:
+				p, ok := ev.Object.(*corev1.Pod)
+				if !ok {
+					continue
+				}
+				last = p
+				if ok, err := check(p); ok || err != nil {
+					return err
+				}
+			}
+		}
+	}
+}
+
+func podReason(p *corev1.Pod) string {
+	var parts []string
+	if p.Status.Reason != "" || p.Status.Message != "" {
+		parts = append(parts, strings.TrimSpace(p.Status.Reason+" "+p.Status.Message))
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Status != corev1.ConditionTrue && c.Message != "" {
+			parts = append(parts, string(c.Type)+": "+c.Message)
+		}
+	}
+	if len(parts) == 0 {
+		return "phase " + string(p.Status.Phase)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// connect opens the lease's command stream and checks that the server
+// answers; with HostRoot it also makes the lease's directories.
+func (m *Manager) connect(ctx context.Context, l *lease) error {
+	c, err := m.client(ctx, l)
+	if err != nil {
+		return err
+	}
+	argv := []string{"true"}
+	if m.opts.HostRoot != "" {
+		argv = []string{"mkdir", "-p", l.Workspace, l.Home, l.Tmp}
+	}
+	exit, err := c.Exec(ctx, cmdclient.Command{Argv: argv, BaseEnv: true}, nil)
+	if err != nil {
+		return err
+	}
+	if exit.Code != 0 {
+		return fmt.Errorf("%s: exit %d: %s %s", strings.Join(argv, " "), exit.Code, exit.Error, strings.TrimSpace(string(exit.Stderr)))
+	}
+	return nil
+}
+
+// client returns the lease's command client, opening it on first use.
+func (m *Manager) client(ctx context.Context, l *lease) (*cmdclient.Client, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.client != nil {
+		return l.client, nil
+	}
+	c, err := cmdclient.New(ctx, m.opener(l), cmdclient.DefaultOptions())
+	if err != nil {
+		return nil, err
+	}
+	l.client = c
+	return c, nil
+}

@@ -1,0 +1,122 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/pcsync/pcsync/pkg/sandbox/cmdclient"
+)
+
+// ExecParams are one execute of Paperclip on a lease.
+type ExecParams struct {
+	LeaseID string
+	Command string
+	Args    []string
+	Cwd     string
+	Env     map[string]string
+	// Stdin is fed to the command, then closed; nil gives it no stdin.
+	Stdin   *string
+	Timeout time.Duration
+}
+
+// ExecResult is how an execute ended, with its whole output.
+type ExecResult struct {
+	ExitCode *int
+	Signal   string
+	TimedOut bool
+	Stdout   string
+	Stderr   string
+}
+
+// Execute runs one command on the lease's command server, exactly as given
+// (argv, cwd, stdin), with the part of env that EnvRule lets through over
+// the pod's own environment. Output chunks go to onOutput as they come.
+// Many executes may run at once on one lease; a command's background
+// processes outlive it. Cancelling ctx kills the command's process group.
+func (m *Manager) Execute(ctx context.Context, p ExecParams, onOutput func(stream string, chunk []byte)) (ExecResult, error) {
+	l := m.lookup(p.LeaseID)
+	if l == nil {
+		return ExecResult{}, fmt.Errorf("lease %s: %w: it was released, expired or never pcsync's", p.LeaseID, ErrNoLease)
+	}
+	l.mu.Lock()
+	if l.state != LeaseReady {
+		st := l.state
+		l.mu.Unlock()
+		return ExecResult{}, fmt.Errorf("lease %s is %s: no new commands", p.LeaseID, st)
+	}
+	l.running++
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		l.running--
+		if l.running == 0 && l.idle != nil {
+			close(l.idle)
+			l.idle = nil
+		}
+		l.mu.Unlock()
+	}()
+
+	env, dropped := l.rule.Filter(p.Env)
+	if len(dropped) > 0 {
+		l.mu.Lock()
+		var fresh []string
+		for _, k := range dropped {
+			if !l.warned[k] {
+				l.warned[k] = true
+				fresh = append(fresh, k)
+			}
+		}
+		l.mu.Unlock()
+		if len(fresh) > 0 {
+			m.log.Info("sandbox: env keys kept from the pod (allow one with the environment's envAllow)",
+				slog.String("lease", l.ID), slog.String("keys", strings.Join(fresh, ",")))
+		}
+	}
+	if m.opts.HostRoot != "" {
+		// The pod's own HOME and TMPDIR, where pods share the host.
+		if _, ok := env["HOME"]; !ok {
+			env["HOME"] = l.Home
+		}
+		if _, ok := env["TMPDIR"]; !ok {
+			env["TMPDIR"] = l.Tmp
+		}
+	}
+	cwd := p.Cwd
+	if cwd == "" {
+		cwd = l.Workspace
+	}
+	cmd := cmdclient.Command{
+		Argv:    append([]string{p.Command}, p.Args...),
+		Cwd:     cwd,
+		Env:     env,
+		BaseEnv: true,
+		Timeout: p.Timeout,
+	}
+	if p.Stdin != nil {
+		cmd.Stdin = []byte(*p.Stdin)
+	}
+	c, err := m.client(ctx, l)
+	if err != nil {
+		return ExecResult{}, fmt.Errorf("lease %s: command stream: %w", l.ID, err)
+	}
+	var out func(cmdclient.Stream, []byte)
+	if onOutput != nil {
+		out = func(s cmdclient.Stream, b []byte) { onOutput(s.String(), b) }
+	}
+	exit, err := c.Exec(ctx, cmd, out)
+	if err != nil {
+		return ExecResult{}, fmt.Errorf("lease %s: %w", l.ID, err)
+	}
+	res := ExecResult{Signal: exit.Signal, TimedOut: exit.TimedOut, Stdout: string(exit.Stdout), Stderr: string(exit.Stderr)}
+	if exit.Signal == "" {
+		code := exit.Code
+		res.ExitCode = &code
+	}
+	if exit.Error != "" {
+		res.Stderr += exit.Error + "\n"
+	}
+	return res, nil
+}

@@ -1,0 +1,83 @@
+package sandbox
+
+import (
+	"cmp"
+	"log/slog"
+	"time"
+)
+
+// ProviderKey is the sandbox provider key (Paperclip's driverKey) that
+// pcsync's plugin registers. Paperclip reserves "kubernetes" for its own.
+const ProviderKey = "pcsync"
+
+// Options configure a Manager. Start from DefaultOptions.
+type Options struct {
+	// StateDir holds the lease journal (<StateDir>/sandbox-leases.json).
+	// Required.
+	StateDir string
+	// ServerPath is the pcsync binary inside a lease pod (placed there by
+	// the init container); the daemon execs `<ServerPath> sandbox-server
+	// attach` to reach the pod's command server.
+	ServerPath string
+	// HelperImage is the image of the init container that copies pcsync
+	// into the pod (pcsync's own image).
+	HelperImage string
+	// HostRoot, when set, says the pods share this host's filesystem (kwok,
+	// where an exec runs on the node's host): each lease's workspace, HOME,
+	// /tmp and command-server socket then live under HostRoot/<pod>.
+	HostRoot string
+	// DefaultLeaseTTL bounds a lease whose request names no expiry and
+	// whose environment sets no leaseTtlSec. Default 2h.
+	DefaultLeaseTTL time.Duration
+	// MaxLeaseTTL is the longest lease granted. Default 24h.
+	MaxLeaseTTL time.Duration
+	// ReadyTimeout bounds the wait for a new pod to run and its command
+	// server to answer, when the environment sets no timeoutMs. Default
+	// 4m30s (under the default RPC timeout).
+	ReadyTimeout time.Duration
+	// DeleteTimeout bounds the wait for a released pod to be gone. Default
+	// 60s.
+	DeleteTimeout time.Duration
+	// Logger receives the manager's logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Paths inside a lease pod.
+const (
+	PodWorkspace = "/workspace"
+	PodHome      = "/home/agent"
+	PodRunDir    = "/run/pcsync"
+	PodBinDir    = "/opt/pcsync/bin"
+	// ContainerName is the lease pod's main container.
+	ContainerName = "sandbox"
+)
+
+// DefaultServerPath is where the init container puts pcsync in a pod.
+const DefaultServerPath = PodBinDir + "/pcsync"
+
+// DefaultOptions returns options for the state directory with the defaults.
+func DefaultOptions(stateDir string) Options {
+	return Options{
+		StateDir:        stateDir,
+		ServerPath:      DefaultServerPath,
+		HelperImage:     "ghcr.io/pcsync/pcsync:latest",
+		DefaultLeaseTTL: 2 * time.Hour,
+		MaxLeaseTTL:     24 * time.Hour,
+		ReadyTimeout:    270 * time.Second,
+		DeleteTimeout:   60 * time.Second,
+		Logger:          slog.Default(),
+	}
+}
+
+func (o *Options) complete() {
+	d := DefaultOptions(o.StateDir)
+	o.ServerPath = cmp.Or(o.ServerPath, d.ServerPath)
+	o.HelperImage = cmp.Or(o.HelperImage, d.HelperImage)
+	o.DefaultLeaseTTL = cmp.Or(o.DefaultLeaseTTL, d.DefaultLeaseTTL)
+	o.MaxLeaseTTL = cmp.Or(o.MaxLeaseTTL, d.MaxLeaseTTL)
+	o.ReadyTimeout = cmp.Or(o.ReadyTimeout, d.ReadyTimeout)
+	o.DeleteTimeout = cmp.Or(o.DeleteTimeout, d.DeleteTimeout)
+	if o.Logger == nil {
+		o.Logger = d.Logger
+	}
+}

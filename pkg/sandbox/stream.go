@@ -1,0 +1,131 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/httpstream"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/remotecommand"
+
+	"github.com/pcsync/pcsync/pkg/sandbox/cmdclient"
+)
+
+// opener returns how the lease's command stream is opened: one pod exec
+// (WebSocket, SPDY as fallback) of `pcsync sandbox-server attach`, whose
+// stdin and stdout carry the framed commands and their output. The exec's
+// URL holds only that command line; env values and stdin travel inside the
+// stream, so the API server's audit log never sees them.
+func (m *Manager) opener(l *lease) cmdclient.Opener {
+	argv := []string{m.opts.ServerPath, "sandbox-server", "attach", "--socket", l.Socket}
+	if m.opts.HostRoot != "" {
+		// No PID 1 server where pods share the host: the first attach
+		// starts it.
+		argv = append(argv, "--spawn")
+	}
+	return func(ctx context.Context) (io.ReadWriteCloser, error) {
+		req := m.cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(l.Namespace).Name(l.ID).SubResource("exec").
+			VersionedParams(&corev1.PodExecOptions{
+				Container: ContainerName, Command: argv, Stdin: true, Stdout: true, Stderr: true,
+			}, scheme.ParameterCodec)
+		ws, err := remotecommand.NewWebSocketExecutor(m.rest, "GET", req.URL().String())
+		if err != nil {
+			return nil, fmt.Errorf("Pod/%s/%s exec: %w", l.Namespace, l.ID, err)
+		}
+		spdy, err := remotecommand.NewSPDYExecutor(m.rest, "POST", req.URL())
+		if err != nil {
+			return nil, fmt.Errorf("Pod/%s/%s exec: %w", l.Namespace, l.ID, err)
+		}
+		exec, err := remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
+			return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("Pod/%s/%s exec: %w", l.Namespace, l.ID, err)
+		}
+		// The stream outlives the open's ctx: it lives until Close.
+		sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		inR, inW := io.Pipe()
+		outR, outW := io.Pipe()
+		s := &execStream{r: outR, w: inW, cancel: cancel, done: make(chan struct{})}
+		go func() {
+			defer close(s.done)
+			err := exec.StreamWithContext(sctx, remotecommand.StreamOptions{Stdin: inR, Stdout: outW, Stderr: &s.stderr})
+			if err == nil {
+				err = io.EOF
+			} else if msg := s.stderr.String(); msg != "" {
+				err = fmt.Errorf("%w (stderr: %s)", err, lastLine(msg))
+			}
+			_ = outW.CloseWithError(fmt.Errorf("Pod/%s/%s exec stream ended: %w", l.Namespace, l.ID, err))
+			_ = inR.CloseWithError(io.ErrClosedPipe)
+		}()
+		return s, nil
+	}
+}
+
+// execStream is an exec's stdout (read) and stdin (write) as one stream.
+type execStream struct {
+	r      *io.PipeReader
+	w      *io.PipeWriter
+	cancel context.CancelFunc
+	done   chan struct{}
+	stderr lockedBuffer
+	once   sync.Once
+}
+
+func (s *execStream) Read(p []byte) (int, error)  { return s.r.Read(p) }
+func (s *execStream) Write(p []byte) (int, error) { return s.w.Write(p) }
+
+// Close ends the exec: it closes the exec's stdin and gives the stream a
+// moment to end by itself (the relay ends when its server has shut down)
+// before it cuts the connection.
+func (s *execStream) Close() error {
+	s.once.Do(func() {
+		_ = s.w.Close()
+		select {
+		case <-s.done:
+		case <-time.After(500 * time.Millisecond):
+		}
+		s.cancel()
+		_ = s.r.CloseWithError(errors.New("stream closed"))
+	})
+	<-s.done
+	return nil
+}
+
+// lockedBuffer keeps the last 4 KiB of the exec's stderr.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf.Write(p)
+	if b.buf.Len() > 4096 {
+		tail := append([]byte(nil), b.buf.Bytes()[b.buf.Len()-4096:]...)
+		b.buf.Reset()
+		b.buf.Write(tail)
+	}
+	return len(p), nil
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func lastLine(s string) string {
+	s = string(bytes.TrimSpace([]byte(s)))
+	if i := bytes.LastIndexByte([]byte(s), '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}
