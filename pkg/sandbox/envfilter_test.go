@@ -23,17 +23,17 @@ var serverEnv = map[string]string{
 	"GITHUB_TOKEN":                      "ghp",
 	"HOSTNAME":                          "paperclip-0",
 	// The run's own.
-	"PAPERCLIP_API_KEY":    "run-jwt",
-	"PAPERCLIP_API_URL":    "http://paperclip:3100",
-	"PAPERCLIP_RUN_ID":     "r1",
-	"PAPERCLIP_AGENT_ID":   "a1",
-	"PAPERCLIP_WAKE_REASON": "manual",
+	"PAPERCLIP_API_KEY":      "run-jwt",
+	"PAPERCLIP_API_URL":      "http://paperclip:3100",
+	"PAPERCLIP_RUN_ID":       "r1",
+	"PAPERCLIP_AGENT_ID":     "a1",
+	"PAPERCLIP_WAKE_REASON":  "manual",
 	"PAPERCLIP_BRIDGE_TOKEN": "bridge",
-	"ANTHROPIC_API_KEY":    "sk-ant",
-	"PATH":                 "/usr/local/bin:/usr/bin:/bin",
-	"HOME":                 "/home/agent",
-	"LC_ALL":               "C.UTF-8",
-	"STANDIN_TRANSCRIPT":   "/t.jsonl",
+	"ANTHROPIC_API_KEY":      "sk-ant",
+	"PATH":                   "/usr/local/bin:/usr/bin:/bin",
+	"HOME":                   "/home/agent",
+	"LC_ALL":                 "C.UTF-8",
+	"STANDIN_TRANSCRIPT":     "/t.jsonl",
 }
 
 func TestEnvRule(t *testing.T) {
