@@ -30,9 +30,12 @@ build:
 -include hack/cluster.mk
 # integrations/paperclip/paperclip.mk: the Paperclip adapter (paperclip-adapter).
 -include integrations/paperclip/paperclip.mk
+# integrations/paperclip-sandbox/paperclip-sandbox.mk: the sandbox-provider
+# plugin (paperclip-plugin).
+-include integrations/paperclip-sandbox/paperclip-sandbox.mk
 
 # The Paperclip end-to-end package runs once, in e2e-paperclip (its own timeout).
-test: $(if $(wildcard hack/cluster.mk),k8sbin) paperclip-adapter-test e2e-paperclip
+test: $(if $(wildcard hack/cluster.mk),k8sbin) paperclip-adapter-test paperclip-plugin-test e2e-paperclip
 	$(GO) test $(TEST_TAGS) $(TEST_FLAGS) $$($(GO) list ./... | grep -v '/test/e2e/')
 
 # The end-to-end proof against the real Paperclip server (test/e2e/paperclip,

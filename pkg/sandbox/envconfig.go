@@ -35,7 +35,14 @@ type EnvironmentConfig struct {
 	// EnvAllow names further environment keys (exact, or PREFIX_*) that
 	// may reach the pod (see EnvRule).
 	EnvAllow []string `json:"envAllow,omitempty"`
+	// Core holds the fields Paperclip's core reads of every sandbox
+	// environment (reuseLease, streamRunLogs, …): kept as given.
+	Core map[string]any `json:"-"`
 }
+
+// coreConfigKeys are the sandbox environment fields of Paperclip's core
+// (besides provider and timeoutMs); pcsync passes them through.
+var coreConfigKeys = []string{"reuseLease", "streamRunLogs", "runnerLifecycleMode", "runnerIdleTimeoutMs", "archiveOnRelease", "bridgeRequestTimeoutMs"}
 
 // DefaultTimeoutMs is the RPC timeout the normalized config carries when the
 // environment sets none: Paperclip otherwise gives a hook 30 s, too short for
@@ -58,12 +65,19 @@ func (e ConfigError) Error() string { return "config." + e.Field + ": " + e.Mess
 // reporting every problem by field rather than the first.
 func ParseConfig(raw map[string]any) (EnvironmentConfig, []ConfigError) {
 	var errs []ConfigError
+	var c EnvironmentConfig
 	for _, k := range slices.Sorted(maps.Keys(raw)) {
+		if slices.Contains(coreConfigKeys, k) {
+			if c.Core == nil {
+				c.Core = map[string]any{}
+			}
+			c.Core[k] = raw[k]
+			continue
+		}
 		if !slices.Contains(knownConfigKeys, k) {
 			errs = append(errs, ConfigError{k, fmt.Sprintf("unknown field; known fields: %s", strings.Join(knownConfigKeys, ", "))})
 		}
 	}
-	var c EnvironmentConfig
 	str := func(key string, dst *string) {
 		v, ok := raw[key]
 		if !ok || v == nil {
@@ -149,7 +163,9 @@ func (c EnvironmentConfig) Check(m *config.Model) []ConfigError {
 // Normalized returns c as the config Paperclip should store: defaults
 // filled in.
 func (c EnvironmentConfig) Normalized() map[string]any {
-	out := map[string]any{"provider": ProviderKey, "company": c.Company}
+	out := map[string]any{}
+	maps.Copy(out, c.Core)
+	out["provider"], out["company"] = ProviderKey, c.Company
 	if c.SocketPath != "" {
 		out["socketPath"] = c.SocketPath
 	}

@@ -19,7 +19,8 @@ import (
 //     PASSWD, PRIVATE_KEY, MASTER_KEY or DATABASE_URL, unless an adapter
 //     key or EnvAllow names it exactly.
 //  2. Allowed: the process identity and locale keys (PATH, HOME, TMPDIR,
-//     LANG, LC_*, TZ, TERM, XDG_*, …); every other PAPERCLIP_* key (the
+//     LANG, LC_*, TZ, TERM, XDG_*, …); the keys the stock adapters set for
+//     their CLI (AGENT_HOME, CLAUDE_CONFIG_DIR, CODEX_HOME, …); every other PAPERCLIP_* key (the
 //     run's own: its JWT PAPERCLIP_API_KEY, PAPERCLIP_API_URL, run, agent,
 //     task, wake and bridge keys); the lease's adapter keys (pkg/adapters'
 //     EnvKeys of its type, e.g. ANTHROPIC_API_KEY, with Settings
@@ -59,6 +60,14 @@ var identityKeys = []string{
 	"TERM", "COLORTERM", "NO_COLOR", "FORCE_COLOR", "LANG", "LANGUAGE", "LC_*", "XDG_*", "CI",
 }
 
+// stockAdapterKeys are the keys Paperclip's stock adapters set for their
+// CLI (config and home directories, switches); they describe the run, not
+// the server.
+var stockAdapterKeys = []string{
+	"AGENT_HOME", "CLAUDE_CONFIG_DIR", "CLAUDE_CODE_USE_BEDROCK", "CODEX_HOME", "GEMINI_CLI_TRUST_WORKSPACE",
+	"OPENCODE_DISABLE_PROJECT_CONFIG", "PI_CODING_AGENT_DIR", "GROK_HOME", "KIMI_MODEL_THINKING_EFFORT",
+}
+
 var secretWords = []string{"SECRET", "PASSWORD", "PASSWD", "PRIVATE_KEY", "MASTER_KEY", "DATABASE_URL"}
 
 // Filter returns the part of env that may reach the pod and the sorted
@@ -92,7 +101,7 @@ func (r EnvRule) Allowed(key string) bool {
 		}
 	}
 	switch {
-	case matchAny(identityKeys, up):
+	case matchAny(identityKeys, up), matchAny(stockAdapterKeys, up):
 		return true
 	case strings.HasPrefix(up, "PAPERCLIP_"):
 		return true

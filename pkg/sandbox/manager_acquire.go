@@ -17,6 +17,10 @@ import (
 	"github.com/pcsync/pcsync/pkg/sandbox/cmdclient"
 )
 
+// DefaultAdapterType is the adapter type of a lease whose request names
+// none (Paperclip's environment probe).
+const DefaultAdapterType = "claude_local"
+
 // AcquireParams are what Paperclip's acquireLease says of a lease.
 type AcquireParams struct {
 	Config        EnvironmentConfig
@@ -71,6 +75,11 @@ func (m *Manager) Acquire(ctx context.Context, p AcquireParams) (LeaseInfo, erro
 		return LeaseInfo{}, userErrorf("company_mismatch",
 			"config.company: pcsync Company %q is Paperclip company %s, not this environment's company %s",
 			c.Slug(), c.Spec.ID, p.CompanyID)
+	}
+	if p.AdapterType == "" {
+		// A probe's lease names no adapter: the default, as Paperclip's
+		// own providers do.
+		p.AdapterType = DefaultAdapterType
 	}
 	image := p.Config.Image
 	var rule EnvRule

@@ -74,7 +74,7 @@ func newPcsyncEnv(t testing.TB, tl tools, slug, companyID string, agents []pcsyn
 	for k, v := range settings {
 		spec[k] = v
 	}
-	var list []any
+	list := []any{}
 	for _, a := range agents {
 		env := map[string]any{"STANDIN_TRANSCRIPT": a.Transcript, "STANDIN_RECORD": e.Record}
 		if a.Sleep > 0 {

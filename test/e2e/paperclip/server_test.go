@@ -4,6 +4,7 @@ package paperclip
 
 import (
 	"context"
+	"sync"
 	"testing"
 
 	"github.com/pcsync/pcsync/internal/paperclipserver"
@@ -17,6 +18,9 @@ type server struct {
 	*paperclipserver.Server
 	tl  tools
 	API *api
+
+	pluginOnce sync.Once
+	pluginErr  error
 }
 
 // startServer starts a server whose data directory is the test's (kept

@@ -36,6 +36,13 @@ type tools struct {
 	Adapter string
 	// Standin is the stand-in Claude CLI (testdata/standin-claude).
 	Standin string
+	// StandinBin is a directory whose claude and codex are the stand-in
+	// CLI (testdata/standin-claude replays any transcript): first on the
+	// PATH of the sandbox's commands.
+	StandinBin string
+	// Plugin is the directory `make paperclip-plugin` built: pcsync's
+	// sandbox-provider plugin, which Paperclip installs as a local path.
+	Plugin string
 }
 
 var (
@@ -131,7 +138,41 @@ func buildTools() (tools, error) {
 		return tl, err
 	}
 	tl.Adapter = adapter
+	if tl.Plugin, err = buildPlugin(); err != nil {
+		return tl, err
+	}
+	if tl.StandinBin, err = os.MkdirTemp("", "pcsync-e2e-standin-"); err != nil {
+		return tl, err
+	}
+	if err := os.Chmod(tl.StandinBin, 0o755); err != nil {
+		return tl, err
+	}
+	for name, script := range map[string]string{"claude": "standin-claude", "codex": "standin-claude"} {
+		src := filepath.Join(root, "test", "e2e", "paperclip", "testdata", script)
+		if err := os.Symlink(src, filepath.Join(tl.StandinBin, name)); err != nil {
+			return tl, err
+		}
+	}
 	return tl, nil
+}
+
+// buildPlugin builds integrations/paperclip-sandbox (make paperclip-plugin's
+// script, paperclipserver.BuildPlugin) into a directory of its own.
+func buildPlugin() (string, error) {
+	dir, err := os.MkdirTemp("", "pcsync-e2e-plugin-")
+	if err != nil {
+		return "", err
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return "", err
+	}
+	start := time.Now()
+	out, err := paperclipserver.BuildPlugin(context.Background(), filepath.Join(dir, "paperclip-plugin"))
+	if err != nil {
+		return "", fmt.Errorf("building the Paperclip sandbox plugin (make paperclip-plugin): %w", err)
+	}
+	fmt.Fprintf(os.Stderr, "e2e: sandbox plugin built in %s\n", time.Since(start).Round(time.Millisecond))
+	return out, nil
 }
 
 // nodeEnv puts Node 24 first on PATH.

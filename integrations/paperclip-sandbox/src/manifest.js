@@ -1,0 +1,66 @@
+// The manifest of pcsync's sandbox-provider plugin: one environment driver,
+// provider key "pcsync" (Paperclip reserves "kubernetes" for its own).
+export const DRIVER_KEY = "pcsync";
+export const DEFAULT_SOCKET = "/spool/.pcsync/sandbox.sock";
+export const DEFAULT_TIMEOUT_MS = 300000;
+
+export default {
+  id: "pcsync.sandbox",
+  apiVersion: 1,
+  version: "0.1.0",
+  displayName: "pcsync (Kubernetes)",
+  description:
+    "Runs Paperclip's stock adapters in hardened pods of the tenant namespaces that pcsync keeps from Git: one pod per lease, every command over one stream.",
+  author: "pcsync",
+  categories: ["automation"],
+  capabilities: ["environment.drivers.register"],
+  entrypoints: { worker: "./dist/worker.js" },
+  environmentDrivers: [
+    {
+      driverKey: DRIVER_KEY,
+      kind: "sandbox_provider",
+      displayName: "Kubernetes (pcsync)",
+      description: "A pod per lease in the tenant namespace of a pcsync Company; needs `pcsync daemon --sandbox`.",
+      // A lease (its pod) may serve several runs of an agent when the
+      // environment sets reuseLease: Claude's and Codex's sessions resume
+      // only in the lease and working directory they were made in. Executes
+      // run concurrently and independently on the pod's command server.
+      sandboxCapabilities: { reusableLeases: true, independentControlCommands: true },
+      configSchema: {
+        type: "object",
+        required: ["company"],
+        properties: {
+          company: {
+            type: "string",
+            description: "The pcsync Company (metadata.name) whose tenant namespace hosts the pods.",
+          },
+          socketPath: {
+            type: "string",
+            default: DEFAULT_SOCKET,
+            description: "The pcsync daemon's sandbox socket (pcsync daemon --sandbox-socket; default <state-dir>/sandbox.sock) as this server sees it.",
+          },
+          image: {
+            type: "string",
+            description: "Image instead of the pcsync config's image of the run's adapter type; must be allowed by the config.",
+          },
+          leaseTtlSec: {
+            type: "integer",
+            minimum: 1,
+            description: "How long a lease lives when Paperclip asks for no expiry (default 7200, at most 86400).",
+          },
+          timeoutMs: {
+            type: "integer",
+            minimum: 1,
+            default: DEFAULT_TIMEOUT_MS,
+            description: "Paperclip's timeout of a hook; acquiring a lease waits for its pod (and an image pull).",
+          },
+          envAllow: {
+            type: "array",
+            items: { type: "string" },
+            description: "Further environment keys (names or PREFIX_*) that may reach the pod.",
+          },
+        },
+      },
+    },
+  ],
+};

@@ -1,0 +1,15 @@
+// The plugin worker: a thin forwarder to `pcsync daemon --sandbox`. It holds
+// no cluster credentials; the daemon does the work.
+import { definePlugin, runWorker } from "@paperclipai/plugin-sdk";
+import { createHooks } from "./hooks.js";
+
+let context;
+const plugin = definePlugin({
+  async setup(ctx) {
+    context = ctx;
+  },
+  ...createHooks(() => context),
+});
+
+export default plugin;
+runWorker(plugin, import.meta.url);

@@ -1,0 +1,377 @@
+//go:build integration
+
+package paperclip
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/pcsync/pcsync/internal/testcluster"
+)
+
+// sandboxWorld is a Paperclip company whose stock adapters run through
+// pcsync's sandbox provider: the plugin installed in Paperclip, an
+// environment of provider "pcsync" naming the pcsync company, and `pcsync
+// daemon --sandbox` making one pod per lease in the company's tenant
+// namespace on the project's control plane. kwok runs each pod exec on this
+// host (a ClusterExec), so the stock adapter's commands really run, each
+// lease under its own directory (--sandbox-host-root), with stand-in CLIs
+// first on PATH.
+type sandboxWorld struct {
+	*world
+	c       *testcluster.Cluster
+	ns      string
+	hostDir string
+	envID   string
+	envCfg  map[string]any
+
+	mu      sync.Mutex
+	podAt   map[string]time.Time // pod name → first seen
+	podGone map[string]time.Time
+	pods    map[string]*corev1.Pod
+}
+
+// sandboxOptions shape newSandboxWorld.
+type sandboxOptions struct {
+	// EnvConfig is merged into the environment's config.
+	EnvConfig map[string]any
+	// DaemonArgs are added to the daemon's flags.
+	DaemonArgs []string
+}
+
+func newSandboxWorld(t testing.TB, srv *server, o sandboxOptions) *sandboxWorld {
+	t.Helper()
+	tl := getTools(t)
+	srv.installPlugin(t)
+	c := testcluster.Get(t)
+	ns := c.Namespace(t, "pcsbx", nil)
+	i := strings.LastIndexByte(ns, '-')
+	prefix, slug := ns[:i+1], ns[i+1:]
+	sw := &sandboxWorld{c: c, ns: ns, podAt: map[string]time.Time{}, podGone: map[string]time.Time{}, pods: map[string]*corev1.Pod{}}
+	// Short: the command servers' socket paths live under it.
+	sw.hostDir = shortDir(t, "pcsbx-")
+	kubeconfig := c.KubeconfigPath()
+	big := map[string]any{"pods": 50, "requestsCpu": "100", "requestsMemory": "400Gi", "limitsCpu": "100", "limitsMemory": "400Gi"}
+	args := append([]string{"--kubeconfig", kubeconfig, "--sandbox", "--sandbox-host-root", sw.hostDir,
+		"--sandbox-server-path", tl.Pcsync}, o.DaemonArgs...)
+	sw.world = newWorld(t, srv, worldOptions{
+		Slug: slug, Executor: "kubernetes",
+		Settings:   map[string]any{"namespacePrefix": prefix},
+		Company:    map[string]any{"quota": big},
+		DaemonArgs: args,
+		Before: func(w *world) {
+			out, err := runCmd(w.pc.Config, nil, tl.Pcsync, "apply", w.pc.Config,
+				"--kubeconfig", kubeconfig, "--applyset-namespace", ns, "--force-conflicts")
+			if err != nil {
+				t.Fatalf("pcsync apply: %v", err)
+			}
+			t.Logf("pcsync apply:\n%s", out)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err := c.ServeExec(ctx, ns, testcluster.ExecOptions{WorkDir: sw.hostDir, Env: map[string]string{
+				"PATH": tl.StandinBin + ":" + tl.NodeBin + ":/usr/local/bin:/usr/bin:/bin",
+			}}); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = c.StopExec(context.Background(), ns) })
+			sw.watch(t)
+		},
+	})
+	sw.envCfg = map[string]any{
+		"provider": "pcsync", "company": slug,
+		"socketPath": filepath.Join(sw.pc.State, "sandbox.sock"),
+		"envAllow":   []any{"STANDIN_*"},
+		"timeoutMs":  120000,
+		// Sessions resume only in the lease they were made in.
+		"reuseLease": true,
+	}
+	for k, v := range o.EnvConfig {
+		sw.envCfg[k] = v
+	}
+	var env struct {
+		ID string `json:"id"`
+	}
+	srv.API.must(t, "POST", "/api/companies/"+sw.company.ID+"/environments", map[string]any{
+		"name": "pcsync " + slug, "driver": "sandbox", "config": sw.envCfg,
+	}, &env)
+	if env.ID == "" {
+		t.Fatal("POST environments returned no id")
+	}
+	sw.envID = env.ID
+	return sw
+}
+
+// shortDir is a fresh directory with a short path, removed at the end.
+func shortDir(t testing.TB, prefix string) string {
+	t.Helper()
+	d, err := os.MkdirTemp("/tmp", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(d) })
+	return d
+}
+
+// watch records when each lease pod of the namespace appears and goes.
+func (sw *sandboxWorld) watch(t testing.TB) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	w, err := sw.c.Client().CoreV1().Pods(sw.ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for ev := range w.ResultChan() {
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue
+			}
+			now := time.Now()
+			sw.mu.Lock()
+			switch ev.Type {
+			case watch.Added:
+				sw.podAt[p.Name], sw.pods[p.Name] = now, p
+			case watch.Deleted:
+				sw.podGone[p.Name] = now
+			}
+			sw.mu.Unlock()
+		}
+	}()
+}
+
+// leasePods returns the names of the lease pods seen, and of those gone.
+func (sw *sandboxWorld) leasePods() (seen, gone []string) {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	for n := range sw.podAt {
+		seen = append(seen, n)
+		if _, ok := sw.podGone[n]; ok {
+			gone = append(gone, n)
+		}
+	}
+	return seen, gone
+}
+
+// waitNoPods waits until every lease pod of the namespace is gone.
+func (sw *sandboxWorld) waitNoPods(t testing.TB, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		pods, err := sw.c.Client().CoreV1().Pods(sw.ns).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pods.Items) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			var names []string
+			for _, p := range pods.Items {
+				names = append(names, p.Name)
+			}
+			t.Fatalf("lease pods still in %s after %s: %v", sw.ns, within, names)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// sandboxAgent creates a stock-adapter agent that runs in the world's
+// environment (engine "cli", the stand-in CLI replaying tr).
+func (sw *sandboxWorld) sandboxAgent(t testing.TB, name, adapterType string, tr transcript, extraEnv map[string]string, extra map[string]any) agent {
+	t.Helper()
+	env := map[string]any{"STANDIN_TRANSCRIPT": tr.Path, "STANDIN_RECORD": sw.pc.Record}
+	for k, v := range extraEnv {
+		env[k] = v
+	}
+	cfg := map[string]any{"engine": "cli", "env": env, "timeoutSec": 120}
+	for k, v := range extra {
+		cfg[k] = v
+	}
+	var ag agent
+	sw.srv.API.must(t, "POST", "/api/companies/"+sw.company.ID+"/agents", map[string]any{
+		"name": name, "adapterType": adapterType, "adapterConfig": cfg, "defaultEnvironmentId": sw.envID,
+	}, &ag)
+	return ag
+}
+
+// installPlugin installs pcsync's sandbox plugin (make paperclip-plugin)
+// once per server.
+func (s *server) installPlugin(t testing.TB) {
+	t.Helper()
+	s.pluginOnce.Do(func() {
+		var out map[string]any
+		s.pluginErr = s.API.do(context.Background(), "POST", "/api/plugins/install",
+			map[string]any{"packageName": s.tl.Plugin, "isLocalPath": true}, &out)
+		if s.pluginErr == nil {
+			if st, _ := out["status"].(string); st != "" && st != "ready" {
+				s.pluginErr = fmt.Errorf("plugin installed with status %q: %v", st, out)
+			}
+		}
+	})
+	if s.pluginErr != nil {
+		t.Fatalf("install the pcsync sandbox plugin: %v", s.pluginErr)
+	}
+}
+
+// TestSandboxClaudeRun: a stock claude_local agent whose environment is
+// pcsync's sandbox wakes, its CLI runs in a lease pod of the company's tenant
+// namespace, and the run ends succeeded on Paperclip with the transcript's
+// tokens, cost and session; a second wake resumes the session. The probe is
+// green; every lease pod is gone after its run; no server secret reached
+// the CLI, and no env value or stdin is in the API server's audit log.
+func TestSandboxClaudeRun(t *testing.T) {
+	srv := sharedServer(t)
+	tr := readTranscript(t, "claude-obers-small-success.jsonl")
+	sw := newSandboxWorld(t, srv, sandboxOptions{})
+
+	var probe map[string]any
+	srv.API.must(t, "POST", "/api/environments/"+sw.envID+"/probe", map[string]any{}, &probe)
+	if ok, _ := probe["ok"].(bool); !ok {
+		t.Fatalf("probe of the pcsync environment: %v", probe)
+	}
+
+	coder := sw.sandboxAgent(t, "Coder", "claude_local", tr, nil, nil)
+	run := srv.API.wake(t, coder.ID, "e2e: sandbox")
+	got := srv.API.waitRun(t, run.ID, 3*time.Minute)
+	if diff := cmp.Diff(stockFigures(t, tr), figuresOf(got)); diff != "" {
+		t.Errorf("Paperclip's run %s (-transcript +Paperclip):\n%s\nrun: %+v", run.ID, diff, got)
+	}
+	checkRunLog(t, srv, run.ID, tr)
+	args, env, prompt := sw.pc.recorded(strings.ToLower(run.ID))
+	if containsArg(args, "--resume") {
+		t.Errorf("first run's CLI got --resume: %q", args)
+	}
+	if prompt == "" {
+		t.Errorf("the CLI got an empty prompt")
+	}
+	if env["PAPERCLIP_API_KEY"] == "" {
+		t.Errorf("the CLI got no PAPERCLIP_API_KEY (the run's JWT)")
+	}
+	for k := range env {
+		if strings.Contains(k, "JWT_SECRET") || strings.HasPrefix(k, "PAPERCLIP_SECRETS_") || k == "DATABASE_URL" {
+			t.Errorf("a server secret reached the sandbox: %s", k)
+		}
+	}
+
+	// The second wake is handed the session. Paperclip 2026.916.1 lets
+	// the CLI resume it (--resume) only in the lease it was made in, which
+	// it keeps for runs with an execution workspace (reuseLease); a plain
+	// wake gets a fresh lease, and the adapter says so in the run's log.
+	run2 := srv.API.wake(t, coder.ID, "e2e: sandbox second wake")
+	got2 := srv.API.waitRun(t, run2.ID, 3*time.Minute)
+	if got2.Status != "succeeded" || str(got2.SessionIDBefore) != tr.SessionID {
+		t.Errorf("second run: status %s, sessionIdBefore %q, error %q; want succeeded, %q", got2.Status, str(got2.SessionIDBefore), str(got2.Error), tr.SessionID)
+	}
+	if stdout2, _ := srv.API.runLog(t, run2.ID); !strings.Contains(stdout2, tr.SessionID) {
+		t.Errorf("the second run's log does not mention the session %s it was handed", tr.SessionID)
+	}
+
+	sw.waitNoPods(t, time.Minute)
+	seen, _ := sw.leasePods()
+	if len(seen) < 2 {
+		t.Errorf("lease pods seen in %s: %v, want one per run (2 or more with the probe)", sw.ns, seen)
+	}
+
+	// Secrets: the run's JWT and the server's signing key are in no exec
+	// URL (audit log), and the signing key reached no command.
+	jwt := env["PAPERCLIP_API_KEY"]
+	signing := serverEnvValue(t, srv.Dir, "PAPERCLIP_AGENT_JWT_SECRET")
+	audit := readFile(t, sw.c.AuditLogPath())
+	execs := countExecs(t, sw.c, sw.ns)
+	if execs == 0 {
+		t.Errorf("no pod exec of namespace %s in the audit log %s: the check below proves nothing", sw.ns, sw.c.AuditLogPath())
+	}
+	for name, v := range map[string]string{"the run JWT": jwt, "the server's JWT signing key": signing, "the prompt": prompt} {
+		if v == "" {
+			continue
+		}
+		if strings.Contains(audit, v) {
+			t.Errorf("%s is in the API server's audit log", name)
+		}
+		if strings.Contains(sw.daemon.out.String(), v) {
+			t.Errorf("%s is in the daemon's log", name)
+		}
+	}
+	if signing != "" && !strings.Contains(sw.daemon.out.String(), "PAPERCLIP_AGENT_JWT_SECRET") {
+		t.Logf("note: the daemon logged no kept-back PAPERCLIP_AGENT_JWT_SECRET (Paperclip sent it in no execute)")
+	}
+	t.Logf("%d pod execs in the audit log for 2 runs and the probe", execs)
+}
+
+// stockFigures are the figures Paperclip books for a transcript that its
+// stock claude_local adapter parsed: its input tokens count the cache
+// writes too (pcsync's own parser counts them apart).
+func stockFigures(t testing.TB, tr transcript) runFigures {
+	t.Helper()
+	f := tr.figures()
+	for _, line := range tr.Lines {
+		var m struct {
+			Type       string `json:"type"`
+			ModelUsage map[string]struct {
+				CacheCreationInputTokens int64 `json:"cacheCreationInputTokens"`
+			} `json:"modelUsage"`
+		}
+		if json.Unmarshal([]byte(line), &m) == nil && m.Type == "result" {
+			for _, u := range m.ModelUsage {
+				f.InputTokens += u.CacheCreationInputTokens
+			}
+		}
+	}
+	return f
+}
+
+// countExecs counts the audit log's finished pod exec requests in a
+// namespace.
+func countExecs(t testing.TB, c *testcluster.Cluster, ns string) int {
+	t.Helper()
+	evs, err := c.AuditEvents(func(ev testcluster.AuditEvent) bool {
+		return ev.ObjectRef != nil && ev.ObjectRef.Namespace == ns && ev.ObjectRef.Subresource == "exec"
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(evs)
+}
+
+func readFile(t testing.TB, p string) string {
+	t.Helper()
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+// serverEnvValue reads a key of the Paperclip instance's .env (empty if it
+// has none).
+func serverEnvValue(t testing.TB, dataDir, key string) string {
+	t.Helper()
+	matches, _ := filepath.Glob(filepath.Join(dataDir, "instances", "*", ".env"))
+	for _, m := range matches {
+		data, err := os.ReadFile(m)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), key+"="); ok {
+				return strings.Trim(v, `"'`)
+			}
+		}
+	}
+	return ""
+}
