@@ -22,7 +22,7 @@ import (
 // API serves the hooks of pcsync's Paperclip plugin
 // (integrations/paperclip-sandbox) on a Unix socket: POST /v1/hooks/<hook>
 // with the hook's params as Paperclip passes them, answered with the hook's
-// result. execute answers NDJSON: {"stdout":…} and {"stderr":…} chunks while
+// result; runCancelled ({runId}) ends a cancelled run's leases. execute answers NDJSON: {"stdout":…} and {"stderr":…} chunks while
 // the command runs, then one {"result":…} or {"error":…}. Any refusal is a
 // non-2xx status with {"error":{"message","code"}}. Nothing of a request is
 // logged but ids and key names.
@@ -147,6 +147,17 @@ func (a *API) hook(w http.ResponseWriter, r *http.Request) {
 		reply(w, map[string]any{"cwd": cwd})
 	case "execute":
 		a.execute(r.Context(), w, body)
+	case "runCancelled":
+		var p struct {
+			RunID string `json:"runId"`
+		}
+		_ = json.Unmarshal(body, &p)
+		n, err := a.m.CancelRun(r.Context(), p.RunID)
+		if err != nil {
+			refuse(w, err)
+			return
+		}
+		reply(w, map[string]any{"released": n})
 	default:
 		fail(w, http.StatusNotFound, "unknown_hook", fmt.Sprintf("hook %q is not served by this pcsync daemon", name))
 	}

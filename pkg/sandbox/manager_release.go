@@ -92,6 +92,28 @@ func (m *Manager) Release(ctx context.Context, p ReleaseParams) (ReceiptState, e
 	return ReceiptDestroyed, nil
 }
 
+// CancelRun ends at once every lease acquired for Paperclip's run runID
+// (its commands killed, its pods deleted and gone) and returns how many it
+// ended. Paperclip marks a cancelled run cancelled but lets a sandbox's
+// running command go on; the plugin forwards the run's cancel event here.
+func (m *Manager) CancelRun(ctx context.Context, runID string) (int, error) {
+	m.mu.Lock()
+	var ids []string
+	for id, l := range m.leases {
+		if runID != "" && l.RunID == runID {
+			ids = append(ids, id)
+		}
+	}
+	m.mu.Unlock()
+	for _, id := range ids {
+		m.log.Info("sandbox lease cancelled with its run", slog.String("lease", id), slog.String("run", runID))
+		if _, err := m.Release(ctx, ReleaseParams{ID: id, Cancel: true}); err != nil {
+			return 0, err
+		}
+	}
+	return len(ids), nil
+}
+
 // releaseAsync ends a lease once: stop its command server, delete its pod,
 // wait until it is gone, drop it from the journal. Later calls only wait
 // on the same end.

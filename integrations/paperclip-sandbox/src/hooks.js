@@ -10,8 +10,33 @@ const forwarded = {
   onEnvironmentRealizeWorkspace: "realizeWorkspace",
 };
 
+/**
+ * createHooks returns the driver hooks and onRunCancelled, the handler of
+ * Paperclip's agent.run.cancelled event: Paperclip marks the run cancelled
+ * but lets the sandbox's command run on, so the plugin tells the daemon,
+ * which ends the run's leases at once (commands killed, pods deleted).
+ */
 export function createHooks(getContext) {
+  // The daemons that hold each run's leases (the event names no environment).
+  const runSockets = new Map();
+  const seenSockets = new Set();
+  const remember = (socket, runId) => {
+    seenSockets.add(socket);
+    if (runId) {
+      runSockets.set(runId, socket);
+      if (runSockets.size > 10000) runSockets.delete(runSockets.keys().next().value);
+    }
+  };
   const hooks = {
+    async onRunCancelled(event) {
+      const runId = event?.payload?.runId ?? event?.entityId;
+      if (!runId) return;
+      const sockets = runSockets.has(runId) ? [runSockets.get(runId)] : [...seenSockets];
+      runSockets.delete(runId);
+      await Promise.all(sockets.map((socket) =>
+        callHook(socket, "runCancelled", { runId, companyId: event.companyId ?? null }).catch((err) =>
+          getContext()?.logger?.warn?.("pcsync: could not end the cancelled run's leases", { runId, error: err.message }))));
+    },
     async onEnvironmentValidateConfig(params) {
       try {
         return await callHook(socketPath(params.config), "validateConfig", params);
@@ -41,7 +66,11 @@ export function createHooks(getContext) {
     },
   };
   for (const [name, hook] of Object.entries(forwarded)) {
-    hooks[name] = (params) => callHook(socketPath(params.config), hook, params);
+    hooks[name] = (params) => {
+      const socket = socketPath(params.config);
+      remember(socket, params.runId);
+      return callHook(socket, hook, params);
+    };
   }
   return hooks;
 }

@@ -13,7 +13,9 @@ export default {
     "Runs Paperclip's stock adapters in hardened pods of the tenant namespaces that pcsync keeps from Git: one pod per lease, every command over one stream.",
   author: "pcsync",
   categories: ["automation"],
-  capabilities: ["environment.drivers.register"],
+  // events.subscribe: a cancelled run (agent.run.cancelled) ends its lease at
+  // once; Paperclip does not stop a sandbox's running command itself.
+  capabilities: ["environment.drivers.register", "events.subscribe"],
   entrypoints: { worker: "./dist/worker.js" },
   environmentDrivers: [
     {

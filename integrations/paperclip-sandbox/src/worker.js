@@ -4,11 +4,13 @@ import { definePlugin, runWorker } from "@paperclipai/plugin-sdk";
 import { createHooks } from "./hooks.js";
 
 let context;
+const { onRunCancelled, ...hooks } = createHooks(() => context);
 const plugin = definePlugin({
   async setup(ctx) {
     context = ctx;
+    ctx.events.on("agent.run.cancelled", onRunCancelled);
   },
-  ...createHooks(() => context),
+  ...hooks,
 });
 
 export default plugin;

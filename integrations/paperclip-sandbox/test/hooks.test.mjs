@@ -183,3 +183,14 @@ test("the manifest declares one sandbox provider, pcsync, that the host accepts"
   const r = schema.safeParse(manifest);
   assert.ok(r.success, JSON.stringify(r.error?.issues));
 });
+
+test("a cancelled run is told to the daemon that holds its lease", async (t) => {
+  const d = await daemon(t, (hook, params, res) =>
+    json(res, 200, hook === "acquireLease" ? { providerLeaseId: "l1", metadata: {} } : { released: 1 }));
+  const hooks = createHooks(() => undefined);
+  await hooks.onEnvironmentAcquireLease({ config: { company: "acme", socketPath: d.socket }, runId: "run-7" });
+  await hooks.onRunCancelled({ eventType: "agent.run.cancelled", entityId: "run-7", companyId: "c1", payload: { runId: "run-7" } });
+  const last = d.seen.at(-1);
+  assert.equal(last.hook, "runCancelled");
+  assert.deepEqual(last.params, { runId: "run-7", companyId: "c1" });
+});

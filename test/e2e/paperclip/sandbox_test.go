@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/yaml"
 
 	"github.com/pcsync/pcsync/internal/testcluster"
 )
@@ -36,6 +37,8 @@ type sandboxWorld struct {
 	hostDir string
 	envID   string
 	envCfg  map[string]any
+	// daemonArgs are the daemon's flags (to start it again).
+	daemonArgs []string
 
 	mu      sync.Mutex
 	podAt   map[string]time.Time // pod name → first seen
@@ -66,6 +69,7 @@ func newSandboxWorld(t testing.TB, srv *server, o sandboxOptions) *sandboxWorld 
 	big := map[string]any{"pods": 50, "requestsCpu": "100", "requestsMemory": "400Gi", "limitsCpu": "100", "limitsMemory": "400Gi"}
 	args := append([]string{"--kubeconfig", kubeconfig, "--sandbox", "--sandbox-host-root", sw.hostDir,
 		"--sandbox-server-path", tl.Pcsync}, o.DaemonArgs...)
+	sw.daemonArgs = args
 	sw.world = newWorld(t, srv, worldOptions{
 		Slug: slug, Executor: "kubernetes",
 		Settings:   map[string]any{"namespacePrefix": prefix},
@@ -240,7 +244,7 @@ func TestSandboxClaudeRun(t *testing.T) {
 	sw := newSandboxWorld(t, srv, sandboxOptions{})
 
 	var probe map[string]any
-	srv.API.must(t, "POST", "/api/environments/"+sw.envID+"/probe", map[string]any{}, &probe)
+	srv.API.must(t, "POST", "/api/environments/"+sw.envID+"/probe?companyId="+sw.company.ID, map[string]any{}, &probe)
 	if ok, _ := probe["ok"].(bool); !ok {
 		t.Fatalf("probe of the pcsync environment: %v", probe)
 	}
@@ -374,4 +378,237 @@ func serverEnvValue(t testing.TB, dataDir, key string) string {
 		}
 	}
 	return ""
+}
+
+// waitPodsGone waits until no lease pod is left in the namespace and
+// returns how long after start that was.
+func (sw *sandboxWorld) waitPodsGone(t testing.TB, start time.Time, within time.Duration) time.Duration {
+	t.Helper()
+	sw.waitNoPods(t, within)
+	return time.Since(start)
+}
+
+// waitLeasePod waits until a lease pod of the namespace runs and returns its
+// name.
+func (sw *sandboxWorld) waitLeasePod(t testing.TB, within time.Duration) string {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		pods, err := sw.c.Client().CoreV1().Pods(sw.ns).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp == nil {
+				return p.Name
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no lease pod in %s within %s", sw.ns, within)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestSandboxCancel: cancelling a run in Paperclip ends its lease with
+// cancelActiveWork: the CLI's process is killed, the pod is deleted and
+// gone, and Paperclip shows the run cancelled.
+func TestSandboxCancel(t *testing.T) {
+	srv := sharedServer(t)
+	tr := readTranscript(t, "claude-obers-small-success.jsonl")
+	sw := newSandboxWorld(t, srv, sandboxOptions{})
+	sleeper := sw.sandboxAgent(t, "Sleeper", "claude_local", tr, map[string]string{"STANDIN_SLEEP": "600"}, nil)
+	run := srv.API.wake(t, sleeper.ID, "e2e: sandbox cancel")
+	pid := sw.pc.standinPid(strings.ToLower(run.ID))
+	pod := sw.waitLeasePod(t, time.Minute)
+	begin := time.Now()
+	srv.API.cancel(t, run.ID)
+	got := srv.API.waitRun(t, run.ID, time.Minute)
+	if got.Status != "cancelled" {
+		t.Errorf("run %s: status %s, want cancelled (error %q)", run.ID, got.Status, str(got.Error))
+	}
+	took := sw.waitPodsGone(t, begin, time.Minute)
+	t.Logf("cancel → lease pod %s gone: %s", pod, took.Round(time.Millisecond))
+	waitPidGone(t, pid, 30*time.Second)
+}
+
+// TestSandboxTimeout: a run past its timeoutSec has its command's whole
+// process group killed in the pod and ends timed_out in Paperclip.
+func TestSandboxTimeout(t *testing.T) {
+	srv := sharedServer(t)
+	tr := readTranscript(t, "claude-obers-small-success.jsonl")
+	sw := newSandboxWorld(t, srv, sandboxOptions{})
+	slow := sw.sandboxAgent(t, "Slow", "claude_local", tr, map[string]string{"STANDIN_SLEEP": "600"}, map[string]any{"timeoutSec": 4})
+	run := srv.API.wake(t, slow.ID, "e2e: sandbox timeout")
+	pid := sw.pc.standinPid(strings.ToLower(run.ID))
+	got := srv.API.waitRun(t, run.ID, 3*time.Minute)
+	if got.Status != "timed_out" {
+		t.Errorf("run %s: status %s, want timed_out (errorCode %q, error %q)", run.ID, got.Status, str(got.ErrorCode), str(got.Error))
+	}
+	waitPidGone(t, pid, 30*time.Second)
+	sw.waitNoPods(t, time.Minute)
+}
+
+// TestSandboxCodexRun: a second stock adapter, codex_local (engine cli),
+// runs in the environment and ends succeeded with the transcript's usage.
+func TestSandboxCodexRun(t *testing.T) {
+	srv := sharedServer(t)
+	tr := readTranscript(t, "codex-docs-readme-check.jsonl")
+	sw := newSandboxWorld(t, srv, sandboxOptions{})
+	// The adapter refuses to start codex with no credentials; the stand-in
+	// needs none.
+	coder := sw.sandboxAgent(t, "Codex", "codex_local", tr, map[string]string{"OPENAI_API_KEY": "sk-e2e-not-a-key"}, nil)
+	run := srv.API.wake(t, coder.ID, "e2e: sandbox codex")
+	got := srv.API.waitRun(t, run.ID, 3*time.Minute)
+	if got.Status != "succeeded" {
+		stdout, _ := srv.API.runLog(t, run.ID)
+		t.Fatalf("codex run %s: %s (%q)\n%s", run.ID, got.Status, str(got.Error), tail(stdout, 3000))
+	}
+	args, _, prompt := sw.pc.recorded(strings.ToLower(run.ID))
+	if len(args) == 0 || args[0] != "exec" || prompt == "" {
+		t.Errorf("codex got args %q and a prompt of %d bytes; want `codex exec …` with the prompt on stdin", args, len(prompt))
+	}
+	if num(got.UsageJSON, "outputTokens") <= 0 {
+		t.Errorf("codex run booked no output tokens: %v", got.UsageJSON)
+	}
+	sw.waitNoPods(t, time.Minute)
+}
+
+// TestSandboxDaemonKilled: pcsync's daemon is SIGKILLed while a run's CLI
+// runs in its lease. Paperclip fails the run with an error that names
+// pcsync's daemon; the restarted daemon adopts the lease from its journal
+// and ends it at its expiry: the pod is deleted and the CLI killed, nothing
+// is left.
+func TestSandboxDaemonKilled(t *testing.T) {
+	srv := sharedServer(t)
+	tr := readTranscript(t, "claude-obers-small-success.jsonl")
+	sw := newSandboxWorld(t, srv, sandboxOptions{EnvConfig: map[string]any{"leaseTtlSec": 20}})
+	sleeper := sw.sandboxAgent(t, "Sleeper", "claude_local", tr, map[string]string{"STANDIN_SLEEP": "600"}, nil)
+	run := srv.API.wake(t, sleeper.ID, "e2e: sandbox daemon killed")
+	pid := sw.pc.standinPid(strings.ToLower(run.ID))
+	pod := sw.waitLeasePod(t, time.Minute)
+	_ = sw.daemon.cmd.Process.Kill()
+	<-sw.daemon.done
+	got := srv.API.waitRun(t, run.ID, 3*time.Minute)
+	if got.Status != "failed" || !strings.Contains(str(got.Error)+str(got.ErrorCode), "pcsync daemon") {
+		stdout, _ := srv.API.runLog(t, run.ID)
+		t.Errorf("run %s after the daemon died: %s, errorCode %q, error %q; want failed naming pcsync's daemon\n%s",
+			run.ID, got.Status, str(got.ErrorCode), str(got.Error), tail(stdout, 2000))
+	}
+	if pidGone(pid) {
+		t.Logf("note: the CLI %d ended with the daemon (the command server did not outlive it)", pid)
+	}
+	d2 := sw.pc.startDaemon("kubernetes", nil, sw.daemonArgs...)
+	sw.waitNoPods(t, 2*time.Minute)
+	waitPidGone(t, pid, 30*time.Second)
+	if !strings.Contains(d2.out.String(), pod) {
+		t.Errorf("the restarted daemon's log does not mention the lease %s it took over:\n%s", pod, tail(d2.out.String(), 4000))
+	}
+	journal := readFile(t, filepath.Join(sw.pc.State, "sandbox-leases.json"))
+	if strings.Contains(journal, pod) {
+		t.Errorf("the lease journal still holds %s after its pod is gone:\n%s", pod, journal)
+	}
+}
+
+// TestSandboxPaperclipGoesAway: Paperclip stops while a run's CLI runs in a
+// lease; no lease pod outlives the lease's expiry.
+func TestSandboxPaperclipGoesAway(t *testing.T) {
+	tl := getTools(t)
+	srv := startServer(t, tl)
+	srv.installAdapter(t)
+	tr := readTranscript(t, "claude-obers-small-success.jsonl")
+	sw := newSandboxWorld(t, srv, sandboxOptions{EnvConfig: map[string]any{"leaseTtlSec": 20}})
+	sleeper := sw.sandboxAgent(t, "Sleeper", "claude_local", tr, map[string]string{"STANDIN_SLEEP": "600"}, nil)
+	run := srv.API.wake(t, sleeper.ID, "e2e: sandbox paperclip goes away")
+	pid := sw.pc.standinPid(strings.ToLower(run.ID))
+	sw.waitLeasePod(t, time.Minute)
+	begin := time.Now()
+	srv.Halt()
+	took := sw.waitPodsGone(t, begin, 2*time.Minute)
+	t.Logf("Paperclip stopped → lease pod gone: %s (lease TTL 20 s)", took.Round(time.Millisecond))
+	waitPidGone(t, pid, 30*time.Second)
+}
+
+// TestSandboxRefusals: what cannot work is refused at once, with a message
+// that names the field or the thing to fix, and nothing is created: an
+// unknown company and an image that is not allowed (the environment's
+// validation), a daemon that is not running, and a company whose quota is
+// full (the probe and the run).
+func TestSandboxRefusals(t *testing.T) {
+	srv := sharedServer(t)
+	sw := newSandboxWorld(t, srv, sandboxOptions{})
+	create := func(cfg map[string]any) error {
+		c := map[string]any{}
+		for k, v := range sw.envCfg {
+			c[k] = v
+		}
+		for k, v := range cfg {
+			c[k] = v
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		var out map[string]any
+		return srv.API.do(ctx, "POST", "/api/companies/"+sw.company.ID+"/environments",
+			map[string]any{"name": fmt.Sprintf("bad %d", time.Now().UnixNano()), "driver": "sandbox", "config": c}, &out)
+	}
+	for _, tt := range []struct {
+		name string
+		cfg  map[string]any
+		want string
+	}{
+		{"unknown company", map[string]any{"company": "nope"}, `config.company: no Company \"nope\" in the pcsync config`},
+		{"image not allowed", map[string]any{"image": "evil.example/miner:1"}, `image \"evil.example/miner:1\" is not allowed`},
+		{"a typo", map[string]any{"namespace": "x"}, "config.namespace: unknown field"},
+		{"daemon down", map[string]any{"socketPath": filepath.Join(shortDir(t, "nod-"), "none.sock")}, "pcsync daemon not reachable at"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			begin := time.Now()
+			err := create(tt.cfg)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("creating the environment: %v; want a refusal with %q", err, tt.want)
+			}
+			t.Logf("refused in %s", time.Since(begin).Round(time.Millisecond))
+		})
+	}
+
+	// A full quota: the probe says so, and a run fails saying so; no pod.
+	zero := map[string]any{"pods": 0}
+	data, err := os.ReadFile(filepath.Join(sw.pc.Config, "company.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	doc["spec"].(map[string]any)["quota"] = zero
+	if data, err = yaml.Marshal(doc); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(sw.pc.Config, "company.yaml"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runCmd(sw.pc.Config, nil, getTools(t).Pcsync, "apply", sw.pc.Config, "--kubeconfig", sw.c.KubeconfigPath(),
+		"--applyset-namespace", sw.ns, "--force-conflicts"); err != nil {
+		t.Fatalf("pcsync apply: %v\n%s", err, out)
+	}
+	var probe map[string]any
+	deadline := time.Now().Add(time.Minute)
+	for {
+		srv.API.must(t, "POST", "/api/environments/"+sw.envID+"/probe?companyId="+sw.company.ID, map[string]any{}, &probe)
+		if b, _ := json.Marshal(probe); strings.Contains(string(b), "quota") || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond) // the quota controller fills in the quota's status
+	}
+	if ok, _ := probe["ok"].(bool); ok {
+		t.Errorf("probe with a full quota: %v, want not ok", probe)
+	}
+	if b, _ := json.Marshal(probe); !strings.Contains(string(b), "quota") {
+		t.Errorf("the probe does not say the quota is full: %s", b)
+	}
+	seen, _ := sw.leasePods()
+	if len(seen) != 0 {
+		t.Errorf("lease pods created by refused requests: %v", seen)
+	}
 }
