@@ -60,17 +60,20 @@ type Record struct {
 type lease struct {
 	Record
 
-	mu       sync.Mutex
-	state    LeaseState
-	client   *cmdclient.Client
-	rule     EnvRule
-	warned   map[string]bool
-	running  int
-	ending   bool          // the end (releaseAsync) has begun
-	idle     chan struct{} // closed when running drops to 0 while releasing
-	released chan struct{} // closed once the pod is gone
-	receipt  string
-	expiry   *time.Timer
+	mu      sync.Mutex
+	state   LeaseState
+	client  *cmdclient.Client
+	cmu     sync.Mutex // held while the command stream is opened
+	rule    EnvRule
+	warned  map[string]bool
+	running int
+	ending  bool // the end (releaseAsync) has begun
+	// shuttingDown: the end opens a stream of its own to stop the server.
+	shuttingDown bool
+	idle         chan struct{} // closed when running drops to 0 while releasing
+	released     chan struct{} // closed once the pod is gone
+	receipt      string
+	expiry       *time.Timer
 }
 
 // newLeaseID returns a fresh pod name: "pcsync-sbx-" and 10 hex digits.

@@ -141,9 +141,6 @@ func (m *Manager) Acquire(ctx context.Context, p AcquireParams) (LeaseInfo, erro
 		return LeaseInfo{}, createError(r, err)
 	}
 	r.PodUID = string(created.UID)
-	if err := m.j.put(r); err != nil {
-		m.log.Warn("sandbox: lease journal", slog.Any("error", err))
-	}
 	l := m.track(r)
 	l.rule = rule
 	m.log.Info("sandbox lease pod created", slog.String("lease", r.ID), slog.String("namespace", r.Namespace),
@@ -160,11 +157,25 @@ func (m *Manager) Acquire(ctx context.Context, p AcquireParams) (LeaseInfo, erro
 		m.releaseAsync(l, "failed")
 		return LeaseInfo{}, err
 	}
-	if err := m.connect(rctx, l); err != nil {
-		m.releaseAsync(l, "failed")
-		return LeaseInfo{}, fmt.Errorf("Pod/%s/%s: the command server does not answer: %w", r.Namespace, r.ID, err)
-	}
 	l.setState(LeaseReady)
+	// The lease is Paperclip's once its pod runs. Its command stream opens
+	// now, in the background: the first execute waits for it, and a
+	// command server that never answers fails that execute and ends the
+	// lease. The pod's UID joins the journal meanwhile.
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		cctx, cancel := context.WithTimeout(context.Background(), wait)
+		defer cancel()
+		if _, err := m.client(cctx, l); err != nil {
+			m.log.Error("sandbox lease: the command server does not answer; ending the lease", slog.String("lease", l.ID), slog.Any("error", err))
+			m.releaseAsync(l, "failed")
+			return
+		}
+		if err := m.j.put(l.Record); err != nil {
+			m.log.Warn("sandbox: lease journal", slog.Any("error", err))
+		}
+	}()
 	m.log.Info("sandbox lease ready", slog.String("lease", r.ID), slog.Duration("took", time.Since(now).Round(time.Millisecond)))
 	return m.info(l), nil
 }
@@ -299,38 +310,61 @@ func podReason(p *corev1.Pod) string {
 	return strings.Join(parts, "; ")
 }
 
-// connect opens the lease's command stream and checks that the server
-// answers; with HostRoot it also makes the lease's directories.
-func (m *Manager) connect(ctx context.Context, l *lease) error {
-	c, err := m.client(ctx, l)
-	if err != nil {
-		return err
+// client returns the lease's command client. The first call opens the
+// command stream (retrying while the pod's command server is not yet
+// listening, until ctx ends) and checks that the server runs commands; with
+// HostRoot it also makes the lease's directories. Concurrent callers wait
+// for that one open.
+func (m *Manager) client(ctx context.Context, l *lease) (*cmdclient.Client, error) {
+	l.mu.Lock()
+	c := l.client
+	l.mu.Unlock()
+	if c != nil {
+		return c, nil
+	}
+	l.cmu.Lock()
+	defer l.cmu.Unlock()
+	l.mu.Lock()
+	c, ending := l.client, l.ending
+	l.mu.Unlock()
+	switch {
+	case c != nil:
+		return c, nil
+	case ending && !l.shuttingDown:
+		return nil, fmt.Errorf("lease %s is ending", l.ID)
+	}
+	o := cmdclient.DefaultOptions()
+	o.Logger = m.log
+	var err error
+	for {
+		if c, err = cmdclient.New(ctx, m.opener(l), o); err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("Pod/%s/%s: the command server does not answer: %w", l.Namespace, l.ID, err)
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 	argv := []string{"true"}
 	if m.opts.HostRoot != "" {
 		argv = []string{"mkdir", "-p", l.Workspace, l.Home, l.Tmp}
 	}
 	exit, err := c.Exec(ctx, cmdclient.Command{Argv: argv, BaseEnv: true}, nil)
+	if err == nil && exit.Code != 0 {
+		err = fmt.Errorf("%s: exit %d: %s %s", strings.Join(argv, " "), exit.Code, exit.Error, strings.TrimSpace(string(exit.Stderr)))
+	}
 	if err != nil {
-		return err
+		_ = c.Close()
+		return nil, fmt.Errorf("Pod/%s/%s: the command server does not run commands: %w", l.Namespace, l.ID, err)
 	}
-	if exit.Code != 0 {
-		return fmt.Errorf("%s: exit %d: %s %s", strings.Join(argv, " "), exit.Code, exit.Error, strings.TrimSpace(string(exit.Stderr)))
-	}
-	return nil
-}
-
-// client returns the lease's command client, opening it on first use.
-func (m *Manager) client(ctx context.Context, l *lease) (*cmdclient.Client, error) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.client != nil {
-		return l.client, nil
-	}
-	c, err := cmdclient.New(ctx, m.opener(l), cmdclient.DefaultOptions())
-	if err != nil {
-		return nil, err
+	if l.ending && !l.shuttingDown {
+		l.mu.Unlock()
+		_ = c.Close()
+		return nil, fmt.Errorf("lease %s is ending", l.ID)
 	}
 	l.client = c
+	l.mu.Unlock()
 	return c, nil
 }

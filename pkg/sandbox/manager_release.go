@@ -175,6 +175,9 @@ func (m *Manager) releaseAsync(l *lease, why string) {
 func (m *Manager) shutdownServer(ctx context.Context, l *lease) {
 	sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
+	l.mu.Lock()
+	l.shuttingDown = true
+	l.mu.Unlock()
 	c, err := m.client(sctx, l)
 	if err != nil {
 		return
