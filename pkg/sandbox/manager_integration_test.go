@@ -275,6 +275,25 @@ func TestLeaseLifecycle(t *testing.T) {
 	bg := e.exec(t, info.ID, ExecParams{Command: "sh", Args: []string{"-c", "nohup sleep 300 >/dev/null 2>&1 & echo $!"}})
 	bgPid := strings.TrimSpace(bg.Stdout)
 
+	// The exec stream breaks mid-command (its relay dies): the client opens
+	// a new one and re-attaches, and no output is lost or doubled.
+	l := e.m.lookup(info.ID)
+	opens := l.client.Stats().Opens
+	done := make(chan ExecResult, 1)
+	go func() {
+		done <- e.exec(t, info.ID, ExecParams{Command: "sh", Args: []string{"-c", "echo before; sleep 1; echo after"}})
+	}()
+	time.Sleep(300 * time.Millisecond) // the command has printed "before"
+	if out, err := exec.Command("pkill", "-f", "sandbox-server attach --socket "+l.Socket).CombinedOutput(); err != nil {
+		t.Fatalf("kill the exec's relay: %v %s", err, out)
+	}
+	if r := <-done; r.Stdout != "before\nafter\n" || code(r) != 0 {
+		t.Errorf("across a broken stream: stdout %q exit %d stderr %q, want before, after, 0", r.Stdout, code(r), r.Stderr)
+	}
+	if got := l.client.Stats().Opens; got != opens+1 {
+		t.Errorf("stream opens after one break: %d, want %d", got, opens+1)
+	}
+
 	// A timeout kills the whole process group.
 	res = e.exec(t, info.ID, ExecParams{Command: "sh", Args: []string{"-c", "sleep 60 & echo $!; wait"}, Timeout: 500 * time.Millisecond})
 	if !res.TimedOut {
