@@ -89,6 +89,8 @@ func DefaultPermissions() []Permission {
 	add("", []string{"pods"}, []string{"get", "list", "watch"}, ScopeCluster, "agent runs; reading its own pod", nil)
 	add("", []string{"pods/log"}, []string{"get"}, ScopeCluster, "agent logs; granted to tenants by their Role", nil)
 	add("", []string{"events"}, []string{"list", "watch"}, ScopeCluster, "explaining runs the Job controller cannot start", nil)
+	add("", []string{"pods"}, []string{"create", "delete"}, ScopeCluster, "sandbox leases (pcsync daemon --sandbox)", nil)
+	add("", []string{"pods/exec"}, []string{"get", "create"}, ScopeCluster, "sandbox leases' command streams", nil)
 	add("coordination.k8s.io", []string{"leases"}, []string{"get", "create", "update"}, ScopeOwnNamespace, "leader election", nil)
 	add("", []string{"secrets"}, []string{"get", "create", "patch"}, ScopeOwnNamespace,
 		"the ApplySet parent (--applyset, default pcsync)", func(p *Permission) { p.Name = "pcsync" })
