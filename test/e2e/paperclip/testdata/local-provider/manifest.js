@@ -15,6 +15,6 @@ export default {
     driverKey: "benchlocal",
     kind: "sandbox_provider",
     displayName: "Local processes (benchmark)",
-    configSchema: { type: "object", properties: { root: { type: "string" } } },
+    configSchema: { type: "object", properties: { root: { type: "string" }, path: { type: "string" } } },
   }],
 };

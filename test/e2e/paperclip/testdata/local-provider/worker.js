@@ -39,11 +39,11 @@ const plugin = definePlugin({
   async onEnvironmentReleaseLease({ providerLeaseId }) { return providerLeaseId ? end(providerLeaseId) : undefined; },
   async onEnvironmentDestroyLease({ providerLeaseId }) { return providerLeaseId ? end(providerLeaseId) : undefined; },
   async onEnvironmentRealizeWorkspace({ lease }) { return { cwd: lease.metadata.remoteCwd }; },
-  async onEnvironmentExecute({ lease, command, args = [], cwd, env = {}, stdin, timeoutMs }) {
+  async onEnvironmentExecute({ config, lease, command, args = [], cwd, env = {}, stdin, timeoutMs }) {
     const id = lease.providerLeaseId;
     const child = spawn(command, args, {
       cwd: cwd || lease.metadata.remoteCwd,
-      env: { HOME: join(id, "home"), TMPDIR: join(id, "tmp"), PATH: process.env.PATH, ...env },
+      env: { HOME: join(id, "home"), TMPDIR: join(id, "tmp"), PATH: config.path || process.env.PATH || "/usr/bin:/bin", ...env },
       detached: true,
       stdio: ["pipe", "pipe", "pipe"],
     });

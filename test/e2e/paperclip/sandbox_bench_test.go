@@ -1,0 +1,113 @@
+//go:build integration
+
+package paperclip
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// installLocalProvider installs the benchmark's peer, a minimal sandbox
+// provider that runs each execute as a local process
+// (testdata/local-provider, plain ESM), with an environment of it in the
+// world's company. Its SDK comes from the sandbox plugin's node_modules.
+func (sw *sandboxWorld) installLocalProvider(t testing.TB) string {
+	t.Helper()
+	tl := getTools(t)
+	dir := filepath.Join(shortDir(t, "pclocal-"), "local-provider")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"package.json", "manifest.js", "worker.js"} {
+		data, err := os.ReadFile(filepath.Join(tl.Root, "test", "e2e", "paperclip", "testdata", "local-provider", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(filepath.Join(tl.Plugin, "node_modules"), filepath.Join(dir, "node_modules")); err != nil {
+		t.Fatal(err)
+	}
+	var out map[string]any
+	sw.srv.API.must(t, "POST", "/api/plugins/install", map[string]any{"packageName": dir, "isLocalPath": true}, &out)
+	var env struct {
+		ID string `json:"id"`
+	}
+	sw.srv.API.must(t, "POST", "/api/companies/"+sw.company.ID+"/environments", map[string]any{
+		"name": "local processes", "driver": "sandbox",
+		"config": map[string]any{"provider": "benchlocal", "root": shortDir(t, "pcl-"), "timeoutMs": 120000,
+			"path": tl.StandinBin + ":" + tl.NodeBin + ":/usr/local/bin:/usr/bin:/bin"},
+	}, &env)
+	return env.ID
+}
+
+// BenchmarkPaperclipSandbox: whole runs of a stock claude_local agent,
+// wake → succeeded by Paperclip's own timestamps (createdAt → finishedAt),
+// through pcsync's sandbox (a lease pod on the kwok node, every execute over
+// one exec stream) beside the same agent in an environment whose provider
+// runs each execute as a local process (the floor any provider can reach),
+// and beside a pcsync-adapter agent run as a Kubernetes Job (the spool
+// road), in alternating rounds.
+func BenchmarkPaperclipSandbox(b *testing.B) {
+	srv := sharedServer(b)
+	tr := readTranscript(b, "claude-obers-small-success.jsonl")
+	sw := newSandboxWorld(b, srv, sandboxOptions{})
+	localEnv := sw.installLocalProvider(b)
+	inPod := sw.sandboxAgent(b, "InPod", "claude_local", tr, nil, nil)
+	var local agent
+	srv.API.must(b, "POST", "/api/companies/"+sw.company.ID+"/agents", map[string]any{
+		"name": "Local", "adapterType": "claude_local", "defaultEnvironmentId": localEnv,
+		"adapterConfig": map[string]any{"engine": "cli", "timeoutSec": 120,
+			"env": map[string]any{"STANDIN_TRANSCRIPT": tr.Path, "STANDIN_RECORD": sw.pc.Record}},
+	}, &local)
+	kw := newKubeWorld(b, srv, []pcsyncAgent{{Name: "coder", Transcript: tr.Path}}, tr.Lines)
+	spool := kw.agents["coder"]
+	for range b.N {
+		const rounds = 8
+		took := map[string][]time.Duration{}
+		order := [][]string{{"local", "pcsync", "pcsync", "local"}, {"pcsync", "local", "local", "pcsync"}}
+		agents := map[string]agent{"pcsync": inPod, "local": local}
+		for i := range rounds {
+			for _, who := range append(order[i%2], "spool") {
+				id := agents[who].ID
+				if who == "spool" {
+					id = spool.ID
+				}
+				run := srv.API.wake(b, id, fmt.Sprintf("bench %s %d", who, i))
+				got := srv.API.waitRun(b, run.ID, 3*time.Minute)
+				if got.Status != "succeeded" || got.CreatedAt == nil || got.FinishedAt == nil {
+					b.Fatalf("%s run %s: %s (%q)", who, run.ID, got.Status, str(got.Error))
+				}
+				took[who] = append(took[who], got.FinishedAt.Sub(*got.CreatedAt))
+			}
+		}
+		p50 := func(who string) time.Duration { return pct(took[who], 0.5) }
+		fmt.Fprintf(os.Stderr, `
+BenchmarkPaperclipSandbox: a stock claude_local run, wake → succeeded (Paperclip's createdAt → finishedAt), %d runs each, load %s
+  pcsync sandbox (lease pod, one exec stream)   p50 %6d ms  p99 %6d ms
+  local-process provider (the floor)            p50 %6d ms  p99 %6d ms
+  pcsync adapter type (spool → Job)              p50 %6d ms  p99 %6d ms
+  ratio sandbox/local p50 %.2f; sandbox/adapter p50 %.2f
+`, len(took["pcsync"]), loadAvg(), p50("pcsync").Milliseconds(), pct(took["pcsync"], 0.99).Milliseconds(),
+			p50("local").Milliseconds(), pct(took["local"], 0.99).Milliseconds(),
+			p50("spool").Milliseconds(), pct(took["spool"], 0.99).Milliseconds(),
+			float64(p50("pcsync"))/float64(p50("local")), float64(p50("pcsync"))/float64(p50("spool")))
+		b.ReportMetric(float64(p50("pcsync"))/float64(p50("local")), "sandbox/local-p50")
+		b.ReportMetric(float64(p50("pcsync").Milliseconds()), "sandbox-p50-ms")
+	}
+}
+
+func loadAvg() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	var a, b5, c float64
+	fmt.Sscanf(string(data), "%f %f %f", &a, &b5, &c)
+	return fmt.Sprintf("%.1f %.1f %.1f", a, b5, c)
+}
