@@ -75,12 +75,16 @@ lint:
 #   pcsync apply vs kubectl apply --server-side vs a bare SSA client (pkg/apply),
 #   the local executor with 1,000 requests (pkg/runs/spool),
 #   the Kubernetes executor with 200 requests (pkg/runs/kubeexec),
+#   the sandbox provider: an execute vs a bare client-go exec and kubectl
+#   exec, API requests per lease, 20 polled leases, acquire vs a bare pod
+#   (pkg/sandbox), and whole stock claude_local runs vs a local-process
+#   provider (test/e2e/paperclip),
 #   Paperclip's wakes through the adapter and pcsync vs the claude-k8s adapter
 #   (test/e2e/paperclip).
 # The control-plane benchmarks start their own cluster (make k8sbin first).
 bench: $(if $(wildcard hack/cluster.mk),k8sbin)
 	$(GO) test -timeout 60m -run '^$$' -bench . -benchmem -benchtime 3x ./pkg/config ./pkg/render
-	$(GO) test $(TEST_TAGS) -timeout 60m -run '^$$' -bench . -benchmem -benchtime 1x ./pkg/apply ./pkg/runs/spool ./pkg/runs/kubeexec
+	$(GO) test $(TEST_TAGS) -timeout 60m -run '^$$' -bench . -benchmem -benchtime 1x ./pkg/apply ./pkg/runs/spool ./pkg/runs/kubeexec ./pkg/sandbox
 	@bash hack/paperclip/install.sh >/dev/null
 	$(GO) test $(TEST_TAGS) -timeout 60m -run '^$$' -bench . -benchtime 1x ./test/e2e/paperclip
 
