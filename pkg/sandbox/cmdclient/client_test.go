@@ -529,7 +529,11 @@ func TestReconnectMidCommand(t *testing.T) {
 		Argv: []string{"sh", "-c", "seq 1 300000; seq 1 200000 >&2; sleep 0.2; seq 300001 400000"},
 	}, func(st cmdclient.Stream, p []byte) {
 		live[st-1].Write(p)
-		once.Do(o.breakStream) // from the reader itself: frames are in flight
+		if live[0].Len() > 1<<20 {
+			// From the reader itself, while the server pumps: frames
+			// are in flight and in the client's read buffer.
+			once.Do(o.breakStream)
+		}
 	})
 	if err != nil {
 		t.Fatal(err)
