@@ -226,6 +226,11 @@ func TestExec(t *testing.T) {
 			want: result{Stdout: "line 1\nline\x002"},
 		},
 		{
+			name: "stdin over several frames",
+			cmd:  cmdclient.Command{Argv: []string{"wc", "-c"}, Stdin: bytes.Repeat([]byte("x"), 3<<20+5)},
+			want: result{Stdout: "3145733\n"},
+		},
+		{
 			name: "empty stdin is EOF at once",
 			cmd:  cmdclient.Command{Argv: []string{"wc", "-c"}, Stdin: []byte{}},
 			want: result{Stdout: "0\n"},

@@ -302,7 +302,9 @@ func (s *server) reapAll() {
 }
 
 // killAll SIGKILLs every process group the server started and waits up to
-// KillWait for them to be gone (reaped).
+// KillWait for them to be gone (reaped). A group is known by its leader's
+// pid; one whose processes all ended before is dropped when its command is
+// forgotten, so a reused pid is rarely hit.
 func (s *server) killAll() {
 	s.mu.Lock()
 	groups := make([]int, 0, len(s.pgids))
@@ -603,10 +605,14 @@ func (s *server) maybeDone(c *command) {
 	c.markDirty()
 }
 
-// forget drops a released, done command. s.mu is held.
+// forget drops a released, done command, and its process group once no
+// background process is left in it. s.mu is held.
 func (s *server) forget(c *command) {
 	delete(s.cmds, c.id)
 	c.out = [2]outBuf{}
+	if c.pid > 0 && errors.Is(unix.Kill(-c.pid, 0), unix.ESRCH) {
+		delete(s.pgids, c.pid)
+	}
 }
 
 func (s *server) readPipe(c *command, i int, f *os.File) {

@@ -344,3 +344,50 @@ func TestShutdownFrame(t *testing.T) {
 		t.Errorf("socket after shutdown: %v, want it removed", err)
 	}
 }
+
+// TestAttachEndsWhenServerCloses runs the relay with a stdin that never
+// ends (as on kwok): it must return nil once the server closes the socket.
+func TestAttachEndsWhenServerCloses(t *testing.T) {
+	opts := testOptions(t)
+	serve(t, opts)
+	inR, inW := io.Pipe()
+	defer inW.Close()
+	outR, outW := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- cmdserver.Attach(context.Background(), cmdserver.AttachOptions{Socket: opts.Socket, Stdin: inR, Stdout: outW, Logger: opts.Logger})
+		outW.Close()
+	}()
+	go func() {
+		wire.Write(inW, wire.JSON(wire.Hello, 0, wire.HelloPayload{Version: wire.Version}))
+		wire.Write(inW, wire.Frame{Type: wire.Shutdown})
+	}()
+	var types []wire.Type
+	r := wire.NewReader(outR)
+	for {
+		f, err := r.Read()
+		if err != nil {
+			break
+		}
+		types = append(types, f.Type)
+	}
+	if diff := cmp.Diff([]wire.Type{wire.HelloOK, wire.Bye}, types); diff != "" {
+		t.Errorf("frames through the relay (-want +got):\n%s", diff)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Attach: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Attach did not return after the server closed the socket")
+	}
+}
+
+func TestAttachNoServer(t *testing.T) {
+	opts := testOptions(t)
+	err := cmdserver.Attach(context.Background(), cmdserver.AttachOptions{Socket: opts.Socket, Stdin: strings.NewReader(""), Stdout: io.Discard, Logger: opts.Logger})
+	if err == nil || !strings.Contains(err.Error(), "no such file") {
+		t.Errorf("Attach without a server and without Spawn: %v, want a connect error", err)
+	}
+}
