@@ -355,6 +355,21 @@ type CompanySpec struct {
 type CompanyPaperclip struct {
 	// Manage keeps the company's agents in Paperclip as declared.
 	Manage bool `json:"manage"`
+	// Environments are the sandbox environments of provider "pcsync" kept
+	// in Paperclip for the company.
+	Environments []PaperclipEnvironment `json:"environments"`
+}
+
+// PaperclipEnvironment is a Paperclip sandbox environment of provider
+// "pcsync" (schema #PaperclipEnvironment).
+type PaperclipEnvironment struct {
+	Name        string   `json:"name"`
+	Image       string   `json:"image,omitempty"`
+	LeaseTTLSec *int     `json:"leaseTtlSec,omitempty"`
+	TimeoutMs   *int     `json:"timeoutMs,omitempty"`
+	EnvAllow    []string `json:"envAllow,omitempty"`
+	SocketPath  string   `json:"socketPath,omitempty"`
+	ReuseLease  *bool    `json:"reuseLease,omitempty"`
 }
 
 // CompanyEgress is a company's egress allowance.
@@ -428,6 +443,11 @@ type Agent struct {
 // PaperclipAgent is an agent's fields in Paperclip; nil (or empty) fields
 // are not declared and not managed.
 type PaperclipAgent struct {
+	// Environment names one of the company's Paperclip environments: the
+	// agent then keeps its stock adapter type and runs there.
+	Environment string `json:"environment,omitempty"`
+	// AdapterConfig is the stock adapter's config (with Environment).
+	AdapterConfig      map[string]any          `json:"adapterConfig,omitempty"`
 	Role               string                  `json:"role"`
 	Title              *string                 `json:"title,omitempty"`
 	ReportsTo          string                  `json:"reportsTo,omitempty"`

@@ -112,6 +112,23 @@ func (k *checker) company(d *document, c *Company) {
 			p := ap.with(key("paperclip"), key("metadata"), key(PaperclipMarkerKey))
 			k.errs.add(d.posIn(p, true), p.String(), "the metadata key %q is pcsync's own marker of the agents it manages", PaperclipMarkerKey)
 		}
+		if env := a.Paperclip.Environment; env != "" && !slices.ContainsFunc(c.Spec.Paperclip.Environments,
+			func(e PaperclipEnvironment) bool { return e.Name == env }) {
+			p := ap.with(key("paperclip"), key("environment"))
+			k.errs.add(d.posIn(p, false), p.String(), "environment %q: company %q declares no such spec.paperclip.environments entry", env, c.Metadata.Name)
+		}
+	}
+	envNames := map[string]bool{}
+	for i, e := range c.Spec.Paperclip.Environments {
+		ep := keys("spec", "paperclip", "environments").with(index(i))
+		if envNames[e.Name] {
+			k.errs.add(d.posIn(ep.with(key("name")), false), ep.with(key("name")).String(), "environment %q is declared twice in company %q", e.Name, c.Metadata.Name)
+		}
+		envNames[e.Name] = true
+		if e.Image != "" && !k.m.ImageAllowed(e.Image) {
+			k.errs.add(d.posIn(ep.with(key("image")), false), ep.with(key("image")).String(),
+				"image %q is not allowed: it is no adapter's image and matches no glob of Settings spec.images.allowList", e.Image)
+		}
 	}
 	k.reportsTo(d, c)
 	if c.Spec.Paperclip.Manage && k.m.Settings.Spec.Paperclip == nil {

@@ -107,6 +107,31 @@ func (c *Client) CreateAgent(ctx context.Context, companyID string, body map[str
 	return &out, nil
 }
 
+// ListEnvironments returns a company's environments.
+func (c *Client) ListEnvironments(ctx context.Context, companyID string) ([]Environment, error) {
+	var out []Environment
+	err := c.do(ctx, http.MethodGet, "/api/companies/"+url.PathEscape(companyID)+"/environments", nil, &out)
+	return out, err
+}
+
+// CreateEnvironment creates an environment in a company.
+func (c *Client) CreateEnvironment(ctx context.Context, companyID string, body map[string]any) (*Environment, error) {
+	var out Environment
+	if err := c.do(ctx, http.MethodPost, "/api/companies/"+url.PathEscape(companyID)+"/environments", body, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// UpdateEnvironment changes an environment.
+func (c *Client) UpdateEnvironment(ctx context.Context, id string, body map[string]any) (*Environment, error) {
+	var out Environment
+	if err := c.do(ctx, http.MethodPatch, "/api/environments/"+url.PathEscape(id), body, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // UpdateAgent patches an agent.
 func (c *Client) UpdateAgent(ctx context.Context, id string, body map[string]any) (*Agent, error) {
 	var out Agent

@@ -15,6 +15,9 @@ type DesiredCompany struct {
 	Slug, ID string
 	// Agents are in dependency order: every agent after the one it reports to.
 	Agents []DesiredAgent
+	// Environments are the company's sandbox environments of provider
+	// "pcsync".
+	Environments []DesiredEnvironment
 }
 
 // DesiredAgent is one agent as the config declares it in Paperclip.
@@ -33,8 +36,12 @@ type DesiredAgent struct {
 	Hash string
 }
 
-// fixedFields are the paths every managed agent declares.
-var fixedFields = []string{"name", "role", "adapterType", "adapterConfig.spoolDir", "adapterConfig.agent"}
+// fixedFields are the paths every managed agent declares: a pcsync-adapter
+// agent, or a stock-adapter agent in a sandbox environment.
+var (
+	fixedFields    = []string{"name", "role", "adapterType", "adapterConfig.spoolDir", "adapterConfig.agent"}
+	fixedEnvFields = []string{"name", "role", "adapterType", "defaultEnvironmentId"}
+)
 
 // Desire returns the companies of m whose agents pcsync manages in
 // Paperclip, sorted by slug (as m is).
@@ -49,7 +56,7 @@ func Desire(m *config.Model) []DesiredCompany {
 		if !c.Spec.Paperclip.Manage {
 			continue
 		}
-		dc := DesiredCompany{Slug: c.Metadata.Name, ID: c.Spec.ID}
+		dc := DesiredCompany{Slug: c.Metadata.Name, ID: c.Spec.ID, Environments: desireEnvironments(c)}
 		for j := range c.Spec.Agents {
 			dc.Agents = append(dc.Agents, desireAgent(&c.Spec.Agents[j], pc.SpoolDir))
 		}
@@ -64,6 +71,22 @@ func desireAgent(a *config.Agent, spoolDir string) DesiredAgent {
 	f := map[string]any{
 		"name": a.Name, "role": p.Role, "adapterType": AdapterType,
 		"adapterConfig.spoolDir": spoolDir, "adapterConfig.agent": a.Name,
+	}
+	fixed := fixedFields
+	if p.Environment != "" {
+		// A stock adapter in pcsync's sandbox environment: its own type
+		// and config, the environment's id once known.
+		f = map[string]any{
+			"name": a.Name, "role": p.Role, "adapterType": stockAdapterType(a.Adapter),
+			"defaultEnvironmentId": envPlaceholder + p.Environment,
+		}
+		for k, v := range p.AdapterConfig {
+			if k == "env" {
+				v = envBindings(v)
+			}
+			f["adapterConfig."+k] = normalize(v)
+		}
+		fixed = fixedEnvFields
 	}
 	if p.Title != nil {
 		f["title"] = *p.Title
@@ -99,13 +122,32 @@ func desireAgent(a *config.Agent, spoolDir string) DesiredAgent {
 	}
 	d := DesiredAgent{Name: a.Name, Fields: f}
 	for path := range f {
-		if !slices.Contains(fixedFields, path) {
+		if !slices.Contains(fixed, path) {
 			d.Optional = append(d.Optional, path)
 		}
 	}
 	slices.Sort(d.Optional)
 	d.Hash = hashFields(f)
 	return d
+}
+
+// envBindings writes an adapterConfig.env of plain strings the way
+// Paperclip stores it ({"KEY": {"type": "plain", "value": "…"}}), so that
+// it compares with the live value; other values are kept as given.
+func envBindings(v any) any {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return v
+	}
+	out := make(map[string]any, len(m))
+	for k, val := range m {
+		if s, ok := val.(string); ok {
+			out[k] = map[string]any{"type": "plain", "value": s}
+		} else {
+			out[k] = val
+		}
+	}
+	return out
 }
 
 // hashFields is a short digest of the fields (encoding/json sorts map keys).

@@ -23,6 +23,8 @@ func liveValue(a *Agent, path string) any {
 		return deref(a.Capabilities)
 	case "reportsTo":
 		return deref(a.ReportsTo)
+	case "defaultEnvironmentId":
+		return deref(a.DefaultEnvironmentID)
 	case "budgetMonthlyCents":
 		return float64(a.BudgetMonthlyCents)
 	case "adapterConfig":

@@ -111,7 +111,10 @@ func Plan(want DesiredCompany, live []Agent) CompanyPlan {
 			if path == "reportsTo" {
 				got = managerName(got, names)
 			}
-			if !equal(got, want) {
+			// A redacted live value cannot be compared: it is taken as
+			// declared unless the declaration changed since pcsync last
+			// wrote it (the marker's hash).
+			if !equal(got, want) || (m.Hash != d.Hash && !reflect.DeepEqual(normalize(got), normalize(want))) {
 				act.Changes = append(act.Changes, Change{Path: path, From: got, To: want})
 			}
 		}
@@ -167,7 +170,47 @@ func managerName(id any, names map[string]string) any {
 	return "id:" + s
 }
 
-func equal(a, b any) bool { return reflect.DeepEqual(normalize(a), normalize(b)) }
+// equal compares a live value with a declared one. Paperclip's API shows
+// secret-looking strings (adapterConfig.env values) as redacted: a redacted
+// live string matches any declared string, since it cannot be read.
+func equal(live, want any) bool { return sameValue(normalize(live), normalize(want)) }
+
+// redactedValue is how Paperclip's API shows a value it keeps secret.
+const redactedValue = "***REDACTED***"
+
+func sameValue(live, want any) bool {
+	switch l := live.(type) {
+	case string:
+		if l == redactedValue {
+			_, ok := want.(string)
+			return ok
+		}
+	case map[string]any:
+		w, ok := want.(map[string]any)
+		if !ok || len(w) != len(l) {
+			return false
+		}
+		for k, lv := range l {
+			wv, ok := w[k]
+			if !ok || !sameValue(lv, wv) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		w, ok := want.([]any)
+		if !ok || len(w) != len(l) {
+			return false
+		}
+		for i := range l {
+			if !sameValue(l[i], w[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	return reflect.DeepEqual(live, want)
+}
 
 func sortedPaths(m map[string]any) []string {
 	out := make([]string, 0, len(m))

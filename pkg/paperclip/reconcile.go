@@ -115,7 +115,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, m *config.Model, ro Reconcil
 	plans := make([]CompanyPlan, len(want))
 	lives := make([][]Agent, len(want))
 	errs := make([]error, len(want))
+	envs := make([][]EnvironmentResult, len(want))
 	r.each(len(want), func(i int) {
+		ids, er, err := r.ensureEnvironments(ctx, c, want[i], ro.DryRun)
+		envs[i] = er
+		if err != nil {
+			errs[i] = err
+			return
+		}
+		resolveEnvironments(&want[i], ids)
 		live, err := c.ListAgents(ctx, want[i].ID)
 		if err != nil {
 			errs[i] = fmt.Errorf("paperclip company %s (id %s): list agents failed: %w", want[i].Slug, want[i].ID, err)
@@ -126,7 +134,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, m *config.Model, ro Reconcil
 	})
 	guardErr := guard(plans, errs, ro)
 	r.each(len(want), func(i int) {
-		cr := CompanyResult{Slug: want[i].Slug, ID: want[i].ID, Err: errs[i]}
+		cr := CompanyResult{Slug: want[i].Slug, ID: want[i].ID, Err: errs[i], Environments: envs[i]}
 		if errs[i] == nil {
 			cr.Notes = plans[i].Notes
 			cr.Agents = r.execute(ctx, c, &plans[i], lives[i], ro, guardErr != nil)

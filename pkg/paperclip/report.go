@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pcsync/pcsync/pkg/redact"
 	"github.com/pcsync/pcsync/pkg/textdiff"
 )
 
@@ -32,6 +33,9 @@ type CompanyResult struct {
 	Err    error
 	Agents []AgentResult
 	Notes  []string
+	// Environments are the company's sandbox environments, written before
+	// its agents.
+	Environments []EnvironmentResult
 }
 
 // AgentResult is what happened to one agent.
@@ -107,6 +111,11 @@ func (r *Report) Drift() int {
 // or resumed.
 func (r *Report) Changed() bool {
 	for _, c := range r.Companies {
+		for _, e := range c.Environments {
+			if e.Verb != VerbNone {
+				return true
+			}
+		}
 		for _, a := range c.Agents {
 			if a.Verb != VerbNone {
 				return true
@@ -123,6 +132,11 @@ func (r *Report) Err() error {
 		if c.Err != nil {
 			errs = append(errs, c.Err)
 		}
+		for _, e := range c.Environments {
+			if e.Err != nil {
+				errs = append(errs, e.Err)
+			}
+		}
 		for _, a := range c.Agents {
 			if a.Err != nil {
 				errs = append(errs, a.Err)
@@ -137,6 +151,19 @@ func (r *Report) Err() error {
 func (r *Report) WriteText(w io.Writer) error {
 	var b strings.Builder
 	for _, c := range r.Companies {
+		for _, e := range c.Environments {
+			line := fmt.Sprintf("paperclip environment %s/%s %s", c.Slug, e.Name,
+				map[Verb]string{VerbCreate: "created", VerbUpdate: "configured", VerbNone: "unchanged"}[e.Verb])
+			if e.Err != nil {
+				line = fmt.Sprintf("paperclip environment %s/%s failed", c.Slug, e.Name)
+			} else if r.DryRun && e.Verb != VerbNone {
+				line += " (dry run)"
+			}
+			if e.Verb == VerbUpdate {
+				line += ": " + changedPaths(e.Changes)
+			}
+			b.WriteString(line + "\n")
+		}
 		for _, a := range c.Agents {
 			line := fmt.Sprintf("paperclip agent %s/%s %s", c.Slug, a.Agent, a.Action())
 			if r.DryRun && a.Verb != VerbNone {
@@ -229,9 +256,9 @@ func (r *Report) WriteDiff(w io.Writer, context int) error {
 					continue
 				}
 				if a.Verb != VerbCreate {
-					from.WriteString(ch.Path + ": " + jsonText(ch.From) + "\n")
+					from.WriteString(ch.Path + ": " + jsonText(shown(ch.Path, ch.From)) + "\n")
 				}
-				to.WriteString(ch.Path + ": " + jsonText(ch.To) + "\n")
+				to.WriteString(ch.Path + ": " + jsonText(shown(ch.Path, ch.To)) + "\n")
 			}
 			if a.Verb == VerbResume {
 				from.WriteString("status: \"paused\"\n")
@@ -248,6 +275,23 @@ func (r *Report) WriteDiff(w io.Writer, context int) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// shown is a field's value as a report may show it: the values of an
+// adapter's env are masked (they are often API keys).
+func shown(path string, v any) any {
+	if path != "adapterConfig.env" {
+		return v
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return v
+	}
+	out := make(map[string]any, len(m))
+	for k := range m {
+		out[k] = redact.Marker
+	}
+	return out
 }
 
 func jsonText(v any) string {
@@ -298,7 +342,7 @@ func (r *Report) MarshalJSON() ([]byte, error) {
 			ag := agent{Company: c.Slug, Agent: a.Agent, ID: a.ID, Action: a.Action(), Drift: a.Drift}
 			for _, ch := range a.Changes {
 				if ch.Path != metadataMarker {
-					ag.Changes = append(ag.Changes, change{ch.Path, ch.From, ch.To})
+					ag.Changes = append(ag.Changes, change{ch.Path, shown(ch.Path, ch.From), shown(ch.Path, ch.To)})
 				}
 			}
 			if a.Err != nil {

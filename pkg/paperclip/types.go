@@ -40,6 +40,18 @@ type Agent struct {
 	BudgetMonthlyCents int64          `json:"budgetMonthlyCents"`
 	Metadata           map[string]any `json:"metadata"`
 	CreatedAt          string         `json:"createdAt"`
+	// DefaultEnvironmentID is the environment the agent runs in.
+	DefaultEnvironmentID *string `json:"defaultEnvironmentId"`
+}
+
+// Environment is a Paperclip environment as its API returns it: the fields
+// pcsync reads.
+type Environment struct {
+	ID       string         `json:"id"`
+	Name     string         `json:"name"`
+	Driver   string         `json:"driver"`
+	Config   map[string]any `json:"config"`
+	Metadata map[string]any `json:"metadata"`
 }
 
 // Marker is what pcsync keeps in a managed agent's metadata under MarkerKey.

@@ -612,3 +612,115 @@ func TestSandboxRefusals(t *testing.T) {
 		t.Errorf("lease pods created by refused requests: %v", seen)
 	}
 }
+
+// TestSandboxEnvironmentFromGit: a Company declares its sandbox environment
+// and an agent that runs there (paperclip.manage, environments,
+// agents[].paperclip.environment); `pcsync apply` creates the environment
+// in Paperclip and the agent with its stock adapter type pointed at it; the
+// agent's run succeeds in a lease pod; a second apply writes nothing; an
+// environment edited by hand is put back.
+func TestSandboxEnvironmentFromGit(t *testing.T) {
+	srv := sharedServer(t)
+	tr := readTranscript(t, "claude-obers-small-success.jsonl")
+	sw := newSandboxWorld(t, srv, sandboxOptions{})
+	path := filepath.Join(sw.pc.Config, "company.yaml")
+	var doc map[string]any
+	if err := yaml.Unmarshal([]byte(readFile(t, path)), &doc); err != nil {
+		t.Fatal(err)
+	}
+	spec := doc["spec"].(map[string]any)
+	spec["paperclip"] = map[string]any{"manage": true, "environments": []any{map[string]any{
+		"name": "k8s-from-git", "socketPath": sw.envCfg["socketPath"], "envAllow": []any{"STANDIN_*"}, "timeoutMs": 120000,
+	}}}
+	spec["agents"] = []any{map[string]any{"name": "gitcoder", "adapter": "claude_local", "model": "claude-sonnet-4-6",
+		"paperclip": map[string]any{"role": "engineer", "environment": "k8s-from-git", "adapterConfig": map[string]any{
+			"engine": "cli", "timeoutSec": 120, "env": map[string]any{"STANDIN_TRANSCRIPT": tr.Path, "STANDIN_RECORD": sw.pc.Record},
+		}}}}
+	writeYAML(t, path, doc)
+	spath := filepath.Join(sw.pc.Config, "settings.yaml")
+	var sdoc map[string]any
+	if err := yaml.Unmarshal([]byte(readFile(t, spath)), &sdoc); err != nil {
+		t.Fatal(err)
+	}
+	sdoc["spec"].(map[string]any)["paperclip"] = map[string]any{"url": srv.URL, "spoolDir": sw.pc.Spool}
+	writeYAML(t, spath, sdoc)
+
+	apply := func() string {
+		t.Helper()
+		out, err := runCmd(sw.pc.Config, nil, getTools(t).Pcsync, "apply", sw.pc.Config, "--kubernetes=false")
+		if err != nil {
+			t.Fatalf("pcsync apply: %v", err)
+		}
+		return out
+	}
+	out := apply()
+	for _, want := range []string{"paperclip environment " + sw.pc.Slug + "/k8s-from-git created", "paperclip agent " + sw.pc.Slug + "/gitcoder created"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("pcsync apply says:\n%s\nwant a line %q", out, want)
+		}
+	}
+	var envs []struct {
+		ID     string         `json:"id"`
+		Name   string         `json:"name"`
+		Config map[string]any `json:"config"`
+	}
+	srv.API.must(t, "GET", "/api/companies/"+sw.company.ID+"/environments", nil, &envs)
+	envID := ""
+	for _, e := range envs {
+		if e.Name == "k8s-from-git" {
+			envID = e.ID
+			if e.Config["provider"] != "pcsync" || e.Config["company"] != sw.pc.Slug {
+				t.Errorf("environment config %v, want provider pcsync and company %s", e.Config, sw.pc.Slug)
+			}
+		}
+	}
+	if envID == "" {
+		t.Fatalf("no environment k8s-from-git in Paperclip: %+v", envs)
+	}
+	var agents []struct {
+		ID                   string `json:"id"`
+		Name                 string `json:"name"`
+		AdapterType          string `json:"adapterType"`
+		DefaultEnvironmentID string `json:"defaultEnvironmentId"`
+	}
+	srv.API.must(t, "GET", "/api/companies/"+sw.company.ID+"/agents", nil, &agents)
+	var coderID string
+	for _, a := range agents {
+		if a.Name == "gitcoder" {
+			coderID = a.ID
+			if a.AdapterType != "claude_local" || a.DefaultEnvironmentID != envID {
+				t.Errorf("agent gitcoder: adapterType %q, defaultEnvironmentId %q; want claude_local, %s", a.AdapterType, a.DefaultEnvironmentID, envID)
+			}
+		}
+	}
+	if coderID == "" {
+		t.Fatalf("no agent gitcoder in Paperclip")
+	}
+	run := srv.API.wake(t, coderID, "e2e: agent and environment from Git")
+	if got := srv.API.waitRun(t, run.ID, 3*time.Minute); got.Status != "succeeded" {
+		t.Errorf("run %s of the agent from Git: %s (%q)", run.ID, got.Status, str(got.Error))
+	}
+
+	var live map[string]any
+	srv.API.must(t, "GET", "/api/agents/"+coderID, nil, &live)
+	diff, _ := json.Marshal(live["adapterConfig"])
+	if out := apply(); !strings.Contains(out, "0 write requests") || !strings.Contains(out, "k8s-from-git unchanged") {
+		t.Errorf("a second apply wrote something:\n%s\npcsync diff before it:\n%s", out, diff)
+	}
+	srv.API.must(t, "PATCH", "/api/environments/"+envID, map[string]any{"config": map[string]any{
+		"provider": "pcsync", "company": sw.pc.Slug, "socketPath": sw.envCfg["socketPath"], "envAllow": []any{"EVERYTHING_*"}, "timeoutMs": 120000}}, nil)
+	if out := apply(); !strings.Contains(out, "k8s-from-git configured: config.envAllow") {
+		t.Errorf("apply after a hand edit of the environment:\n%s\nwant it configured back (config.envAllow)", out)
+	}
+}
+
+func writeYAML(t testing.TB, path string, v any) {
+	t.Helper()
+	data, err := yaml.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
