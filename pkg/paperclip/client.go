@@ -123,10 +123,12 @@ func (c *Client) CreateEnvironment(ctx context.Context, companyID string, body m
 	return &out, nil
 }
 
-// UpdateEnvironment changes an environment.
-func (c *Client) UpdateEnvironment(ctx context.Context, id string, body map[string]any) (*Environment, error) {
+// UpdateEnvironment changes an environment of a company (Paperclip wants
+// the company named when several exist).
+func (c *Client) UpdateEnvironment(ctx context.Context, companyID, id string, body map[string]any) (*Environment, error) {
 	var out Environment
-	if err := c.do(ctx, http.MethodPatch, "/api/environments/"+url.PathEscape(id), body, &out); err != nil {
+	path := "/api/environments/" + url.PathEscape(id) + "?companyId=" + url.QueryEscape(companyID)
+	if err := c.do(ctx, http.MethodPatch, path, body, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -164,7 +166,9 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 		rd = bytes.NewReader(b)
 	}
 	u := *c.base
-	u.Path = strings.TrimRight(u.Path, "/") + path
+	p, query, _ := strings.Cut(path, "?")
+	u.Path = strings.TrimRight(u.Path, "/") + p
+	u.RawQuery = query
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", method, path, err)

@@ -147,7 +147,7 @@ func (r *Reconciler) ensureEnvironments(ctx context.Context, c *Client, dc Desir
 			if len(res.Changes) > 0 {
 				res.Verb = VerbUpdate
 				if !dryRun {
-					if _, err := c.UpdateEnvironment(ctx, e.ID, map[string]any{"name": d.Name, "config": merged}); err != nil {
+					if _, err := c.UpdateEnvironment(ctx, dc.ID, e.ID, map[string]any{"name": d.Name, "config": merged}); err != nil {
 						res.Err = fmt.Errorf("%s (id %s): update failed: %w", prefix, e.ID, err)
 					}
 				}

@@ -707,7 +707,7 @@ func TestSandboxEnvironmentFromGit(t *testing.T) {
 	if out := apply(); !strings.Contains(out, "0 write requests") || !strings.Contains(out, "k8s-from-git unchanged") {
 		t.Errorf("a second apply wrote something:\n%s\npcsync diff before it:\n%s", out, diff)
 	}
-	srv.API.must(t, "PATCH", "/api/environments/"+envID, map[string]any{"config": map[string]any{
+	srv.API.must(t, "PATCH", "/api/environments/"+envID+"?companyId="+sw.company.ID, map[string]any{"config": map[string]any{
 		"provider": "pcsync", "company": sw.pc.Slug, "socketPath": sw.envCfg["socketPath"], "envAllow": []any{"EVERYTHING_*"}, "timeoutMs": 120000}}, nil)
 	if out := apply(); !strings.Contains(out, "k8s-from-git configured: config.envAllow") {
 		t.Errorf("apply after a hand edit of the environment:\n%s\nwant it configured back (config.envAllow)", out)
