@@ -1,5 +1,6 @@
 // The environment-driver hooks: each is forwarded to the pcsync daemon as
 // it is. getContext returns the plugin context (for ctx.execution.log).
+import { AsyncResource } from "node:async_hooks";
 import { callHook, DaemonError, socketPath } from "./client.js";
 
 const forwarded = {
@@ -59,10 +60,14 @@ export function createHooks(getContext) {
     },
     async onEnvironmentExecute(params) {
       const log = getContext()?.execution;
-      return callHook(socketPath(params.config), "execute", params, (msg) => {
+      // ctx.execution.log stamps a chunk with the invocation of the async
+      // context it runs in: bind the callback to this execute's, whatever
+      // socket event delivers the chunk.
+      const onLine = AsyncResource.bind((msg) => {
         if (typeof msg.stdout === "string") log?.log("stdout", msg.stdout);
         if (typeof msg.stderr === "string") log?.log("stderr", msg.stderr);
       });
+      return callHook(socketPath(params.config), "execute", params, onLine);
     },
   };
   for (const [name, hook] of Object.entries(forwarded)) {
