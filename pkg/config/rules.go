@@ -71,8 +71,23 @@ func (k *checker) companies(docs []*loadedDoc) {
 	}
 }
 
+// ReservedNamespaces are the namespaces of Kubernetes itself that no
+// company may render to: pcsync would label, restrict and fill them.
+var ReservedNamespaces = []string{"kube-system", "kube-public", "kube-node-lease", "default"}
+
 func (k *checker) company(d *document, c *Company) {
 	k.metadata(d, c.Metadata)
+	ns := k.m.Namespace(c)
+	switch server := k.m.Settings.Spec.Server.Namespace; {
+	case slices.Contains(ReservedNamespaces, ns):
+		k.errs.add(d.posIn(keys("metadata", "name"), false), "metadata.name",
+			"company %q renders to namespace %q, which Kubernetes itself uses: pcsync would put Pod Security restricted and a deny-all NetworkPolicy on it; rename the company or change Settings spec.namespacePrefix",
+			c.Metadata.Name, ns)
+	case ns == server:
+		k.errs.add(d.posIn(keys("metadata", "name"), false), "metadata.name",
+			"company %q renders to namespace %q, where the Paperclip server runs (Settings spec.server.namespace): its deny-all NetworkPolicy would cut the server off; rename the company or change Settings spec.namespacePrefix",
+			c.Metadata.Name, ns)
+	}
 	k.annotations(d, keys("spec", "serviceAccountAnnotations"), c.Spec.ServiceAccountAnnotations)
 	for i, h := range c.Spec.Egress.AllowFQDNs {
 		k.fqdn(d, keys("spec", "egress", "allowFqdns").with(index(i)), h)
