@@ -18,8 +18,8 @@ import (
 )
 
 // TestPaperclipOverlay renders deploy/paperclip: pcsync is a sidecar of
-// the Paperclip server, the spool an emptyDir both containers mount at
-// /spool, base's own Deployment and RWX spool are gone, pcsync's RBAC
+// the Paperclip server, the spool a ReadWriteOnce PersistentVolumeClaim
+// both containers mount at /spool (a replaced pod loses no run), base's own Deployment and RWX spool are gone, pcsync's RBAC
 // names the pod's service account, only pcsync gets its token, and the
 // Service is where a default config sends agent pods (PAPERCLIP_API_URL).
 func TestPaperclipOverlay(t *testing.T) {
@@ -33,7 +33,7 @@ func TestPaperclipOverlay(t *testing.T) {
 	}
 	sort.Strings(kinds)
 	want := []string{"ClusterRole/pcsync", "ClusterRoleBinding/pcsync", "Deployment/paperclip-server", "Namespace/paperclip",
-		"PersistentVolumeClaim/paperclip-data", "Role/pcsync", "RoleBinding/pcsync",
+		"PersistentVolumeClaim/paperclip-data", "PersistentVolumeClaim/paperclip-spool", "Role/pcsync", "RoleBinding/pcsync",
 		"Service/paperclip-server", "Service/pcsync-metrics", "ServiceAccount/pcsync"}
 	if diff := cmp.Diff(want, kinds); diff != "" {
 		t.Errorf("objects of deploy/paperclip (-want +got):\n%s", diff)
@@ -58,8 +58,15 @@ func TestPaperclipOverlay(t *testing.T) {
 			spool = &pod.Volumes[i]
 		}
 	}
-	if spool == nil || spool.EmptyDir == nil {
-		t.Fatalf("the spool volume is %+v, want an emptyDir", spool)
+	if spool == nil || spool.PersistentVolumeClaim == nil || spool.PersistentVolumeClaim.ClaimName != "paperclip-spool" {
+		t.Fatalf("the spool volume is %+v, want the PersistentVolumeClaim paperclip-spool", spool)
+	}
+	pvc := typed[corev1.PersistentVolumeClaim](t, find(objs, "PersistentVolumeClaim", "paperclip-spool"))
+	if diff := cmp.Diff([]corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, pvc.Spec.AccessModes); diff != "" {
+		t.Errorf("access modes of the spool's claim (-want +got):\n%s", diff)
+	}
+	if dep.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
+		t.Errorf("the Deployment's strategy is %q, want Recreate (the old pod lets go of the RWO spool first)", dep.Spec.Strategy.Type)
 	}
 	mounts := map[string][]string{}
 	for _, c := range pod.Containers {
