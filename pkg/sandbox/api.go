@@ -210,7 +210,7 @@ func (a *API) probe(ctx context.Context, w http.ResponseWriter, base baseParams)
 		} else {
 			image := cfg.Image
 			if image == "" {
-				image = m.Adapter("claude_local").Image
+				image = m.Adapter(DefaultAdapterType).Image
 			}
 			r := Record{ID: "pcsync-sbx-probe", Namespace: ns, Company: c.Slug(), Image: image, ExpiresAt: time.Now().Add(time.Hour)}
 			r.setPaths(a.m.opts.HostRoot)

@@ -72,7 +72,7 @@ type lease struct {
 	shuttingDown bool
 	idle         chan struct{} // closed when running drops to 0 while releasing
 	released     chan struct{} // closed once the pod is gone
-	receipt      string
+	endErr       string        // why the end failed, once released is closed
 	expiry       *time.Timer
 }
 

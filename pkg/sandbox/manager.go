@@ -152,17 +152,6 @@ func (m *Manager) forget(id string) {
 	m.mu.Unlock()
 }
 
-// Leases returns the records of the leases the manager holds.
-func (m *Manager) Leases() []Record {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	out := make([]Record, 0, len(m.leases))
-	for _, l := range m.leases {
-		out = append(out, l.Record)
-	}
-	return out
-}
-
 // Close stops the manager: it waits for releases in progress and closes
 // every command stream. Lease pods stay (the next daemon adopts them) and
 // end at their expiry at the latest.

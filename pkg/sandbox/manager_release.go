@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -84,7 +83,7 @@ func (m *Manager) Release(ctx context.Context, p ReleaseParams) (ReceiptState, e
 		return "", ctx.Err()
 	}
 	l.mu.Lock()
-	errMsg := l.receipt
+	errMsg := l.endErr
 	l.mu.Unlock()
 	if errMsg != "" {
 		return "", fmt.Errorf("lease %s: %s", l.ID, errMsg)
@@ -163,7 +162,7 @@ func (m *Manager) releaseAsync(l *lease, why string) {
 		}
 		l.mu.Lock()
 		l.state = LeaseGone
-		l.receipt = errMsg
+		l.endErr = errMsg
 		l.mu.Unlock()
 		close(l.released)
 		m.log.Info("sandbox lease ended", slog.String("lease", l.ID), slog.String("why", why),
@@ -228,9 +227,6 @@ func (m *Manager) waitGone(ctx context.Context, ns, name string) error {
 			if ev.Type == watch.Deleted {
 				gone = true
 				break
-			}
-			if p, ok := ev.Object.(*corev1.Pod); ok && p.DeletionTimestamp == nil {
-				continue
 			}
 		}
 		w.Stop()
