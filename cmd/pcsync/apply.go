@@ -12,6 +12,7 @@ import (
 
 	"github.com/pcsync/pcsync/pkg/apply"
 	"github.com/pcsync/pcsync/pkg/paperclip"
+	"github.com/pcsync/pcsync/pkg/render"
 )
 
 // applySetFlags name the ApplySet inventory, shared by apply and diff.
@@ -52,6 +53,7 @@ func (f *applySetFlags) manager(g *globalOptions) (*apply.Manager, error) {
 	opts.ToolVersion = toolVersion()
 	opts.Workers = f.workers
 	opts.Logger = g.Logger
+	opts.OwnerLabel = render.LabelCompany // a company adopts with pcsync.io/adopt=<its slug>
 	return apply.NewManager(cfg, opts)
 }
 
@@ -113,7 +115,7 @@ for machines. Exit code 2 if any object failed.`,
 			}
 			opts.Prune, opts.PruneMax, opts.PruneFloor, opts.AllowMassPrune =
 				lim.Prune, lim.PruneMax, lim.PruneFloor, lim.AllowMassPrune
-			model, out, err := g.loadModelAndRender(cmd.Context(), dirArg(args))
+			model, out, err := g.loadModelAndRender(cmd.Context(), dirArg(args), set.namespace)
 			if err != nil {
 				return err
 			}

@@ -53,7 +53,7 @@ cannot be read. A summary line goes to stderr.`,
 			}
 			opts.Prune, opts.PruneMax, opts.PruneFloor, opts.AllowMassPrune =
 				lim.Prune, lim.PruneMax, lim.PruneFloor, lim.AllowMassPrune
-			model, out, err := g.loadModelAndRender(cmd.Context(), dirArg(args))
+			model, out, err := g.loadModelAndRender(cmd.Context(), dirArg(args), set.namespace)
 			if err != nil {
 				return err
 			}

@@ -19,9 +19,9 @@ import (
 // "role.rbac.authorization.k8s.io/paperclip-tenant-role configured (paperclip-acme, dry run)",
 // then one summary line:
 //
-//	summary: 3 created, 1 configured, 4 unchanged, 0 recreated, 1 pruned, 0 retained, 0 failed; 9 objects, 5 mutating requests, 0.42s
+//	summary: 3 created, 1 configured, 4 unchanged, 0 recreated, 1 pruned, 0 retained, 0 released, 0 failed; 9 objects, 5 mutating requests, 0.42s
 //
-// A retained Namespace's line ends with ": <why>". Errors go to stderr, one
+// A retained Namespace's line, and a released (adopted) object's, ends with ": <why>". Errors go to stderr, one
 // "error: …" line each. diff prints the objects' unified diffs one after the other,
 // and on stderr its errors and a summary line.
 
@@ -147,7 +147,7 @@ type jsonObject struct {
 	Name       string       `json:"name"`
 	Action     apply.Action `json:"action"`
 	Error      string       `json:"error,omitempty"`
-	// Note explains a retained Namespace (apply only).
+	// Note explains a retained Namespace or a released object (apply only).
 	Note string `json:"note,omitempty"`
 	// Diff is the unified diff (diff only).
 	Diff string `json:"diff,omitempty"`
@@ -161,6 +161,7 @@ type jsonSummary struct {
 	Recreated        int     `json:"recreated"`
 	Pruned           int     `json:"pruned"`
 	Retained         int     `json:"retained"`
+	Released         int     `json:"released"`
 	Failed           int     `json:"failed"`
 	Objects          int     `json:"objects"`
 	MutatingRequests int64   `json:"mutatingRequests"`
@@ -234,6 +235,8 @@ func fillJSON(out *jsonReport, c *apply.ChangeSet) {
 			s.Pruned++
 		case apply.ActionRetained:
 			s.Retained++
+		case apply.ActionReleased:
+			s.Released++
 		case apply.ActionFailed:
 			s.Failed++
 		}

@@ -48,6 +48,8 @@ func TestOutput(t *testing.T) {
 			{Ref: refOldCM, Action: apply.ActionPruned, Prune: true},
 			{Ref: refOldRole, Action: apply.ActionFailed, Prune: true, Err: errors.New("Role/paperclip-gone/r prune failed: forbidden")},
 			{Ref: refOldNS, Action: apply.ActionRetained, Prune: true, Note: "holds objects that are not in the set: job/x"},
+			{Ref: apply.ObjectRef{Version: "v1", Kind: "Namespace", Name: "team-shared"}, Action: apply.ActionReleased, Prune: true,
+				Note: "adopted (pcsync.io/adopt), so let go instead of deleted: pcsync's fields were removed, the object stays"},
 		},
 		MutatingRequests: 5,
 		ReadRequests:     12,

@@ -17,7 +17,7 @@ as one YAML stream on stdout, or with -o writes one file per company
 commit for ArgoCD or Flux. The output is deterministic.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			out, err := g.loadAndRender(cmd.Context(), dirArg(args))
+			out, err := g.loadAndRender(cmd.Context(), dirArg(args), "")
 			if err != nil {
 				return err
 			}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/kube"
+	"github.com/pcsync/pcsync/pkg/leader"
 	"github.com/pcsync/pcsync/pkg/render"
 )
 
@@ -105,14 +106,29 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // Stderr and the warnings too, and returns the render output. Invalid
 // config (including a patch kustomize cannot apply) returns an error for
 // which exitCode is 1, already reported.
-func (g *globalOptions) loadAndRender(ctx context.Context, dir string) (*render.Output, error) {
-	_, out, err := g.loadModelAndRender(ctx, dir)
+func (g *globalOptions) loadAndRender(ctx context.Context, dir, applySetNamespace string) (*render.Output, error) {
+	_, out, err := g.loadModelAndRender(ctx, dir, applySetNamespace)
 	return out, err
 }
 
+// loadOptions are the config.LoadOptions of every command: the namespace
+// pcsync runs in and, for a command with an ApplySet ("" for none), the
+// parent's namespace are refused as tenant namespaces.
+func loadOptions(applySetNamespace string) config.LoadOptions {
+	o := config.DefaultLoadOptions()
+	o.ProtectedNamespaces = map[string]string{}
+	if ns := leader.PodNamespace(); ns != "" {
+		o.ProtectedNamespaces[ns] = "the namespace pcsync runs in ($POD_NAMESPACE, else its service account's)"
+	}
+	if applySetNamespace != "" {
+		o.ProtectedNamespaces[applySetNamespace] = "the ApplySet parent's namespace (--applyset-namespace)"
+	}
+	return o
+}
+
 // loadModelAndRender is loadAndRender that also returns the model.
-func (g *globalOptions) loadModelAndRender(ctx context.Context, dir string) (*config.Model, *render.Output, error) {
-	m, err := config.Load(ctx, dir, config.DefaultLoadOptions())
+func (g *globalOptions) loadModelAndRender(ctx context.Context, dir, applySetNamespace string) (*config.Model, *render.Output, error) {
+	m, err := config.Load(ctx, dir, loadOptions(applySetNamespace))
 	if err != nil {
 		return nil, nil, g.reportConfigError(err)
 	}

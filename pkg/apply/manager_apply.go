@@ -20,7 +20,10 @@ import (
 // manager, and records them in the ApplySet inventory:
 //
 //  1. the parent is read (a parent of another tool is refused) and the live members
-//     are listed, one LIST per resource;
+//     are listed, one LIST per resource; an object that exists but is not a member
+//     is left alone (ErrNotOwned), with every object of its Namespace when it is
+//     one, unless a person marked it with AnnotationAdopt or the set created its
+//     Namespace (see claim);
 //  2. with Prune, the members no longer given are planned for deletion and the prune
 //     guard looks at the plan (see guardPrune): a held prune refuses the call before
 //     anything changes (a *PruneRefusedError), or with HoldPrune is only skipped and
@@ -74,6 +77,9 @@ func (m *Manager) Apply(ctx context.Context, objs []*unstructured.Unstructured, 
 
 	idx := m.newLiveIndex(inv.id, m.interestingNamespaces(inv, desired))
 	if err := idx.loadAll(ctx, uniqueMappings(desired)); err != nil {
+		return report, err
+	}
+	if err := m.claim(ctx, desired, idx, inv); err != nil {
 		return report, err
 	}
 	var plan *prunePlan
@@ -220,7 +226,7 @@ func (m *Manager) begin(ctx context.Context, objs []*unstructured.Unstructured) 
 func setScope(objs []*desiredObject) (sets.Set[schema.GroupKind], sets.Set[string]) {
 	kinds, namespaces := sets.New[schema.GroupKind](), sets.New[string]()
 	for _, d := range objs {
-		if d.mapping == nil {
+		if d.mapping == nil || d.err != nil {
 			continue
 		}
 		kinds.Insert(d.ref.GroupKind())

@@ -43,6 +43,9 @@ func (m *Manager) Diff(ctx context.Context, objs []*unstructured.Unstructured, o
 	if err := idx.loadAll(ctx, uniqueMappings(desired)); err != nil {
 		return report, err
 	}
+	if err := m.claim(ctx, desired, idx, inv); err != nil {
+		return report, err
+	}
 	var plan *prunePlan
 	if opts.Prune {
 		if plan, err = m.planPrune(ctx, inv, desired, idx); err != nil {
@@ -76,6 +79,10 @@ func (m *Manager) Diff(ctx context.Context, objs []*unstructured.Unstructured, o
 	report.Objects = results
 	if plan != nil {
 		for _, p := range plan.objects {
+			if p.release {
+				report.Objects = append(report.Objects, m.diffRelease(ctx, p, opts))
+				continue
+			}
 			from, _, err := maskedTexts(p.obj, nil)
 			r := Change{Ref: p.ref, Action: ActionPruned, Prune: true, Diff: textdiff.Unified(diffHeader("live", p.ref),
 				diffHeader("merged", p.ref), from, "", opts.Context)}
@@ -86,6 +93,21 @@ func (m *Manager) Diff(ctx context.Context, objs []*unstructured.Unstructured, o
 		}
 	}
 	return report, nil
+}
+
+// diffRelease shows what releasing an adopted member would change: a dry run
+// of the release, diffed against the live object.
+func (m *Manager) diffRelease(ctx context.Context, p pruneObject, opts DiffOptions) Change {
+	out, err := m.releaseRequest(ctx, p, true)
+	var from, to string
+	if err == nil {
+		from, to, err = maskedTexts(p.obj, out)
+	}
+	if err != nil {
+		return Change{Ref: p.ref, Action: ActionFailed, Prune: true, Err: objectError(p.ref, "diff", err)}
+	}
+	return Change{Ref: p.ref, Action: ActionReleased, Prune: true,
+		Diff: textdiff.Unified(diffHeader("live", p.ref), diffHeader("merged", p.ref), from, to, opts.Context)}
 }
 
 // diffOne computes the diff of one object.

@@ -2,6 +2,7 @@ package apply
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -33,6 +34,9 @@ type pruneObject struct {
 	mapping *meta.RESTMapping
 	uid     types.UID
 	obj     *unstructured.Unstructured
+	// release: the object was adopted (AnnotationAdopt), so it is let go,
+	// not deleted.
+	release bool
 }
 
 // pruneOrder: namespaced objects, then cluster-scoped ones, then Namespaces, then CRDs
@@ -120,7 +124,7 @@ func (m *Manager) planPrune(ctx context.Context, inv *inventory, objs []*desired
 			if gk == namespaceGroupKind && ref.Name == inv.parent.Namespace {
 				continue
 			}
-			plan.objects = append(plan.objects, pruneObject{ref: ref, mapping: mp, uid: u.GetUID(), obj: u})
+			plan.objects = append(plan.objects, pruneObject{ref: ref, mapping: mp, uid: u.GetUID(), obj: u, release: adopted(u)})
 		}
 	}
 	plan.tenants.Delete(inv.parent.Namespace)
@@ -154,6 +158,10 @@ func (m *Manager) prune(ctx context.Context, plan *prunePlan, opts ApplyOptions)
 		group := plan.objects[lo:hi]
 		forEach(ctx, m.opts.Workers, len(group), func(ctx context.Context, i int) {
 			p := group[i]
+			if p.release {
+				results[lo+i] = m.release(ctx, p, opts)
+				return
+			}
 			if p.ref.GroupKind() == namespaceGroupKind {
 				if note := m.namespaceHoldsOthers(ctx, p.ref.Name, plan); note != "" {
 					results[lo+i] = Change{Ref: p.ref, Action: ActionRetained, Prune: true, Note: note}
@@ -178,6 +186,41 @@ func (m *Manager) prune(ctx context.Context, plan *prunePlan, opts ApplyOptions)
 		}
 	}
 	return results, failed
+}
+
+// release lets go of an adopted member: a server-side apply of nothing by the
+// set's field manager removes every field only it owns (its labels, the
+// set's part-of label, its annotations), and leaves the object and what
+// others own. The object was there before the set; it stays after it.
+func (m *Manager) release(ctx context.Context, p pruneObject, opts ApplyOptions) Change {
+	if _, err := m.releaseRequest(ctx, p, opts.DryRun); err != nil {
+		return Change{Ref: p.ref, Action: ActionFailed, Prune: true, Err: objectError(p.ref, "release", err)}
+	}
+	return Change{Ref: p.ref, Action: ActionReleased, Prune: true,
+		Note: "adopted (" + AnnotationAdopt + "), so let go instead of deleted: pcsync's fields were removed, the object stays"}
+}
+
+// releaseRequest sends the release of p and returns the object it leaves
+// (nil when p is gone already).
+func (m *Manager) releaseRequest(ctx context.Context, p pruneObject, dryRun bool) (*unstructured.Unstructured, error) {
+	body, err := json.Marshal(map[string]any{
+		"apiVersion": p.obj.GetAPIVersion(),
+		"kind":       p.obj.GetKind(),
+		"metadata":   map[string]any{"name": p.ref.Name, "namespace": p.ref.Namespace, "uid": string(p.uid)},
+	})
+	if err != nil {
+		return nil, err
+	}
+	out, _, err := m.patchApply(ctx, p.mapping, p.ref.Namespace, p.ref.Name, body, m.opts.FieldManager, true, dryRun)
+	switch {
+	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+		// The uid in the body makes the request fail with a conflict when the
+		// object is gone, or was replaced by someone else's: nothing to let go.
+		return nil, nil
+	case err != nil:
+		return nil, redact(explainApplyError(err), p.obj)
+	}
+	return out, nil
 }
 
 // namespaceHoldsOthers checks whether a Namespace about to be pruned still holds

@@ -35,6 +35,11 @@ type ManagerOptions struct {
 	// kind of that group; it is appended to the error. Default:
 	// DefaultMissingKindHints.
 	MissingKindHints map[string]string
+	// OwnerLabel is the label whose value, on an object given to Apply, an
+	// existing object that is not a member of the set must carry in its
+	// AnnotationAdopt to be taken (pcsync sets its company label). Objects
+	// without it are owned by their Namespace's name. Default "".
+	OwnerLabel string
 	// Logger receives debug and progress records; nil discards them. Object contents
 	// are never logged.
 	Logger *slog.Logger

@@ -32,6 +32,11 @@ const (
 	// that are not members of the set (agent Jobs, Secrets created by hand, …); it is
 	// kept, and a later prune deletes it once they are gone. See ObjectResult.Note.
 	ActionRetained Action = "retained"
+	// ActionReleased: the object was adopted (AnnotationAdopt), is no longer
+	// rendered, and was let go instead of deleted: the fields only the set's
+	// field manager owned (its labels, the set's membership) were removed, the
+	// object and what others put on it stay.
+	ActionReleased Action = "released"
 	// ActionFailed: the object could not be applied (or pruned); see its error.
 	ActionFailed Action = "failed"
 )
@@ -39,7 +44,7 @@ const (
 // Actions returns every Action in summary order.
 func Actions() []Action {
 	return []Action{ActionCreated, ActionConfigured, ActionUnchanged, ActionRecreated, ActionPruned,
-		ActionRetained, ActionFailed}
+		ActionRetained, ActionReleased, ActionFailed}
 }
 
 // ObjectRef names one object. Version is informative (the version it was applied
@@ -103,7 +108,8 @@ type Change struct {
 	// Action is what happened to it.
 	Action Action
 	// Prune marks a member of the set that is no longer given: its Action is
-	// ActionPruned, ActionRetained or, when deleting it failed, ActionFailed.
+	// ActionPruned, ActionRetained, ActionReleased or, when deleting (or
+	// releasing) it failed, ActionFailed.
 	Prune bool
 	// Err is set when Action is ActionFailed. Its message starts with the object's
 	// ref and the operation ("apply", "prune", "diff") and never contains Secret
@@ -157,7 +163,7 @@ func (c *ChangeSet) Count(a Action) int {
 func (c *ChangeSet) Changed() bool {
 	for _, o := range c.Objects {
 		switch o.Action {
-		case ActionCreated, ActionConfigured, ActionPruned, ActionRecreated:
+		case ActionCreated, ActionConfigured, ActionPruned, ActionRecreated, ActionReleased:
 			return true
 		}
 	}

@@ -28,6 +28,13 @@ type LoadOptions struct {
 	// Validator checks documents against the schema; nil means the
 	// package's shared one.
 	Validator *Validator
+	// ProtectedNamespaces are namespaces that pcsync itself needs at run
+	// time, which no company may render to: the ApplySet parent's
+	// namespace, the namespace pcsync runs in. Each maps to what it is, for
+	// the error ("the ApplySet parent's namespace (--applyset-namespace)").
+	// The namespaces Kubernetes uses (ReservedNamespaces) and Settings
+	// spec.server.namespace are always refused.
+	ProtectedNamespaces map[string]string
 }
 
 // DefaultLoadOptions returns the options Load uses for zero fields.
@@ -321,7 +328,7 @@ func assemble(dir string, results []fileResult, opts LoadOptions) (*Model, error
 			}
 		}
 	}
-	chk := &checker{m: m, errs: errs}
+	chk := &checker{m: m, errs: errs, protected: opts.ProtectedNamespaces}
 	if settingsDoc != nil {
 		chk.settings(settingsDoc.doc)
 	}

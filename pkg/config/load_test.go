@@ -181,3 +181,47 @@ func TestPatchPathLoaded(t *testing.T) {
 		t.Errorf("patch source = %v, want line 8, column 7", p.Source)
 	}
 }
+
+// TestLoadProtectedNamespaces: a company that renders to a namespace pcsync
+// needs at run time is refused at its metadata.name, with what the namespace
+// is; the other companies load.
+func TestLoadProtectedNamespaces(t *testing.T) {
+	tests := []struct {
+		name      string
+		protected map[string]string
+		want      []string
+	}{
+		{name: "none", want: nil},
+		{
+			name:      "applyset parent",
+			protected: map[string]string{"paperclip-ops": "the ApplySet parent's namespace (--applyset-namespace)"},
+			want: []string{`companies.yaml:4:9: metadata.name: company "ops" renders to namespace "paperclip-ops", which is the ApplySet parent's namespace (--applyset-namespace): ` +
+				`pcsync would restrict it and, on prune, delete it; rename the company or change Settings spec.namespacePrefix`},
+		},
+		{
+			name:      "unrelated",
+			protected: map[string]string{"pcsync-system": "the namespace pcsync runs in"},
+			want:      nil,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeFiles(t, dir, map[string]string{"companies.yaml": companyDoc("ops") + "---\n" + companyDoc("acme")})
+			opts := config.DefaultLoadOptions()
+			opts.ProtectedNamespaces = tt.protected
+			_, err := config.Load(context.Background(), dir, opts)
+			var got []string
+			if ce := (*config.Errors)(nil); errors.As(err, &ce) {
+				for _, l := range ce.Lines() {
+					got = append(got, strings.TrimPrefix(l, dir+string(filepath.Separator)))
+				}
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("errors (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -20,6 +20,8 @@ import (
 type checker struct {
 	m    *Model
 	errs *Errors
+	// protected are LoadOptions.ProtectedNamespaces.
+	protected map[string]string
 }
 
 func (k *checker) settings(d *document) {
@@ -87,6 +89,10 @@ func (k *checker) company(d *document, c *Company) {
 		k.errs.add(d.posIn(keys("metadata", "name"), false), "metadata.name",
 			"company %q renders to namespace %q, where the Paperclip server runs (Settings spec.server.namespace): its deny-all NetworkPolicy would cut the server off; rename the company or change Settings spec.namespacePrefix",
 			c.Metadata.Name, ns)
+	case k.protected[ns] != "":
+		k.errs.add(d.posIn(keys("metadata", "name"), false), "metadata.name",
+			"company %q renders to namespace %q, which is %s: pcsync would restrict it and, on prune, delete it; rename the company or change Settings spec.namespacePrefix",
+			c.Metadata.Name, ns, k.protected[ns])
 	}
 	k.annotations(d, keys("spec", "serviceAccountAnnotations"), c.Spec.ServiceAccountAnnotations)
 	for i, h := range c.Spec.Egress.AllowFQDNs {

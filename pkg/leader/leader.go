@@ -9,6 +9,7 @@
 package leader
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -93,15 +94,23 @@ func DefaultNamespace() string {
 }
 
 func namespaceFrom(getenv func(string) string, saFile string) string {
+	return cmp.Or(podNamespace(getenv, saFile), DefaultLeaseNamespace)
+}
+
+// PodNamespace is the namespace pcsync runs in: $POD_NAMESPACE, else the
+// namespace of the pod's service account; "" outside a pod.
+func PodNamespace() string {
+	return podNamespace(os.Getenv, ServiceAccountNamespaceFile)
+}
+
+func podNamespace(getenv func(string) string, saFile string) string {
 	if ns := strings.TrimSpace(getenv("POD_NAMESPACE")); ns != "" {
 		return ns
 	}
 	if b, err := os.ReadFile(saFile); err == nil {
-		if ns := strings.TrimSpace(string(b)); ns != "" {
-			return ns
-		}
+		return strings.TrimSpace(string(b))
 	}
-	return DefaultLeaseNamespace
+	return ""
 }
 
 // DefaultIdentity is the host name (in a pod, the pod name) followed by "_"

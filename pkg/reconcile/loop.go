@@ -505,6 +505,8 @@ func (l *Loop) record(log *slog.Logger, out *Outcome, rendered int) {
 			log.Info("object pruned", attrs...)
 		case apply.ActionRetained:
 			log.Warn("namespace retained", append(attrs, slog.String("note", o.Note))...)
+		case apply.ActionReleased:
+			log.Info("adopted object released", attrs...)
 		case apply.ActionCreated, apply.ActionConfigured, apply.ActionRecreated:
 			if drifting {
 				out.Drift++
@@ -525,7 +527,8 @@ func (l *Loop) record(log *slog.Logger, out *Outcome, rendered int) {
 		slog.Int("objects", rendered), slog.Int("created", r.Count(apply.ActionCreated)),
 		slog.Int("configured", r.Count(apply.ActionConfigured)), slog.Int("unchanged", r.Count(apply.ActionUnchanged)),
 		slog.Int("recreated", r.Count(apply.ActionRecreated)), slog.Int("pruned", r.Count(apply.ActionPruned)),
-		slog.Int("retained", r.Count(apply.ActionRetained)), slog.Int("failed", r.Count(apply.ActionFailed)),
+		slog.Int("retained", r.Count(apply.ActionRetained)), slog.Int("released", r.Count(apply.ActionReleased)),
+		slog.Int("failed", r.Count(apply.ActionFailed)),
 		slog.Int("drift", out.Drift), slog.Int64("mutatingRequests", r.MutatingRequests),
 		slog.Duration("duration", r.Duration))
 }
