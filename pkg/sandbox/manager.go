@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/pcsync/pcsync/internal/tenantns"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/runs/kubeexec"
 )
@@ -29,6 +30,8 @@ type Manager struct {
 	model func() *config.Model
 	j     *journal
 	log   *slog.Logger
+	// tenants confirms that a lease's namespace is its company's.
+	tenants *tenantns.Guard
 
 	mu     sync.Mutex
 	leases map[string]*lease
@@ -55,7 +58,8 @@ func New(ctx context.Context, cfg *rest.Config, model func() *config.Model, o Op
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
-	m := &Manager{opts: o, cs: cs, rest: cfg, model: model, j: j, log: o.Logger, leases: map[string]*lease{}}
+	m := &Manager{opts: o, cs: cs, rest: cfg, model: model, j: j, log: o.Logger, leases: map[string]*lease{},
+		tenants: tenantns.New(cs, 0)}
 	if err := m.adopt(ctx); err != nil {
 		return nil, err
 	}

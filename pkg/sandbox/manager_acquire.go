@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/pcsync/pcsync/internal/tenantns"
 	"github.com/pcsync/pcsync/pkg/sandbox/cmdclient"
 )
 
@@ -122,6 +123,11 @@ func (m *Manager) Acquire(ctx context.Context, p AcquireParams) (LeaseInfo, erro
 		RunID: p.RunID, AgentID: p.AgentID, ExpiresAt: expires, CreatedAt: now,
 	}
 	r.setPaths(m.opts.HostRoot)
+	if err := m.tenants.Check(ctx, r.Namespace, r.Company); errors.Is(err, tenantns.ErrNotTenant) {
+		return LeaseInfo{}, userErrorf("namespace_not_tenant", "no pod created: %v", err)
+	} else if err != nil {
+		return LeaseInfo{}, err
+	}
 	pod, err := BuildPod(&r, model, m.opts)
 	if err != nil {
 		return LeaseInfo{}, err

@@ -20,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/pcsync/pcsync/internal/testcluster"
 	"github.com/pcsync/pcsync/pkg/config"
@@ -77,6 +78,12 @@ func newEnv(t testing.TB, o envOptions) *env {
 	i := strings.LastIndexByte(ns, '-')
 	prefix, slug := ns[:i+1], ns[i+1:]
 	ctx := context.Background()
+	// The company label pcsync renders on its tenant namespace (the daemon
+	// puts no pod in a namespace without it).
+	label := []byte(`{"metadata":{"labels":{"paperclip.io/company":"` + slug + `"}}}`)
+	if _, err := c.Client().CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType, label, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := c.Client().CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{
 		ObjectMeta: metav1.ObjectMeta{Name: "paperclip-tenant-sa"}, AutomountServiceAccountToken: ptr(false),
 	}, metav1.CreateOptions{}); err != nil {
@@ -360,12 +367,29 @@ func processAlive(pid string) bool {
 	return exec.Command("kill", "-0", pid).Run() == nil
 }
 
-// TestAcquireRefusals: a bad config, an unknown company, an image that is
-// not allowed and a full quota are refused at once, each with a message that
+// TestAcquireRefusals: a namespace that is not the company's, a bad config,
+// an unknown company, an image that is not allowed and a full quota are
+// refused at once, each with a message that
 // says what to fix, and leave no pod and no journal entry.
 func TestAcquireRefusals(t *testing.T) {
 	one := 0
 	e := newEnv(t, envOptions{QuotaPods: &one})
+	// The namespace exists but is not the company's (pcsync apply left it
+	// alone): no pod goes there.
+	unlabel := []byte(`{"metadata":{"labels":{"paperclip.io/company":null}}}`)
+	if _, err := e.c.Client().CoreV1().Namespaces().Patch(context.Background(), e.ns, types.MergePatchType, unlabel, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.m.Acquire(context.Background(), AcquireParams{Config: EnvironmentConfig{Company: e.slug()}, AdapterType: "claude_local"})
+	var ue *UserError
+	if !errors.As(err, &ue) || ue.Code != "namespace_not_tenant" ||
+		!strings.Contains(ue.Message, "no pod created: Namespace/"+e.ns+" exists but is not company "+e.slug()+"'s tenant namespace") {
+		t.Errorf("acquire in a namespace that is not the company's: %v", err)
+	}
+	relabel := []byte(`{"metadata":{"labels":{"paperclip.io/company":"` + e.slug() + `"}}}`)
+	if _, err := e.c.Client().CoreV1().Namespaces().Patch(context.Background(), e.ns, types.MergePatchType, relabel, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name string
 		cfg  EnvironmentConfig

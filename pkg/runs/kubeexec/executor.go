@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/pcsync/pcsync/internal/tenantns"
 	"github.com/pcsync/pcsync/pkg/result"
 	"github.com/pcsync/pcsync/pkg/runs"
 )
@@ -38,6 +39,8 @@ type Executor struct {
 	journal *journal
 	opts    Options
 	tracker *tracker
+	// tenants confirms that a run's namespace is its company's.
+	tenants *tenantns.Guard
 }
 
 // syncTimeout bounds the informers' first list.
@@ -79,6 +82,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Executor, error)
 		return nil, fmt.Errorf("kubernetes executor: %w", err)
 	}
 	e := &Executor{ctx: ctx, client: client, logs: logs, window: window, journal: j, opts: opts, tracker: t,
+		tenants: tenantns.New(client, 0),
 		queue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[string]{
 			Name: "kubeexec_runs", MetricsProvider: opts.QueueMetrics,
 		})}
@@ -149,6 +153,11 @@ func (e *Executor) Start(ctx context.Context, r *runs.Run) (runs.Handle, error) 
 		return nil, &runs.StartError{Code: result.ErrInvalidRequest, Err: err}
 	}
 	ns, name := job.Namespace, job.Name
+	if err := e.tenants.Check(ctx, ns, r.Company.Slug()); errors.Is(err, tenantns.ErrNotTenant) {
+		return nil, &runs.StartError{Code: result.ErrInvalidRequest, Err: fmt.Errorf("no Job created: %w", err)}
+	} else if err != nil {
+		return nil, err
+	}
 	key := jobKey(ns, name)
 	limit := max(1, r.Agent.Concurrency)
 	if err := e.tracker.reserve(ctx, agentKey{ns, r.Agent.Name}, key, limit, func(n int) {

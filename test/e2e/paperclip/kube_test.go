@@ -17,6 +17,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/pcsync/pcsync/internal/testcluster"
@@ -38,12 +39,29 @@ type kubeWorld struct {
 	podDone map[string]time.Time
 }
 
+// tenantNamespaces makes a world's tenant namespace (by the test cluster,
+// for its clean-up and for kwok's logs and execs) and the namespace of its
+// ApplySet parent, and returns the tenant namespace, the Settings
+// namespacePrefix and the company slug that render to it, and the parent's
+// namespace. pcsync takes no namespace it did not create, so the tenant
+// namespace is handed to the company on purpose (pcsync.io/adopt).
+func tenantNamespaces(t testing.TB, c *testcluster.Cluster, prefix string) (ns, nsPrefix, slug, setNS string) {
+	t.Helper()
+	ns = c.Namespace(t, prefix, nil)
+	i := strings.LastIndexByte(ns, '-')
+	nsPrefix, slug = ns[:i+1], ns[i+1:]
+	patch := []byte(`{"metadata":{"annotations":{"pcsync.io/adopt":"` + slug + `"}}}`)
+	if _, err := c.Client().CoreV1().Namespaces().Patch(context.Background(), ns, types.MergePatchType, patch,
+		metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return ns, nsPrefix, slug, c.Namespace(t, prefix+"-set", nil)
+}
+
 func newKubeWorld(t testing.TB, srv *server, agents []pcsyncAgent, lines []string) *kubeWorld {
 	t.Helper()
 	c := testcluster.Get(t)
-	ns := c.Namespace(t, "pce2e", nil)
-	i := strings.LastIndexByte(ns, '-')
-	prefix, slug := ns[:i+1], ns[i+1:]
+	ns, prefix, slug, setNS := tenantNamespaces(t, c, "pce2e")
 	kw := &kubeWorld{c: c, ns: ns, jobs: map[string]*batchv1.Job{}, secrets: map[string]*corev1.Secret{},
 		jobAt: map[string]time.Time{}, jobGone: map[string]time.Time{}, podDone: map[string]time.Time{}}
 	kubeconfig := c.KubeconfigPath()
@@ -63,10 +81,10 @@ func newKubeWorld(t testing.TB, srv *server, agents []pcsyncAgent, lines []strin
 		Slug: slug, Agents: agents, Executor: "kubernetes",
 		Settings:   map[string]any{"namespacePrefix": prefix},
 		Company:    map[string]any{"quota": big},
-		DaemonArgs: []string{"--kubeconfig", kubeconfig},
+		DaemonArgs: []string{"--kubeconfig", kubeconfig, "--applyset-namespace", setNS},
 		Before: func(w *world) {
 			out, err := runCmd(w.pc.Config, nil, getTools(t).Pcsync, "apply", w.pc.Config,
-				"--kubeconfig", kubeconfig, "--applyset-namespace", ns, "--force-conflicts")
+				"--kubeconfig", kubeconfig, "--applyset-namespace", setNS, "--force-conflicts")
 			if err != nil {
 				t.Fatalf("pcsync apply: %v", err)
 			}

@@ -34,6 +34,7 @@ type sandboxWorld struct {
 	*world
 	c       *testcluster.Cluster
 	ns      string
+	setNS   string // the ApplySet parent's namespace
 	hostDir string
 	envID   string
 	envCfg  map[string]any
@@ -59,15 +60,13 @@ func newSandboxWorld(t testing.TB, srv *server, o sandboxOptions) *sandboxWorld 
 	tl := getTools(t)
 	srv.installPlugin(t)
 	c := testcluster.Get(t)
-	ns := c.Namespace(t, "pcsbx", nil)
-	i := strings.LastIndexByte(ns, '-')
-	prefix, slug := ns[:i+1], ns[i+1:]
-	sw := &sandboxWorld{c: c, ns: ns, podAt: map[string]time.Time{}, podGone: map[string]time.Time{}, pods: map[string]*corev1.Pod{}}
+	ns, prefix, slug, setNS := tenantNamespaces(t, c, "pcsbx")
+	sw := &sandboxWorld{c: c, ns: ns, setNS: setNS, podAt: map[string]time.Time{}, podGone: map[string]time.Time{}, pods: map[string]*corev1.Pod{}}
 	// Short: the command servers' socket paths live under it.
 	sw.hostDir = shortDir(t, "pcsbx-")
 	kubeconfig := c.KubeconfigPath()
 	big := map[string]any{"pods": 50, "requestsCpu": "100", "requestsMemory": "400Gi", "limitsCpu": "100", "limitsMemory": "400Gi"}
-	args := append([]string{"--kubeconfig", kubeconfig, "--sandbox", "--sandbox-host-root", sw.hostDir,
+	args := append([]string{"--kubeconfig", kubeconfig, "--applyset-namespace", setNS, "--sandbox", "--sandbox-host-root", sw.hostDir,
 		"--sandbox-server-path", tl.Pcsync}, o.DaemonArgs...)
 	sw.daemonArgs = args
 	sw.world = newWorld(t, srv, worldOptions{
@@ -77,7 +76,7 @@ func newSandboxWorld(t testing.TB, srv *server, o sandboxOptions) *sandboxWorld 
 		DaemonArgs: args,
 		Before: func(w *world) {
 			out, err := runCmd(w.pc.Config, nil, tl.Pcsync, "apply", w.pc.Config,
-				"--kubeconfig", kubeconfig, "--applyset-namespace", ns, "--force-conflicts")
+				"--kubeconfig", kubeconfig, "--applyset-namespace", setNS, "--force-conflicts")
 			if err != nil {
 				t.Fatalf("pcsync apply: %v", err)
 			}
@@ -598,7 +597,7 @@ func TestSandboxRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	if out, err := runCmd(sw.pc.Config, nil, getTools(t).Pcsync, "apply", sw.pc.Config, "--kubeconfig", sw.c.KubeconfigPath(),
-		"--applyset-namespace", sw.ns, "--force-conflicts"); err != nil {
+		"--applyset-namespace", sw.setNS, "--force-conflicts"); err != nil {
 		t.Fatalf("pcsync apply: %v\n%s", err, out)
 	}
 	var probe map[string]any
