@@ -303,6 +303,12 @@ const bareManagedBy = "pcsync-bench-peer"
 // deletes the Jobs and waits until they are gone.
 func (e *env) bareBurst(b *testing.B, wt *watchTimes, n int) []time.Duration {
 	b.Helper()
+	return e.bareBurstNamed(b, wt, n, "bare")
+}
+
+// bareBurstNamed is bareBurst with run ids prefix-000, prefix-001, ….
+func (e *env) bareBurstNamed(b *testing.B, wt *watchTimes, n int, prefix string) []time.Duration {
+	b.Helper()
 	ctx := context.Background()
 	cfg := e.c.RESTConfig()
 	cfg.QPS, cfg.Burst, cfg.RateLimiter = -1, 0, nil
@@ -319,7 +325,7 @@ func (e *env) bareBurst(b *testing.B, wt *watchTimes, n int) []time.Duration {
 	ids := make([]string, n)
 	environ := []string{"ANTHROPIC_API_KEY=" + testAPIKey, "PATH=/usr/bin"}
 	for i := range objs {
-		ids[i] = fmt.Sprintf("bare-%03d", i)
+		ids[i] = fmt.Sprintf("%s-%03d", prefix, i)
 		file := filepath.Join(dir, ids[i]+".json")
 		data := fmt.Sprintf(`{"apiVersion":"pcsync.io/v1alpha1","kind":"Run","company":%q,"agent":%q,"prompt":"benchmark run %s"}`, e.slug, agentName, ids[i])
 		if err := os.WriteFile(file, []byte(data), 0o600); err != nil {

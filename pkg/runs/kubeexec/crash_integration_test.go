@@ -229,7 +229,7 @@ func (e *env) createsByName(t *testing.T) creates {
 }
 
 // buildPcsync builds ./cmd/pcsync into a temp directory.
-func buildPcsync(t *testing.T) string {
+func buildPcsync(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "pcsync")
 	build := exec.Command("go", "build", "-o", bin, "github.com/pcsync/pcsync/cmd/pcsync")

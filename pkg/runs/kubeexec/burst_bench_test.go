@@ -1,0 +1,245 @@
+//go:build integration
+
+package kubeexec
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/pcsync/pcsync/internal/testcluster"
+	"github.com/pcsync/pcsync/pkg/result"
+)
+
+// daemonProcess is the real `pcsync daemon` binary running on the env.
+type daemonProcess struct {
+	cmd     *exec.Cmd
+	addr    string
+	logPath string
+}
+
+// startDaemonProcess starts `pcsync daemon --executor kubernetes
+// --no-reconcile` on the env's config, spool and state, and returns once
+// its runs loop serves the spool (/readyz condition RunsServed).
+func (e *env) startDaemonProcess(b *testing.B, bin string, extra ...string) *daemonProcess {
+	b.Helper()
+	d := &daemonProcess{addr: freeAddr(b), logPath: filepath.Join(b.TempDir(), "daemon.log")}
+	logf, err := os.Create(d.logPath)
+	if err != nil {
+		b.Fatal(err)
+	}
+	args := append([]string{"daemon", "--executor", "kubernetes", "--no-reconcile", "--config", e.cfgDir,
+		"--spool", e.spool, "--state-dir", e.state, "--kubeconfig", e.c.KubeconfigPath(),
+		"--metrics-bind-address", d.addr, "--log-format", "json"}, extra...)
+	d.cmd = exec.Command(bin, args...)
+	d.cmd.Stdout, d.cmd.Stderr = logf, logf
+	d.cmd.Env = append(os.Environ(), "ANTHROPIC_API_KEY="+testAPIKey)
+	if err := d.cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(d.stop)
+	e.waitUntil("the daemon to serve the spool", func() bool {
+		resp, err := http.Get("http://" + d.addr + "/readyz")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return strings.Contains(string(body), `"Serving"`)
+	})
+	return d
+}
+
+// stop ends the daemon with SIGTERM (its runs go on) and waits for it.
+func (d *daemonProcess) stop() {
+	if d.cmd.ProcessState != nil {
+		return
+	}
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	_ = d.cmd.Wait()
+}
+
+// logTimes returns, per run, the time of the first daemon log record with
+// that message (e.g. "run queued", "Job created").
+func (d *daemonProcess) logTimes(b *testing.B, msg string) map[string]time.Time {
+	b.Helper()
+	f, err := os.Open(d.logPath)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	out := map[string]time.Time{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.Contains(line, `"msg":"`+msg+`"`) {
+			continue
+		}
+		at, run := jsonField(line, "time"), jsonField(line, "name")
+		t, err := time.Parse(time.RFC3339Nano, at)
+		if err != nil || run == "" {
+			continue
+		}
+		if _, ok := out[run]; !ok {
+			out[run] = t
+		}
+	}
+	return out
+}
+
+// jsonField cuts the string value of a top-level key out of a JSON log line.
+func jsonField(line, key string) string {
+	_, rest, ok := strings.Cut(line, `"`+key+`":"`)
+	if !ok {
+		return ""
+	}
+	v, _, _ := strings.Cut(rest, `"`)
+	return v
+}
+
+// waitIdle waits until the env's namespace has no Job and no pod left, so
+// that each round of a benchmark starts on an idle cluster.
+func (e *env) waitIdle(b *testing.B) {
+	b.Helper()
+	ctx := context.Background()
+	e.waitUntil("the namespace to hold no Job and no pod", func() bool {
+		jobs, err := e.cs.BatchV1().Jobs(e.ns).List(ctx, metav1.ListOptions{})
+		if err != nil || len(jobs.Items) > 0 {
+			return false
+		}
+		pods, err := e.cs.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{})
+		return err == nil && len(pods.Items) == 0
+	})
+}
+
+// daemonBurst is one pcsync round of BenchmarkBurstAsUsersSeeIt: a fresh
+// daemon process; n requests renamed into the spool at once; per request,
+// the time from its rename to its Job's first sight by wt's watch. It waits
+// for every result (the runs succeed, and the daemon deletes their Jobs)
+// and stops the daemon.
+func (e *env) daemonBurst(b *testing.B, bin string, wt *watchTimes, n int, prefix string) (toJob []time.Duration, d *daemonProcess) {
+	b.Helper()
+	d = e.startDaemonProcess(b, bin)
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s-%03d", prefix, i)
+	}
+	at := e.dropAll(b, names)
+	e.waitUntil("every Job of the round to be seen", func() bool {
+		wt.mu.Lock()
+		defer wt.mu.Unlock()
+		for _, name := range names {
+			if _, ok := wt.jobAt[name]; !ok {
+				return false
+			}
+		}
+		return true
+	})
+	wt.mu.Lock()
+	for _, name := range names {
+		toJob = append(toJob, wt.jobAt[name].Sub(at[name]))
+	}
+	wt.mu.Unlock()
+	e.waitUntil("every result of the round", func() bool {
+		for _, name := range names {
+			if _, err := os.Stat(filepath.Join(e.spool, name+result.Suffix)); err != nil {
+				return false
+			}
+		}
+		return true
+	})
+	for _, name := range names {
+		if r := e.result(name); r.Status != result.StatusSucceeded {
+			b.Fatalf("%s: %s %s", name, r.Status, deref(r.ErrorMessage))
+		}
+	}
+	d.stop()
+	if dir := os.Getenv("PCSYNC_BURST_LOG_DIR"); dir != "" {
+		data, _ := os.ReadFile(d.logPath)
+		_ = os.WriteFile(filepath.Join(dir, prefix+".log"), data, 0o644)
+	}
+	return toJob, d
+}
+
+// BenchmarkBurstAsUsersSeeIt is issue 23's protocol, the burst as a user
+// sees it: one company whose quota allows 5,000 pods, one agent of
+// concurrency 1,000, and four rounds on an idle cluster, in the order peer,
+// pcsync, pcsync, peer:
+//   - peer: a bare client-go client (no QPS limit, one goroutine per run)
+//     creates 200 Jobs and their Secrets at once; the time from the common
+//     start to each Job's first sight by a watch;
+//   - pcsync: the real binary, `pcsync daemon --executor kubernetes
+//     --no-reconcile`, started and serving; 200 requests renamed into the
+//     spool at once; the time from each rename to its Job's first sight by
+//     the same watch.
+//
+// Each round waits until the previous one's Jobs and pods are gone. It
+// prints the rounds' p50 and p99 and pcsync's ratio to the peer (pooled
+// rounds of each), and reports them as metrics.
+func BenchmarkBurstAsUsersSeeIt(b *testing.B) {
+	const n = 200
+	bin := buildPcsync(b)
+	lines := transcript(b, claudeTranscript)
+	for range b.N {
+		e := newEnv(b, benchOptions(1000, testcluster.SucceedAfter(time.Second), lines))
+		e.roomForPods(b, n+100)
+		wt := e.watchRuns(b)
+		var peer, ours []time.Duration
+		var table strings.Builder
+		fmt.Fprintf(&table, "%d runs at once on an idle cluster, start → Job seen by a watch\n", n)
+		fmt.Fprintf(&table, "  %-22s %10s %10s\n", "round", "p50", "p99")
+		for round, who := range []string{"peer", "pcsync", "pcsync", "peer"} {
+			e.waitIdle(b)
+			var ds []time.Duration
+			var extra string
+			if who == "peer" {
+				ds = e.bareBurstNamed(b, wt, n, fmt.Sprintf("bare%d", round))
+				peer = append(peer, ds...)
+			} else {
+				var d *daemonProcess
+				ds, d = e.daemonBurst(b, bin, wt, n, fmt.Sprintf("r%d", round))
+				ours = append(ours, ds...)
+				queued, created := d.logTimes(b, "run queued"), d.logTimes(b, "Job created")
+				first, firstJob := time.Time{}, time.Time{}
+				for _, t := range queued {
+					if first.IsZero() || t.Before(first) {
+						first = t
+					}
+				}
+				for _, t := range created {
+					if firstJob.IsZero() || t.Before(firstJob) {
+						firstJob = t
+					}
+				}
+				if !first.IsZero() && !firstJob.IsZero() {
+					extra = fmt.Sprintf("  (first queued → first Job created %.0f ms)", ms(firstJob.Sub(first)))
+				}
+			}
+			fmt.Fprintf(&table, "  %-22s %7.0f ms %7.0f ms%s\n", fmt.Sprintf("%d: %s", round+1, who),
+				ms(percentile(ds, 0.5)), ms(percentile(ds, 0.99)), extra)
+		}
+		wt.stop()
+		p50, p99 := float64(percentile(ours, 0.5))/float64(percentile(peer, 0.5)),
+			float64(percentile(ours, 0.99))/float64(percentile(peer, 0.99))
+		fmt.Fprintf(&table, "  pcsync / peer: p50 %.2f×, p99 %.2f×\n", p50, p99)
+		b.Logf("\n%s", table.String())
+		b.ReportMetric(ms(percentile(ours, 0.5)), "pcsync-p50-ms")
+		b.ReportMetric(ms(percentile(ours, 0.99)), "pcsync-p99-ms")
+		b.ReportMetric(ms(percentile(peer, 0.5)), "peer-p50-ms")
+		b.ReportMetric(ms(percentile(peer, 0.99)), "peer-p99-ms")
+		b.ReportMetric(p50, "p50-ratio")
+		b.ReportMetric(p99, "p99-ratio")
+	}
+}
