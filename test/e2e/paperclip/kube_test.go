@@ -40,6 +40,13 @@ type kubeWorld struct {
 
 func newKubeWorld(t testing.TB, srv *server, agents []pcsyncAgent, lines []string) *kubeWorld {
 	t.Helper()
+	return newKubeWorldWith(t, srv, agents, lines, nil)
+}
+
+// newKubeWorldWith is newKubeWorld with adapterConfig merged into every
+// Paperclip agent's adapterConfig.
+func newKubeWorldWith(t testing.TB, srv *server, agents []pcsyncAgent, lines []string, adapterConfig map[string]any) *kubeWorld {
+	t.Helper()
 	c := testcluster.Get(t)
 	ns := c.Namespace(t, "pce2e", nil)
 	i := strings.LastIndexByte(ns, '-')
@@ -61,9 +68,10 @@ func newKubeWorld(t testing.TB, srv *server, agents []pcsyncAgent, lines []strin
 	}
 	kw.world = newWorld(t, srv, worldOptions{
 		Slug: slug, Agents: agents, Executor: "kubernetes",
-		Settings:   map[string]any{"namespacePrefix": prefix},
-		Company:    map[string]any{"quota": big},
-		DaemonArgs: []string{"--kubeconfig", kubeconfig},
+		Settings:      map[string]any{"namespacePrefix": prefix},
+		Company:       map[string]any{"quota": big},
+		AdapterConfig: adapterConfig,
+		DaemonArgs:    []string{"--kubeconfig", kubeconfig},
 		Before: func(w *world) {
 			out, err := runCmd(w.pc.Config, nil, getTools(t).Pcsync, "apply", w.pc.Config,
 				"--kubeconfig", kubeconfig, "--applyset-namespace", ns, "--force-conflicts")
