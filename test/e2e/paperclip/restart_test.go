@@ -125,7 +125,7 @@ func TestPaperclipPodReplaced(t *testing.T) {
 	tr := readTranscript(t, "claude-obers-small-success.jsonl")
 	// How long each run's pod runs: "early" ends while Paperclip is down,
 	// the others once it is back.
-	delays := map[string]time.Duration{"early": 12 * time.Second, "mid": 30 * time.Second, "late": 40 * time.Second}
+	delays := map[string]time.Duration{"early": 12 * time.Second, "mid": 20 * time.Second, "late": 28 * time.Second}
 	var agents []pcsyncAgent
 	for name, d := range delays {
 		agents = append(agents, pcsyncAgent{Name: name, Transcript: tr.Path,
@@ -223,6 +223,7 @@ func TestPaperclipPodReplaced(t *testing.T) {
 	for _, n := range runs {
 		srv.API.waitRunUntil(t, n, 5*time.Minute, func(r heartbeatRun) bool { return r.Status != "queued" && r.Status != "running" })
 	}
+	t.Logf("every run ended in pcsync and in Paperclip %s after the pod went", time.Since(down).Round(time.Millisecond))
 	if s := srv.API.costs(t, kw.company.ID); s["spendCents"] != float64(0) {
 		t.Errorf("Paperclip booked %v cents for the lost runs by itself", s["spendCents"])
 	}
@@ -242,6 +243,7 @@ func TestPaperclipPodReplaced(t *testing.T) {
 	}
 	waitSpend(t, srv, kw.company.ID, int64(2*len(runs))*c)
 	checkAgentCosts(t, srv, kw.company.ID, want)
+	t.Logf("the next wakes reported and booked the lost runs %s after the pod went", time.Since(down).Round(time.Millisecond))
 }
 
 // hasLine says whether some line of text holds every one of parts.
