@@ -2,6 +2,7 @@
 
 import type { AdapterExecutionContext, AdapterExecutionResult } from "@paperclipai/adapter-utils";
 import { agentNameFrom, ConfigError, defaultApiUrl, isDNSLabel, parseConfig, type AdapterConfig } from "./config.js";
+import { bookLost, describeBooking, type Booking } from "./booking.js";
 import { RunFollower } from "./follow.js";
 import { describeLost, findLost, forget, remember, type LostRun } from "./lost.js";
 import { buildPrompt, requestContext } from "./prompt.js";
@@ -23,6 +24,9 @@ export const ErrorCodes = {
  */
 const LEASE_LOST = /controller lease lost/i;
 
+/** BOOKING_TIMEOUT_MS bounds each call to Paperclip's API that books a lost run's cost. */
+const BOOKING_TIMEOUT_MS = 10_000;
+
 function abortReason(signal: AbortSignal | undefined): string {
   const r: unknown = signal?.reason;
   if (r instanceof Error) return r.message;
@@ -39,6 +43,14 @@ function asRecord(v: unknown): Record<string, unknown> {
 
 function str(v: unknown): string {
   return typeof v === "string" ? v.trim() : "";
+}
+
+/** ledgerScope is the issue and project of a run's context, where Paperclip books its cost. */
+function ledgerScope(context: Record<string, unknown>): { issueId?: string; projectId?: string } {
+  const out: { issueId?: string; projectId?: string } = {};
+  if (str(context.issueId)) out.issueId = str(context.issueId);
+  if (str(context.projectId)) out.projectId = str(context.projectId);
+  return out;
 }
 
 /** execute runs ctx through pcsync and returns its result for Paperclip. */
@@ -88,6 +100,27 @@ export async function execute(ctx: AdapterExecutionContext): Promise<AdapterExec
     }
   } catch (err) {
     await log(`[pcsync] cannot read the adapter's ledger of earlier runs: ${(err as Error).message}\n`);
+  }
+  // Their spend, which Paperclip did not book (booking.ts).
+  let bookings: Booking[] = [];
+  if (lost.length > 0) {
+    bookings = await bookLost(
+      {
+        spoolDir: cfg.spoolDir,
+        // The server's own address (the adapter runs inside it), not
+        // adapterConfig.apiUrl, which is the one agent pods reach.
+        api: { baseUrl: defaultApiUrl(ctx.agent), token: ctx.authToken, timeoutMs: BOOKING_TIMEOUT_MS },
+        companyId: ctx.agent.companyId,
+        agentId: ctx.agent.id,
+        runId: ctx.runId,
+        billingType: cfg.billingType,
+      },
+      lost,
+    );
+    for (const b of bookings) {
+      const line = describeBooking(b);
+      if (line) await log(line);
+    }
   }
 
   // The session to resume.
@@ -214,6 +247,7 @@ export async function execute(ctx: AdapterExecutionContext): Promise<AdapterExec
           agent,
           taskKey: ctx.runtime.taskKey ?? null,
           writtenAt: new Date().toISOString(),
+          ...ledgerScope(ctx.context),
         });
         await writeAtomic(paths.request, JSON.stringify(request, null, 2) + "\n", true);
       } catch (err) {
@@ -235,7 +269,7 @@ export async function execute(ctx: AdapterExecutionContext): Promise<AdapterExec
     follower.check();
 
     const outcome = await follower.outcome;
-    const lostJson = lost.map((l) => ({ name: l.entry.name, result: l.result }));
+    const lostJson = lost.map((l) => ({ name: l.entry.name, result: l.result, booking: bookings.find((b) => b.name === l.entry.name) ?? null }));
     switch (outcome.kind) {
       case "result": {
         const res = toExecutionResult(outcome.result as PcsyncResult, session, cfg.billingType, files);
@@ -255,7 +289,9 @@ export async function execute(ctx: AdapterExecutionContext): Promise<AdapterExec
           res.resultJson = { ...res.resultJson, lostRuns: lostJson, resumedLostRun: resumedLost };
         }
         await forget(cfg.spoolDir, name);
-        for (const l of lost) await forget(cfg.spoolDir, l.entry.name);
+        // A lost run whose spend is not booked stays for the next run to book.
+        const unbooked = new Set(bookings.filter((b) => b.state === "failed").map((b) => b.name));
+        for (const l of lost) if (!unbooked.has(l.entry.name)) await forget(cfg.spoolDir, l.entry.name);
         return res;
       }
       case "daemon_down":

@@ -18,6 +18,9 @@ import type { PcsyncResult } from "./result.js";
 /** LEDGER_DIR is the ledger's directory name inside the spool. */
 export const LEDGER_DIR = ".paperclip-adapter";
 
+/** BOOKED_DIR is the directory of booking records inside the ledger (booking.ts). */
+export const BOOKED_DIR = "booked";
+
 /** LedgerEntry is one request the adapter wrote and has not reported. */
 export interface LedgerEntry {
   /** name is the request's name in the spool (the Paperclip run id). */
@@ -30,6 +33,10 @@ export interface LedgerEntry {
   taskKey: string | null;
   /** writtenAt is when the request was written (RFC 3339). */
   writtenAt: string;
+  /** issueId is the Paperclip issue the run worked on, if any (its cost is booked there). */
+  issueId?: string;
+  /** projectId is the Paperclip project of the run, if any. */
+  projectId?: string;
 }
 
 /** LostRun is a finished run of the ledger. */
@@ -50,9 +57,14 @@ export async function remember(spoolDir: string, e: LedgerEntry): Promise<void> 
   await writeAtomic(ledgerFile(spoolDir, e.name), JSON.stringify(e) + "\n", false, false);
 }
 
-/** forget removes a run from the ledger once Paperclip has its result. */
+/**
+ * forget removes a run from the ledger once Paperclip has its result (and
+ * its cost), then the run's booking record (booking.ts): in that order, so
+ * that a run still in the ledger never lacks the record of its booking.
+ */
 export async function forget(spoolDir: string, name: string): Promise<void> {
   await fs.rm(ledgerFile(spoolDir, name), { force: true });
+  await fs.rm(path.join(spoolDir, LEDGER_DIR, BOOKED_DIR, `${name}.json`), { force: true });
 }
 
 /**

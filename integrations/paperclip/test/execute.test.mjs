@@ -4,15 +4,20 @@ import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { promises as fs } from "node:fs";
 import path from "node:path";
-import { test } from "node:test";
+import { after, test } from "node:test";
 import { fileURLToPath } from "node:url";
 import { buildPaperclipEnv } from "@paperclipai/adapter-utils/server-utils";
 import { createServerAdapter } from "../dist/index.js";
-import { fakeContext, fakeDaemon, result, runId, tempSpool, writeStatus, AGENT_ID, COMPANY_ID } from "./helpers.mjs";
+import { fakeApi, fakeContext, fakeDaemon, result, runId, tempSpool, writeLost, writeStatus, AGENT_ID, COMPANY_ID } from "./helpers.mjs";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const adapter = createServerAdapter();
 const transcript = await fs.readFile(path.join(here, "fixtures", "claude-obers-small-success.jsonl"), "utf8");
+// Paperclip's API, where lost runs' spend is booked: the adapter calls the
+// server's own PAPERCLIP_API_URL.
+const api = await fakeApi();
+process.env.PAPERCLIP_API_URL = api.url;
+after(api.close);
 
 test("success: the request, the live log and the mapped result", async (t) => {
   const sp = await tempSpool();
@@ -318,7 +323,16 @@ test("Paperclip dies mid-run: the next run reports the lost run and resumes its 
   assert.match(next.text(), /Paperclip gave no session: resuming session lost-session/);
   assert.equal(res.resultJson.resumedLostRun, lostId);
   assert.equal(res.resultJson.lostRuns.length, 1);
-  assert.deepEqual(await fs.readdir(path.join(sp.spool, ".paperclip-adapter")), [], "both runs are reported now");
+  // Its spend is booked in Paperclip as its own run's, with the new run's JWT.
+  const booked = api.events.filter((e) => e.heartbeatRunId === lostId);
+  assert.equal(booked.length, 1);
+  assert.equal(booked[0].costCents, 50);
+  assert.equal(booked[0].agentId, AGENT_ID);
+  assert.equal(api.requests.find((r) => r.body.includes(lostId)).authorization, "Bearer jwt.secret.value");
+  assert.equal(res.resultJson.lostRuns[0].booking.state, "booked");
+  assert.match(next.text(), new RegExp(`booked the spend of run ${lostId} in Paperclip \\(50 cents, cost event ${booked[0].id}\\)`));
+  assert.deepEqual(await fs.readdir(path.join(sp.spool, ".paperclip-adapter")), ["booked"], "both runs are reported now");
+  assert.deepEqual(await fs.readdir(path.join(sp.spool, ".paperclip-adapter", "booked")), []);
 
   // A wake that asks for a fresh session does not resume it (and nothing is left to resume).
   const id3 = runId();
@@ -347,6 +361,66 @@ test("a lost run's session is resumed only for the same Paperclip task", async (
   await adapter.execute(b.ctx);
   assert.equal(daemon.requests.get(other).sessionId, undefined, "task B does not get task A's session");
   assert.match(b.text(), new RegExp(`run ${lostId} of this agent finished in pcsync while Paperclip was not waiting`));
+});
+
+test("a lost run whose spend Paperclip refuses stays in the ledger, and the next run books it once", async (t) => {
+  const sp = await tempSpool();
+  t.after(sp.cleanup);
+  const daemon = await fakeDaemon(sp.spool, async (_req, io) => io.result(result({})));
+  t.after(daemon.stop);
+  const lostId = runId();
+  await writeLost(sp.spool, lostId, result({ adapter: "claude_local", model: "m", usage: { inputTokens: 5, outputTokens: 7 }, costUsd: 0.2 }));
+  api.answer = 422;
+  t.after(() => (api.answer = 0));
+  const a = fakeContext({ spool: sp.spool, runId: runId() });
+  const ra = await adapter.execute(a.ctx);
+  assert.equal(ra.resultJson.lostRuns[0].booking.state, "failed");
+  assert.match(a.text(), new RegExp(`cannot book the spend of run ${lostId} in Paperclip \\(20 cents\\): POST .*: 422 Unprocessable Entity: answer 422; the agent's next run tries again`));
+  assert.ok(!a.text().includes("jwt.secret.value"));
+  api.answer = 0;
+  const b = fakeContext({ spool: sp.spool, runId: runId() });
+  await adapter.execute(b.ctx);
+  assert.match(b.text(), new RegExp(`run ${lostId} of this agent finished in pcsync while Paperclip was not waiting`), "reported again");
+  assert.match(b.text(), new RegExp(`booked the spend of run ${lostId}`));
+  const c = fakeContext({ spool: sp.spool, runId: runId() });
+  await adapter.execute(c.ctx);
+  assert.doesNotMatch(c.text(), new RegExp(lostId), "a third run has nothing left to report");
+  assert.equal(api.events.filter((e) => e.heartbeatRunId === lostId).length, 1);
+});
+
+test("a run that books a lost run's spend and is lost itself does not make the next run book it again", async (t) => {
+  const sp = await tempSpool();
+  t.after(sp.cleanup);
+  let release;
+  const held = new Promise((r) => (release = r));
+  const daemon = await fakeDaemon(sp.spool, async (_req, io) => {
+    await held;
+    await io.result(result({}));
+  });
+  t.after(daemon.stop);
+  t.after(() => release());
+  const lostId = runId();
+  await writeLost(sp.spool, lostId, result({ adapter: "claude_local", model: "m2", usage: { inputTokens: 1, outputTokens: 1 }, costUsd: 0.07 }));
+  // The run that books it is killed (Paperclip dies again) before its result.
+  const second = runId();
+  const child = spawn(process.execPath, [path.join(here, "run-execute.mjs")], { stdio: ["pipe", "pipe", "inherit"] });
+  child.stdin.end(JSON.stringify({ spool: sp.spool, runId: second }));
+  await new Promise((resolve, reject) => {
+    child.stdout.on("data", (d) => {
+      if (String(d).includes(`booked the spend of run ${lostId}`)) resolve();
+    });
+    child.on("exit", (code) => reject(new Error(`the child execute exited (${code}) before booking`)));
+  });
+  child.removeAllListeners("exit");
+  const exited = new Promise((r) => child.on("exit", r));
+  child.kill("SIGKILL");
+  await exited;
+  release();
+  const third = fakeContext({ spool: sp.spool, runId: runId() });
+  const res = await adapter.execute(third.ctx);
+  assert.match(third.text(), new RegExp(`the spend of run ${lostId} is already booked in Paperclip \\(7 cents`));
+  assert.equal(res.resultJson.lostRuns.find((l) => l.name === lostId).booking.state, "already");
+  assert.equal(api.events.filter((e) => e.heartbeatRunId === lostId).length, 1);
 });
 
 test("the same Paperclip run again follows its request instead of writing another", async (t) => {

@@ -165,3 +165,66 @@ export function fakeContext({ spool, runId, config = {}, runtime = {}, context =
 export function runId() {
   return crypto.randomUUID();
 }
+
+/**
+ * fakeApi stands in for the part of Paperclip's API that books costs: POST
+ * /api/companies/:cid/cost-events (201 with the event, and a cost.reported
+ * activity entry as Paperclip's route logs it) and GET
+ * /api/companies/:cid/activity. Set answer to a status to make the next
+ * POSTs fail with it; with store, a failing POST still stores the event
+ * (an answer lost after the insert).
+ */
+export async function fakeApi() {
+  const { createServer } = await import("node:http");
+  const state = { events: [], activity: [], requests: [], answer: 0, store: false };
+  const srv = createServer(async (req, res) => {
+    let body = "";
+    for await (const c of req) body += c;
+    state.requests.push({ method: req.method, url: req.url, authorization: req.headers.authorization ?? null, body });
+    const send = (status, v) => {
+      res.writeHead(status, { "content-type": "application/json" });
+      res.end(JSON.stringify(v));
+    };
+    const u = new URL(req.url, "http://x");
+    const m = u.pathname.match(/^\/api\/companies\/([^/]+)\/(cost-events|activity)$/);
+    if (!m) return send(404, { error: "not found" });
+    if (m[2] === "activity" && req.method === "GET") {
+      const agentId = u.searchParams.get("agentId");
+      return send(200, state.activity.filter((a) => !agentId || a.agentId === agentId).slice().reverse());
+    }
+    if (m[2] === "cost-events" && req.method === "POST") {
+      const ev = JSON.parse(body);
+      const stored = () => {
+        const e = { id: crypto.randomUUID(), companyId: m[1], ...ev };
+        state.events.push(e);
+        state.activity.push({ id: crypto.randomUUID(), action: "cost.reported", entityType: "cost_event", entityId: e.id, agentId: ev.agentId, details: { costCents: ev.costCents, model: ev.model }, createdAt: new Date().toISOString() });
+        return e;
+      };
+      if (state.answer) {
+        if (state.store) stored();
+        return send(state.answer, { error: `answer ${state.answer}` });
+      }
+      return send(201, stored());
+    }
+    return send(405, { error: "method" });
+  });
+  await new Promise((r) => srv.listen(0, "127.0.0.1", r));
+  return Object.assign(state, {
+    url: `http://127.0.0.1:${srv.address().port}`,
+    close: () => new Promise((r) => srv.close(r)),
+  });
+}
+
+/**
+ * writeLost puts a run that finished while Paperclip was down into the
+ * ledger and its result into the spool (not its request: a fakeDaemon
+ * would answer it).
+ */
+export async function writeLost(spool, name, r, entry = {}) {
+  await fs.mkdir(path.join(spool, ".paperclip-adapter"), { recursive: true });
+  await fs.writeFile(
+    path.join(spool, ".paperclip-adapter", `${name}.json`),
+    JSON.stringify({ name, paperclipAgentId: AGENT_ID, agent: "coder", taskKey: null, writtenAt: new Date().toISOString(), ...entry }),
+  );
+  await writeResult(spool, name, r);
+}

@@ -218,6 +218,27 @@ func (a *api) costs(t testing.TB, cid string) costSummary {
 	return s
 }
 
+// agentCosts is one agent's line of GET /api/companies/:cid/costs/by-agent.
+type agentCosts struct {
+	AgentID   string  `json:"agentId"`
+	CostCents float64 `json:"costCents"`
+	// APIRunCount counts the distinct heartbeat runs of its metered_api
+	// cost events.
+	APIRunCount int `json:"apiRunCount"`
+}
+
+// costsByAgent is GET /api/companies/:cid/costs/by-agent, by agent id.
+func (a *api) costsByAgent(t testing.TB, cid string) map[string]agentCosts {
+	t.Helper()
+	var rows []agentCosts
+	a.must(t, "GET", "/api/companies/"+cid+"/costs/by-agent", nil, &rows)
+	m := map[string]agentCosts{}
+	for _, r := range rows {
+		m[r.AgentID] = r
+	}
+	return m
+}
+
 // companyRuns lists the company's heartbeat runs, newest first.
 func (a *api) companyRuns(t testing.TB, cid string) []heartbeatRun {
 	t.Helper()

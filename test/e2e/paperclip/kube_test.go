@@ -30,6 +30,8 @@ type kubeWorld struct {
 	*world
 	c  *testcluster.Cluster
 	ns string
+	// setNS is the namespace of the ApplySet parent (--applyset-namespace).
+	setNS string
 	// seen keeps the first version of every Job and Secret of the namespace.
 	mu      sync.Mutex
 	jobs    map[string]*batchv1.Job
@@ -60,9 +62,16 @@ func tenantNamespaces(t testing.TB, c *testcluster.Cluster, prefix string) (ns, 
 
 func newKubeWorld(t testing.TB, srv *server, agents []pcsyncAgent, lines []string) *kubeWorld {
 	t.Helper()
+	return newKubeWorldWith(t, srv, agents, lines, nil)
+}
+
+// newKubeWorldWith is newKubeWorld with adapterConfig merged into every
+// Paperclip agent's adapterConfig.
+func newKubeWorldWith(t testing.TB, srv *server, agents []pcsyncAgent, lines []string, adapterConfig map[string]any) *kubeWorld {
+	t.Helper()
 	c := testcluster.Get(t)
 	ns, prefix, slug, setNS := tenantNamespaces(t, c, "pce2e")
-	kw := &kubeWorld{c: c, ns: ns, jobs: map[string]*batchv1.Job{}, secrets: map[string]*corev1.Secret{},
+	kw := &kubeWorld{c: c, ns: ns, setNS: setNS, jobs: map[string]*batchv1.Job{}, secrets: map[string]*corev1.Secret{},
 		jobAt: map[string]time.Time{}, jobGone: map[string]time.Time{}, podDone: map[string]time.Time{}}
 	kubeconfig := c.KubeconfigPath()
 	big := map[string]any{"pods": 5000, "requestsCpu": "1000", "requestsMemory": "4000Gi", "limitsCpu": "1000", "limitsMemory": "4000Gi"}
@@ -79,9 +88,10 @@ func newKubeWorld(t testing.TB, srv *server, agents []pcsyncAgent, lines []strin
 	}
 	kw.world = newWorld(t, srv, worldOptions{
 		Slug: slug, Agents: agents, Executor: "kubernetes",
-		Settings:   map[string]any{"namespacePrefix": prefix},
-		Company:    map[string]any{"quota": big},
-		DaemonArgs: []string{"--kubeconfig", kubeconfig, "--applyset-namespace", setNS},
+		Settings:      map[string]any{"namespacePrefix": prefix},
+		Company:       map[string]any{"quota": big},
+		AdapterConfig: adapterConfig,
+		DaemonArgs:    []string{"--kubeconfig", kubeconfig, "--applyset-namespace", setNS},
 		Before: func(w *world) {
 			out, err := runCmd(w.pc.Config, nil, getTools(t).Pcsync, "apply", w.pc.Config,
 				"--kubeconfig", kubeconfig, "--applyset-namespace", setNS, "--force-conflicts")
