@@ -31,6 +31,7 @@ func newKubeExecutor(ctx context.Context, g *globalOptions, stateDir string, m *
 	opts.StateDir = stateDir
 	opts.Logger = g.Logger
 	opts.QueueMetrics = m.Workqueue()
+	opts.WindowMetrics = m
 	opts.Build.Inherited = inheritFromOwnPod(ctx, g, cfg)
 	return kubeexec.New(ctx, cfg, opts)
 }

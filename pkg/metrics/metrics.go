@@ -69,6 +69,11 @@ type Metrics struct {
 	Tokens *prometheus.CounterVec
 	// CostUSD counts the CLIs' reported cost by company and agent.
 	CostUSD *prometheus.CounterVec
+	// StartWindow is the Kubernetes executor's start window: how many runs
+	// may be being created at once now.
+	StartWindow prometheus.Gauge
+	// StartWindowCuts counts the window's cuts on the API server's pushback.
+	StartWindowCuts prometheus.Counter
 
 	workqueue *workqueueMetrics
 }
@@ -151,6 +156,14 @@ func New() *Metrics {
 			Namespace: namespace, Name: "cost_usd_total",
 			Help: "Cost reported by the agent CLIs, in US dollars, by company and agent.",
 		}, []string{"company", "agent"}),
+		StartWindow: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "start_window",
+			Help: "How many runs the Kubernetes executor may be creating at once now (halves on the API server's pushback).",
+		}),
+		StartWindowCuts: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Name: "start_window_cuts_total",
+			Help: "Cuts of the Kubernetes executor's start window on a 429, a timeout or a slow create.",
+		}),
 		workqueue: newWorkqueueMetrics(),
 	}
 	m.Registry.MustRegister(m.workqueue.collectors()...)
@@ -161,9 +174,16 @@ func New() *Metrics {
 		m.ObjectsApplied, m.DriftCorrections, m.Prunes, m.PruneBlocked, m.Leader,
 		m.PaperclipAgents, m.PaperclipDrift, m.PaperclipRequests,
 		m.Runs, m.RunsQueued, m.RunsInFlight, m.RunDuration, m.Tokens, m.CostUSD,
+		m.StartWindow, m.StartWindowCuts,
 	)
 	return m
 }
+
+// SetStartWindow sets pcsync_start_window (kubeexec.WindowMetrics).
+func (m *Metrics) SetStartWindow(limit int) { m.StartWindow.Set(float64(limit)) }
+
+// StartWindowCut counts a cut of the start window (kubeexec.WindowMetrics).
+func (m *Metrics) StartWindowCut() { m.StartWindowCuts.Inc() }
 
 // Handler serves the registry in the Prometheus exposition format.
 func (m *Metrics) Handler() http.Handler {

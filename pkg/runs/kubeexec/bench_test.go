@@ -206,7 +206,12 @@ func BenchmarkKubeExecutor200(b *testing.B) {
 		}
 		// The peer, in the same run and on the same cluster: a bare
 		// client-go client creating the same Jobs and Secrets at once.
+		// Both bursts start on an idle cluster: the pods of the runs
+		// before (the warm-up, the single drops) gone, so that neither
+		// competes with the controllers' and kwok's work on them.
+		e.waitIdle(b)
 		bare := e.bareBurst(b, wt, n)
+		e.waitIdle(b)
 		counter.Reset()
 
 		names := make([]string, n)

@@ -60,7 +60,8 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Executor, error)
 	if opts.StateDir == "" {
 		return nil, errors.New("kubernetes executor: no state directory")
 	}
-	window := newStartWindow(opts.MaxConcurrentStarts)
+	window := newStartWindow(opts.MaxConcurrentStarts).withMetrics(opts.WindowMetrics)
+	window.slow = opts.SlowCreate
 	ccfg := rest.CopyConfig(cfg)
 	ccfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return pushbackTransport{next: rt, window: window} })
 	client, err := kubernetes.NewForConfig(ccfg)
@@ -203,8 +204,9 @@ func (e *Executor) Start(ctx context.Context, r *runs.Run) (runs.Handle, error) 
 	// (AlreadyExists, the run's nonce) and follows it.
 	var created *batchv1.Job
 	err = untilAnswered(ctx, log, "create Job/"+key, func() (err error) {
+		sent := time.Now()
 		created, err = e.client.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{})
-		e.window.observe(err)
+		e.window.observe(err, time.Since(sent))
 		return err
 	})
 	if err == nil {
@@ -244,8 +246,9 @@ func (e *Executor) Start(ctx context.Context, r *runs.Run) (runs.Handle, error) 
 	}
 	sec.OwnerReferences[0].UID = created.UID
 	if err := untilAnswered(ctx, log, "create Secret/"+key, func() error {
+		sent := time.Now()
 		_, err := e.client.CoreV1().Secrets(ns).Create(ctx, sec, metav1.CreateOptions{})
-		e.window.observe(err)
+		e.window.observe(err, time.Since(sent))
 		return err
 	}); err != nil && !isAlreadyExists(err) {
 		// Without its Secret the pod would wait for ever: take the Job back.

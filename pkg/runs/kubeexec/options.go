@@ -139,11 +139,20 @@ type Options struct {
 	// may be being created (journal record, Job and Secret) at once. The
 	// window starts at the ceiling and adapts to the API server: it halves
 	// when the server answers 429 (API Priority and Fairness, max in
-	// flight) or a create times out, and grows back by one with each create
-	// that succeeds. Runs past it wait their turn in arrival order; the
-	// client's rate limit (--kube-qps, --kube-burst) applies on top.
-	// Default 64.
+	// flight), a create times out or takes longer than SlowCreate, and
+	// grows back by one with each create that succeeds. Runs past it wait
+	// their turn in arrival order; the client's rate limit (--kube-qps,
+	// --kube-burst) applies on top. Default 200, kube-apiserver's default
+	// --max-mutating-requests-inflight: a burst goes out as fast as the
+	// server takes mutations.
 	MaxConcurrentStarts int
+	// SlowCreate is how long a Job or Secret create may take before it
+	// counts as the server's pushback, though it succeeded. Default 5
+	// seconds.
+	SlowCreate time.Duration
+	// WindowMetrics, when set, receives the start window's changes.
+	// Default none.
+	WindowMetrics WindowMetrics
 	// LogStreamsPerConnection is how many log streams share one HTTP/2
 	// connection to the API server; more streams open more connections.
 	// Keep it below the server's --http2-max-streams-per-connection.
@@ -167,7 +176,8 @@ func DefaultOptions() Options {
 		LogReconnectDelay:  time.Second,
 		DeleteTimeout:      30 * time.Second,
 
-		MaxConcurrentStarts:     64,
+		MaxConcurrentStarts:     200,
+		SlowCreate:              5 * time.Second,
 		LogStreamsPerConnection: 100,
 	}
 }
@@ -190,6 +200,7 @@ func (o Options) withDefaults() Options {
 	dur(&o.QuotaGrace, d.QuotaGrace)
 	dur(&o.ConfigErrorGrace, d.ConfigErrorGrace)
 	dur(&o.LogReconnectDelay, d.LogReconnectDelay)
+	dur(&o.SlowCreate, d.SlowCreate)
 	dur(&o.DeleteTimeout, d.DeleteTimeout)
 	if o.MaxConcurrentStarts <= 0 {
 		o.MaxConcurrentStarts = d.MaxConcurrentStarts

@@ -14,13 +14,18 @@ import (
 // Secret requests) at once, with a limit that adapts to the API server:
 // every create that succeeds raises it by one, up to its ceiling; when the
 // server pushes back (a 429 Too Many Requests from API Priority and
-// Fairness or the max-in-flight filter, or a create that times out) it
-// halves, at most once per cutEvery, down to its floor. Runs past the
+// Fairness or the max-in-flight filter, a create that times out, or one
+// slower than slow) it halves, at most once per cutEvery, down to its floor. Runs past the
 // limit wait in arrival order. The client's own rate limiter (--kube-qps,
 // --kube-burst) applies on top. Safe for concurrent use.
 type startWindow struct {
 	floor, ceiling int
 	cutEvery       time.Duration
+	// slow is the create time past which a create counts as pushback
+	// (0: none).
+	slow time.Duration
+	// metrics, when set, is told every change of the limit.
+	metrics WindowMetrics
 
 	mu       sync.Mutex
 	limit    int
@@ -35,6 +40,16 @@ type startWindow struct {
 func newStartWindow(ceiling int) *startWindow {
 	floor := min(4, ceiling)
 	return &startWindow{floor: floor, ceiling: ceiling, limit: ceiling, cutEvery: time.Second}
+}
+
+// withMetrics makes m receive the window's changes, starting with its
+// limit now.
+func (w *startWindow) withMetrics(m WindowMetrics) *startWindow {
+	if m != nil {
+		w.metrics = m
+		m.SetStartWindow(w.limit)
+	}
+	return w
 }
 
 // acquire waits for a place in the window; release gives it back.
@@ -100,14 +115,20 @@ func (w *startWindow) succeeded() {
 	if w.limit < w.ceiling {
 		w.limit++
 		w.admitLocked()
+		if w.metrics != nil {
+			w.metrics.SetStartWindow(w.limit)
+		}
 	}
 	w.mu.Unlock()
 }
 
-// observe takes the outcome of a create: a success grows the window, a
-// timeout is pushback.
-func (w *startWindow) observe(err error) {
+// observe takes the outcome of a create and how long it took: a success
+// grows the window; a timeout, a 429 or a success slower than slow (the
+// server is saturated, though it still answers) is pushback.
+func (w *startWindow) observe(err error, took time.Duration) {
 	switch {
+	case err == nil && w.slow > 0 && took > w.slow:
+		w.pushedBack(time.Now())
 	case err == nil:
 		w.succeeded()
 	case apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) || apierrors.IsTooManyRequests(err) ||
@@ -126,6 +147,19 @@ func (w *startWindow) pushedBack(now time.Time) {
 	w.lastCut = now
 	w.cuts++
 	w.limit = max(w.floor, w.limit/2)
+	if w.metrics != nil {
+		w.metrics.StartWindowCut()
+		w.metrics.SetStartWindow(w.limit)
+	}
+}
+
+// WindowMetrics receives the start window's changes, for /metrics
+// (pcsync_start_window, pcsync_start_window_cuts_total).
+type WindowMetrics interface {
+	// SetStartWindow is the window's limit now.
+	SetStartWindow(limit int)
+	// StartWindowCut counts one cut on pushback.
+	StartWindowCut()
 }
 
 // state returns the current limit and how often it was cut.

@@ -2,6 +2,7 @@ package kubeexec
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -60,7 +61,7 @@ func TestStartWindow(t *testing.T) {
 		t.Errorf("limit after many cuts %d, want the floor 4", limit)
 	}
 	for range 10 {
-		w.observe(nil)
+		w.observe(nil, time.Millisecond)
 	}
 	if limit, _ := w.state(); limit != 8 {
 		t.Errorf("limit after 10 answered creates %d, want the ceiling 8", limit)
@@ -73,6 +74,35 @@ func TestStartWindow(t *testing.T) {
 	defer w.mu.Unlock()
 	if w.inflight != 0 || len(w.waiters) != 0 {
 		t.Errorf("after every release: %d in flight, %d waiting; want none", w.inflight, len(w.waiters))
+	}
+}
+
+// recordedWindow is a WindowMetrics that keeps what it is told.
+type recordedWindow struct {
+	limits []int
+	cuts   int
+}
+
+func (r *recordedWindow) SetStartWindow(limit int) { r.limits = append(r.limits, limit) }
+func (r *recordedWindow) StartWindowCut()          { r.cuts++ }
+
+// TestStartWindowSlowCreate: a create that succeeds but takes longer than
+// slow is pushback; faster ones grow the window back. The metrics see each
+// change of the limit.
+func TestStartWindowSlowCreate(t *testing.T) {
+	m := &recordedWindow{}
+	w := newStartWindow(8).withMetrics(m)
+	w.slow = time.Second
+	w.observe(nil, 500*time.Millisecond) // at the ceiling: no change
+	w.observe(nil, 2*time.Second)
+	w.observe(nil, 10*time.Millisecond)
+	w.observe(errors.New("connection reset"), time.Millisecond)
+	limit, cuts := w.state()
+	if diff := cmp.Diff([2]int{5, 1}, [2]int{limit, cuts}); diff != "" {
+		t.Errorf("(limit, cuts) (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(&recordedWindow{limits: []int{8, 4, 5}, cuts: 1}, m, cmp.AllowUnexported(recordedWindow{})); diff != "" {
+		t.Errorf("metrics (-want +got):\n%s", diff)
 	}
 }
 
