@@ -7,9 +7,11 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -230,6 +232,9 @@ func (e *Executor) Start(ctx context.Context, r *runs.Run) (runs.Handle, error) 
 		undo()
 		if isNotFound(err) {
 			return nil, fmt.Errorf("Job/%s/%s create failed: %w (the tenant manifests are not applied: run pcsync apply)", ns, name, err)
+		}
+		if apierrors.IsForbidden(err) && strings.Contains(err.Error(), "cannot create resource") {
+			return nil, fmt.Errorf("Job/%s/%s create failed: %w (pcsync creates Jobs only in tenant namespaces whose RoleBinding pcsync grants it the ClusterRole pcsync-tenant: the tenant manifests are not applied, or Settings spec.pcsync.serviceAccount does not name the ServiceAccount pcsync runs as; run pcsync apply, and pcsync doctor)", ns, name, err)
 		}
 		return nil, fmt.Errorf("Job/%s/%s create failed: %w", ns, name, err)
 	}
