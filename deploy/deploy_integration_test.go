@@ -18,6 +18,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -111,7 +112,7 @@ func TestBaseServerSideDryRun(t *testing.T) {
 		kinds = append(kinds, o.GetKind()+"/"+o.GetName())
 	}
 	sort.Strings(kinds)
-	want := []string{"ClusterRole/pcsync", "ClusterRoleBinding/pcsync", "Deployment/pcsync", "Namespace/pcsync-system",
+	want := []string{"ClusterRole/pcsync", "ClusterRole/pcsync-tenant", "ClusterRoleBinding/pcsync", "Deployment/pcsync", "Namespace/pcsync-system",
 		"PersistentVolumeClaim/pcsync-spool", "Role/pcsync", "RoleBinding/pcsync",
 		"Service/pcsync-metrics", "ServiceAccount/pcsync"}
 	if diff := cmp.Diff(want, kinds); diff != "" {
@@ -158,7 +159,10 @@ func TestBaseServerSideDryRun(t *testing.T) {
 // TestRBACIsSufficient applies deploy/base's RBAC and, as pcsync's service
 // account, does what the daemon does: doctor's self-check passes, a config
 // is applied and a removed company pruned (Namespace included), the leader
-// Lease is taken, and pcsync reads its own pod.
+// Lease is taken, and pcsync reads its own pod. And no more (least privilege
+// per tenant): it creates a Job and a Secret in a tenant namespace once the
+// tenant (with its RoleBinding pcsync) is applied, not before, and never in
+// kube-system.
 func TestRBACIsSufficient(t *testing.T) {
 	c := testcluster.Get(t)
 	ctx := context.Background()
@@ -178,6 +182,7 @@ func TestRBACIsSufficient(t *testing.T) {
 		ctx := context.Background()
 		_ = cs.RbacV1().ClusterRoleBindings().Delete(ctx, "pcsync", metav1.DeleteOptions{})
 		_ = cs.RbacV1().ClusterRoles().Delete(ctx, "pcsync", metav1.DeleteOptions{})
+		_ = cs.RbacV1().ClusterRoles().Delete(ctx, render.PcsyncTenantClusterRole, metav1.DeleteOptions{})
 		deleteNamespace(t, cs, "pcsync-system")
 	})
 	sa := c.RESTConfig()
@@ -215,9 +220,16 @@ func TestRBACIsSufficient(t *testing.T) {
 	dopts.RESTConfig, dopts.LeaseNamespace, dopts.ConfigDir = sa, "pcsync-system", dir
 	dopts.Introspect = introspect.Options{NamespaceFile: nsFile, Getenv: getenv}
 	r := doctor.Run(ctx, dopts)
-	for _, ch := range r.Checks {
-		if ch.Area == "rbac" && ch.Status != doctor.StatusOK {
-			t.Errorf("doctor as %s: %s %s: %s", serviceAccount, ch.Name, ch.Status, ch.Detail)
+	// No tenant is applied yet: the per-tenant rights are not held
+	// anywhere, and doctor says it checks them once a tenant exists.
+	if diff := cmp.Diff([]string{"permissions ok", "tenant permissions skip"}, rbacRows(r)); diff != "" {
+		t.Errorf("doctor as %s before apply: rbac rows (-want +got):\n%s", serviceAccount, diff)
+	}
+	// Nor does pcsync hold them in the tenant namespace before its tenant
+	// (and RoleBinding pcsync) is applied.
+	for _, ra := range tenantRights(prefix + "acme") {
+		if allowed(t, cs, ra) {
+			t.Errorf("%s may %s %s in %s before its tenant is applied", serviceAccount, ra.Verb, ra.Resource, ra.Namespace)
 		}
 	}
 
@@ -272,6 +284,15 @@ func TestRBACIsSufficient(t *testing.T) {
 		t.Fatal(err)
 	}
 	r = doctor.Run(ctx, dopts)
+	// The tenant is applied: doctor checks the per-tenant rights there.
+	if diff := cmp.Diff([]string{"permissions ok"}, rbacRows(r)); diff != "" {
+		t.Errorf("doctor as %s after apply: rbac rows (-want +got):\n%s", serviceAccount, diff)
+	}
+	for _, ch := range r.Checks {
+		if ch.Area == "rbac" && !strings.Contains(ch.Detail, "the per-tenant ones in "+prefix+"acme") {
+			t.Errorf("doctor as %s after apply: %q does not say it checked the per-tenant rights in %sacme", serviceAccount, ch.Detail, prefix)
+		}
+	}
 	var secretRows []string
 	for _, ch := range r.Checks {
 		if ch.Area == "secrets" && strings.HasPrefix(ch.Name, prefix+"acme/") {
@@ -287,9 +308,34 @@ func TestRBACIsSufficient(t *testing.T) {
 		t.Errorf("doctor's secret checks as %s (-want +got):\n%s", serviceAccount, diff)
 	}
 
+	// Least privilege per tenant: a Job and a Secret are created in the
+	// applied tenant namespace, and refused in kube-system.
+	saCreate := func(ns string) (jobErr, secretErr error) {
+		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "rbac-probe", Namespace: ns},
+			Spec: batchv1.JobSpec{Suspend: ptr(true), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "probe", Image: "probe"}}}}}}
+		_, jobErr = saClient.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{})
+		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "rbac-probe", Namespace: ns}}
+		_, secretErr = saClient.CoreV1().Secrets(ns).Create(ctx, sec, metav1.CreateOptions{})
+		return jobErr, secretErr
+	}
+	if jerr, serr := saCreate(prefix + "acme"); jerr != nil || serr != nil {
+		t.Errorf("as %s in the tenant namespace %sacme: Job create %v, Secret create %v; want both created", serviceAccount, prefix, jerr, serr)
+	}
+	if jerr, serr := saCreate("kube-system"); !apierrors.IsForbidden(jerr) || !apierrors.IsForbidden(serr) {
+		t.Errorf("as %s in kube-system: Job create %v, Secret create %v; want both forbidden", serviceAccount, jerr, serr)
+	}
+	for _, ra := range tenantRights(prefix + "acme") {
+		if !allowed(t, cs, ra) {
+			t.Errorf("%s may not %s %s in %s, its applied tenant", serviceAccount, ra.Verb, ra.Resource, ra.Namespace)
+		}
+	}
+
 	// And nothing more: what deploy/base used to grant and pcsync does not
-	// need is refused.
-	for _, ra := range []authorizationv1.ResourceAttributes{
+	// need is refused; the per-tenant rights hold in no other namespace
+	// (kube-system, pcsync's own, the pruned tenant's, whose RoleBinding
+	// pcsync went with it).
+	refused := []authorizationv1.ResourceAttributes{
 		{Verb: "get", Resource: "secrets", Namespace: "kube-system", Name: "any"},
 		{Verb: "get", Resource: "secrets", Namespace: prefix + "acme", Name: "api-keys"},
 		{Verb: "list", Resource: "secrets", Namespace: prefix + "acme"},
@@ -302,17 +348,36 @@ func TestRBACIsSufficient(t *testing.T) {
 		{Verb: "escalate", Group: "rbac.authorization.k8s.io", Resource: "roles", Namespace: prefix + "acme"},
 		{Verb: "bind", Group: "rbac.authorization.k8s.io", Resource: "clusterroles", Name: "cluster-admin"},
 		{Verb: "bind", Group: "rbac.authorization.k8s.io", Resource: "roles", Namespace: prefix + "acme", Name: "other"},
-	} {
-		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-			User: serviceAccount, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:pcsync-system", "system:authenticated"},
-			ResourceAttributes: &ra}}
-		got, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got.Status.Allowed {
+		{Verb: "bind", Group: "rbac.authorization.k8s.io", Resource: "clusterroles", Name: "admin"},
+		{Verb: "escalate", Group: "rbac.authorization.k8s.io", Resource: "clusterroles", Name: render.PcsyncTenantClusterRole},
+	}
+	for _, ns := range []string{"kube-system", "pcsync-system", prefix + "globex", "default"} {
+		refused = append(refused, tenantRights(ns)...)
+	}
+	for _, ra := range refused {
+		if allowed(t, cs, ra) {
 			t.Errorf("%s may %s %s/%s %s in %q: want refused", serviceAccount, ra.Verb, ra.Group, ra.Resource, ra.Name, ra.Namespace)
 		}
+	}
+
+	// A tenant whose RoleBinding pcsync is gone: doctor names each
+	// per-tenant verb missing there, and where it comes from.
+	if err := cs.RbacV1().RoleBindings(prefix+"acme").Delete(ctx, render.PcsyncRoleBindingName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r = doctor.Run(ctx, dopts)
+	var missing []string
+	for _, ch := range r.Checks {
+		if ch.Area == "rbac" && ch.Status == doctor.StatusFail &&
+			strings.Contains(ch.Detail, "in tenant namespace "+prefix+"acme (its RoleBinding pcsync grants ClusterRole pcsync-tenant") {
+			missing = append(missing, strings.Fields(strings.TrimPrefix(ch.Detail, "missing "))[0]+" "+strings.Fields(ch.Detail)[2])
+		}
+	}
+	sort.Strings(missing)
+	wantMissing := []string{"create batch/jobs", "create core/pods", "create core/pods/exec", "create core/secrets",
+		"delete batch/jobs", "delete core/pods", "get core/pods/exec"}
+	if diff := cmp.Diff(wantMissing, missing); diff != "" {
+		t.Errorf("doctor without the tenant's RoleBinding pcsync: missing verbs (-want +got):\n%s", diff)
 	}
 
 	// The leader Lease in pcsync's namespace.
@@ -325,6 +390,45 @@ func TestRBACIsSufficient(t *testing.T) {
 		t.Errorf("leader election as %s: led %v, %v", serviceAccount, led, err)
 	}
 }
+
+// tenantRights are the rights pcsync holds in tenant namespaces only
+// (ClusterRole pcsync-tenant), in namespace ns.
+func tenantRights(ns string) []authorizationv1.ResourceAttributes {
+	var out []authorizationv1.ResourceAttributes
+	for _, p := range doctor.DefaultPermissions() {
+		if p.Scope == doctor.ScopeTenant {
+			res, sub, _ := strings.Cut(p.Resource, "/")
+			out = append(out, authorizationv1.ResourceAttributes{Namespace: ns, Verb: p.Verb, Group: p.Group, Resource: res, Subresource: sub})
+		}
+	}
+	return out
+}
+
+// allowed asks the API server whether pcsync's ServiceAccount may do ra.
+func allowed(t *testing.T, cs kubernetes.Interface, ra authorizationv1.ResourceAttributes) bool {
+	t.Helper()
+	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User: serviceAccount, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:pcsync-system", "system:authenticated"},
+		ResourceAttributes: &ra}}
+	got, err := cs.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), sar, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got.Status.Allowed
+}
+
+// rbacRows are doctor's rbac rows, "name status".
+func rbacRows(r *doctor.Report) []string {
+	var out []string
+	for _, ch := range r.Checks {
+		if ch.Area == "rbac" {
+			out = append(out, ch.Name+" "+string(ch.Status))
+		}
+	}
+	return out
+}
+
+func ptr[T any](v T) *T { return &v }
 
 // deleteNamespace deletes a namespace and waits until it is gone, so that
 // the next test can create it again.

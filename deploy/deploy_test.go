@@ -4,6 +4,7 @@ package deploy
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -19,7 +20,9 @@ import (
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
+	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/doctor"
+	"github.com/pcsync/pcsync/pkg/render"
 )
 
 // build renders deploy/base with kustomize (krusty) into objects.
@@ -98,6 +101,7 @@ func TestRBACMatchesDoctor(t *testing.T) {
 		}
 	}
 	add(typed[rbacv1.ClusterRole](t, find(objs, "ClusterRole", "pcsync")).Rules, doctor.ScopeCluster)
+	add(typed[rbacv1.ClusterRole](t, find(objs, "ClusterRole", render.PcsyncTenantClusterRole)).Rules, doctor.ScopeTenant)
 	add(typed[rbacv1.Role](t, find(objs, "Role", "pcsync")).Rules, doctor.ScopeOwnNamespace)
 	var used []string
 	for _, p := range doctor.DefaultPermissions() {
@@ -114,8 +118,24 @@ func TestRBACMatchesDoctor(t *testing.T) {
 	dep := typed[appsv1.Deployment](t, find(objs, "Deployment", "pcsync"))
 	got := []string{crb.Subjects[0].Namespace + "/" + crb.Subjects[0].Name, rb.Subjects[0].Namespace + "/" + rb.Subjects[0].Name,
 		dep.Namespace + "/" + dep.Spec.Template.Spec.ServiceAccountName}
-	if diff := cmp.Diff([]string{"pcsync-system/pcsync", "pcsync-system/pcsync", "pcsync-system/pcsync"}, got); diff != "" {
-		t.Errorf("service account of the bindings and the Deployment (-want +got):\n%s", diff)
+	// And the default of Settings spec.pcsync.serviceAccount, which every
+	// tenant's RoleBinding pcsync names.
+	m, err := config.Load(context.Background(), t.TempDir(), config.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa := m.Settings.Spec.Pcsync.ServiceAccount
+	got = append(got, sa.Namespace+"/"+sa.Name)
+	if diff := cmp.Diff([]string{"pcsync-system/pcsync", "pcsync-system/pcsync", "pcsync-system/pcsync", "pcsync-system/pcsync"}, got); diff != "" {
+		t.Errorf("service account of the bindings, the Deployment and the config's default (-want +got):\n%s", diff)
+	}
+	// pcsync-tenant is granted per tenant, never cluster-wide.
+	for _, o := range objs {
+		if o.GetKind() == "ClusterRoleBinding" {
+			if crb := typed[rbacv1.ClusterRoleBinding](t, o); crb.RoleRef.Name == render.PcsyncTenantClusterRole {
+				t.Errorf("ClusterRoleBinding %s grants %s cluster-wide", crb.Name, render.PcsyncTenantClusterRole)
+			}
+		}
 	}
 }
 

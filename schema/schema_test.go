@@ -56,6 +56,7 @@ func TestSettingsDefaults(t *testing.T) {
 	want := map[string]any{
 		"namespacePrefix": "paperclip-",
 		"server":          map[string]any{"namespace": "paperclip", "podSelector": map[string]any{"app": "paperclip-server"}, "port": 3100.0},
+		"pcsync":          map[string]any{"serviceAccount": map[string]any{"name": "pcsync", "namespace": "pcsync-system"}},
 		"egress":          map[string]any{"mode": "standard"},
 		"images":          map[string]any{"allowList": []any{}, "pullSecrets": []any{}},
 		"inherit":         map[string]any{"imagePullSecrets": true, "dnsConfig": true},

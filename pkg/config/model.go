@@ -91,6 +91,7 @@ type Settings struct {
 type SettingsSpec struct {
 	NamespacePrefix string                          `json:"namespacePrefix"`
 	Server          Server                          `json:"server"`
+	Pcsync          PcsyncSettings                  `json:"pcsync"`
 	Paperclip       *PaperclipSettings              `json:"paperclip,omitempty"`
 	Egress          SettingsEgress                  `json:"egress"`
 	Images          Images                          `json:"images"`
@@ -141,6 +142,22 @@ type Server struct {
 	// URL is where agent pods call Paperclip; empty means the default
 	// (Model.ServerURL).
 	URL string `json:"url,omitempty"`
+}
+
+// PcsyncSettings is Settings.spec.pcsync: pcsync itself, as the tenants'
+// RBAC names it.
+type PcsyncSettings struct {
+	// ServiceAccount is the ServiceAccount pcsync runs as; every tenant's
+	// pcsync RoleBinding grants it the per-tenant rights.
+	ServiceAccount ServiceAccountRef `json:"serviceAccount"`
+}
+
+// ServiceAccountRef names a ServiceAccount.
+type ServiceAccountRef struct {
+	// Name is the ServiceAccount's name.
+	Name string `json:"name"`
+	// Namespace is its namespace.
+	Namespace string `json:"namespace"`
 }
 
 // PaperclipSettings says where Paperclip's API is, for the companies whose

@@ -259,17 +259,31 @@ func (d *doctor) wantsCilium() bool {
 	return false
 }
 
+// checkRBAC asks the API server (SelfSubjectAccessReview) for every
+// permission pcsync uses, where it uses it: cluster-wide, in its own
+// namespace, or in a tenant namespace (the first company's that exists:
+// the per-tenant rights come with each tenant's RoleBinding pcsync, so
+// before any tenant is applied they are skipped, saying so).
 func (d *doctor) checkRBAC(ctx context.Context) {
 	cilium := d.wantsCilium()
+	tenantNS, tenantErr := d.appliedTenantNamespace(ctx)
 	var missing, optional []string
-	checked := 0
+	checked, skipped := 0, 0
 	for _, p := range d.opts.Permissions {
 		if p.CiliumOnly && !cilium {
 			continue
 		}
-		ns := ""
-		if p.Scope == ScopeOwnNamespace {
-			ns = d.opts.LeaseNamespace
+		ns, where := "", "cluster-wide"
+		switch p.Scope {
+		case ScopeOwnNamespace:
+			ns, where = d.opts.LeaseNamespace, "in namespace "+d.opts.LeaseNamespace
+		case ScopeTenant:
+			if tenantNS == "" {
+				skipped++
+				continue
+			}
+			ns, where = tenantNS, "in tenant namespace "+tenantNS+" (its RoleBinding "+render.PcsyncRoleBindingName+
+				" grants ClusterRole "+render.PcsyncTenantClusterRole+"; is it applied, to Settings spec.pcsync.serviceAccount?)"
 		}
 		res, sub := splitResource(p.Resource)
 		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
@@ -285,10 +299,6 @@ func (d *doctor) checkRBAC(ctx context.Context) {
 		if got.Status.Allowed {
 			continue
 		}
-		where := "cluster-wide"
-		if ns != "" {
-			where = "in namespace " + ns
-		}
 		line := fmt.Sprintf("%s %s (%s)", p, where, p.Why)
 		if p.Optional {
 			optional = append(optional, line)
@@ -303,8 +313,43 @@ func (d *doctor) checkRBAC(ctx context.Context) {
 		d.add("rbac", "permission", StatusWarn, "missing %s", m)
 	}
 	if len(missing) == 0 {
-		d.add("rbac", "permissions", StatusOK, "all %d verbs pcsync uses are allowed (%d checked)", checked-len(optional), checked)
+		where := ""
+		if tenantNS != "" {
+			where = ", the per-tenant ones in " + tenantNS
+		}
+		d.add("rbac", "permissions", StatusOK, "all %d verbs pcsync uses are allowed (%d checked%s)", checked-len(optional), checked, where)
 	}
+	if skipped > 0 {
+		why := "no tenant namespace exists yet"
+		switch {
+		case tenantErr != nil:
+			why = tenantErr.Error()
+		case d.model == nil:
+			why = "no valid config names a tenant namespace"
+		}
+		d.add("rbac", "tenant permissions", StatusSkip, "%d per-tenant verbs not checked: %s; each tenant's RoleBinding %s grants them once pcsync apply has created it",
+			skipped, why, render.PcsyncRoleBindingName)
+	}
+}
+
+// appliedTenantNamespace returns the namespace of the first company of the
+// config that exists in the cluster ("" when none does, or there is no
+// valid config).
+func (d *doctor) appliedTenantNamespace(ctx context.Context) (string, error) {
+	if d.model == nil {
+		return "", nil
+	}
+	for i := range d.model.Companies {
+		ns := d.model.Namespace(&d.model.Companies[i])
+		_, err := d.cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		switch {
+		case err == nil:
+			return ns, nil
+		case !apierrors.IsNotFound(err):
+			return "", fmt.Errorf("Namespace/%s get failed: %w", ns, err)
+		}
+	}
+	return "", nil
 }
 
 // checkKinds checks that the cluster serves every kind the config renders.

@@ -1,16 +1,26 @@
 package doctor
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/pcsync/pcsync/pkg/render"
+)
 
 // Scope says where a Permission is needed.
 type Scope string
 
 // The scopes of a Permission.
 const (
-	// ScopeCluster: in every namespace (tenant namespaces are created by
-	// pcsync, so it cannot be granted per namespace in advance), or for a
-	// cluster-scoped resource.
+	// ScopeCluster: in every namespace (the watches across tenants, and
+	// applying tenant objects in namespaces pcsync creates, which cannot
+	// be granted per namespace in advance), or for a cluster-scoped
+	// resource.
 	ScopeCluster Scope = "cluster"
+	// ScopeTenant: in tenant namespaces only, granted by each tenant's
+	// RoleBinding pcsync (render.PcsyncRoleBindingName) to the ClusterRole
+	// pcsync-tenant (render.PcsyncTenantClusterRole): checked in a tenant
+	// namespace that exists.
+	ScopeTenant Scope = "tenant"
 	// ScopeOwnNamespace: in pcsync's own namespace only (the leader-election
 	// namespace): the Lease and the ApplySet parent.
 	ScopeOwnNamespace Scope = "own-namespace"
@@ -54,7 +64,10 @@ func (p Permission) String() string {
 }
 
 // DefaultPermissions lists every call pcsync makes, as deploy/base/rbac.yaml
-// grants them (a test keeps the two in step).
+// grants them (a test keeps the two in step): ScopeCluster ones by the
+// ClusterRole pcsync, ScopeTenant ones by the ClusterRole pcsync-tenant
+// that each tenant's RoleBinding pcsync binds, ScopeOwnNamespace ones by
+// the Role pcsync.
 func DefaultPermissions() []Permission {
 	var out []Permission
 	add := func(group string, resources, verbs []string, scope Scope, why string, mod func(*Permission)) {
@@ -78,19 +91,23 @@ func DefaultPermissions() []Permission {
 	add("rbac.authorization.k8s.io", []string{"roles", "rolebindings"}, applyVerbs, ScopeCluster,
 		"apply and prune tenant manifests", nil)
 	add("rbac.authorization.k8s.io", []string{"roles"}, []string{"bind"}, ScopeCluster,
-		"binding the tenant Role while it is applied alongside", func(p *Permission) { p.Name = "paperclip-tenant-role" })
+		"binding the tenant Role while it is applied alongside", func(p *Permission) { p.Name = render.RoleName })
+	add("rbac.authorization.k8s.io", []string{"clusterroles"}, []string{"bind"}, ScopeCluster,
+		"granting itself the per-tenant rights in each tenant's RoleBinding "+render.PcsyncRoleBindingName,
+		func(p *Permission) { p.Name = render.PcsyncTenantClusterRole })
 	add("networking.k8s.io", []string{"networkpolicies"}, applyVerbs, ScopeCluster, "apply and prune tenant manifests", nil)
 	add("cilium.io", []string{"ciliumnetworkpolicies"}, applyVerbs, ScopeCluster, "egress mode cilium",
 		func(p *Permission) { p.CiliumOnly = true })
 	// Secrets are created, never read, outside pcsync's own namespace.
-	add("", []string{"secrets"}, []string{"create"}, ScopeCluster,
+	add("", []string{"secrets"}, []string{"create"}, ScopeTenant,
 		"per-run Secrets; doctor's dry-run checks that the Secrets the config names exist", nil)
-	add("batch", []string{"jobs"}, []string{"get", "list", "watch", "create", "delete"}, ScopeCluster, "agent runs", nil)
+	add("batch", []string{"jobs"}, []string{"get", "list", "watch"}, ScopeCluster, "watching agent runs", nil)
+	add("batch", []string{"jobs"}, []string{"create", "delete"}, ScopeTenant, "agent runs", nil)
 	add("", []string{"pods"}, []string{"get", "list", "watch"}, ScopeCluster, "agent runs; reading its own pod", nil)
 	add("", []string{"pods/log"}, []string{"get"}, ScopeCluster, "agent logs; granted to tenants by their Role", nil)
 	add("", []string{"events"}, []string{"list", "watch"}, ScopeCluster, "explaining runs the Job controller cannot start", nil)
-	add("", []string{"pods"}, []string{"create", "delete"}, ScopeCluster, "sandbox leases (pcsync daemon --sandbox)", nil)
-	add("", []string{"pods/exec"}, []string{"get", "create"}, ScopeCluster, "sandbox leases' command streams", nil)
+	add("", []string{"pods"}, []string{"create", "delete"}, ScopeTenant, "sandbox leases (pcsync daemon --sandbox)", nil)
+	add("", []string{"pods/exec"}, []string{"get", "create"}, ScopeTenant, "sandbox leases' command streams", nil)
 	add("coordination.k8s.io", []string{"leases"}, []string{"get", "create", "update"}, ScopeOwnNamespace, "leader election", nil)
 	add("", []string{"secrets"}, []string{"get", "create", "patch"}, ScopeOwnNamespace,
 		"the ApplySet parent (--applyset, default pcsync)", func(p *Permission) { p.Name = "pcsync" })

@@ -82,8 +82,25 @@ func (t tenant) checkBaseline(base, got []*unstructured.Unstructured) []violatio
 		}
 	}
 	if rb := find(got, "rbac.authorization.k8s.io/v1", "RoleBinding", t.ns, RoleBindingName); rb != nil {
-		if why := bindingBroken(rb, t.ns); why != "" {
+		// The tenant RoleBinding: the tenant Role, to ServiceAccounts of
+		// the tenant namespace.
+		sameNS := func(s map[string]any) bool { return s["kind"] == "ServiceAccount" && s["namespace"] == t.ns }
+		if why := bindingBroken(rb, "Role", RoleName, sameNS, "a ServiceAccount of "+t.ns); why != "" {
 			add(config.UnsafeRBAC, "RoleBinding %s/%s %s", t.ns, RoleBindingName, why)
+		}
+	}
+
+	// rbac: pcsync's RoleBinding grants the per-tenant ClusterRole to
+	// pcsync's ServiceAccount and nobody else (another subject would get
+	// to create Jobs, Secrets and pods with exec in the namespace).
+	if rb := find(got, "rbac.authorization.k8s.io/v1", "RoleBinding", t.ns, PcsyncRoleBindingName); rb != nil {
+		sa := t.m.Settings.Spec.Pcsync.ServiceAccount
+		isPcsync := func(s map[string]any) bool {
+			return s["kind"] == "ServiceAccount" && s["name"] == sa.Name && s["namespace"] == sa.Namespace
+		}
+		want := fmt.Sprintf("pcsync's ServiceAccount %s/%s (Settings spec.pcsync.serviceAccount)", sa.Namespace, sa.Name)
+		if why := bindingBroken(rb, "ClusterRole", PcsyncTenantClusterRole, isPcsync, want); why != "" {
+			add(config.UnsafeRBAC, "RoleBinding %s/%s %s", t.ns, PcsyncRoleBindingName, why)
 		}
 	}
 
@@ -265,26 +282,31 @@ func describeRules(rules []any) string {
 	return strings.Join(parts, "; ")
 }
 
-// bindingBroken says how the tenant RoleBinding binds something other than
-// the tenant Role, or to subjects other than ServiceAccounts of the tenant
-// namespace; "" when it does not.
-func bindingBroken(rb *unstructured.Unstructured, ns string) string {
+// bindingBroken says how a RoleBinding binds something other than the
+// roleKind roleName, or to a subject that ok refuses (want says what ok
+// accepts); "" when it does not.
+func bindingBroken(rb *unstructured.Unstructured, roleKind, roleName string, ok func(subject map[string]any) bool, want string) string {
 	ref, _ := rb.Object["roleRef"].(map[string]any)
-	if ref["apiGroup"] != "rbac.authorization.k8s.io" || ref["kind"] != "Role" || ref["name"] != RoleName {
-		return fmt.Sprintf("binds %v %v, not Role %s", ref["kind"], ref["name"], RoleName)
+	if ref["apiGroup"] != "rbac.authorization.k8s.io" || ref["kind"] != roleKind || ref["name"] != roleName {
+		return fmt.Sprintf("binds %v %v, not %s %s", ref["kind"], ref["name"], roleKind, roleName)
 	}
 	subjects, _ := rb.Object["subjects"].([]any)
 	for i, s := range subjects {
 		sm, _ := s.(map[string]any)
-		if sm["kind"] != "ServiceAccount" || sm["namespace"] != ns {
-			who := fmt.Sprintf("%v %v", sm["kind"], sm["name"])
-			if sns, ok := sm["namespace"].(string); ok && sns != "" {
-				who += " of namespace " + sns
-			}
-			return fmt.Sprintf("subject %d (%s) is not a ServiceAccount of %s", i, who, ns)
+		if !ok(sm) {
+			return fmt.Sprintf("subject %d (%s) is not %s", i, describeSubject(sm), want)
 		}
 	}
 	return ""
+}
+
+// describeSubject is a RoleBinding subject as "kind name [of namespace ns]".
+func describeSubject(s map[string]any) string {
+	who := fmt.Sprintf("%v %v", s["kind"], s["name"])
+	if ns, ok := s["namespace"].(string); ok && ns != "" {
+		who += " of namespace " + ns
+	}
+	return who
 }
 
 // guardCompany checks a patched company against its baseline. It returns

@@ -9,6 +9,15 @@ const (
 	RoleName = "paperclip-tenant-role"
 	// RoleBindingName binds RoleName to ServiceAccountName.
 	RoleBindingName = "paperclip-tenant-rb"
+	// PcsyncRoleBindingName is the RoleBinding of each tenant namespace that
+	// grants pcsync's ServiceAccount (Settings spec.pcsync.serviceAccount)
+	// the ClusterRole PcsyncTenantClusterRole there.
+	PcsyncRoleBindingName = "pcsync"
+	// PcsyncTenantClusterRole is the ClusterRole (deploy/base/rbac.yaml)
+	// of what pcsync does in tenant namespaces only: create agent Jobs and
+	// their Secrets, sandbox pods and their exec streams, delete Jobs and
+	// pods.
+	PcsyncTenantClusterRole = "pcsync-tenant"
 	// QuotaName is the tenant ResourceQuota.
 	QuotaName = "paperclip-quota"
 	// LimitRangeName is the tenant container LimitRange.

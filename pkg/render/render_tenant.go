@@ -40,6 +40,7 @@ func (t tenant) objects() []*unstructured.Unstructured {
 		t.serviceAccount(),
 		t.role(),
 		t.roleBinding(),
+		t.pcsyncBinding(),
 		t.quota(),
 		t.limitRange(),
 		t.denyAll(),
@@ -109,6 +110,18 @@ func (t tenant) roleBinding() map[string]any {
 	o := t.object("rbac.authorization.k8s.io/v1", "RoleBinding", RoleBindingName)
 	o["roleRef"] = map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": RoleName}
 	o["subjects"] = []any{map[string]any{"kind": "ServiceAccount", "name": ServiceAccountName, "namespace": t.ns}}
+	return o
+}
+
+// pcsyncBinding grants pcsync's own ServiceAccount the ClusterRole of what
+// it does in tenant namespaces (Jobs, Secrets, sandbox pods), in this
+// namespace only. pcsync applies it holding bind on that ClusterRole, not
+// its rules.
+func (t tenant) pcsyncBinding() map[string]any {
+	sa := t.m.Settings.Spec.Pcsync.ServiceAccount
+	o := t.object("rbac.authorization.k8s.io/v1", "RoleBinding", PcsyncRoleBindingName)
+	o["roleRef"] = map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": PcsyncTenantClusterRole}
+	o["subjects"] = []any{map[string]any{"kind": "ServiceAccount", "name": sa.Name, "namespace": sa.Namespace}}
 	return o
 }
 

@@ -228,6 +228,9 @@ func createError(r Record, err error) error {
 			r.Company, r.Namespace, msg)
 	case apierrors.IsNotFound(err):
 		return userErrorf("namespace_missing", "namespace %s of company %s does not exist: run `pcsync apply` (or let the daemon reconcile) first", r.Namespace, r.Company)
+	case apierrors.IsForbidden(err) && strings.Contains(msg, "cannot create resource"):
+		return userErrorf("pod_forbidden", "Pod/%s/%s refused: %s (pcsync creates pods only in tenant namespaces whose RoleBinding pcsync grants it the ClusterRole pcsync-tenant: run `pcsync apply`, and check Settings spec.pcsync.serviceAccount)",
+			r.Namespace, r.ID, msg)
 	case apierrors.IsForbidden(err):
 		return userErrorf("pod_forbidden", "Pod/%s/%s refused: %s", r.Namespace, r.ID, msg)
 	}

@@ -7,9 +7,11 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -242,6 +244,9 @@ func (e *Executor) Start(ctx context.Context, r *runs.Run) (runs.Handle, error) 
 		if isNotFound(err) {
 			return nil, fmt.Errorf("Job/%s/%s create failed: %w (the tenant manifests are not applied: run pcsync apply)", ns, name, err)
 		}
+		if apierrors.IsForbidden(err) && strings.Contains(err.Error(), "cannot create resource") {
+			return nil, fmt.Errorf("Job/%s/%s create failed: %w (pcsync creates Jobs only in tenant namespaces whose RoleBinding pcsync grants it the ClusterRole pcsync-tenant: the tenant manifests are not applied, or Settings spec.pcsync.serviceAccount does not name the ServiceAccount pcsync runs as; run pcsync apply, and pcsync doctor)", ns, name, err)
+		}
 		return nil, fmt.Errorf("Job/%s/%s create failed: %w", ns, name, err)
 	}
 	sec.OwnerReferences[0].UID = created.UID
@@ -262,7 +267,7 @@ func (e *Executor) Start(ctx context.Context, r *runs.Run) (runs.Handle, error) 
 		}
 		return nil, fmt.Errorf("Secret/%s/%s create failed: %w (the Job was deleted)", ns, name, err)
 	}
-	if err := e.journal.created(r.Name()); err != nil {
+	if err := e.journal.created(r.Name(), created.UID); err != nil {
 		log.Warn("cannot record the Job's and Secret's creation in the run journal", slog.Any("error", err))
 	}
 	log.Info("Job created", slog.String("job", ns+"/"+name))
@@ -272,10 +277,11 @@ func (e *Executor) Start(ctx context.Context, r *runs.Run) (runs.Handle, error) 
 }
 
 // Adopt implements runs.Executor. A run whose Job exists and carries the
-// nonce of the run's marker is followed from where it is (the Secret is
-// created again if an earlier daemon stopped before creating it); a Job
-// under the run's name without it is not pcsync's and fails the run (see
-// checkOwner). A run with a marker but no Job ended while no daemon
+// nonce of the run's marker (and the UID recorded when its create was
+// answered) is followed from where it is (the Secret is created again if an
+// earlier daemon stopped before creating it, and the Job's UID recorded if
+// the marker has none); a Job under the run's name without them is not
+// pcsync's and fails the run, left in place (see checkOwner). A run with a marker but no Job ended while no daemon
 // watched: its handle reports failed (or cancelled, when <name>.cancel
 // exists) saying so. A run with neither was never started.
 func (e *Executor) Adopt(ctx context.Context, r *runs.Run) (runs.Handle, error) {
@@ -304,10 +310,18 @@ func (e *Executor) Adopt(ctx context.Context, r *runs.Run) (runs.Handle, error) 
 			res.FinishedAt = &now
 			return &doneHandle{ending: runs.Ending{Result: res}, journal: e.journal, name: r.Name()}, nil
 		}
+		repaired := true
 		if !jobFinished(job) && !m.Created {
 			// The daemon that created the Job may have stopped before its
 			// Secret.
-			e.repairSecret(ctx, log, in, job)
+			repaired = e.repairSecret(ctx, log, in, job)
+		}
+		if ok && m.UID == "" && repaired {
+			// Adopted by its nonce (the create was not answered, or the
+			// journal is older than UIDs): from now on its UID is the proof.
+			if err := e.journal.created(r.Name(), job.UID); err != nil {
+				log.Warn("cannot record the adopted Job's UID in the run journal", slog.Any("error", err))
+			}
 		}
 		log.Info("adopting the run's Job", slog.String("job", ns+"/"+name))
 		h := e.newHandle(r, in, job.DeepCopy())
@@ -360,8 +374,9 @@ func neverCreatedWithin(in Input) time.Duration {
 // repairSecret creates the run's Secret when it is missing: an earlier
 // daemon stopped between creating the Job and its Secret. It creates it
 // without looking first (pcsync holds create on Secrets, not get): an
-// AlreadyExists answer means the Secret is there.
-func (e *Executor) repairSecret(ctx context.Context, log *slog.Logger, in Input, job *batchv1.Job) {
+// AlreadyExists answer means the Secret is there. It says whether the
+// Secret is there now.
+func (e *Executor) repairSecret(ctx context.Context, log *slog.Logger, in Input, job *batchv1.Job) bool {
 	sec, err := BuildSecret(in, job, e.opts.Build)
 	if err == nil {
 		_, err = e.client.CoreV1().Secrets(job.Namespace).Create(ctx, sec, metav1.CreateOptions{})
@@ -370,9 +385,11 @@ func (e *Executor) repairSecret(ctx context.Context, log *slog.Logger, in Input,
 	case isAlreadyExists(err):
 	case err != nil:
 		log.Warn("cannot create the missing Secret of the adopted Job; its pod waits for it", slog.Any("error", fmt.Errorf("Secret/%s/%s create failed: %w", job.Namespace, job.Name, err)))
+		return false
 	default:
 		log.Info("created the missing Secret of the adopted Job")
 	}
+	return true
 }
 
 var _ runs.Executor = (*Executor)(nil)

@@ -425,10 +425,9 @@ func TestQuotaRefusal(t *testing.T) {
 	d.wait(t)
 }
 
-// createJobAsEarlierDaemon does what a daemon that stopped right after
-// creating a run's Job got done: the marker and the Job, no Secret. mutate,
-// when set, changes the Job first.
-func (e *env) createJobAsEarlierDaemon(name string, mutate func(*batchv1.Job)) *batchv1.Job {
+// buildJob builds the Job pcsync creates for the request <name>.json in
+// the spool (no nonce).
+func (e *env) buildJob(name string) *batchv1.Job {
 	e.t.Helper()
 	r := parseRun(e.t, e.model, e.spool, name+".json", mustRead(e.t, filepath.Join(e.spool, name+".json")))
 	in, err := NewInput(r, []string{"ANTHROPIC_API_KEY=" + testAPIKey}, BuildOptions{})
@@ -439,12 +438,21 @@ func (e *env) createJobAsEarlierDaemon(name string, mutate func(*batchv1.Job)) *
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	return job
+}
+
+// createJobAsEarlierDaemon does what a daemon that stopped right after
+// creating a run's Job got done: the marker and the Job, no Secret. mutate,
+// when set, changes the Job first.
+func (e *env) createJobAsEarlierDaemon(name string, mutate func(*batchv1.Job)) *batchv1.Job {
+	e.t.Helper()
+	job := e.buildJob(name)
 	nonce := newNonce()
 	job.Annotations[AnnotationNonce] = nonce
 	if mutate != nil {
 		mutate(job)
 	}
-	recordAsEarlierDaemon(e.t, e.state, name, marker{RunID: r.RunID, Namespace: e.ns, Job: job.Name, Request: name + ".json", Nonce: nonce})
+	recordAsEarlierDaemon(e.t, e.state, name, marker{RunID: job.Labels[LabelRunID], Namespace: e.ns, Job: job.Name, Request: name + ".json", Nonce: nonce})
 	created, err := e.cs.BatchV1().Jobs(e.ns).Create(context.Background(), job, metav1.CreateOptions{})
 	if err != nil {
 		e.t.Fatal(err)
@@ -462,15 +470,7 @@ func TestLookAlikeJobIsNotAdopted(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{Labels: testcluster.RunForever()})
 	lookAlike := func(name string, nonce string) *batchv1.Job {
-		r := parseRun(t, e.model, e.spool, name+".json", mustRead(t, filepath.Join(e.spool, name+".json")))
-		in, err := NewInput(r, []string{"ANTHROPIC_API_KEY=" + testAPIKey}, BuildOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		job, err := BuildJob(in, BuildOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		job := e.buildJob(name)
 		if nonce != "" {
 			job.Annotations[AnnotationNonce] = nonce
 		}

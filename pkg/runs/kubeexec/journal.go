@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/pcsync/pcsync/pkg/safefile"
 )
@@ -29,7 +30,7 @@ const (
 	// its marker.
 	opStart journalOp = "start"
 	// opCreated: the API server answered the creates of the Job and its
-	// Secret.
+	// Secret; the record holds the Job's UID.
 	opCreated journalOp = "created"
 	// opEnd: the run's result is written; its marker is dropped.
 	opEnd journalOp = "end"
@@ -41,6 +42,9 @@ type journalRecord struct {
 	Name string    `json:"name"`
 	// Marker is set on opStart.
 	Marker *marker `json:"marker,omitempty"`
+	// UID is the Job's UID, set on opCreated (absent in the created
+	// records of a pcsync older than the UID check).
+	UID types.UID `json:"uid,omitempty"`
 }
 
 // compactAfter is how many superseded records the journal holds before it
@@ -209,6 +213,9 @@ func (j *journal) applyLocked(rec journalRecord) {
 	case opCreated:
 		if m, ok := j.live[rec.Name]; ok {
 			m.Created = true
+			if rec.UID != "" {
+				m.UID = rec.UID
+			}
 			j.live[rec.Name] = m
 		}
 	case opEnd:
@@ -257,15 +264,16 @@ func (j *journal) start(name string, m marker) error {
 	return j.append(journalRecord{Op: opStart, Name: name, Marker: &m})
 }
 
-// created records that the run's Job and Secret were created.
-func (j *journal) created(name string) error {
+// created records that the run's Job, of UID uid, and its Secret were
+// created.
+func (j *journal) created(name string, uid types.UID) error {
 	j.mu.Lock()
 	m, ok := j.live[name]
 	j.mu.Unlock()
-	if !ok || m.Created {
+	if !ok || (m.Created && m.UID == uid) {
 		return nil
 	}
-	return j.append(journalRecord{Op: opCreated, Name: name})
+	return j.append(journalRecord{Op: opCreated, Name: name, UID: uid})
 }
 
 // end drops the run's marker (a run without one needs no record).

@@ -170,6 +170,58 @@ func TestJournal(t *testing.T) {
 	}
 }
 
+// TestJournalRecordsTheJobUID: the created record holds the Job's UID and
+// the next daemon reads it, through a compaction too; a created record of
+// a pcsync older than UIDs (no "uid") still marks the run created, with no
+// UID (adoption then goes by the nonce alone).
+func TestJournalRecordsTheJobUID(t *testing.T) {
+	dir := t.TempDir()
+	j := quietJournal(t, dir)
+	for _, id := range []string{"new", "old"} {
+		if err := j.start(id, marker{RunID: id, Nonce: "n-" + id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := j.created("new", "uid-1"); err != nil {
+		t.Fatal(err)
+	}
+	j.close()
+	// What a pcsync older than UIDs appends once the create is answered.
+	f, err := os.OpenFile(filepath.Join(dir, JournalFile), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(`{"op":"created","name":"old"}` + "\n"); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	want := map[string]marker{
+		"new": {RunID: "new", Nonce: "n-new", Created: true, UID: "uid-1"},
+		"old": {RunID: "old", Nonce: "n-old", Created: true},
+	}
+	// Twice: the first open replays the records and compacts them into
+	// start records; the second reads the compacted journal.
+	for _, pass := range []string{"replayed", "compacted"} {
+		again := quietJournal(t, dir)
+		got := map[string]marker{}
+		for _, id := range []string{"new", "old"} {
+			got[id], _ = again.get(id)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s markers (-want +got):\n%s", pass, diff)
+		}
+		again.close()
+	}
+	// An adopting daemon records the UID of a Job it adopted by its nonce.
+	j = quietJournal(t, dir)
+	if err := j.created("old", "uid-2"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := j.get("old"); got.UID != "uid-2" {
+		t.Errorf("UID after recording the adopted Job's: %q, want uid-2", got.UID)
+	}
+}
+
 // TestJournalConcurrentStarts: runs recorded at the same time are all on
 // disk when their start returns, and the records are whole lines.
 func TestJournalConcurrentStarts(t *testing.T) {
