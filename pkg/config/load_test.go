@@ -189,6 +189,7 @@ func TestLoadProtectedNamespaces(t *testing.T) {
 	tests := []struct {
 		name      string
 		protected map[string]string
+		settings  string
 		want      []string
 	}{
 		{name: "none", want: nil},
@@ -196,6 +197,13 @@ func TestLoadProtectedNamespaces(t *testing.T) {
 			name:      "applyset parent",
 			protected: map[string]string{"paperclip-ops": "the ApplySet parent's namespace (--applyset-namespace)"},
 			want: []string{`companies.yaml:4:9: metadata.name: company "ops" renders to namespace "paperclip-ops", which is the ApplySet parent's namespace (--applyset-namespace): ` +
+				`pcsync would restrict it and, on prune, delete it; rename the company or change Settings spec.namespacePrefix`},
+		},
+		{
+			name: "pcsync's own, from Settings",
+			settings: "apiVersion: pcsync.io/v1alpha1\nkind: Settings\nmetadata: {name: fleet}\n" +
+				"spec: {pcsync: {serviceAccount: {namespace: paperclip-ops, name: pcsync}}}\n",
+			want: []string{`companies.yaml:4:9: metadata.name: company "ops" renders to namespace "paperclip-ops", where pcsync itself runs (Settings spec.pcsync.serviceAccount.namespace): ` +
 				`pcsync would restrict it and, on prune, delete it; rename the company or change Settings spec.namespacePrefix`},
 		},
 		{
@@ -207,7 +215,11 @@ func TestLoadProtectedNamespaces(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			writeFiles(t, dir, map[string]string{"companies.yaml": companyDoc("ops") + "---\n" + companyDoc("acme")})
+			files := map[string]string{"companies.yaml": companyDoc("ops") + "---\n" + companyDoc("acme")}
+			if tt.settings != "" {
+				files["settings.yaml"] = tt.settings
+			}
+			writeFiles(t, dir, files)
 			opts := config.DefaultLoadOptions()
 			opts.ProtectedNamespaces = tt.protected
 			_, err := config.Load(context.Background(), dir, opts)

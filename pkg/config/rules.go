@@ -89,6 +89,10 @@ func (k *checker) company(d *document, c *Company) {
 		k.errs.add(d.posIn(keys("metadata", "name"), false), "metadata.name",
 			"company %q renders to namespace %q, where the Paperclip server runs (Settings spec.server.namespace): its deny-all NetworkPolicy would cut the server off; rename the company or change Settings spec.namespacePrefix",
 			c.Metadata.Name, ns)
+	case ns == k.m.Settings.Spec.Pcsync.ServiceAccount.Namespace:
+		k.errs.add(d.posIn(keys("metadata", "name"), false), "metadata.name",
+			"company %q renders to namespace %q, where pcsync itself runs (Settings spec.pcsync.serviceAccount.namespace): pcsync would restrict it and, on prune, delete it; rename the company or change Settings spec.namespacePrefix",
+			c.Metadata.Name, ns)
 	case k.protected[ns] != "":
 		k.errs.add(d.posIn(keys("metadata", "name"), false), "metadata.name",
 			"company %q renders to namespace %q, which is %s: pcsync would restrict it and, on prune, delete it; rename the company or change Settings spec.namespacePrefix",
