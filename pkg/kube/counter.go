@@ -11,10 +11,13 @@ import (
 // RequestCounter counts the HTTP requests that clients built from a rest.Config send,
 // split into reads (GET, HEAD, OPTIONS: get, list, watch, discovery) and mutations
 // (POST, PUT, PATCH, DELETE). Server-side dry-run requests count as mutations because
-// they use mutating verbs. It is safe for concurrent use; the zero value is ready.
+// they use mutating verbs. Requests the server refused with 429 Too Many Requests
+// (which client-go sends again by itself) are counted too, and apart in TooMany. It
+// is safe for concurrent use; the zero value is ready.
 type RequestCounter struct {
 	reads     atomic.Int64
 	mutations atomic.Int64
+	tooMany   atomic.Int64
 }
 
 // Instrument makes every client built from cfg (after this call) count its requests in
@@ -27,7 +30,11 @@ func (c *RequestCounter) Instrument(cfg *rest.Config) {
 			} else {
 				c.reads.Add(1)
 			}
-			return rt.RoundTrip(req)
+			resp, err := rt.RoundTrip(req)
+			if err == nil && resp.StatusCode == http.StatusTooManyRequests {
+				c.tooMany.Add(1)
+			}
+			return resp, err
 		})
 	})
 }
@@ -38,10 +45,15 @@ func (c *RequestCounter) Reads() int64 { return c.reads.Load() }
 // Mutations returns the number of mutating requests counted so far.
 func (c *RequestCounter) Mutations() int64 { return c.mutations.Load() }
 
-// Reset sets both counts to zero.
+// TooMany returns the number of requests counted so far that the server answered
+// with 429 Too Many Requests.
+func (c *RequestCounter) TooMany() int64 { return c.tooMany.Load() }
+
+// Reset sets every count to zero.
 func (c *RequestCounter) Reset() {
 	c.reads.Store(0)
 	c.mutations.Store(0)
+	c.tooMany.Store(0)
 }
 
 // IsMutatingMethod reports whether an HTTP method changes state on the API server.

@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 
 	"github.com/spf13/pflag"
@@ -109,8 +110,17 @@ func TestAddFlags(t *testing.T) {
 }
 
 func TestRequestCounter(t *testing.T) {
+	var refused atomic.Bool
+	refused.Store(true)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
+		if r.Method == http.MethodDelete && refused.Swap(false) {
+			// Once: client-go sends it again after Retry-After.
+			w.Header().Set("Retry-After", "0")
+			w.WriteHeader(http.StatusTooManyRequests)
+			_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"TooManyRequests","code":429}`))
+			return
+		}
 		_, _ = w.Write([]byte(`{"kind":"Namespace","apiVersion":"v1","metadata":{"name":"x"}}`))
 	}))
 	defer srv.Close()
@@ -130,11 +140,12 @@ func TestRequestCounter(t *testing.T) {
 	ctx := t.Context()
 	_, _ = cs.CoreV1().Namespaces().Get(ctx, "x", metav1GetOptions())
 	_ = cs.CoreV1().Namespaces().Delete(ctx, "x", metav1DeleteOptions())
-	if c.Reads() != 1 || c.Mutations() != 1 {
-		t.Errorf("reads/mutations = %d/%d, want 1/1", c.Reads(), c.Mutations())
+	if c.Reads() != 1 || c.Mutations() != 2 || c.TooMany() != 1 {
+		t.Errorf("reads/mutations/429s = %d/%d/%d, want 1/2/1 (the delete refused once, then sent again)",
+			c.Reads(), c.Mutations(), c.TooMany())
 	}
 	c.Reset()
-	if c.Reads() != 0 || c.Mutations() != 0 {
+	if c.Reads() != 0 || c.Mutations() != 0 || c.TooMany() != 0 {
 		t.Error("Reset did not zero the counts")
 	}
 }

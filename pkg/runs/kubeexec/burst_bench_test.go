@@ -12,13 +12,17 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/pcsync/pcsync/internal/testcluster"
+	"github.com/pcsync/pcsync/pkg/kube"
 	"github.com/pcsync/pcsync/pkg/result"
 )
 
@@ -241,5 +245,159 @@ func BenchmarkBurstAsUsersSeeIt(b *testing.B) {
 		b.ReportMetric(ms(percentile(peer, 0.99)), "peer-p99-ms")
 		b.ReportMetric(p50, "p50-ratio")
 		b.ReportMetric(p99, "p99-ratio")
+	}
+}
+
+// windowRecorder is a WindowMetrics that keeps the smallest limit and the
+// cuts.
+type windowRecorder struct {
+	mu       sync.Mutex
+	min, now int
+	cuts     int
+}
+
+func (w *windowRecorder) SetStartWindow(limit int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.now = limit
+	if w.min == 0 || limit < w.min {
+		w.min = limit
+	}
+}
+
+func (w *windowRecorder) StartWindowCut() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.cuts++
+}
+
+// tightPriorityLevel makes API Priority and Fairness classify user's
+// requests into a priority level of a few seats that rejects (429) rather
+// than queues, as a busy production API server does to a noisy client;
+// user may do anything (cluster-admin). It is undone when b ends.
+func (e *env) tightPriorityLevel(b *testing.B, user string) {
+	b.Helper()
+	ctx := context.Background()
+	fc := e.cs.FlowcontrolV1()
+	zero := int32(0)
+	two := int32(2)
+	pl := &flowcontrolv1.PriorityLevelConfiguration{ObjectMeta: metav1.ObjectMeta{Name: user},
+		Spec: flowcontrolv1.PriorityLevelConfigurationSpec{Type: flowcontrolv1.PriorityLevelEnablementLimited,
+			Limited: &flowcontrolv1.LimitedPriorityLevelConfiguration{NominalConcurrencyShares: &two,
+				LendablePercent: &zero, BorrowingLimitPercent: &zero,
+				LimitResponse: flowcontrolv1.LimitResponse{Type: flowcontrolv1.LimitResponseTypeReject}}}}
+	fs := &flowcontrolv1.FlowSchema{ObjectMeta: metav1.ObjectMeta{Name: user},
+		Spec: flowcontrolv1.FlowSchemaSpec{
+			PriorityLevelConfiguration: flowcontrolv1.PriorityLevelConfigurationReference{Name: user},
+			MatchingPrecedence:         500,
+			DistinguisherMethod:        &flowcontrolv1.FlowDistinguisherMethod{Type: flowcontrolv1.FlowDistinguisherMethodByUserType},
+			Rules: []flowcontrolv1.PolicyRulesWithSubjects{{
+				Subjects: []flowcontrolv1.Subject{{Kind: flowcontrolv1.SubjectKindUser, User: &flowcontrolv1.UserSubject{Name: user}}},
+				ResourceRules: []flowcontrolv1.ResourcePolicyRule{{Verbs: []string{"*"}, APIGroups: []string{"*"},
+					Resources: []string{"*"}, Namespaces: []string{"*"}, ClusterScope: true}},
+			}},
+		}}
+	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: user},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "cluster-admin"},
+		Subjects: []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: user}}}
+	if _, err := fc.PriorityLevelConfigurations().Create(ctx, pl, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := fc.FlowSchemas().Create(ctx, fs, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := e.cs.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_ = fc.FlowSchemas().Delete(ctx, user, metav1.DeleteOptions{})
+		_ = fc.PriorityLevelConfigurations().Delete(ctx, user, metav1.DeleteOptions{})
+		_ = e.cs.RbacV1().ClusterRoleBindings().Delete(ctx, user, metav1.DeleteOptions{})
+	})
+	// The API server takes a moment to pick the new configuration up.
+	e.waitUntil("the FlowSchema to be in force", func() bool {
+		got, err := fc.FlowSchemas().Get(ctx, user, metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		for _, c := range got.Status.Conditions {
+			if c.Type == flowcontrolv1.FlowSchemaConditionDangling && c.Status == flowcontrolv1.ConditionFalse {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// BenchmarkBurst2000UnderPushback: 2,000 requests at once from a daemon
+// whose requests API Priority and Fairness puts into a priority level of a
+// few seats that answers 429 when they are taken (the daemon's client acts
+// as its own user). The start window must shrink (pcsync_start_window),
+// the API server must not answer 5xx, every run must end succeeded, and
+// the requests per run stay at 5 when the 429s client-go retries are left
+// out. It reports the window's smallest limit and cuts, the 429s and 5xx
+// answers (from the audit log) and the requests per run.
+func BenchmarkBurst2000UnderPushback(b *testing.B) {
+	const n = 2000
+	lines := transcript(b, claudeTranscript)
+	for range b.N {
+		e := newEnv(b, benchOptions(n, testcluster.SucceedAfter(time.Second), lines))
+		e.roomForPods(b, n+100)
+		e.impersonate = "pcsync-bench-" + e.slug
+		e.tightPriorityLevel(b, e.impersonate)
+		counter := &kube.RequestCounter{}
+		win := &windowRecorder{}
+		d := e.startDaemonWith(false, counter, func(o *Options) {
+			quiet(o)
+			o.WindowMetrics = win
+		})
+		counter.Reset()
+		names := make([]string, n)
+		for i := range names {
+			names[i] = fmt.Sprintf("flood-%04d", i)
+		}
+		began := time.Now()
+		b.ResetTimer()
+		e.dropAll(b, names)
+		d.waitFinished(b, n, 20*time.Minute)
+		b.StopTimer()
+		took := time.Since(began)
+		reads, mutations, refused := counter.Reads(), counter.Mutations(), counter.TooMany()
+		for _, name := range names {
+			if r := e.result(name); r.Status != result.StatusSucceeded {
+				b.Fatalf("%s: %s %s", name, r.Status, deref(r.ErrorMessage))
+			}
+		}
+		evs, err := e.c.AuditEvents(func(a testcluster.AuditEvent) bool {
+			return a.ObjectRef != nil && a.ObjectRef.Namespace == e.ns && a.ResponseStatus != nil &&
+				(a.ResponseStatus.Code == 429 || a.ResponseStatus.Code >= 500) && a.RequestReceivedTimestamp.After(began)
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var tooMany, fivexx int
+		for _, ev := range evs {
+			if ev.ResponseStatus.Code == 429 {
+				tooMany++
+			} else {
+				fivexx++
+			}
+		}
+		win.mu.Lock()
+		minLimit, cuts := win.min, win.cuts
+		win.mu.Unlock()
+		b.Logf("2,000 runs at once under a tight priority level: %s in all; window min %d, %d cuts; %d answers 429 "+
+			"(%d of them to mutations, in the audit log), %d 5xx; %.2f requests per run answered (%.2f with the 429s client-go sent again)",
+			took.Round(time.Second), minLimit, cuts, refused, tooMany, fivexx, float64(reads+mutations-refused)/n, float64(reads+mutations)/n)
+		if cuts == 0 || fivexx > 0 {
+			b.Errorf("want the window cut and no 5xx: %d cuts, %d 5xx", cuts, fivexx)
+		}
+		b.ReportMetric(float64(minLimit), "window-min")
+		b.ReportMetric(float64(cuts), "window-cuts")
+		b.ReportMetric(float64(refused), "answers-429")
+		b.ReportMetric(float64(fivexx), "answers-5xx")
+		b.ReportMetric(float64(reads+mutations-refused)/n, "api-requests/run")
+		b.ReportMetric(took.Seconds(), "burst-s")
+		d.stop(b)
 	}
 }

@@ -70,6 +70,9 @@ type env struct {
 	state  string
 	model  *config.Model
 	logs   *testcluster.LogSource
+	// impersonate, when set, is the user the in-process daemon's client
+	// acts as (so that API Priority and Fairness classifies it apart).
+	impersonate string
 }
 
 // agentName is the agent of every test company.
@@ -211,6 +214,7 @@ func (e *env) startDaemonWith(once bool, counter *kube.RequestCounter, tweak fun
 	e.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cfg := e.c.RESTConfig()
+	cfg.Impersonate.UserName = e.impersonate
 	kube.DefaultFlags().ConfigureRateLimits(cfg)
 	if counter != nil {
 		counter.Instrument(cfg)
