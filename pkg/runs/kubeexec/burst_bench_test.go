@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -271,68 +270,26 @@ func (w *windowRecorder) StartWindowCut() {
 	w.cuts++
 }
 
-// tightPriorityLevel makes API Priority and Fairness classify user's
-// requests into a priority level of a few seats that rejects (429) rather
-// than queues, as a busy production API server does to a noisy client;
-// user may do anything (cluster-admin). It is undone when b ends.
-func (e *env) tightPriorityLevel(b *testing.B, user string) {
+// actingUser makes user (not in system:masters, so the API server's
+// max-in-flight filter applies to it) a cluster-admin, until b ends.
+func (e *env) actingUser(b *testing.B, user string) {
 	b.Helper()
 	ctx := context.Background()
-	fc := e.cs.FlowcontrolV1()
-	zero := int32(0)
-	two := int32(2)
-	pl := &flowcontrolv1.PriorityLevelConfiguration{ObjectMeta: metav1.ObjectMeta{Name: user},
-		Spec: flowcontrolv1.PriorityLevelConfigurationSpec{Type: flowcontrolv1.PriorityLevelEnablementLimited,
-			Limited: &flowcontrolv1.LimitedPriorityLevelConfiguration{NominalConcurrencyShares: &two,
-				LendablePercent: &zero, BorrowingLimitPercent: &zero,
-				LimitResponse: flowcontrolv1.LimitResponse{Type: flowcontrolv1.LimitResponseTypeReject}}}}
-	fs := &flowcontrolv1.FlowSchema{ObjectMeta: metav1.ObjectMeta{Name: user},
-		Spec: flowcontrolv1.FlowSchemaSpec{
-			PriorityLevelConfiguration: flowcontrolv1.PriorityLevelConfigurationReference{Name: user},
-			MatchingPrecedence:         500,
-			DistinguisherMethod:        &flowcontrolv1.FlowDistinguisherMethod{Type: flowcontrolv1.FlowDistinguisherMethodByUserType},
-			Rules: []flowcontrolv1.PolicyRulesWithSubjects{{
-				Subjects: []flowcontrolv1.Subject{{Kind: flowcontrolv1.SubjectKindUser, User: &flowcontrolv1.UserSubject{Name: user}}},
-				ResourceRules: []flowcontrolv1.ResourcePolicyRule{{Verbs: []string{"*"}, APIGroups: []string{"*"},
-					Resources: []string{"*"}, Namespaces: []string{"*"}, ClusterScope: true}},
-			}},
-		}}
 	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: user},
 		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "cluster-admin"},
 		Subjects: []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: user}}}
-	if _, err := fc.PriorityLevelConfigurations().Create(ctx, pl, metav1.CreateOptions{}); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := fc.FlowSchemas().Create(ctx, fs, metav1.CreateOptions{}); err != nil {
-		b.Fatal(err)
-	}
 	if _, err := e.cs.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() {
-		_ = fc.FlowSchemas().Delete(ctx, user, metav1.DeleteOptions{})
-		_ = fc.PriorityLevelConfigurations().Delete(ctx, user, metav1.DeleteOptions{})
-		_ = e.cs.RbacV1().ClusterRoleBindings().Delete(ctx, user, metav1.DeleteOptions{})
-	})
-	// The API server takes a moment to pick the new configuration up.
-	e.waitUntil("the FlowSchema to be in force", func() bool {
-		got, err := fc.FlowSchemas().Get(ctx, user, metav1.GetOptions{})
-		if err != nil {
-			return false
-		}
-		for _, c := range got.Status.Conditions {
-			if c.Type == flowcontrolv1.FlowSchemaConditionDangling && c.Status == flowcontrolv1.ConditionFalse {
-				return true
-			}
-		}
-		return false
-	})
+	b.Cleanup(func() { _ = e.cs.RbacV1().ClusterRoleBindings().Delete(ctx, user, metav1.DeleteOptions{}) })
+	e.impersonate = user
 }
 
-// BenchmarkBurst2000UnderPushback: 2,000 requests at once from a daemon
-// whose requests API Priority and Fairness puts into a priority level of a
-// few seats that answers 429 when they are taken (the daemon's client acts
-// as its own user). The start window must shrink (pcsync_start_window),
+// BenchmarkBurst2000UnderPushback: 2,000 requests at once on a control
+// plane of its own whose API server takes at most 20 mutating requests at a
+// time (--max-mutating-requests-inflight) and answers 429 past that, as a
+// busy production server does; the daemon's client acts as a user that the
+// limit applies to (not system:masters). The start window must shrink (pcsync_start_window),
 // the API server must not answer 5xx, every run must end succeeded, and
 // the requests per run stay at 5 when the 429s client-go retries are left
 // out. It reports the window's smallest limit and cuts, the 429s and 5xx
@@ -340,11 +297,23 @@ func (e *env) tightPriorityLevel(b *testing.B, user string) {
 func BenchmarkBurst2000UnderPushback(b *testing.B) {
 	const n = 2000
 	lines := transcript(b, claudeTranscript)
+	ctx := context.Background()
+	co := testcluster.DefaultOptions()
+	co.NodePods = n + 100
+	co.ExtraAPIServerArgs = []string{"--max-mutating-requests-inflight=20"}
+	co.Logf = b.Logf
+	c, err := testcluster.Start(ctx, co)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Registered first, so it runs after the env's own clean-ups.
+	b.Cleanup(func() { _ = c.Close() })
 	for range b.N {
-		e := newEnv(b, benchOptions(n, testcluster.SucceedAfter(time.Second), lines))
+		o := benchOptions(n, testcluster.SucceedAfter(time.Second), lines)
+		o.Cluster = c
+		e := newEnv(b, o)
 		e.roomForPods(b, n+100)
-		e.impersonate = "pcsync-bench-" + e.slug
-		e.tightPriorityLevel(b, e.impersonate)
+		e.actingUser(b, "pcsync-bench-"+e.slug)
 		counter := &kube.RequestCounter{}
 		win := &windowRecorder{}
 		d := e.startDaemonWith(false, counter, func(o *Options) {
@@ -386,8 +355,9 @@ func BenchmarkBurst2000UnderPushback(b *testing.B) {
 		win.mu.Lock()
 		minLimit, cuts := win.min, win.cuts
 		win.mu.Unlock()
-		b.Logf("2,000 runs at once under a tight priority level: %s in all; window min %d, %d cuts; %d answers 429 "+
-			"(%d of them to mutations, in the audit log), %d 5xx; %.2f requests per run answered (%.2f with the 429s client-go sent again)",
+		b.Logf("2,000 runs at once, API server at 20 mutating requests in flight: %s in all; window min %d, %d cuts; "+
+			"the daemon's client got %d answers 429 (the audit log: %d mutating requests answered 429), %d 5xx; "+
+			"%.2f requests per run answered (%.2f with the 429s client-go sent again)",
 			took.Round(time.Second), minLimit, cuts, refused, tooMany, fivexx, float64(reads+mutations-refused)/n, float64(reads+mutations)/n)
 		if cuts == 0 || fivexx > 0 {
 			b.Errorf("want the window cut and no 5xx: %d cuts, %d 5xx", cuts, fivexx)

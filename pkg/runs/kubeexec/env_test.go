@@ -43,6 +43,9 @@ const testAPIKey = "sk-ant-integration-7f3a9c1e5b"
 
 // envOptions shape one integration test's company.
 type envOptions struct {
+	// Cluster is the control plane to use; nil means the package's shared
+	// one.
+	Cluster *testcluster.Cluster
 	// Labels are the agent's pod labels: the kwok outcome.
 	Labels map[string]string
 	// Concurrency is the agent's concurrency (default 1).
@@ -80,7 +83,10 @@ const agentName = "coder"
 
 func newEnv(t testing.TB, o envOptions) *env {
 	t.Helper()
-	c := testcluster.Get(t)
+	c := o.Cluster
+	if c == nil {
+		c = testcluster.Get(t)
+	}
 	// The namespace is created (and deleted after the test) by the test
 	// cluster; the company's slug is its random suffix, so that the
 	// rendered tenant namespace is this one.

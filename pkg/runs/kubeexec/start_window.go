@@ -11,16 +11,21 @@ import (
 )
 
 // startWindow bounds how many runs are being created (their Job and
-// Secret requests) at once, with a limit that adapts to the API server:
-// every create that succeeds raises it by one, up to its ceiling; when the
+// Secret requests) at once, with a limit that adapts to the API server the
+// way TCP's congestion window does: it starts at its ceiling; when the
 // server pushes back (a 429 Too Many Requests from API Priority and
 // Fairness or the max-in-flight filter, a create that times out, or one
-// slower than slow) it halves, at most once per cutEvery, down to its floor. Runs past the
-// limit wait in arrival order. The client's own rate limiter (--kube-qps,
-// --kube-burst) applies on top. Safe for concurrent use.
+// slower than slow) it halves, at most once per cutEvery, down to its
+// floor; after a cut it grows by one for every limit creates that succeed
+// (additive increase, so it settles where the server copes instead of
+// doubling back into it); and a quiet recoverAfter without pushback puts it
+// back at the ceiling, so that the next burst starts wide again. Runs past
+// the limit wait in arrival order. The client's own rate limiter
+// (--kube-qps, --kube-burst) applies on top. Safe for concurrent use.
 type startWindow struct {
 	floor, ceiling int
 	cutEvery       time.Duration
+	recoverAfter   time.Duration
 	// slow is the create time past which a create counts as pushback
 	// (0: none).
 	slow time.Duration
@@ -33,13 +38,15 @@ type startWindow struct {
 	waiters  []chan struct{}
 	lastCut  time.Time
 	cuts     int
+	// acks counts the creates answered since the limit last grew.
+	acks int
 }
 
 // newStartWindow returns a window that starts at its ceiling: until the
 // server pushes back, runs are created as fast as requests can go out.
 func newStartWindow(ceiling int) *startWindow {
 	floor := min(4, ceiling)
-	return &startWindow{floor: floor, ceiling: ceiling, limit: ceiling, cutEvery: time.Second}
+	return &startWindow{floor: floor, ceiling: ceiling, limit: ceiling, cutEvery: time.Second, recoverAfter: time.Minute}
 }
 
 // withMetrics makes m receive the window's changes, starting with its
@@ -55,6 +62,7 @@ func (w *startWindow) withMetrics(m WindowMetrics) *startWindow {
 // acquire waits for a place in the window; release gives it back.
 func (w *startWindow) acquire(ctx context.Context) (release func(), err error) {
 	w.mu.Lock()
+	w.recoverLocked(time.Now())
 	if w.inflight < w.limit && len(w.waiters) == 0 {
 		w.inflight++
 		w.mu.Unlock()
@@ -109,17 +117,38 @@ func (w *startWindow) admitLocked() {
 	}
 }
 
-// succeeded records a create the server accepted.
+// succeeded records a create the server accepted: every limit of them
+// grow the window by one.
 func (w *startWindow) succeeded() {
 	w.mu.Lock()
-	if w.limit < w.ceiling {
-		w.limit++
-		w.admitLocked()
-		if w.metrics != nil {
-			w.metrics.SetStartWindow(w.limit)
-		}
+	defer w.mu.Unlock()
+	if w.limit >= w.ceiling {
+		return
 	}
-	w.mu.Unlock()
+	if w.acks++; w.acks < w.limit {
+		return
+	}
+	w.acks = 0
+	w.setLimitLocked(w.limit + 1)
+}
+
+// recoverLocked puts the window back at its ceiling once recoverAfter has
+// passed since the last cut.
+func (w *startWindow) recoverLocked(now time.Time) {
+	if w.limit < w.ceiling && now.Sub(w.lastCut) >= w.recoverAfter {
+		w.acks = 0
+		w.setLimitLocked(w.ceiling)
+	}
+}
+
+// setLimitLocked changes the limit, lets waiters in if it grew, and tells
+// the metrics.
+func (w *startWindow) setLimitLocked(limit int) {
+	w.limit = limit
+	w.admitLocked()
+	if w.metrics != nil {
+		w.metrics.SetStartWindow(limit)
+	}
 }
 
 // observe takes the outcome of a create and how long it took: a success
@@ -146,11 +175,11 @@ func (w *startWindow) pushedBack(now time.Time) {
 	}
 	w.lastCut = now
 	w.cuts++
-	w.limit = max(w.floor, w.limit/2)
+	w.acks = 0
 	if w.metrics != nil {
 		w.metrics.StartWindowCut()
-		w.metrics.SetStartWindow(w.limit)
 	}
+	w.setLimitLocked(max(w.floor, w.limit/2))
 }
 
 // WindowMetrics receives the start window's changes, for /metrics

@@ -60,11 +60,29 @@ func TestStartWindow(t *testing.T) {
 	if limit, _ := w.state(); limit != 4 {
 		t.Errorf("limit after many cuts %d, want the floor 4", limit)
 	}
-	for range 10 {
+	// Additive increase: one more place per limit answered creates.
+	for _, want := range []int{5, 6, 7, 8} {
+		for range want - 2 {
+			w.observe(nil, time.Millisecond)
+		}
+		if limit, _ := w.state(); limit != want-1 {
+			t.Fatalf("limit %d one answered create before growing, want %d", limit, want-1)
+		}
 		w.observe(nil, time.Millisecond)
+		if limit, _ := w.state(); limit != want {
+			t.Fatalf("limit %d after %d answered creates, want %d", limit, want-1, want)
+		}
 	}
-	if limit, _ := w.state(); limit != 8 {
-		t.Errorf("limit after 10 answered creates %d, want the ceiling 8", limit)
+	// A minute without pushback puts a cut window back at its ceiling.
+	w.pushedBack(now.Add(time.Hour))
+	w.mu.Lock()
+	w.recoverLocked(now.Add(time.Hour + 59*time.Second))
+	early := w.limit
+	w.recoverLocked(now.Add(time.Hour + time.Minute))
+	late := w.limit
+	w.mu.Unlock()
+	if early != 4 || late != 8 {
+		t.Errorf("limit 59 s after a cut %d (want 4), a minute after %d (want the ceiling 8)", early, late)
 	}
 	ninth()
 	for _, release := range held[1:] {
@@ -95,7 +113,9 @@ func TestStartWindowSlowCreate(t *testing.T) {
 	w.slow = time.Second
 	w.observe(nil, 500*time.Millisecond) // at the ceiling: no change
 	w.observe(nil, 2*time.Second)
-	w.observe(nil, 10*time.Millisecond)
+	for range 4 { // four answered creates grow the cut window (4) by one
+		w.observe(nil, 10*time.Millisecond)
+	}
 	w.observe(errors.New("connection reset"), time.Millisecond)
 	limit, cuts := w.state()
 	if diff := cmp.Diff([2]int{5, 1}, [2]int{limit, cuts}); diff != "" {
