@@ -17,9 +17,15 @@
 //	logs_follow.go  following the container log, reconnecting without duplicates
 //	explain.go      turning Job, Pod and Event state into a verdict
 //	executor.go     Start and Adopt
+//	start_window.go the start window: how many runs are created at once, cut
+//	                on the API server's pushback (429, timeout, slow create)
+//	transient.go    which failed requests are the API server's absence, to repeat
+//	journal.go      the run journal: each run recorded (fdatasync'd, group
+//	                commit) before its Job is created, with the Job's UID after
 //	handle.go       one run: its steps (on shared workers), Wait, Cancel
 //	cleanup.go      Release: deleting Jobs once their result is written
-//	marker.go       the durable "a Job was created for this run" marker
+//	marker.go       a journal record of one run (nonce, request, Job UID), and
+//	                the per-run marker files of older versions the journal takes in
 //
 // See docs/kubernetes-executor.md for the user-facing description.
 package kubeexec
