@@ -3,7 +3,7 @@
 # local executor and no cluster. It builds pcsync, drops
 # examples/spool/hello.yaml into a fresh spool (written as a hidden temp
 # file and renamed in, as writers should), runs
-#   pcsync daemon --config examples/demo --spool SPOOL --executor local --once
+#   pcsync daemon examples/demo --spool SPOOL --executor local --once
 # and prints the result, which must say "succeeded".
 #
 # examples/demo points claude_local at examples/agents/fake-claude, a shell
@@ -39,8 +39,8 @@ cp "$request" "$spool/.$base.tmp"
 mv "$spool/.$base.tmp" "$spool/$base"
 name=${base%.*}
 
-echo "==> $bin daemon --config $config --spool $spool --executor local --once"
-"$bin" daemon --config "$config" --spool "$spool" --executor local --once
+echo "==> $bin daemon $config --spool $spool --executor local --once"
+"$bin" daemon "$config" --spool "$spool" --executor local --once
 
 echo "==> $spool/$name.log"
 cat "$spool/$name.log"

@@ -50,11 +50,14 @@ func newDaemonCmd(g *globalOptions) *cobra.Command {
 		interval: ro.Interval, debounce: ro.Debounce,
 		leaseID: lo.Name, leaseDuration: lo.LeaseDuration, renewDeadline: lo.RenewDeadline, retryDur: lo.RetryPeriod}
 	cmd := &cobra.Command{
-		Use:   "daemon --config DIR --spool DIR [--executor kubernetes|local] [--once]",
+		Use:   "daemon DIR --spool DIR [--executor kubernetes|local] [--once]",
 		Short: "Keep the cluster in the shape of the config directory and run the agent work requested in a spool directory",
 		Long: `daemon runs two loops in one process.
 
-The reconcile loop loads, validates, renders and server-side applies --config at
+DIR is the config directory, as for apply, diff and validate (--config DIR is
+the same, kept for deployments that pass it).
+
+The reconcile loop loads, validates, renders and server-side applies DIR at
 start, whenever a file under it changes (fsnotify; a symbolic link swapped by
 git-sync is followed), and every --interval to correct drift: fields another
 field manager changed are taken back (--force-conflicts). With --prune it deletes
@@ -88,11 +91,16 @@ the Lease and exits; runs go on and are adopted.
 --once reconciles once, handles every request present at start, waits for all
 their results and exits 0; failed runs are results, not daemon errors.
 See docs/daemon.md and docs/runs.md.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return f.run(cmd.Context(), g) },
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := f.configDir(args); err != nil {
+				return err
+			}
+			return f.run(cmd.Context(), g)
+		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.config, "config", "", "config directory (required); may be a symbolic link that git-sync swaps")
+	fl.StringVar(&f.config, "config", "", "the config directory, as the DIR argument gives it (kept for deployments that pass it); may be a symbolic link that git-sync swaps")
 	fl.StringVar(&f.spool, "spool", "", "spool directory of run requests (required unless --no-runs)")
 	fl.StringVar(&f.executor, "executor", f.executor, "where runs execute: kubernetes or local")
 	fl.BoolVar(&f.once, "once", false, "reconcile once, handle the requests present at start, wait for their results, exit")
@@ -122,9 +130,23 @@ See docs/daemon.md and docs/runs.md.`,
 	fl.DurationVar(&f.renewDeadline, "leader-election-renew-deadline", f.renewDeadline,
 		"how long the leader tries to renew before it stops its loops and exits")
 	fl.DurationVar(&f.retryDur, "leader-election-retry-period", f.retryDur, "time between attempts to acquire or renew the Lease")
-	_ = cmd.MarkFlagRequired("config")
 	cmd.AddCommand(newRunShimCmd())
 	return cmd
+}
+
+// configDir takes the config directory from the DIR argument or from
+// --config (its old spelling); giving two different ones is an error.
+func (f *daemonFlags) configDir(args []string) error {
+	if len(args) == 1 {
+		if f.config != "" && f.config != args[0] {
+			return usageErrorf("the config directory is given twice: %q and --config %q", args[0], f.config)
+		}
+		f.config = args[0]
+	}
+	if f.config == "" {
+		return usageErrorf("the config directory is missing: pcsync daemon DIR (or --config DIR)")
+	}
+	return nil
 }
 
 func (f *daemonFlags) run(ctx context.Context, g *globalOptions) error {

@@ -29,7 +29,7 @@ func TestDaemonOnceRejectsAndRunsListShows(t *testing.T) {
 		[]byte("apiVersion: pcsync.io/v1alpha1\nkind: Run\ncompany: nobody\nagent: coder\nprompt: hi\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, _, stderr := pcsync(t, "daemon", "--config", "../../examples/demo", "--spool", dir, "--executor", "local", "--once", "--log-level", "warn")
+	code, _, stderr := pcsync(t, "daemon", "../../examples/demo", "--spool", dir, "--executor", "local", "--once", "--log-level", "warn")
 	if code != 0 {
 		t.Fatalf("daemon --once: exit %d\n%s", code, stderr)
 	}
@@ -84,6 +84,12 @@ func TestDaemonCommandErrors(t *testing.T) {
 		{"unknown executor", []string{"--config", "../../examples/demo", "--spool", spool, "--executor", "docker"}, 2, `--executor "docker"`},
 		{"missing spool", []string{"--config", "../../examples/demo", "--executor", "local"}, 2, "spool"},
 		{"spool not a directory", []string{"--config", "../../examples/demo", "--spool", "runs_test.go", "--executor", "local", "--once"}, 2, "not a directory"},
+		{"invalid config as DIR", []string{bad, "--spool", spool, "--executor", "local", "--once"}, 1, "spec.id"},
+		{"no config directory", []string{"--spool", spool, "--executor", "local", "--once"}, 2,
+			"the config directory is missing: pcsync daemon DIR (or --config DIR)"},
+		{"two config directories", []string{"../../examples/demo", "--config", bad, "--spool", spool, "--executor", "local", "--once"}, 2,
+			`the config directory is given twice: "../../examples/demo" and --config "` + bad + `"`},
+		{"two arguments", []string{"../../examples/demo", "extra", "--spool", spool}, 2, "accepts at most 1 arg"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
