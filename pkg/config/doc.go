@@ -5,4 +5,7 @@
 // at the offending key or value in the user's file as
 // "path:line:col: field.path: message". ParseRun does the same for one run
 // request from the spool directory.
+//
+// Package configtest, beside it, writes synthetic config directories (fleets
+// of companies) for tests and benchmarks.
 package config

@@ -29,10 +29,11 @@
 // # State directory
 //
 // The daemon keeps its own state in a state directory (default
-// <spool>/.pcsync, hidden so that the spool scan never sees it). Each
-// executor keeps a started run's state in <state>/runs/<name>; the files
-// below are the local executor's (the Kubernetes executor keeps a marker
-// there):
+// <spool>/.pcsync, hidden so that the spool scan never sees it). The local
+// executor keeps a started run's state in <state>/runs/<name> (the files
+// below); the Kubernetes executor keeps one journal for all its runs,
+// <state>/kubernetes-runs.jsonl, and the sandbox its leases in
+// <state>/sandbox-leases.json:
 //
 //	<state>/daemon.lock                 held (flock) by the one daemon serving the spool
 //	<state>/status.json                 the daemon's status file: heartbeat, companies, unfinished runs

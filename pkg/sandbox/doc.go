@@ -17,8 +17,12 @@
 // drop → termination receipt). The expiry deletes the pod too, and the
 // pod's activeDeadlineSeconds stops it even with no pcsync left.
 //
+// The command protocol's frames are in pkg/sandbox/wire, shared by the
+// command server and its client.
+//
 // Files:
 //
+//	options.go          Options and their defaults; the provider key
 //	envconfig.go        the environment config Paperclip stores: parse, check against the pcsync config, normalize
 //	envfilter.go        EnvRule: which env keys of an execute reach the pod (never the server's secrets)
 //	lease.go            the lease record, its states, ids and paths

@@ -11,7 +11,8 @@ import (
 
 // Release implements runs.Handle: once the result is written, the Job is
 // deleted (in the background: the garbage collector removes its pod and
-// Secret) unless the company retains Jobs, and the run's marker goes.
+// Secret) unless the company retains Jobs, and the run's journal record
+// ends.
 func (h *handle) Release(ctx context.Context) error {
 	h.mu.Lock()
 	gone := h.jobGone
