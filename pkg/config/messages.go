@@ -240,6 +240,7 @@ var patterns = []struct{ fragment, text string }{
 	{`^[a-z0-9-]{1,20}$`, "must be 1 to 20 lower-case letters, digits or '-'"},
 	{`(m|k|Ki|M|Mi|G|Gi|T|Ti|P|Pi|E|Ei)?$`, "must be a Kubernetes quantity such as 250m, 2Gi or 4"},
 	{`^[A-Za-z_][A-Za-z0-9_]*$`, "must be an environment variable name: letters, digits and '_', not starting with a digit"},
+	{`^[A-Za-z][A-Za-z0-9_]*$`, "must start with a letter and hold only letters, digits and '_'"},
 	{`(:[0-9]+)?(/[a-z0-9]`, "must be a registry host[:port] with an optional /org path, in lower case"},
 	{`^https?://[^/?#@`, "must be an http:// or https:// URL with a host and an optional path, without user, password, query or fragment"},
 	{`"^/"`, "must be an absolute path"},
