@@ -54,7 +54,7 @@ var badRequests = map[string]string{
 	"context-same-variable.json":    `context-same-variable.json: context.task_id: becomes PAPERCLIP_TASK_ID, as context.taskId does; keep one of them`,
 	"context-reserved.json":         `context-reserved.json: context.apiKey: would set PAPERCLIP_API_KEY, which pcsync sets from paperclip.apiKey; send it there`,
 	"paperclip-key-control.json":    `paperclip-key-control.json: paperclip.apiKey: holds a control character (NUL, line break, …); a Paperclip run JWT has none`,
-	"paperclip-bad-url.json":        `paperclip-bad-url.json:1:130: paperclip.apiUrl: invalid value "ftp://paperclip": must match "^https?://[^/?#\\s]+(/\\S*)?$"`,
+	"paperclip-bad-url.json":        `paperclip-bad-url.json:1:130: paperclip.apiUrl: invalid value "ftp://paperclip": must be an http:// or https:// URL with a host and an optional path, without user, password, query or fragment`,
 	"paperclip-unknown-field.json":  `paperclip-unknown-field.json:1:188: paperclip.token: field not allowed`,
 	"paperclip-key-not-string.json": `paperclip-key-not-string.json:1:130: paperclip.apiKey: expected string, got int`,
 	// Generated below.
