@@ -4,7 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 	"testing"
 
@@ -35,28 +35,15 @@ func goPackages(t *testing.T) []string {
 			return nil
 		}
 		if strings.HasSuffix(rel, ".go") && !strings.HasSuffix(rel, "_test.go") {
-			dir := filepath.ToSlash(filepath.Dir(rel))
-			if len(out) == 0 || out[len(out)-1] != dir {
-				out = append(out, dir)
-			}
+			out = append(out, filepath.ToSlash(filepath.Dir(rel)))
 		}
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sort.Strings(out)
-	return slicesCompact(out)
-}
-
-func slicesCompact(s []string) []string {
-	var out []string
-	for i, v := range s {
-		if i == 0 || v != s[i-1] {
-			out = append(out, v)
-		}
-	}
-	return out
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // designTable returns the paths named in docs/design.md's package table

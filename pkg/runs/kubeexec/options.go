@@ -139,8 +139,9 @@ type Options struct {
 	// may be being created (journal record, Job and Secret) at once. The
 	// window starts at the ceiling and adapts to the API server: it halves
 	// when the server answers 429 (API Priority and Fairness, max in
-	// flight), a create times out or takes longer than SlowCreate, and
-	// grows back by one with each create that succeeds. Runs past it wait
+	// flight), a create times out or takes longer than SlowCreate; it then
+	// grows by one per limit creates that succeed, and is back at the
+	// ceiling after a minute without pushback. Runs past it wait
 	// their turn in arrival order; the client's rate limit (--kube-qps,
 	// --kube-burst) applies on top. Default 200, kube-apiserver's default
 	// --max-mutating-requests-inflight: a burst goes out as fast as the
