@@ -404,14 +404,8 @@ func (e *env) bareBurstNamed(b *testing.B, wt *watchTimes, n int, prefix string)
 	if err := cs.BatchV1().Jobs(e.ns).DeleteCollection(ctx, metav1.DeleteOptions{PropagationPolicy: &bg}, sel); err != nil {
 		b.Fatal(err)
 	}
-	e.waitUntil("the bare client's Jobs and pods to be gone", func() bool {
-		jobs, err := cs.BatchV1().Jobs(e.ns).List(ctx, sel)
-		if err != nil || len(jobs.Items) > 0 {
-			return false
-		}
-		pods, err := cs.CoreV1().Pods(e.ns).List(ctx, sel)
-		return err == nil && len(pods.Items) == 0
-	})
+	// Every caller starts the peer on an idle cluster: gone means idle again.
+	e.waitIdle(b)
 	return out
 }
 
