@@ -32,12 +32,12 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 
+	"github.com/pcsync/pcsync/internal/doctor"
+	"github.com/pcsync/pcsync/internal/leader"
 	"github.com/pcsync/pcsync/internal/testcluster"
 	"github.com/pcsync/pcsync/pkg/apply"
 	"github.com/pcsync/pcsync/pkg/config"
-	"github.com/pcsync/pcsync/pkg/doctor"
 	"github.com/pcsync/pcsync/pkg/introspect"
-	"github.com/pcsync/pcsync/pkg/leader"
 	"github.com/pcsync/pcsync/pkg/render"
 )
 

@@ -20,8 +20,8 @@ import (
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
+	"github.com/pcsync/pcsync/internal/doctor"
 	"github.com/pcsync/pcsync/pkg/config"
-	"github.com/pcsync/pcsync/pkg/doctor"
 	"github.com/pcsync/pcsync/pkg/render"
 )
 

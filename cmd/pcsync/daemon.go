@@ -13,10 +13,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
+	"github.com/pcsync/pcsync/internal/daemon"
+	"github.com/pcsync/pcsync/internal/leader"
 	"github.com/pcsync/pcsync/pkg/apply"
 	"github.com/pcsync/pcsync/pkg/config"
-	"github.com/pcsync/pcsync/pkg/daemon"
-	"github.com/pcsync/pcsync/pkg/leader"
 	"github.com/pcsync/pcsync/pkg/metrics"
 	"github.com/pcsync/pcsync/pkg/reconcile"
 	"github.com/pcsync/pcsync/pkg/runs"

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/pcsync/pcsync/pkg/doctor"
+	"github.com/pcsync/pcsync/internal/doctor"
 )
 
 // errChecksFailed is what doctor returns (exit code 1) when a check failed.

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/pcsync/pcsync/pkg/redact"
+	"github.com/pcsync/pcsync/internal/redact"
 )
 
 // Redacted replaces every secret in an error message: pcsync's one marker.

@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 
-	"github.com/pcsync/pcsync/pkg/kube"
+	"github.com/pcsync/pcsync/internal/kube"
 )
 
 // Manager applies, diffs and prunes sets of objects in one cluster, keeping one

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"sigs.k8s.io/yaml"
 
-	"github.com/pcsync/pcsync/pkg/textdiff"
+	"github.com/pcsync/pcsync/internal/textdiff"
 )
 
 // Diff shows what Apply would change, as kubectl diff does: for every object whose live

@@ -8,8 +8,8 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/pcsync/pcsync/internal/redact"
 	"github.com/pcsync/pcsync/pkg/adapters"
-	"github.com/pcsync/pcsync/pkg/redact"
 )
 
 // APIVersion is the apiVersion of every pcsync document.

@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/pcsync/pcsync/pkg/redact"
+	"github.com/pcsync/pcsync/internal/redact"
 )
 
 // Client calls Paperclip's HTTP API. It is safe for concurrent use; it

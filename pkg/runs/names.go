@@ -5,7 +5,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/pcsync/pcsync/pkg/safefile"
+	"github.com/pcsync/pcsync/internal/safefile"
 )
 
 // Suffixes of the files pcsync writes beside a request.

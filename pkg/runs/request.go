@@ -11,9 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pcsync/pcsync/internal/safefile"
 	"github.com/pcsync/pcsync/pkg/adapters"
 	"github.com/pcsync/pcsync/pkg/config"
-	"github.com/pcsync/pcsync/pkg/safefile"
 )
 
 // DefaultMaxRequestBytes caps how much of a request file is read: twice the

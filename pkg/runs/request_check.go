@@ -8,8 +8,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/pcsync/pcsync/internal/redact"
 	"github.com/pcsync/pcsync/pkg/config"
-	"github.com/pcsync/pcsync/pkg/redact"
 )
 
 // Limits of a request's context, checked at admission. Each key becomes

@@ -29,8 +29,8 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
 
+	"github.com/pcsync/pcsync/internal/kube"
 	"github.com/pcsync/pcsync/pkg/config"
-	"github.com/pcsync/pcsync/pkg/kube"
 )
 
 // BenchmarkSandbox measures pcsync's sandbox provider beside its peers, on

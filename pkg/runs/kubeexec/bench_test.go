@@ -30,8 +30,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/pcsync/pcsync/internal/kube"
 	"github.com/pcsync/pcsync/internal/testcluster"
-	"github.com/pcsync/pcsync/pkg/kube"
 	"github.com/pcsync/pcsync/pkg/result"
 	"github.com/pcsync/pcsync/pkg/runs"
 )

@@ -16,7 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/pcsync/pcsync/pkg/safefile"
+	"github.com/pcsync/pcsync/internal/safefile"
 )
 
 // JournalFile is the executor's journal in the daemon's state directory.

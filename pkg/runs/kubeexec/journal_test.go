@@ -14,7 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/pcsync/pcsync/pkg/safefile"
+	"github.com/pcsync/pcsync/internal/safefile"
 )
 
 // recordAsEarlierDaemon writes a run's start record into the journal of

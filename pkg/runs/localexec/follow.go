@@ -9,10 +9,10 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/pcsync/pcsync/internal/redact"
+	"github.com/pcsync/pcsync/internal/safefile"
 	"github.com/pcsync/pcsync/pkg/adapters"
-	"github.com/pcsync/pcsync/pkg/redact"
 	"github.com/pcsync/pcsync/pkg/runs"
-	"github.com/pcsync/pcsync/pkg/safefile"
 )
 
 const (

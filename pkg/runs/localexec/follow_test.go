@@ -10,8 +10,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/pcsync/pcsync/internal/redact"
 	"github.com/pcsync/pcsync/pkg/adapters"
-	"github.com/pcsync/pcsync/pkg/redact"
 	"github.com/pcsync/pcsync/pkg/runs"
 )
 

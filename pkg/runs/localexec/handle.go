@@ -9,8 +9,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/pcsync/pcsync/internal/redact"
 	"github.com/pcsync/pcsync/pkg/adapters"
-	"github.com/pcsync/pcsync/pkg/redact"
 	"github.com/pcsync/pcsync/pkg/runs"
 )
 

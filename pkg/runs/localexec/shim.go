@@ -11,8 +11,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pcsync/pcsync/internal/safefile"
 	"github.com/pcsync/pcsync/pkg/runs"
-	"github.com/pcsync/pcsync/pkg/safefile"
 )
 
 // ShimArg is the argument that selects the run shim in a binary that

@@ -13,10 +13,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/pcsync/pcsync/internal/safefile"
 	"github.com/pcsync/pcsync/pkg/adapters"
 	"github.com/pcsync/pcsync/pkg/result"
 	"github.com/pcsync/pcsync/pkg/runs"
-	"github.com/pcsync/pcsync/pkg/safefile"
 )
 
 // localFiles are the files of one run in the state directory.

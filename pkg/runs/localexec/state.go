@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/pcsync/pcsync/internal/safefile"
 	"github.com/pcsync/pcsync/pkg/runs"
-	"github.com/pcsync/pcsync/pkg/safefile"
 )
 
 // RunPhase is how far the local executor got with a run.

@@ -11,9 +11,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pcsync/pcsync/internal/safefile"
 	"github.com/pcsync/pcsync/pkg/result"
 	"github.com/pcsync/pcsync/pkg/runs"
-	"github.com/pcsync/pcsync/pkg/safefile"
 )
 
 // admitKind is what reading a request name came to.

@@ -12,10 +12,10 @@ import (
 	"golang.org/x/sys/unix"
 	"sigs.k8s.io/yaml"
 
+	"github.com/pcsync/pcsync/internal/safefile"
 	"github.com/pcsync/pcsync/pkg/result"
 	"github.com/pcsync/pcsync/pkg/runs"
 	"github.com/pcsync/pcsync/pkg/runs/localexec"
-	"github.com/pcsync/pcsync/pkg/safefile"
 )
 
 // The states `pcsync runs list` shows besides the result statuses.

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pcsync/pcsync/pkg/redact"
+	"github.com/pcsync/pcsync/internal/redact"
 	"github.com/pcsync/pcsync/pkg/runs"
 )
 

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pcsync/pcsync/internal/safefile"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/runs"
-	"github.com/pcsync/pcsync/pkg/safefile"
 )
 
 // StatusKind is the kind of the daemon's status file.

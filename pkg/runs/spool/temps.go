@@ -4,8 +4,8 @@ import (
 	"log/slog"
 	"path/filepath"
 
+	"github.com/pcsync/pcsync/internal/safefile"
 	"github.com/pcsync/pcsync/pkg/result"
-	"github.com/pcsync/pcsync/pkg/safefile"
 )
 
 // removeStaleTemps removes the temp files that a daemon stopped by SIGKILL

@@ -10,9 +10,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pcsync/pcsync/internal/safefile"
 	"github.com/pcsync/pcsync/pkg/result"
 	"github.com/pcsync/pcsync/pkg/runs"
-	"github.com/pcsync/pcsync/pkg/safefile"
 )
 
 // usageStore keeps the last cumulative usage total per session, for CLIs

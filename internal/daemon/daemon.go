@@ -1,7 +1,7 @@
 // Package daemon composes pcsync's two loops into one process: the
 // reconcile loop (pkg/reconcile: config directory → cluster) and the runs
 // loop (pkg/runs: spool directory → agent runs), optionally behind leader
-// election (pkg/leader) so that of several replicas exactly one reconciles
+// election (internal/leader) so that of several replicas exactly one reconciles
 // and launches runs, with the metrics and health endpoints served by every
 // replica.
 //
@@ -25,9 +25,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/pcsync/pcsync/internal/leader"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/health"
-	"github.com/pcsync/pcsync/pkg/leader"
 	"github.com/pcsync/pcsync/pkg/metrics"
 	"github.com/pcsync/pcsync/pkg/reconcile"
 	"github.com/pcsync/pcsync/pkg/runs"
