@@ -12,6 +12,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -132,12 +133,8 @@ func (o *Options) complete() error {
 	if o.Health == nil {
 		o.Health = health.NewChecker()
 	}
-	if o.ShutdownTimeout <= 0 {
-		o.ShutdownTimeout = 5 * time.Second
-	}
-	if o.APIServerProbeInterval <= 0 {
-		o.APIServerProbeInterval = DefaultAPIServerProbeInterval
-	}
+	o.ShutdownTimeout = cmp.Or(max(o.ShutdownTimeout, 0), 5*time.Second)
+	o.APIServerProbeInterval = cmp.Or(max(o.APIServerProbeInterval, 0), DefaultAPIServerProbeInterval)
 	if o.Reconcile.Logger == nil {
 		o.Reconcile.Logger = o.Logger
 	}

@@ -128,24 +128,12 @@ func DefaultIdentity() string {
 
 func (o *Options) complete() error {
 	d := DefaultOptions()
-	if o.Namespace == "" {
-		o.Namespace = d.Namespace
-	}
-	if o.Name == "" {
-		o.Name = d.Name
-	}
-	if o.Identity == "" {
-		o.Identity = d.Identity
-	}
-	if o.LeaseDuration <= 0 {
-		o.LeaseDuration = d.LeaseDuration
-	}
-	if o.RenewDeadline <= 0 {
-		o.RenewDeadline = d.RenewDeadline
-	}
-	if o.RetryPeriod <= 0 {
-		o.RetryPeriod = d.RetryPeriod
-	}
+	o.Namespace = cmp.Or(o.Namespace, d.Namespace)
+	o.Name = cmp.Or(o.Name, d.Name)
+	o.Identity = cmp.Or(o.Identity, d.Identity)
+	o.LeaseDuration = cmp.Or(max(o.LeaseDuration, 0), d.LeaseDuration)
+	o.RenewDeadline = cmp.Or(max(o.RenewDeadline, 0), d.RenewDeadline)
+	o.RetryPeriod = cmp.Or(max(o.RetryPeriod, 0), d.RetryPeriod)
 	if o.Logger == nil {
 		o.Logger = d.Logger
 	}

@@ -1,6 +1,7 @@
 package testcluster
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -74,29 +75,15 @@ func DefaultOptions() Options {
 	}
 }
 
-func (o *Options) fill() {
+func (o *Options) complete() {
 	d := DefaultOptions()
-	if o.BinDir == "" {
-		o.BinDir = d.BinDir
-	}
-	if o.NodeName == "" {
-		o.NodeName = d.NodeName
-	}
-	if o.NodeCPU == "" {
-		o.NodeCPU = d.NodeCPU
-	}
-	if o.NodeMemory == "" {
-		o.NodeMemory = d.NodeMemory
-	}
-	if o.NodePods == 0 {
-		o.NodePods = d.NodePods
-	}
-	if o.StartTimeout == 0 {
-		o.StartTimeout = d.StartTimeout
-	}
-	if o.StopGrace == 0 {
-		o.StopGrace = d.StopGrace
-	}
+	o.BinDir = cmp.Or(o.BinDir, d.BinDir)
+	o.NodeName = cmp.Or(o.NodeName, d.NodeName)
+	o.NodeCPU = cmp.Or(o.NodeCPU, d.NodeCPU)
+	o.NodeMemory = cmp.Or(o.NodeMemory, d.NodeMemory)
+	o.NodePods = cmp.Or(o.NodePods, d.NodePods)
+	o.StartTimeout = cmp.Or(o.StartTimeout, d.StartTimeout)
+	o.StopGrace = cmp.Or(o.StopGrace, d.StopGrace)
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
 	}
@@ -183,7 +170,7 @@ func freePorts(n int) ([]int, error) {
 // everything started is stopped and the error carries the tail of the failing
 // component's log. ctx bounds the start only; Close stops the cluster.
 func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
-	opts.fill()
+	opts.complete()
 	begin := time.Now()
 	if err := CheckBinaries(opts.BinDir); err != nil {
 		return nil, err
@@ -798,7 +785,7 @@ func Attach(ctx context.Context, kubeconfigPath string) (*Cluster, error) {
 	}
 	restCfg.QPS, restCfg.Burst = 200, 400
 	c := &Cluster{restConfig: restCfg, kubeconfigPath: kubeconfigPath}
-	c.opts.fill()
+	c.opts.complete()
 	if c.client, err = kubernetes.NewForConfig(restCfg); err != nil {
 		return nil, fmt.Errorf("testcluster: attach: %w", err)
 	}

@@ -1,6 +1,7 @@
 package apply
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"time"
@@ -75,24 +76,12 @@ func DefaultManagerOptions() ManagerOptions {
 
 func (o *ManagerOptions) complete() {
 	d := DefaultManagerOptions()
-	if o.FieldManager == "" {
-		o.FieldManager = d.FieldManager
-	}
-	if o.ApplySet.Name == "" {
-		o.ApplySet.Name = d.ApplySet.Name
-	}
-	if o.ApplySet.Namespace == "" {
-		o.ApplySet.Namespace = d.ApplySet.Namespace
-	}
-	if o.ToolingName == "" {
-		o.ToolingName = d.ToolingName
-	}
-	if o.ToolVersion == "" {
-		o.ToolVersion = d.ToolVersion
-	}
-	if o.Workers <= 0 {
-		o.Workers = d.Workers
-	}
+	o.FieldManager = cmp.Or(o.FieldManager, d.FieldManager)
+	o.ApplySet.Name = cmp.Or(o.ApplySet.Name, d.ApplySet.Name)
+	o.ApplySet.Namespace = cmp.Or(o.ApplySet.Namespace, d.ApplySet.Namespace)
+	o.ToolingName = cmp.Or(o.ToolingName, d.ToolingName)
+	o.ToolVersion = cmp.Or(o.ToolVersion, d.ToolVersion)
+	o.Workers = cmp.Or(max(o.Workers, 0), d.Workers)
 	if o.MissingKindHints == nil {
 		o.MissingKindHints = d.MissingKindHints
 	}
@@ -157,9 +146,7 @@ func (o *ApplyOptions) complete() error {
 	if o.PruneFloor < 0 {
 		return fmt.Errorf("invalid prune floor %d: want 0 or more", o.PruneFloor)
 	}
-	if o.Timeout <= 0 {
-		o.Timeout = 2 * time.Minute
-	}
+	o.Timeout = cmp.Or(max(o.Timeout, 0), DefaultApplyOptions().Timeout)
 	return nil
 }
 
@@ -217,12 +204,8 @@ func DefaultWaitOptions() WaitOptions {
 
 func (o *WaitOptions) complete() {
 	d := DefaultWaitOptions()
-	if o.Interval <= 0 {
-		o.Interval = d.Interval
-	}
-	if o.Timeout <= 0 {
-		o.Timeout = d.Timeout
-	}
+	o.Interval = cmp.Or(max(o.Interval, 0), d.Interval)
+	o.Timeout = cmp.Or(max(o.Timeout, 0), d.Timeout)
 }
 
 // crdGroupKind is the kind of CustomResourceDefinitions.

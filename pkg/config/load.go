@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -42,25 +43,19 @@ func DefaultLoadOptions() LoadOptions {
 	return LoadOptions{MaxFileSize: 8 << 20, MaxNodes: 1_000_000}
 }
 
-func (o LoadOptions) withDefaults() (LoadOptions, error) {
+func (o *LoadOptions) complete() error {
 	d := DefaultLoadOptions()
-	if o.MaxFileSize <= 0 {
-		o.MaxFileSize = d.MaxFileSize
-	}
-	if o.MaxNodes <= 0 {
-		o.MaxNodes = d.MaxNodes
-	}
+	o.MaxFileSize = cmp.Or(max(o.MaxFileSize, 0), d.MaxFileSize)
+	o.MaxNodes = cmp.Or(max(o.MaxNodes, 0), d.MaxNodes)
 	if o.Validator == nil {
 		v, err := sharedValidator()
 		if err != nil {
-			return o, err
+			return err
 		}
 		o.Validator = v
 	}
-	if o.Concurrency <= 0 {
-		o.Concurrency = o.Validator.limit
-	}
-	return o, nil
+	o.Concurrency = cmp.Or(max(o.Concurrency, 0), o.Validator.limit)
+	return nil
 }
 
 // sharedValidator is the Validator of Load and ParseRun when none is
@@ -120,7 +115,7 @@ type fileResult struct {
 // schema's defaults. Invalid config gives an *Errors holding every
 // problem; other failures (an unreadable directory) give a plain error.
 func Load(ctx context.Context, dir string, opts LoadOptions) (*Model, error) {
-	opts, err := opts.withDefaults()
+	err := opts.complete()
 	if err != nil {
 		return nil, err
 	}

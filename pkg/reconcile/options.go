@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -138,27 +139,17 @@ func (o *Options) complete() error {
 	}
 	o.Dir = abs
 	d := DefaultOptions(o.Dir)
-	if o.Interval <= 0 {
-		o.Interval = d.Interval
-	}
+	o.Interval = cmp.Or(max(o.Interval, 0), d.Interval)
 	o.Jitter = min(max(o.Jitter, 0), 1)
-	if o.Debounce <= 0 {
-		o.Debounce = d.Debounce
-	}
+	o.Debounce = cmp.Or(max(o.Debounce, 0), d.Debounce)
 	if o.MaxDelay < o.Debounce {
 		o.MaxDelay = max(d.MaxDelay, o.Debounce)
 	}
-	if o.RetryMin <= 0 {
-		o.RetryMin = d.RetryMin
-	}
-	if o.RetryMax <= 0 {
-		o.RetryMax = d.RetryMax
-	}
+	o.RetryMin = cmp.Or(max(o.RetryMin, 0), d.RetryMin)
+	o.RetryMax = cmp.Or(max(o.RetryMax, 0), d.RetryMax)
 	o.RetryMax = min(o.RetryMax, o.Interval)
 	o.RetryMin = min(o.RetryMin, o.RetryMax)
-	if o.ApprovalPoll <= 0 {
-		o.ApprovalPoll = d.ApprovalPoll
-	}
+	o.ApprovalPoll = cmp.Or(max(o.ApprovalPoll, 0), d.ApprovalPoll)
 	o.ApprovalPoll = min(o.ApprovalPoll, o.Interval)
 	if o.Logger == nil {
 		o.Logger = d.Logger

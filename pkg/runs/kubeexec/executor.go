@@ -58,7 +58,7 @@ const stepWorkers = 4
 // for Jobs, Secrets and the watches, and separate connections for log
 // streams). The executor stops when ctx ends.
 func New(ctx context.Context, cfg *rest.Config, opts Options) (*Executor, error) {
-	opts = opts.withDefaults()
+	opts.complete()
 	if opts.StateDir == "" {
 		return nil, errors.New("kubernetes executor: no state directory")
 	}

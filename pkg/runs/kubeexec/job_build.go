@@ -50,7 +50,7 @@ func (in Input) Labels() map[string]string {
 // (BuildSecret), which the pod needs (a non-optional volume and secretKeyRefs):
 // the kubelet waits for it, so the Job may be created first.
 func BuildJob(in Input, o BuildOptions) (*batchv1.Job, error) {
-	o = o.withDefaults()
+	o.complete()
 	ns, name := in.Namespace(), in.JobName()
 	errf := func(format string, args ...any) error {
 		return fmt.Errorf("Job/%s/%s: "+format, append([]any{ns, name}, args...)...)

@@ -1,6 +1,7 @@
 package kubeexec
 
 import (
+	"cmp"
 	"log/slog"
 	"os"
 	"time"
@@ -75,28 +76,20 @@ func DefaultBuildOptions() BuildOptions {
 	}
 }
 
-func (o BuildOptions) withDefaults() BuildOptions {
+func (o *BuildOptions) complete() {
 	d := DefaultBuildOptions()
-	set := func(v *string, def string) {
-		if *v == "" {
-			*v = def
-		}
-	}
-	set(&o.ServiceAccountName, d.ServiceAccountName)
-	set(&o.SessionsClaimName, d.SessionsClaimName)
-	set(&o.SessionsMountPath, d.SessionsMountPath)
-	set(&o.ContainerName, d.ContainerName)
-	set(&o.WorkDir, d.WorkDir)
-	set(&o.HomeDir, d.HomeDir)
-	set(&o.CacheDir, d.CacheDir)
-	set(&o.InputDir, d.InputDir)
+	o.ServiceAccountName = cmp.Or(o.ServiceAccountName, d.ServiceAccountName)
+	o.SessionsClaimName = cmp.Or(o.SessionsClaimName, d.SessionsClaimName)
+	o.SessionsMountPath = cmp.Or(o.SessionsMountPath, d.SessionsMountPath)
+	o.ContainerName = cmp.Or(o.ContainerName, d.ContainerName)
+	o.WorkDir = cmp.Or(o.WorkDir, d.WorkDir)
+	o.HomeDir = cmp.Or(o.HomeDir, d.HomeDir)
+	o.CacheDir = cmp.Or(o.CacheDir, d.CacheDir)
+	o.InputDir = cmp.Or(o.InputDir, d.InputDir)
 	if len(o.Launcher) == 0 {
 		o.Launcher = d.Launcher
 	}
-	if o.UID == 0 {
-		o.UID = d.UID
-	}
-	return o
+	o.UID = cmp.Or(o.UID, d.UID)
 }
 
 // Options configure the executor. The zero value of a field means its
@@ -183,31 +176,21 @@ func DefaultOptions() Options {
 	}
 }
 
-func (o Options) withDefaults() Options {
+func (o *Options) complete() {
 	d := DefaultOptions()
-	o.Build = o.Build.withDefaults()
+	o.Build.complete()
 	if o.Environ == nil {
 		o.Environ = d.Environ
 	}
 	if o.Logger == nil {
 		o.Logger = d.Logger
 	}
-	dur := func(v *time.Duration, def time.Duration) {
-		if *v <= 0 {
-			*v = def
-		}
-	}
-	dur(&o.UnschedulableGrace, d.UnschedulableGrace)
-	dur(&o.QuotaGrace, d.QuotaGrace)
-	dur(&o.ConfigErrorGrace, d.ConfigErrorGrace)
-	dur(&o.LogReconnectDelay, d.LogReconnectDelay)
-	dur(&o.SlowCreate, d.SlowCreate)
-	dur(&o.DeleteTimeout, d.DeleteTimeout)
-	if o.MaxConcurrentStarts <= 0 {
-		o.MaxConcurrentStarts = d.MaxConcurrentStarts
-	}
-	if o.LogStreamsPerConnection <= 0 {
-		o.LogStreamsPerConnection = d.LogStreamsPerConnection
-	}
-	return o
+	o.UnschedulableGrace = cmp.Or(max(o.UnschedulableGrace, 0), d.UnschedulableGrace)
+	o.QuotaGrace = cmp.Or(max(o.QuotaGrace, 0), d.QuotaGrace)
+	o.ConfigErrorGrace = cmp.Or(max(o.ConfigErrorGrace, 0), d.ConfigErrorGrace)
+	o.LogReconnectDelay = cmp.Or(max(o.LogReconnectDelay, 0), d.LogReconnectDelay)
+	o.SlowCreate = cmp.Or(max(o.SlowCreate, 0), d.SlowCreate)
+	o.DeleteTimeout = cmp.Or(max(o.DeleteTimeout, 0), d.DeleteTimeout)
+	o.MaxConcurrentStarts = cmp.Or(max(o.MaxConcurrentStarts, 0), d.MaxConcurrentStarts)
+	o.LogStreamsPerConnection = cmp.Or(max(o.LogStreamsPerConnection, 0), d.LogStreamsPerConnection)
 }

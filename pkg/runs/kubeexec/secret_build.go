@@ -71,7 +71,7 @@ type Input struct {
 // for given the agent's env) taken from environ, the daemon's KEY=VALUE
 // lines. An adapter refusal is a *runs.StartError with code invalid_request.
 func NewInput(r *runs.Run, environ []string, o BuildOptions) (Input, error) {
-	o = o.withDefaults()
+	o.complete()
 	if r.Adapter == nil {
 		return Input{}, fmt.Errorf("run %s: no adapter", r.RunID)
 	}
@@ -161,7 +161,7 @@ func (in Input) home(o BuildOptions) string {
 // SecretKeyPrompt and each secret variable under SecretEnvPrefix+NAME. It is
 // immutable, which also spares the kubelet from watching it.
 func BuildSecret(in Input, job *batchv1.Job, o BuildOptions) (*corev1.Secret, error) {
-	o = o.withDefaults()
+	o.complete()
 	data := map[string][]byte{SecretKeyPrompt: in.Command.Stdin}
 	size := len(in.Command.Stdin)
 	for _, e := range in.env(o) {
