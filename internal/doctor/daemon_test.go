@@ -9,8 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/pcsync/pcsync/internal/safefile"
 	"github.com/pcsync/pcsync/pkg/runs"
 	"github.com/pcsync/pcsync/pkg/runs/spool"
 )
@@ -40,14 +39,11 @@ func TestDoctorDaemon(t *testing.T) {
 	if st, detail := row(); st != StatusWarn || !strings.Contains(detail, "no status file") {
 		t.Errorf("no status file: %s %q", st, detail)
 	}
-	lock, err := os.OpenFile(filepath.Join(state, "daemon.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	lock, err := safefile.TryLock(filepath.Join(state, "daemon.lock"), 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer lock.Close()
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		t.Fatal(err)
-	}
+	defer lock.Unlock()
 	write := func(beat time.Time) {
 		t.Helper()
 		b, _ := json.Marshal(spool.Status{APIVersion: "pcsync.io/v1alpha1", Kind: spool.StatusKind, Version: "v1.2.3", PID: 7,

@@ -9,7 +9,9 @@
 //
 // pcsync's code opens no spool or state file any other way: reads go
 // through Open, ReadFile and ReadJSON, appends and truncations through
-// OpenWrite, whole-file replacements through WriteAtomic.
+// OpenWrite, whole-file replacements through WriteAtomic, and its lock
+// files (the daemon's, the run journal's, the sandbox command server's)
+// through TryLock, LockWait and Held (lock.go).
 package safefile
 
 import (

@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/pcsync/pcsync/internal/safefile"
@@ -64,7 +63,7 @@ type journal struct {
 	log  *slog.Logger
 	// lock is the journal's lock file, held (flock) while it is open: one
 	// executor per state directory.
-	lock *os.File
+	lock *safefile.Lock
 	// compactAfter is compactAfter, smaller in tests.
 	compactAfter int
 
@@ -134,27 +133,15 @@ const lockWait = 5 * time.Second
 
 // lockFile takes an exclusive flock on path (created 0600), waiting up to
 // lockWait, or fails saying that another executor holds it.
-func lockFile(path string) (*os.File, error) {
-	f, err := safefile.OpenWrite(path, safefile.Append, 0o600)
+func lockFile(path string) (*safefile.Lock, error) {
+	l, err := safefile.LockWait(path, 0o600, lockWait, 50*time.Millisecond)
+	if errors.Is(err, safefile.ErrLocked) {
+		return nil, fmt.Errorf("run journal: another daemon uses this state directory (%s is locked)", path)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("run journal: lock: %w", err)
+		return nil, fmt.Errorf("run journal: %w", err)
 	}
-	deadline := time.Now().Add(lockWait)
-	for {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			return f, nil
-		}
-		if !errors.Is(err, unix.EWOULDBLOCK) {
-			f.Close()
-			return nil, fmt.Errorf("run journal: lock %s: %w", path, err)
-		}
-		if time.Now().After(deadline) {
-			f.Close()
-			return nil, fmt.Errorf("run journal: another daemon uses this state directory (%s is locked)", path)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return l, nil
 }
 
 // dropFinished forgets the markers of runs whose result file exists: the
@@ -393,7 +380,7 @@ func (j *journal) close() error {
 		j.f = nil
 	}
 	if j.lock != nil {
-		j.lock.Close() // releases the flock
+		j.lock.Unlock()
 		j.lock = nil
 	}
 	return err

@@ -2,14 +2,12 @@ package spool
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"time"
 
-	"golang.org/x/sys/unix"
 	"sigs.k8s.io/yaml"
 
 	"github.com/pcsync/pcsync/internal/safefile"
@@ -243,17 +241,6 @@ func age(d time.Duration) string {
 // lockHeld reports whether a daemon holds the lock file; known is false
 // when the lock could not be looked at (no lock file, or no permission).
 func lockHeld(path string) (held, known bool) {
-	f, _, err := safefile.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return false, true
-	}
-	if err != nil {
-		return false, false
-	}
-	defer f.Close()
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		return errors.Is(err, unix.EWOULDBLOCK), errors.Is(err, unix.EWOULDBLOCK)
-	}
-	_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
-	return false, true
+	held, err := safefile.Held(path)
+	return held, err == nil
 }

@@ -12,8 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/pcsync/pcsync/internal/safefile"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/metrics"
@@ -247,19 +245,12 @@ func (s *Server) Run(ctx context.Context) error {
 // lockState takes the daemon lock: one daemon per spool, or runs could
 // start twice.
 func lockState(path string) (unlock func(), err error) {
-	f, err := safefile.OpenWrite(path, safefile.ReadWrite, 0o600)
+	l, err := safefile.TryLock(path, 0o600)
+	if errors.Is(err, safefile.ErrLocked) {
+		return nil, fmt.Errorf("spool lock %s: another daemon serves this spool (the lock is held)", path)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("spool lock %s: %w", path, err)
+		return nil, fmt.Errorf("spool lock: %w", err)
 	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, fmt.Errorf("spool lock %s: another daemon serves this spool (the lock is held)", path)
-		}
-		return nil, fmt.Errorf("spool lock %s: %w", path, err)
-	}
-	return func() {
-		_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
-		f.Close()
-	}, nil
+	return l.Unlock, nil
 }

@@ -33,6 +33,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pcsync/pcsync/internal/safefile"
 	"github.com/pcsync/pcsync/pkg/sandbox/wire"
 )
 
@@ -204,32 +205,28 @@ func listen(socket string) (net.Listener, func(), error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, nil, fmt.Errorf("cmdserver: create socket directory: %w", err)
 	}
-	lock, err := os.OpenFile(socket+".lock", os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, nil, fmt.Errorf("cmdserver: open lock file: %w", err)
+	lock, err := safefile.TryLock(socket+".lock", 0o600)
+	if errors.Is(err, safefile.ErrLocked) {
+		return nil, nil, fmt.Errorf("%w: %s", ErrAlreadyRunning, socket)
 	}
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		lock.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, nil, fmt.Errorf("%w: %s", ErrAlreadyRunning, socket)
-		}
-		return nil, nil, fmt.Errorf("cmdserver: lock %s: %w", lock.Name(), err)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cmdserver: %w", err)
 	}
 	if err := os.Remove(socket); err != nil && !errors.Is(err, os.ErrNotExist) {
-		lock.Close()
+		lock.Unlock()
 		return nil, nil, fmt.Errorf("cmdserver: remove stale socket: %w", err)
 	}
 	ln, err := net.Listen("unix", socket)
 	if err != nil {
-		lock.Close()
+		lock.Unlock()
 		return nil, nil, fmt.Errorf("cmdserver: listen: %w", err)
 	}
 	if err := os.Chmod(socket, 0o600); err != nil {
 		ln.Close()
-		lock.Close()
+		lock.Unlock()
 		return nil, nil, fmt.Errorf("cmdserver: chmod socket: %w", err)
 	}
-	return ln, func() { lock.Close() }, nil
+	return ln, func() { lock.Unlock() }, nil
 }
 
 func (s *server) stop() { s.quitOnce.Do(func() { close(s.quit) }) }
