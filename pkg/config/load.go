@@ -11,7 +11,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // LoadOptions tune Load. The zero value is valid; DefaultLoadOptions
@@ -124,30 +125,20 @@ func Load(ctx context.Context, dir string, opts LoadOptions) (*Model, error) {
 		return nil, err
 	}
 	results := make([]fileResult, len(files))
-	// Each goroutine takes the next file itself: no hand-off (and wake-up)
-	// per file.
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	var ioMu sync.Mutex
-	var ioErr error
-	for range min(opts.Concurrency, max(len(files), 1)) {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				i := int(next.Add(1) - 1)
-				if i >= len(files) {
-					return
-				}
-				r, err := loadFile(files[i], opts)
-				if err != nil {
-					ioMu.Lock()
-					ioErr = cmpErr(ioErr, err)
-					ioMu.Unlock()
-				}
-				results[i] = r
-			}
+	// An I/O error does not stop the other files (the first is returned);
+	// ctx's end does.
+	var g errgroup.Group
+	g.SetLimit(opts.Concurrency)
+	for i, file := range files {
+		if ctx.Err() != nil {
+			break
+		}
+		g.Go(func() (err error) {
+			results[i], err = loadFile(file, opts)
+			return err
 		})
 	}
-	wg.Wait()
+	ioErr := g.Wait()
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("load %s: %w", dir, err)
 	}
@@ -155,13 +146,6 @@ func Load(ctx context.Context, dir string, opts LoadOptions) (*Model, error) {
 		return nil, ioErr
 	}
 	return assemble(dir, results, opts)
-}
-
-func cmpErr(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
 }
 
 // listFiles finds the config files under dir, sorted.

@@ -8,10 +8,9 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/pcsync/pcsync/pkg/config"
@@ -146,20 +145,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, m *config.Model, ro Reconcil
 
 // each runs f(0..n-1) on the reconciler's workers.
 func (r *Reconciler) each(n int, f func(int)) {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(r.opts.Workers, n) {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
-				f(i)
-			}
-		})
+	var g errgroup.Group
+	g.SetLimit(max(1, r.opts.Workers))
+	for i := range n {
+		g.Go(func() error { f(i); return nil })
 	}
-	wg.Wait()
+	_ = g.Wait()
 }
 
 // guard refuses the fleet's pauses when there are more than ro allows:
