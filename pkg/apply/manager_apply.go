@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"runtime"
 	"sync"
 	"time"
 
@@ -44,21 +43,16 @@ import (
 // the whole call (the inventory, listing, a refused prune, a wait timeout); per-object
 // failures are in ChangeSet.Err.
 func (m *Manager) Apply(ctx context.Context, objs []*unstructured.Unstructured, opts ApplyOptions) (*ChangeSet, error) {
-	start := time.Now()
-	mut0, read0 := m.counter.Mutations(), m.counter.Reads()
-	report := &ChangeSet{ApplySetID: m.applySetID(), Parent: m.parentRef(), DryRun: opts.DryRun}
-	defer func() {
-		report.Duration = time.Since(start)
-		report.MutatingRequests = m.counter.Mutations() - mut0
-		report.ReadRequests = m.counter.Reads() - read0
-	}()
+	c := m.newCall(opts.DryRun)
+	defer c.done()
+	report := c.report
 	if err := opts.complete(); err != nil {
 		return report, err
 	}
-	desired, inv, err := m.begin(ctx, objs)
-	if err != nil {
+	if err := c.load(ctx, objs); err != nil {
 		return report, err
 	}
+	desired, inv, idx := c.desired, c.inv, c.idx
 	results := make([]Change, len(objs))
 	for _, d := range desired {
 		results[d.index] = Change{Ref: d.ref}
@@ -75,22 +69,12 @@ func (m *Manager) Apply(ctx context.Context, objs []*unstructured.Unstructured, 
 	}
 	defer fill()
 
-	idx := m.newLiveIndex(inv.id, m.interestingNamespaces(inv, desired))
-	if err := idx.loadAll(ctx, uniqueMappings(desired)); err != nil {
-		return report, err
-	}
-	if err := m.claim(ctx, desired, idx, inv); err != nil {
-		return report, err
-	}
 	var plan *prunePlan
 	approvedBy := "" // the parent's approval this prune uses
 	if opts.Prune {
-		plan, err = m.planPrune(ctx, inv, desired, idx)
-		if err != nil {
-			return report, err
-		}
-		hold, err := guardPrune(plan, tenantsOf(desired, inv.parent.Namespace), len(objs) == 0, opts,
-			opts.PruneApproval, inv.approval)
+		var hold *PruneHold
+		var err error
+		plan, hold, err = c.planPrune(ctx, len(objs) == 0, opts, opts.PruneApproval, inv.approval)
 		if err != nil {
 			return report, err
 		}
@@ -187,38 +171,6 @@ func (m *Manager) Apply(ctx context.Context, objs []*unstructured.Unstructured, 
 		}
 	}
 	return report, nil
-}
-
-// begin prepares objs, reads the parent and resolves the objects' kinds. The parent
-// is read while the objects are encoded and the API's discovery is read: the three
-// do not depend on each other, and only reads are sent before the input is known to
-// be good.
-func (m *Manager) begin(ctx context.Context, objs []*unstructured.Unstructured) ([]*desiredObject, *inventory, error) {
-	var (
-		wg     sync.WaitGroup
-		inv    *inventory
-		invErr error
-	)
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		inv, invErr = m.readInventory(ctx)
-	}()
-	go func() {
-		defer wg.Done()
-		// Errors show again, per kind, when resolve asks the mapper.
-		_, _, _ = m.disc.ServerGroupsAndResources()
-	}()
-	desired, err := prepare(objs, m.applySetID(), runtime.GOMAXPROCS(0))
-	wg.Wait()
-	if err != nil {
-		return nil, nil, err
-	}
-	if invErr != nil {
-		return nil, nil, invErr
-	}
-	m.resolve(desired, false)
-	return desired, inv, nil
 }
 
 // setScope returns the kinds and namespaces of the resolved objects, for the parent's

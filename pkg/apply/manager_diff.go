@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -24,36 +23,21 @@ import (
 // Changes have Prune set) and the prune guard judges them (ChangeSet.PruneHeld).
 // Nothing is written: the change set is a dry run.
 func (m *Manager) Diff(ctx context.Context, objs []*unstructured.Unstructured, opts DiffOptions) (*ChangeSet, error) {
-	start := time.Now()
-	mut0, read0 := m.counter.Mutations(), m.counter.Reads()
-	report := &ChangeSet{ApplySetID: m.applySetID(), Parent: m.parentRef(), DryRun: true}
-	defer func() {
-		report.Duration = time.Since(start)
-		report.MutatingRequests = m.counter.Mutations() - mut0
-		report.ReadRequests = m.counter.Reads() - read0
-	}()
+	c := m.newCall(true)
+	defer c.done()
+	report := c.report
 	if opts.Context <= 0 {
 		opts.Context = 3
 	}
-	desired, inv, err := m.begin(ctx, objs)
-	if err != nil {
+	if err := c.load(ctx, objs); err != nil {
 		return report, err
 	}
-	idx := m.newLiveIndex(inv.id, m.interestingNamespaces(inv, desired))
-	if err := idx.loadAll(ctx, uniqueMappings(desired)); err != nil {
-		return report, err
-	}
-	if err := m.claim(ctx, desired, idx, inv); err != nil {
-		return report, err
-	}
+	desired, inv, idx := c.desired, c.inv, c.idx
 	var plan *prunePlan
 	if opts.Prune {
-		if plan, err = m.planPrune(ctx, inv, desired, idx); err != nil {
-			return report, err
-		}
 		ao := ApplyOptions{PruneMax: opts.PruneMax, PruneFloor: opts.PruneFloor, AllowMassPrune: opts.AllowMassPrune}
-		if report.PruneHeld, err = guardPrune(plan, tenantsOf(desired, inv.parent.Namespace), len(objs) == 0, ao,
-			inv.approval); err != nil {
+		var err error
+		if plan, report.PruneHeld, err = c.planPrune(ctx, len(objs) == 0, ao, inv.approval); err != nil {
 			return report, err
 		}
 	}
