@@ -1,76 +1,20 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/pcsync/pcsync/pkg/apply"
 	"github.com/pcsync/pcsync/pkg/paperclip"
-	"github.com/pcsync/pcsync/pkg/render"
 )
-
-// applySetFlags name the ApplySet inventory, shared by apply and diff.
-type applySetFlags struct {
-	name, namespace string
-	workers         int
-	output          string
-}
-
-func (f *applySetFlags) add(fs *pflag.FlagSet) {
-	d := apply.DefaultManagerOptions()
-	fs.StringVar(&f.name, "applyset", d.ApplySet.Name, "name of the Secret that is the ApplySet parent (inventory)")
-	fs.StringVar(&f.namespace, "applyset-namespace", d.ApplySet.Namespace,
-		"namespace of the ApplySet parent; created if missing")
-	fs.IntVar(&f.workers, "workers", d.Workers, "requests sent in parallel")
-	fs.StringVarP(&f.output, "output", "o", "text", "output format: text or json")
-}
-
-// validate checks the flags before anything is loaded.
-func (f *applySetFlags) validate() error {
-	if f.output != "text" && f.output != "json" {
-		return usageErrorf("--output %q: want text or json", f.output)
-	}
-	if f.name == "" || f.namespace == "" {
-		return usageErrorf("--applyset and --applyset-namespace must not be empty")
-	}
-	return nil
-}
-
-// manager builds the apply.Manager for the flags and the cluster of g.
-func (f *applySetFlags) manager(g *globalOptions) (*apply.Manager, error) {
-	cfg, err := g.Kube.RESTConfig()
-	if err != nil {
-		return nil, err
-	}
-	opts := apply.DefaultManagerOptions()
-	opts.ApplySet = apply.ParentRef{Name: f.name, Namespace: f.namespace}
-	opts.ToolVersion = toolVersion()
-	opts.Workers = f.workers
-	opts.Logger = g.Logger
-	opts.OwnerLabel = render.LabelCompany // a company adopts with pcsync.io/adopt=<its slug>
-	return apply.NewManager(cfg, opts)
-}
-
-// toolVersion is the version for the ApplySet tooling annotation ("pcsync/<semver>").
-func toolVersion() string {
-	if strings.HasPrefix(version, "v") {
-		return version
-	}
-	return "v0.0.0-" + version
-}
 
 func newApplyCmd(g *globalOptions) *cobra.Command {
 	var (
-		set   applySetFlags
-		sides sideFlags
+		flags gitopsFlags
 		opts  = apply.DefaultApplyOptions()
-		prune pruneFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "apply [DIR]",
@@ -103,37 +47,22 @@ unchanged, recreated, pruned, retained or failed, then a summary line; -o json
 for machines. Exit code 2 if any object failed.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := set.validate(); err != nil {
-				return err
-			}
-			if err := sides.validate(); err != nil {
-				return err
-			}
-			lim, err := prune.limits()
+			in, err := flags.load(cmd.Context(), g, args)
 			if err != nil {
 				return err
 			}
 			opts.Prune, opts.PruneMax, opts.PruneFloor, opts.AllowMassPrune =
-				lim.Prune, lim.PruneMax, lim.PruneFloor, lim.AllowMassPrune
-			model, out, err := g.loadModelAndRender(cmd.Context(), dirArg(args), set.namespace)
-			if err != nil {
-				return err
-			}
-			var errs []error
-			var kubeJSON bytes.Buffer
-			if sides.kubernetes {
-				kerr := func() error {
-					m, err := set.manager(g)
+				in.limits.Prune, in.limits.PruneMax, in.limits.PruneFloor, in.limits.AllowMassPrune
+			run := flags.newSides(g)
+			if flags.sides.kubernetes {
+				run.fail(func() error {
+					m, err := flags.set.manager(g)
 					if err != nil {
 						return err
 					}
-					report, err := m.Apply(cmd.Context(), out.Objects, opts)
+					report, err := m.Apply(cmd.Context(), in.out.Objects, opts)
 					if err == nil || len(report.Objects) > 0 {
-						w := g.Stdout
-						if set.output == "json" {
-							w = &kubeJSON
-						}
-						if werr := writeReportTo(g, w, set.output, report); werr != nil && err == nil {
+						if werr := writeReportTo(g, run.kubeOut(), flags.set.output, report); werr != nil && err == nil {
 							err = werr
 						}
 					}
@@ -144,48 +73,30 @@ for machines. Exit code 2 if any object failed.`,
 						return fmt.Errorf("%d of %d objects failed", failed, len(report.Objects))
 					}
 					return nil
-				}()
-				if kerr != nil {
-					errs = append(errs, kerr)
-				}
+				}())
 			}
-			var rep *paperclip.Report
-			if sides.paperclip && paperclip.Wants(model) {
+			if flags.sides.paperclip && paperclip.Wants(in.model) {
 				ro := paperclipOptions(opts.DryRun, opts.PruneMax, opts.PruneFloor, opts.AllowMassPrune)
-				var perr error
-				rep, perr = paperclipReconciler(g).Reconcile(cmd.Context(), model, ro)
-				if set.output != "json" {
+				rep, perr := paperclipReconciler(g).Reconcile(cmd.Context(), in.model, ro)
+				run.rep = rep
+				if !run.json() {
 					perr = errors.Join(perr, rep.WriteText(g.Stdout))
 				}
 				perr = errors.Join(perr, rep.WriteErrors(g.Stderr))
 				if rep.Err() != nil && perr == nil {
 					perr = fmt.Errorf("paperclip: %d agents or companies failed", rep.Count("failed")+companyErrors(rep))
 				}
-				if perr != nil {
-					errs = append(errs, perr)
-				}
+				run.fail(perr)
 			}
-			if set.output == "json" {
-				if rep == nil {
-					_, _ = g.Stdout.Write(kubeJSON.Bytes())
-				} else if err := writeJSONWithPaperclip(g.Stdout, kubeJSON.Bytes(), rep); err != nil {
-					errs = append(errs, err)
-				}
-			}
-			if len(errs) > 0 {
-				return &exitError{code: 2, err: errors.Join(errs...)}
-			}
-			return nil
+			return run.end()
 		},
 	}
 	f := cmd.Flags()
-	set.add(f)
-	sides.add(f)
+	flags.add(f, "delete members of the ApplySet that are no longer rendered")
 	addForceConflicts(f, &opts.ForceConflicts)
 	f.BoolVar(&opts.Force, "force", false, "delete and recreate objects whose change touches an immutable field")
 	f.BoolVar(&opts.DryRun, "dry-run", false,
 		"persist nothing: print what would be applied and pruned (server-side dry run)")
-	prune.add(f, "delete members of the ApplySet that are no longer rendered", true)
 	f.BoolVar(&opts.Wait, "wait", false, "wait until applied objects are ready (kstatus) and pruned ones are gone")
 	f.DurationVar(&opts.Timeout, "timeout", 2*time.Minute,
 		"how long to wait for readiness, CRDs to be Established and --force deletions")

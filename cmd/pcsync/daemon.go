@@ -31,10 +31,10 @@ type daemonFlags struct {
 	rescan                                         time.Duration
 
 	interval, debounce time.Duration
-	set                applySetFlags
-	prune              pruneFlags
-	forceConflicts     bool
-	sides              sideFlags
+	// gitopsFlags are apply's and diff's ApplySet, side and prune flags,
+	// added with the daemon's own help.
+	gitopsFlags
+	forceConflicts bool
 
 	sandbox sandboxFlags
 
@@ -164,13 +164,7 @@ func (f *daemonFlags) run(ctx context.Context, g *globalOptions) error {
 	if err := f.sandbox.validate(f); err != nil {
 		return err
 	}
-	if err := f.set.validate(); err != nil {
-		return err
-	}
-	if err := f.sides.validate(); err != nil {
-		return err
-	}
-	lim, err := f.prune.limits()
+	lim, err := f.check()
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 
@@ -13,10 +12,8 @@ import (
 
 func newDiffCmd(g *globalOptions) *cobra.Command {
 	var (
-		set   applySetFlags
-		sides sideFlags
+		flags gitopsFlags
 		opts  = apply.DefaultDiffOptions()
-		prune pruneFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "diff [DIR]",
@@ -41,40 +38,25 @@ the API server refuses (or with --force-conflicts=false, a conflict) or Papercli
 cannot be read. A summary line goes to stderr.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := set.validate(); err != nil {
-				return err
-			}
-			if err := sides.validate(); err != nil {
-				return err
-			}
-			lim, err := prune.limits()
+			in, err := flags.load(cmd.Context(), g, args)
 			if err != nil {
 				return err
 			}
 			opts.Prune, opts.PruneMax, opts.PruneFloor, opts.AllowMassPrune =
-				lim.Prune, lim.PruneMax, lim.PruneFloor, lim.AllowMassPrune
-			model, out, err := g.loadModelAndRender(cmd.Context(), dirArg(args), set.namespace)
-			if err != nil {
-				return err
-			}
-			var errs []error
+				in.limits.Prune, in.limits.PruneMax, in.limits.PruneFloor, in.limits.AllowMassPrune
+			run := flags.newSides(g)
 			changed := false
-			var kubeJSON bytes.Buffer
-			if sides.kubernetes {
-				kerr := func() error {
-					m, err := set.manager(g)
+			if flags.sides.kubernetes {
+				run.fail(func() error {
+					m, err := flags.set.manager(g)
 					if err != nil {
 						return err
 					}
-					d, err := m.Diff(cmd.Context(), out.Objects, opts)
+					d, err := m.Diff(cmd.Context(), in.out.Objects, opts)
 					if err != nil {
 						return err
 					}
-					w := g.Stdout
-					if set.output == "json" {
-						w = &kubeJSON
-					}
-					if err := writeDiffTo(g, w, set.output, d); err != nil {
+					if err := writeDiffTo(g, run.kubeOut(), flags.set.output, d); err != nil {
 						return err
 					}
 					changed = d.Changed()
@@ -82,22 +64,18 @@ cannot be read. A summary line goes to stderr.`,
 						return fmt.Errorf("%d of %d objects could not be diffed", failed, len(d.Objects))
 					}
 					return nil
-				}()
-				if kerr != nil {
-					errs = append(errs, kerr)
-				}
+				}())
 			}
-			var rep *paperclip.Report
-			if sides.paperclip && paperclip.Wants(model) {
+			if flags.sides.paperclip && paperclip.Wants(in.model) {
 				ro := paperclipOptions(true, opts.PruneMax, opts.PruneFloor, opts.AllowMassPrune)
-				var perr error
-				rep, perr = paperclipReconciler(g).Reconcile(cmd.Context(), model, ro)
+				rep, perr := paperclipReconciler(g).Reconcile(cmd.Context(), in.model, ro)
+				run.rep = rep
 				if errors.Is(perr, paperclip.ErrMassPause) {
 					// What apply would refuse: shown (as refused), not a diff failure.
 					fmt.Fprintln(g.Stderr, "warning: "+perr.Error())
 					perr = nil
 				}
-				if set.output != "json" {
+				if !run.json() {
 					perr = errors.Join(perr, rep.WriteDiff(g.Stdout, opts.Context))
 				}
 				perr = errors.Join(perr, rep.WriteErrors(g.Stderr))
@@ -105,20 +83,11 @@ cannot be read. A summary line goes to stderr.`,
 				if rep.Err() != nil && perr == nil {
 					perr = fmt.Errorf("paperclip: %d companies could not be read", companyErrors(rep))
 				}
-				if perr != nil {
-					errs = append(errs, perr)
-				}
+				run.fail(perr)
 				changed = changed || rep.Changed()
 			}
-			if set.output == "json" {
-				if rep == nil {
-					_, _ = g.Stdout.Write(kubeJSON.Bytes())
-				} else if err := writeJSONWithPaperclip(g.Stdout, kubeJSON.Bytes(), rep); err != nil {
-					errs = append(errs, err)
-				}
-			}
-			if len(errs) > 0 {
-				return &exitError{code: 2, err: errors.Join(errs...)}
+			if err := run.end(); err != nil {
+				return err
 			}
 			if changed {
 				return &exitError{code: 1, err: errDifferences, reported: true}
@@ -127,9 +96,7 @@ cannot be read. A summary line goes to stderr.`,
 		},
 	}
 	f := cmd.Flags()
-	set.add(f)
-	sides.add(f)
-	prune.add(f, "show members that apply --prune would delete, as deletions", true)
+	flags.add(f, "show members that apply --prune would delete, as deletions")
 	addForceConflicts(f, &opts.ForceConflicts)
 	f.IntVarP(&opts.Context, "unified", "U", 3, "lines of context around each change")
 	return cmd

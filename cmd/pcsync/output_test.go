@@ -5,13 +5,11 @@ import (
 	"errors"
 	"flag"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
-
+	"github.com/pcsync/pcsync/internal/golden"
 	"github.com/pcsync/pcsync/pkg/apply"
 )
 
@@ -112,18 +110,7 @@ func TestOutput(t *testing.T) {
 				}
 				got := "--- stdout\n" + stdout.String() + "--- stderr\n" + stderr.String()
 				path := filepath.Join("testdata", "output", tt.name+"."+format+".golden")
-				if *update {
-					if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-						t.Fatal(err)
-					}
-				}
-				want, err := os.ReadFile(path)
-				if err != nil {
-					t.Fatalf("%v (run with -update to create it)", err)
-				}
-				if diff := cmp.Diff(string(want), got); diff != "" {
-					t.Errorf("%s (-want +got):\n%s", path, diff)
-				}
+				golden.File(t, path, []byte(got), *update)
 			})
 		}
 	}
