@@ -37,6 +37,14 @@ test("package.json declares the parser contract Paperclip loads", () => {
   assert.equal(pkg.paperclip.adapterUiParser.split(".")[0], "1");
 });
 
+test("the script imports nothing at run time (the worker has no imports)", () => {
+  // src/ui-parser.cts takes TranscriptEntry from @paperclipai/adapter-utils
+  // with `import type`, which the compiler erases.
+  const source = readFileSync(path.join(here, "..", pkg.exports["./ui-parser"]), "utf8");
+  const code = source.replace(/^\s*\/\/.*$/gm, "");
+  assert.doesNotMatch(code, /\brequire\s*\(|\bimport\s*\(|^\s*import\b|@paperclipai/m, "dist/ui-parser.cjs loads a module");
+});
+
 test("every JSON line of every sample is understood (no raw JSON left on the page)", () => {
   const fixtures = readdirSync(path.join(here, "fixtures")).filter((f) => f.endsWith(".jsonl"));
   assert.ok(fixtures.length >= 12);
