@@ -5,7 +5,7 @@
  */
 
 import type { AdapterConfigSchema, AdapterSessionCodec, ServerAdapterModule } from "@paperclipai/adapter-utils";
-import { ADAPTER_LABEL, ADAPTER_TYPE, DEFAULTS } from "./config.js";
+import { ADAPTER_LABEL, ADAPTER_TYPE, BILLING_TYPES, DEFAULTS } from "./config.js";
 import { execute } from "./execute.js";
 import { testEnvironment } from "./test-environment.js";
 
@@ -98,7 +98,7 @@ export const configSchema: AdapterConfigSchema = {
       label: "Billing type",
       type: "select",
       default: "unknown",
-      options: ["api", "subscription", "metered_api", "credits", "fixed", "unknown"].map((v) => ({ label: v, value: v })),
+      options: BILLING_TYPES.map((v) => ({ label: v, value: v })),
       hint: "How the CLI's account is billed, reported with each run's cost.",
     },
     {

@@ -3,7 +3,7 @@
 
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { parseConfig } from "../dist/config.js";
+import { BILLING_TYPES, parseConfig } from "../dist/config.js";
 import { createServerAdapter } from "../dist/index.js";
 
 const adapter = createServerAdapter();
@@ -41,6 +41,14 @@ test("every config field is in the schema and the doc, and parseConfig knows it"
     "parseConfig and the schema list the same fields",
   );
   assert.deepEqual(schema.fields.filter((f) => f.required).map((f) => f.key), ["spoolDir"]);
+});
+
+test("the form offers every billingType parseConfig takes", async () => {
+  const schema = await adapter.getConfigSchema();
+  const values = schema.fields.find((f) => f.key === "billingType").options.map((o) => o.value);
+  assert.deepEqual(values, [...BILLING_TYPES]);
+  for (const v of values) assert.equal(parseConfig({ spoolDir: "/s", billingType: v }).billingType, v);
+  assert.throws(() => parseConfig({ spoolDir: "/s", billingType: "free" }), /billingType: must be one of/);
 });
 
 test("parseConfig fills the defaults", () => {
