@@ -1,7 +1,8 @@
-// The table of adapterConfig fields in docs/paperclip.md, rendered from
-// configSchema (src/index.ts) so that each field is described once, in the
-// hints Paperclip's agent form shows. test/gen-config-doc.mjs writes it
-// into the doc (make paperclip-adapter-doc); a test fails when it is stale.
+// The table of adapterConfig fields, rendered from configSchema
+// (src/index.ts) so that each field is described once, in the hints
+// Paperclip's agent form shows. agentConfigurationDoc (src/index.ts) holds
+// it, and test/gen-config-doc.mjs writes it into docs/paperclip.md (make
+// paperclip-adapter-doc); a test fails when the doc's is stale.
 
 import type { AdapterConfigSchema, ConfigFieldSchema } from "@paperclipai/adapter-utils";
 

@@ -6,6 +6,7 @@
 
 import type { AdapterConfigSchema, AdapterSessionCodec, ServerAdapterModule } from "@paperclipai/adapter-utils";
 import { ADAPTER_LABEL, ADAPTER_TYPE, BILLING_TYPES, DEFAULTS } from "./config.js";
+import { configTable } from "./config-doc.js";
 import { execute } from "./execute.js";
 import { testEnvironment } from "./test-environment.js";
 
@@ -125,7 +126,10 @@ export const configSchema: AdapterConfigSchema = {
   ],
 };
 
-/** agentConfigurationDoc is shown in Paperclip's UI when configuring an agent. */
+/**
+ * agentConfigurationDoc is shown in Paperclip's UI when configuring an
+ * agent; its table is configSchema's, as in docs/paperclip.md.
+ */
 export const agentConfigurationDoc = `# pcsync agent configuration
 
 The run is handed to a pcsync daemon through its spool directory: pcsync runs
@@ -133,21 +137,7 @@ the agent's CLI (Claude Code, Codex, Gemini, Cursor, OpenCode, pi, acpx) as a
 Kubernetes Job or a local process, as its own config says, and the adapter
 reports the transcript, tokens, cost and session back to Paperclip.
 
-| Field | Type | Default | Description |
-|-------|------|---------|-------------|
-| spoolDir | string | (required) | Absolute path of the pcsync daemon's spool (\`pcsync daemon --spool\`), as this server sees it. |
-| agent | string | the agent's name, lower-case, other characters as "-" | The pcsync agent (in pcsync's config) that runs this agent. |
-| company | string | the pcsync Company whose \`spec.id\` is this company's id | pcsync company slug, to pick a Company without \`spec.id\`. |
-| timeoutSec | number | 0 (pcsync's agent timeoutSec, else 3600) | The run's timeout, enforced by pcsync. |
-| stateDir | string | \`<spoolDir>/.pcsync\` | The daemon's \`--state-dir\`, where its status file is. |
-| apiUrl | string | the server's own URL, as the built-in adapters give it (\`PAPERCLIP_API_URL\`) | Paperclip's URL for the agent's call-backs (local executor; pods use pcsync's configured URL). |
-| promptTemplate | string | Paperclip's default | The heartbeat prompt template. |
-| bootstrapPromptTemplate | string | none | Prepended to the first run of a session. |
-| billingType | string | unknown | Reported with the run's cost. |
-| resultGraceSec | number | ${DEFAULTS.resultGraceSec} | Wait past timeoutSec before the adapter cancels a run that has not ended. |
-| cancelWaitSec | number | ${DEFAULTS.cancelWaitSec} | Wait for pcsync's result after a cancel. |
-| resumeLostSessions | boolean | true | Resume the session of a run that finished while Paperclip was down. |
-
+${configTable(configSchema)}
 Use "Test environment" to check that the spool is writable, the daemon is
 running, and pcsync knows this company and agent. See pcsync's
 docs/paperclip.md.
