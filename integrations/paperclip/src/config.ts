@@ -1,7 +1,7 @@
 // The adapter's configuration: the agent's adapterConfig in Paperclip.
 
 import path from "node:path";
-import type { AdapterAgent } from "@paperclipai/adapter-utils";
+import type { AdapterAgent, AdapterBillingType } from "@paperclipai/adapter-utils";
 import { buildPaperclipEnv } from "@paperclipai/adapter-utils/server-utils";
 
 /** ADAPTER_TYPE is the Paperclip adapter type this package registers. */
@@ -57,7 +57,8 @@ export class ConfigError extends Error {
   }
 }
 
-const BILLING_TYPES = new Set([
+/** BILLING_TYPES are the billingType values: Paperclip's billing types. */
+export const BILLING_TYPES: readonly AdapterBillingType[] = [
   "api",
   "subscription",
   "metered_api",
@@ -66,7 +67,8 @@ const BILLING_TYPES = new Set([
   "credits",
   "fixed",
   "unknown",
-]);
+];
+const billingTypes = new Set<string>(BILLING_TYPES);
 
 function str(raw: Record<string, unknown>, key: string): string {
   const v = raw[key];
@@ -130,8 +132,8 @@ export function parseConfig(input: unknown): AdapterConfig {
     }
   }
   const billingType = str(raw, "billingType") || "unknown";
-  if (!BILLING_TYPES.has(billingType)) {
-    throw new ConfigError("billingType", `must be one of ${[...BILLING_TYPES].join(", ")}, not ${JSON.stringify(billingType)}`);
+  if (!billingTypes.has(billingType)) {
+    throw new ConfigError("billingType", `must be one of ${BILLING_TYPES.join(", ")}, not ${JSON.stringify(billingType)}`);
   }
   return {
     spoolDir: path.resolve(spoolDir),

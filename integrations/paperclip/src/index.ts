@@ -5,7 +5,8 @@
  */
 
 import type { AdapterConfigSchema, AdapterSessionCodec, ServerAdapterModule } from "@paperclipai/adapter-utils";
-import { ADAPTER_LABEL, ADAPTER_TYPE, DEFAULTS } from "./config.js";
+import { ADAPTER_LABEL, ADAPTER_TYPE, BILLING_TYPES, DEFAULTS } from "./config.js";
+import { configTable } from "./config-doc.js";
 import { execute } from "./execute.js";
 import { testEnvironment } from "./test-environment.js";
 
@@ -53,34 +54,40 @@ export const configSchema: AdapterConfigSchema = {
       key: "agent",
       label: "pcsync agent",
       type: "text",
-      hint: "Name of the agent in pcsync's config. Default: this agent's name, lower-case, with '-' for other characters.",
+      hint: "Name of the agent in pcsync's config. Default: this agent's name, lower-case, with '-' for each run of other characters (\"Code Reviewer\" → code-reviewer).",
     },
     {
       key: "company",
       label: "pcsync company",
       type: "text",
-      hint: "Slug of the pcsync Company. Default: the Company whose spec.id is this Paperclip company's id.",
+      hint: "Slug of the pcsync Company, for a Company without spec.id. Default: the Company whose spec.id is this Paperclip company's id.",
     },
     {
       key: "timeoutSec",
       label: "Timeout (seconds)",
       type: "number",
       default: 0,
-      hint: "The run's timeout, enforced by pcsync. 0: the agent's timeoutSec in pcsync's config (else 3600).",
+      hint: "The run's timeout, enforced by pcsync. 0: the agent's timeoutSec in pcsync's config, else the company's jobs.activeDeadlineSeconds (3600 unless set).",
     },
     {
       key: "stateDir",
       label: "pcsync state directory",
       type: "text",
-      hint: "The daemon's --state-dir when it is not <spoolDir>/.pcsync.",
+      hint: "The daemon's --state-dir, where its status.json is. Default: <spoolDir>/.pcsync.",
     },
     {
       key: "apiUrl",
       label: "Paperclip API URL",
       type: "text",
-      hint: "URL of this Paperclip server for the agent's call-backs (local executor). Default: the server's own URL, as the built-in adapters give it to their agents (PAPERCLIP_API_URL).",
+      hint:
+        "URL of this Paperclip server for the agent's call-backs, put into the request as paperclip.apiUrl: the agent's PAPERCLIP_API_URL with pcsync's local executor; with the Kubernetes executor pods get pcsync's Settings spec.server.url instead (a pod cannot reach 127.0.0.1). Default: the URL the built-in adapters give their agents (the server's PAPERCLIP_API_URL, else PAPERCLIP_RUNTIME_API_URL, else http://<HOST>:<PORT>).",
     },
-    { key: "promptTemplate", label: "Prompt template", type: "textarea", hint: "Replaces Paperclip's default heartbeat prompt." },
+    {
+      key: "promptTemplate",
+      label: "Prompt template",
+      type: "textarea",
+      hint: "The heartbeat prompt template, as for the built-in adapters. Default: Paperclip's default heartbeat prompt.",
+    },
     {
       key: "bootstrapPromptTemplate",
       label: "Bootstrap prompt template",
@@ -92,7 +99,7 @@ export const configSchema: AdapterConfigSchema = {
       label: "Billing type",
       type: "select",
       default: "unknown",
-      options: ["api", "subscription", "metered_api", "credits", "fixed", "unknown"].map((v) => ({ label: v, value: v })),
+      options: BILLING_TYPES.map((v) => ({ label: v, value: v })),
       hint: "How the CLI's account is billed, reported with each run's cost.",
     },
     {
@@ -100,7 +107,7 @@ export const configSchema: AdapterConfigSchema = {
       label: "Result grace (seconds)",
       type: "number",
       default: DEFAULTS.resultGraceSec,
-      hint: "How long past timeoutSec the adapter waits for pcsync's result before it cancels the run.",
+      hint: "With timeoutSec set: how long past it the adapter waits for pcsync's result before it cancels the run itself.",
     },
     {
       key: "cancelWaitSec",
@@ -119,7 +126,10 @@ export const configSchema: AdapterConfigSchema = {
   ],
 };
 
-/** agentConfigurationDoc is shown in Paperclip's UI when configuring an agent. */
+/**
+ * agentConfigurationDoc is shown in Paperclip's UI when configuring an
+ * agent; its table is configSchema's, as in docs/paperclip.md.
+ */
 export const agentConfigurationDoc = `# pcsync agent configuration
 
 The run is handed to a pcsync daemon through its spool directory: pcsync runs
@@ -127,21 +137,7 @@ the agent's CLI (Claude Code, Codex, Gemini, Cursor, OpenCode, pi, acpx) as a
 Kubernetes Job or a local process, as its own config says, and the adapter
 reports the transcript, tokens, cost and session back to Paperclip.
 
-| Field | Type | Default | Description |
-|-------|------|---------|-------------|
-| spoolDir | string | (required) | Absolute path of the pcsync daemon's spool (\`pcsync daemon --spool\`), as this server sees it. |
-| agent | string | the agent's name, lower-case, other characters as "-" | The pcsync agent (in pcsync's config) that runs this agent. |
-| company | string | the pcsync Company whose \`spec.id\` is this company's id | pcsync company slug, to pick a Company without \`spec.id\`. |
-| timeoutSec | number | 0 (pcsync's agent timeoutSec, else 3600) | The run's timeout, enforced by pcsync. |
-| stateDir | string | \`<spoolDir>/.pcsync\` | The daemon's \`--state-dir\`, where its status file is. |
-| apiUrl | string | the server's own URL, as the built-in adapters give it (\`PAPERCLIP_API_URL\`) | Paperclip's URL for the agent's call-backs (local executor; pods use pcsync's configured URL). |
-| promptTemplate | string | Paperclip's default | The heartbeat prompt template. |
-| bootstrapPromptTemplate | string | none | Prepended to the first run of a session. |
-| billingType | string | unknown | Reported with the run's cost. |
-| resultGraceSec | number | ${DEFAULTS.resultGraceSec} | Wait past timeoutSec before the adapter cancels a run that has not ended. |
-| cancelWaitSec | number | ${DEFAULTS.cancelWaitSec} | Wait for pcsync's result after a cancel. |
-| resumeLostSessions | boolean | true | Resume the session of a run that finished while Paperclip was down. |
-
+${configTable(configSchema)}
 Use "Test environment" to check that the spool is writable, the daemon is
 running, and pcsync knows this company and agent. See pcsync's
 docs/paperclip.md.

@@ -13,23 +13,9 @@
 // own: the worker is shared by every run of the adapter type, so no state
 // is kept between lines.
 
-type Entry =
-  | { kind: "assistant" | "thinking" | "user" | "stderr" | "system" | "stdout"; ts: string; text: string; delta?: boolean }
-  | { kind: "tool_call"; ts: string; name: string; input: unknown; toolUseId?: string }
-  | { kind: "tool_result"; ts: string; toolUseId: string; toolName?: string; content: string; isError: boolean }
-  | { kind: "init"; ts: string; model: string; sessionId: string }
-  | {
-      kind: "result";
-      ts: string;
-      text: string;
-      inputTokens: number;
-      outputTokens: number;
-      cachedTokens: number;
-      costUsd: number;
-      subtype: string;
-      isError: boolean;
-      errors: string[];
-    };
+// The entry type is Paperclip's own; a type-only import, erased when this
+// file is compiled, so the script still imports nothing.
+import type { TranscriptEntry } from "@paperclipai/adapter-utils";
 
 type Rec = Record<string, unknown>;
 
@@ -78,7 +64,7 @@ function textOf(content: unknown): string {
   return out.join("\n");
 }
 
-function result(ts: string, f: Partial<Extract<Entry, { kind: "result" }>>): Entry {
+function result(ts: string, f: Partial<Extract<TranscriptEntry, { kind: "result" }>>): TranscriptEntry {
   return {
     kind: "result",
     ts,
@@ -95,9 +81,9 @@ function result(ts: string, f: Partial<Extract<Entry, { kind: "result" }>>): Ent
 
 // ── Claude Code and Cursor (stream-json) ───────────────────────────────────
 
-function claudeMessage(o: Rec, ts: string, role: "assistant" | "user"): Entry[] {
+function claudeMessage(o: Rec, ts: string, role: "assistant" | "user"): TranscriptEntry[] {
   const msg = rec(o.message) ?? {};
-  const out: Entry[] = [];
+  const out: TranscriptEntry[] = [];
   const content = msg.content;
   if (typeof content === "string" && content) out.push({ kind: role, ts, text: content });
   for (const b of arr(content)) {
@@ -122,7 +108,7 @@ function claudeMessage(o: Rec, ts: string, role: "assistant" | "user"): Entry[] 
   return out;
 }
 
-function claudeResult(o: Rec, ts: string): Entry {
+function claudeResult(o: Rec, ts: string): TranscriptEntry {
   const u = rec(o.usage) ?? {};
   // Claude: usage.input_tokens, cache_read_input_tokens; Cursor: inputTokens, cacheReadTokens.
   return result(ts, {
@@ -137,7 +123,7 @@ function claudeResult(o: Rec, ts: string): Entry {
   });
 }
 
-function cursorToolCall(o: Rec, ts: string): Entry[] {
+function cursorToolCall(o: Rec, ts: string): TranscriptEntry[] {
   const call = rec(o.tool_call) ?? {};
   const name = Object.keys(call)[0] ?? "tool";
   const body = rec(call[name]) ?? {};
@@ -161,7 +147,7 @@ function cursorToolCall(o: Rec, ts: string): Entry[] {
 
 // ── Codex (exec --json) ─────────────────────────────────────────────────────
 
-function codexItem(item: Rec, ts: string, started: boolean): Entry[] {
+function codexItem(item: Rec, ts: string, started: boolean): TranscriptEntry[] {
   const id = s(item.id);
   switch (item.type) {
     case "agent_message":
@@ -210,7 +196,7 @@ function codexItem(item: Rec, ts: string, started: boolean): Entry[] {
   }
 }
 
-function codexUsage(o: Rec, ts: string, failed: boolean): Entry {
+function codexUsage(o: Rec, ts: string, failed: boolean): TranscriptEntry {
   const u = rec(o.usage) ?? {};
   const cached = n(u.cached_input_tokens);
   return result(ts, {
@@ -227,7 +213,7 @@ function codexUsage(o: Rec, ts: string, failed: boolean): Entry {
 
 // ── Gemini (stream-json) ────────────────────────────────────────────────────
 
-function geminiResult(o: Rec, ts: string): Entry {
+function geminiResult(o: Rec, ts: string): TranscriptEntry {
   const st = rec(o.stats) ?? {};
   const cached = n(st.cached);
   const isError = o.status === "error";
@@ -245,11 +231,11 @@ function geminiResult(o: Rec, ts: string): Entry {
 
 // ── OpenCode (run --format json) ────────────────────────────────────────────
 
-function opencodeTool(part: Rec, ts: string): Entry[] {
+function opencodeTool(part: Rec, ts: string): TranscriptEntry[] {
   const state = rec(part.state) ?? {};
   const name = s(part.tool, "tool");
   const id = s(part.callID) || s(part.id) || name;
-  const out: Entry[] = [{ kind: "tool_call", ts, name, toolUseId: id, input: state.input ?? {} }];
+  const out: TranscriptEntry[] = [{ kind: "tool_call", ts, name, toolUseId: id, input: state.input ?? {} }];
   if (state.status === "completed" || state.status === "error") {
     out.push({
       kind: "tool_result",
@@ -263,7 +249,7 @@ function opencodeTool(part: Rec, ts: string): Entry[] {
   return out;
 }
 
-function opencodeStep(part: Rec, ts: string): Entry {
+function opencodeStep(part: Rec, ts: string): TranscriptEntry {
   const t = rec(part.tokens) ?? {};
   const cache = rec(t.cache) ?? {};
   const reason = s(part.reason, "step");
@@ -281,10 +267,10 @@ function opencodeStep(part: Rec, ts: string): Entry {
 
 // ── pi (--mode json) ────────────────────────────────────────────────────────
 
-function piMessage(m: Rec, ts: string): Entry[] {
+function piMessage(m: Rec, ts: string): TranscriptEntry[] {
   // Tool results come as tool_execution_end; only user and assistant messages here.
   if (m.role !== "user" && m.role !== "assistant") return [];
-  const out: Entry[] = [];
+  const out: TranscriptEntry[] = [];
   for (const c of arr(m.content)) {
     const r = rec(c);
     if (r?.type === "thinking" && s(r.thinking)) out.push({ kind: "thinking", ts, text: s(r.thinking) });
@@ -297,7 +283,7 @@ function piMessage(m: Rec, ts: string): Entry[] {
   return out;
 }
 
-function piEnd(o: Rec, ts: string): Entry[] {
+function piEnd(o: Rec, ts: string): TranscriptEntry[] {
   let input = 0;
   let output = 0;
   let cached = 0;
@@ -328,7 +314,7 @@ function piEnd(o: Rec, ts: string): Entry[] {
   ];
 }
 
-function piToolResult(o: Rec, ts: string): Entry {
+function piToolResult(o: Rec, ts: string): TranscriptEntry {
   const r = o.result;
   const content = typeof r === "string" ? r : textOf(rec(r)?.content ?? r) || show(r);
   return { kind: "tool_result", ts, toolUseId: s(o.toolCallId), toolName: s(o.toolName) || undefined, content, isError: o.isError === true };
@@ -336,7 +322,7 @@ function piToolResult(o: Rec, ts: string): Entry {
 
 // ── acpx (ACP JSON-RPC) ─────────────────────────────────────────────────────
 
-function acpx(o: Rec, ts: string): Entry[] {
+function acpx(o: Rec, ts: string): TranscriptEntry[] {
   const params = rec(o.params);
   const up = rec(params?.update);
   if (up) {
@@ -373,7 +359,7 @@ function acpx(o: Rec, ts: string): Entry[] {
 
 // ── dispatch ────────────────────────────────────────────────────────────────
 
-function parseJSONLine(o: Rec, ts: string, line: string): Entry[] {
+function parseJSONLine(o: Rec, ts: string, line: string): TranscriptEntry[] {
   if (o.jsonrpc === "2.0") return acpx(o, ts);
   const type = s(o.type);
   switch (type) {
@@ -484,7 +470,7 @@ function parseJSONLine(o: Rec, ts: string, line: string): Entry[] {
 }
 
 /** parseStdoutLine turns one line of a pcsync run's log into transcript entries. */
-function parseStdoutLine(line: string, ts: string): Entry[] {
+function parseStdoutLine(line: string, ts: string): TranscriptEntry[] {
   const trimmed = line.trim();
   if (trimmed === "") return [];
   if (trimmed.startsWith("[pcsync]") || trimmed.startsWith("[paperclip]")) return [{ kind: "system", ts, text: trimmed }];

@@ -12,7 +12,7 @@ import { fakeApi, fakeContext, fakeDaemon, result, runId, tempSpool, writeLost, 
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const adapter = createServerAdapter();
-const transcript = await fs.readFile(path.join(here, "fixtures", "claude-obers-small-success.jsonl"), "utf8");
+const transcript = await fs.readFile(path.join(here, "..", "..", "..", "testdata", "agent-samples", "claude-obers-small-success.jsonl"), "utf8");
 // Paperclip's API, where lost runs' spend is booked: the adapter calls the
 // server's own PAPERCLIP_API_URL.
 const api = await fakeApi();

@@ -3,7 +3,8 @@
 
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { parseConfig } from "../dist/config.js";
+import { configTable } from "../dist/config-doc.js";
+import { BILLING_TYPES, parseConfig } from "../dist/config.js";
 import { createServerAdapter } from "../dist/index.js";
 
 const adapter = createServerAdapter();
@@ -32,7 +33,6 @@ test("every config field is in the schema and the doc, and parseConfig knows it"
   const keys = schema.fields.map((f) => f.key);
   const parsed = parseConfig({ spoolDir: "/spool" });
   for (const k of keys) {
-    assert.ok(adapter.agentConfigurationDoc.includes(`| ${k} |`), `${k} is missing from agentConfigurationDoc`);
     assert.ok(k in parsed, `${k} is not read by parseConfig`);
   }
   assert.deepEqual(
@@ -41,6 +41,15 @@ test("every config field is in the schema and the doc, and parseConfig knows it"
     "parseConfig and the schema list the same fields",
   );
   assert.deepEqual(schema.fields.filter((f) => f.required).map((f) => f.key), ["spoolDir"]);
+  assert.ok(adapter.agentConfigurationDoc.includes("\n\n" + configTable(schema) + "\n"), "agentConfigurationDoc holds configSchema's table");
+});
+
+test("the form offers every billingType parseConfig takes", async () => {
+  const schema = await adapter.getConfigSchema();
+  const values = schema.fields.find((f) => f.key === "billingType").options.map((o) => o.value);
+  assert.deepEqual(values, [...BILLING_TYPES]);
+  for (const v of values) assert.equal(parseConfig({ spoolDir: "/s", billingType: v }).billingType, v);
+  assert.throws(() => parseConfig({ spoolDir: "/s", billingType: "free" }), /billingType: must be one of/);
 });
 
 test("parseConfig fills the defaults", () => {

@@ -10,6 +10,8 @@ import { fileURLToPath } from "node:url";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const pkg = JSON.parse(readFileSync(path.join(here, "..", "package.json"), "utf8"));
+// The transcripts, each with its .source.txt: the repository's testdata.
+const samples = path.join(here, "..", "..", "..", "testdata", "agent-samples");
 
 function loadLikePaperclip() {
   const source = readFileSync(path.join(here, "..", pkg.exports["./ui-parser"]), "utf8");
@@ -25,7 +27,7 @@ const parse = loadLikePaperclip();
 
 function entries(fixture) {
   const out = [];
-  for (const line of readFileSync(path.join(here, "fixtures", fixture), "utf8").split("\n")) out.push(...parse(line, "2026-11-23T00:00:00.000Z"));
+  for (const line of readFileSync(path.join(samples, fixture), "utf8").split("\n")) out.push(...parse(line, "2026-11-23T00:00:00.000Z"));
   return out;
 }
 
@@ -37,9 +39,19 @@ test("package.json declares the parser contract Paperclip loads", () => {
   assert.equal(pkg.paperclip.adapterUiParser.split(".")[0], "1");
 });
 
+test("the script imports nothing at run time (the worker has no imports)", () => {
+  // src/ui-parser.cts takes TranscriptEntry from @paperclipai/adapter-utils
+  // with `import type`, which the compiler erases.
+  const source = readFileSync(path.join(here, "..", pkg.exports["./ui-parser"]), "utf8");
+  const code = source.replace(/^\s*\/\/.*$/gm, "");
+  assert.doesNotMatch(code, /\brequire\s*\(|\bimport\s*\(|^\s*import\b|@paperclipai/m, "dist/ui-parser.cjs loads a module");
+});
+
 test("every JSON line of every sample is understood (no raw JSON left on the page)", () => {
-  const fixtures = readdirSync(path.join(here, "fixtures")).filter((f) => f.endsWith(".jsonl"));
-  assert.ok(fixtures.length >= 12);
+  // gemini-docs-json-mode-capital is Gemini's --output-format json (one
+  // pretty-printed object); pcsync runs Gemini with stream-json.
+  const fixtures = readdirSync(samples).filter((f) => f.endsWith(".jsonl") && f !== "gemini-docs-json-mode-capital.jsonl");
+  assert.ok(fixtures.length >= 28, `only ${fixtures.length} samples in ${samples}`);
   for (const f of fixtures) {
     for (const e of entries(f)) {
       if (e.kind === "stdout") assert.ok(!e.text.trim().startsWith("{"), `${f}: JSON shown raw: ${e.text.slice(0, 80)}`);
@@ -49,13 +61,10 @@ test("every JSON line of every sample is understood (no raw JSON left on the pag
 });
 
 test("every transcript of testdata/agent-samples: each JSON event becomes entries, none is shown raw", () => {
-  const dir = path.join(here, "..", "..", "..", "testdata", "agent-samples");
-  // gemini-docs-json-mode-capital is Gemini's --output-format json (one
-  // pretty-printed object); pcsync runs Gemini with stream-json.
-  const samples = readdirSync(dir).filter((f) => f.endsWith(".jsonl") && f !== "gemini-docs-json-mode-capital.jsonl");
-  assert.ok(samples.length >= 28, `only ${samples.length} samples in ${dir}`);
-  for (const f of samples) {
-    for (const line of readFileSync(path.join(dir, f), "utf8").split("\n")) {
+  const files = readdirSync(samples).filter((f) => f.endsWith(".jsonl") && f !== "gemini-docs-json-mode-capital.jsonl");
+  assert.ok(files.length >= 28, `only ${files.length} samples in ${samples}`);
+  for (const f of files) {
+    for (const line of readFileSync(path.join(samples, f), "utf8").split("\n")) {
       const es = parse(line, "t");
       let json = null;
       try {
