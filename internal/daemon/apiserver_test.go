@@ -71,8 +71,10 @@ func TestProbeAPIServer(t *testing.T) {
 	}
 	failing.Store(false)
 	wait("reachable again", isTrue)
-	srv.CloseClientConnections()
+	// The listener first: a probe that connects between the two would
+	// otherwise keep a live keep-alive connection that answers "ok".
 	srv.Listener.Close()
+	srv.CloseClientConnections()
 	c = wait("unreachable", isFalse)
 	if !strings.Contains(c.Message, "API server unreachable") || c.Reason != "Unreachable" {
 		t.Errorf("with the port closed: %+v, want reason Unreachable saying \"API server unreachable\"", c)
