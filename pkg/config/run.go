@@ -32,6 +32,20 @@ func ParseRun(name string, data []byte) (*RunRequest, error) {
 
 // ParseRun is the package-level ParseRun with this Validator.
 func (v *Validator) ParseRun(name string, data []byte) (*RunRequest, error) {
+	ld, err := v.checkRun(name, data)
+	if err != nil {
+		return nil, err
+	}
+	var r RunRequest
+	if err := json.Unmarshal(ld.json, &r); err != nil {
+		return nil, &Errors{List: []*Error{{Pos: ld.doc.start, Message: "cannot decode run request: " + err.Error()}}}
+	}
+	return &r, nil
+}
+
+// checkRun parses a run request and validates it against #Run: its JSON,
+// defaults filled in, or an *Errors.
+func (v *Validator) checkRun(name string, data []byte) (*loadedDoc, error) {
 	start := Position{File: name, Line: 1, Column: 1}
 	if len(data) > MaxRunRequestSize {
 		return nil, &Errors{List: []*Error{{Pos: start, Message: fmt.Sprintf("run request is larger than %d bytes", MaxRunRequestSize)}}}
@@ -62,9 +76,5 @@ func (v *Validator) ParseRun(name string, data []byte) (*RunRequest, error) {
 		e := &Errors{List: errs}
 		return nil, e.err()
 	}
-	var r RunRequest
-	if err := json.Unmarshal(ld.json, &r); err != nil {
-		return nil, &Errors{List: []*Error{{Pos: doc.start, Message: "cannot decode run request: " + err.Error()}}}
-	}
-	return &r, nil
+	return ld, nil
 }
