@@ -6,12 +6,27 @@
 // "path:line:col: field.path: message". ParseRun does the same for one run
 // request from the spool directory.
 //
-// The Go types of model.go restate the schema's shapes for the code that
-// reads a Model; CUE's JSON is decoded into them. Two tests keep them
-// true (parity_internal_test.go): every field of #Settings, #Company and
-// #Run must have its Go field, and every config of the repository must
-// decode with unknown fields disallowed. A regex constraint (=~) of the
-// schema must have its English in messages.go (messages_internal_test.go).
+// Files:
+//
+//	load.go       Load: list the files, parse and validate them in parallel, assemble the Model
+//	parse.go      YAML and JSON documents to CUE syntax that keeps the user's positions
+//	validate.go   Validator: the compiled schema, lent out under a lock (CUE is not goroutine-safe)
+//	export.go     a valid document's JSON, defaults included, without cue.Value.MarshalJSON
+//	closed.go     the fields a document has that the schema does not allow
+//	messages.go   CUE's errors in English, one message per constraint
+//	positions.go  user field paths (spec.agents[1].adapter) and their positions
+//	errors.go     Error and Errors: "path:line:col: field.path: message"
+//	rules.go      the rules the schema cannot express (across documents, Kubernetes' own)
+//	model.go      the Go types of a loaded Model
+//	resolve.go    lookups on a Model (company by slug or id, agent, adapter defaults)
+//	run.go        ParseRun: one run request against #Run
+//
+// The Go types of model.go restate the schema's shapes; CUE's JSON is
+// decoded into them. Two tests keep them true (parity_internal_test.go):
+// every field of #Settings, #Company and #Run must have its Go field, and
+// every config of the repository must decode with unknown fields
+// disallowed. A regex constraint (=~) of the schema must have its English
+// in messages.go (messages_internal_test.go).
 //
 // Package configtest, beside it, writes synthetic config directories (fleets
 // of companies) for tests and benchmarks.
