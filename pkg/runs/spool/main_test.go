@@ -113,8 +113,15 @@ func testAgent() int {
 
 // testLeak is an agent that echoes its API key everywhere: into stderr (the
 // key split across two writes, with a pause between them so that the
-// daemon reads the first half alone), an Authorization header, the session
-// id, the model and the summary.
+// daemon most likely reads the first half alone), an Authorization header,
+// the session id, the model and the summary.
+//
+// The pause is the one sleep left in this package's tests on purpose: the
+// agent is another process, which testing/synctest's clock does not reach,
+// and nothing the daemon does can be observed from here before it writes
+// (it holds back a half secret). It proves nothing by waiting: a shorter
+// pause only reads both halves at once. The split itself is proved without
+// timing by internal/redact's TestLineWriterSecretSplitAcrossWrites.
 func testLeak() int {
 	key := os.Getenv("ANTHROPIC_API_KEY")
 	fmt.Fprint(os.Stderr, "debug: using key "+key[:10])
