@@ -150,21 +150,7 @@ func (f *daemonFlags) configDir(args []string) error {
 }
 
 func (f *daemonFlags) run(ctx context.Context, g *globalOptions) error {
-	switch f.executor {
-	case "local", "kubernetes":
-	default:
-		return usageErrorf("--executor %q: want kubernetes or local", f.executor)
-	}
-	if f.spool == "" && !f.noRuns {
-		return usageErrorf("--spool is required (or --no-runs)")
-	}
-	if f.noReconcile && f.noRuns && !f.sandbox.enabled {
-		return usageErrorf("--no-reconcile and --no-runs leave nothing to do")
-	}
-	if err := f.sandbox.validate(f); err != nil {
-		return err
-	}
-	lim, err := f.check()
+	lim, err := f.validate()
 	if err != nil {
 		return err
 	}
@@ -180,7 +166,49 @@ func (f *daemonFlags) run(ctx context.Context, g *globalOptions) error {
 			return g.reportConfigError(err)
 		}
 	}
+	opts, err := f.options(g, lim)
+	if err != nil {
+		return err
+	}
+	err = daemon.Run(ctx, opts)
+	switch {
+	case errors.Is(err, daemon.ErrInvalidConfig):
+		return g.reportConfigError(err)
+	case err != nil:
+		return err
+	}
+	if f.once && ctx.Err() != nil {
+		return errors.New("interrupted before every request had its result; runs still going are adopted by the next daemon")
+	}
+	g.Logger.Info("daemon stopped", slog.Bool("interrupted", ctx.Err() != nil))
+	return nil
+}
 
+// validate checks the flags before anything starts and returns the prune
+// guard's limits.
+func (f *daemonFlags) validate() (apply.ApplyOptions, error) {
+	switch f.executor {
+	case "local", "kubernetes":
+	default:
+		return apply.ApplyOptions{}, usageErrorf("--executor %q: want kubernetes or local", f.executor)
+	}
+	if f.spool == "" && !f.noRuns {
+		return apply.ApplyOptions{}, usageErrorf("--spool is required (or --no-runs)")
+	}
+	if f.noReconcile && f.noRuns && !f.sandbox.enabled {
+		return apply.ApplyOptions{}, usageErrorf("--no-reconcile and --no-runs leave nothing to do")
+	}
+	if err := f.sandbox.validate(f); err != nil {
+		return apply.ApplyOptions{}, err
+	}
+	return f.check()
+}
+
+// options are the daemon's options for the flags: the reconcile loop (and
+// its applier), the runs loop (and its executor), the sandbox provider,
+// leader election, and the API server probe when any of them needs the
+// cluster.
+func (f *daemonFlags) options(g *globalOptions, lim apply.ApplyOptions) (daemon.Options, error) {
 	opts := daemon.DefaultOptions(f.config)
 	opts.Logger, opts.Once, opts.MetricsAddress = g.Logger, f.once, f.metricsAddr
 	opts.Metrics = metrics.New()
@@ -195,66 +223,32 @@ func (f *daemonFlags) run(ctx context.Context, g *globalOptions) error {
 		ro.Paperclip = paperclipReconciler(g)
 		ro.PaperclipOptions.PauseFloor = lim.PruneFloor
 	}
-	needCluster := doApply || f.leaderElect || (!f.noRuns && f.executor == "kubernetes") || f.sandbox.enabled
-	if needCluster {
-		cfg, err := g.Kube.RESTConfig()
-		if err != nil {
-			return err
-		}
+	if doApply || f.leaderElect || (!f.noRuns && f.executor == "kubernetes") || f.sandbox.enabled {
 		// /readyz condition APIServerReachable: a cheap GET /readyz of the
 		// API server every few seconds.
-		cfg.UserAgent = "pcsync-probe"
-		cs, err := kubernetes.NewForConfig(cfg)
+		cs, err := f.clientset(g, "pcsync-probe")
 		if err != nil {
-			return fmt.Errorf("cluster access: %w", err)
+			return opts, err
 		}
 		opts.APIServer = cs.Discovery().RESTClient()
 	}
 	if doApply {
 		m, err := f.set.manager(g)
 		if err != nil {
-			return err
+			return opts, err
 		}
 		opts.Applier = m
 	}
 	if !f.noRuns {
-		ropts := spool.DefaultOptions(f.spool)
-		if f.stateDir != "" {
-			ropts.StateDir = f.stateDir
-		}
-		ropts.RescanInterval, ropts.Logger, ropts.Version = f.rescan, g.Logger, version
-		opts.Runs = &ropts
-		stateDir := ropts.StateDir
-		if f.executor == "kubernetes" {
-			// Jobs, log streams and informers live while this replica
-			// leads; the Jobs themselves go on, and the next leader adopts
-			// them.
-			opts.NewExecutor = func(ctx context.Context) (runs.Executor, error) {
-				return newKubeExecutor(ctx, g, stateDir, opts.Metrics)
-			}
-		} else {
-			opts.NewExecutor = func(context.Context) (runs.Executor, error) {
-				lo, err := localexec.DefaultOptions(stateDir)
-				if err != nil {
-					return nil, err
-				}
-				lo.Logger = g.Logger
-				return localexec.New(lo)
-			}
-		}
+		opts.Runs, opts.NewExecutor = f.runs(g, opts.Metrics)
 	}
 	if f.sandbox.enabled {
 		opts.Sandbox = f.sandbox.runner(g, f.stateDirectory())
 	}
 	if f.leaderElect {
-		cfg, err := g.Kube.RESTConfig()
+		cs, err := f.clientset(g, "pcsync-leader-election")
 		if err != nil {
-			return err
-		}
-		cfg.UserAgent = "pcsync-leader-election"
-		cs, err := kubernetes.NewForConfig(cfg)
-		if err != nil {
-			return fmt.Errorf("cluster access: %w", err)
+			return opts, err
 		}
 		lo := leader.DefaultOptions()
 		if f.leaseNamespace != "" {
@@ -264,19 +258,48 @@ func (f *daemonFlags) run(ctx context.Context, g *globalOptions) error {
 		lo.LeaseDuration, lo.RenewDeadline, lo.RetryPeriod = f.leaseDuration, f.renewDeadline, f.retryDur
 		opts.LeaderElection, opts.LeaseClient = &lo, cs
 	}
+	return opts, nil
+}
 
-	err = daemon.Run(ctx, opts)
-	switch {
-	case errors.Is(err, daemon.ErrInvalidConfig):
-		return g.reportConfigError(err)
-	case err != nil:
-		return err
+// runs are the runs loop's options and the executor it starts while this
+// replica leads.
+func (f *daemonFlags) runs(g *globalOptions, m *metrics.Metrics) (*spool.Options, func(context.Context) (runs.Executor, error)) {
+	ropts := spool.DefaultOptions(f.spool)
+	if f.stateDir != "" {
+		ropts.StateDir = f.stateDir
 	}
-	if f.once && ctx.Err() != nil {
-		return errors.New("interrupted before every request had its result; runs still going are adopted by the next daemon")
+	ropts.RescanInterval, ropts.Logger, ropts.Version = f.rescan, g.Logger, version
+	stateDir := ropts.StateDir
+	if f.executor == "kubernetes" {
+		// Jobs, log streams and informers live while this replica leads;
+		// the Jobs themselves go on, and the next leader adopts them.
+		return &ropts, func(ctx context.Context) (runs.Executor, error) {
+			return newKubeExecutor(ctx, g, stateDir, m)
+		}
 	}
-	g.Logger.Info("daemon stopped", slog.Bool("interrupted", ctx.Err() != nil))
-	return nil
+	return &ropts, func(context.Context) (runs.Executor, error) {
+		lo, err := localexec.DefaultOptions(stateDir)
+		if err != nil {
+			return nil, err
+		}
+		lo.Logger = g.Logger
+		return localexec.New(lo)
+	}
+}
+
+// clientset is a clientset of the cluster of g's flags that names itself
+// userAgent, so that the API server's logs tell pcsync's callers apart.
+func (f *daemonFlags) clientset(g *globalOptions, userAgent string) (*kubernetes.Clientset, error) {
+	cfg, err := g.Kube.RESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	cfg.UserAgent = userAgent
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("cluster access: %w", err)
+	}
+	return cs, nil
 }
 
 // newRunShimCmd is the hidden supervisor the local executor starts for
