@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/pcsync/pcsync/internal/tenantns"
+	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/sandbox/cmdclient"
 )
 
@@ -64,94 +65,20 @@ func (m *Manager) Acquire(ctx context.Context, p AcquireParams) (LeaseInfo, erro
 	if model == nil {
 		return LeaseInfo{}, userErrorf("no_config", "pcsync has no valid config loaded yet")
 	}
-	if errs := p.Config.Check(model); len(errs) > 0 {
-		code := "config_invalid"
-		if len(errs) == 1 && errs[0].Field == "image" {
-			code = "image_not_allowed"
-		}
-		return LeaseInfo{}, configErrors(code, errs)
-	}
-	c, _ := model.Company(p.Config.Company)
-	if p.CompanyID != "" && c.Spec.ID != "" && p.CompanyID != c.Spec.ID {
-		return LeaseInfo{}, userErrorf("company_mismatch",
-			"config.company: pcsync Company %q is Paperclip company %s, not this environment's company %s",
-			c.Slug(), c.Spec.ID, p.CompanyID)
-	}
-	if p.AdapterType == "" {
-		// A probe's lease names no adapter: the default, as Paperclip's
-		// own providers do.
-		p.AdapterType = DefaultAdapterType
-	}
-	image := p.Config.Image
-	var rule EnvRule
-	rule.Allow = p.Config.EnvAllow
-	if t, ok := pcsyncAdapter(p.AdapterType); ok {
-		d := model.Adapter(t)
-		rule.AdapterKeys = d.EnvKeys
-		if image == "" {
-			image = d.Image
-		}
-	}
-	if image == "" {
-		return LeaseInfo{}, userErrorf("no_image",
-			"adapter type %q has no image in the pcsync config: set the environment's config.image (allowed by Settings spec.images.allowList)", p.AdapterType)
-	}
-	if !model.ImageAllowed(image) {
-		return LeaseInfo{}, userErrorf("image_not_allowed", "%s", imageRefusal(image))
-	}
-
 	now := time.Now()
-	ttl := m.opts.DefaultLeaseTTL
-	if p.Config.LeaseTTLSec > 0 {
-		ttl = time.Duration(p.Config.LeaseTTLSec) * time.Second
-	}
-	ttl = min(ttl, m.opts.MaxLeaseTTL)
-	expires := now.Add(ttl)
-	if r := p.RequestedExpiresAt; r != nil {
-		if !r.After(now.Add(time.Second)) {
-			return LeaseInfo{}, userErrorf("expiry_passed", "requestedExpiresAt %s has passed", r.UTC().Format(time.RFC3339))
-		}
-		if r.Before(expires) {
-			expires = *r
-		}
-	}
-	expires = expires.Truncate(time.Second)
-
-	r := Record{
-		ID: newLeaseID(), Namespace: model.Namespace(c), Company: c.Slug(), Image: image,
-		AdapterType: p.AdapterType, CompanyID: p.CompanyID, EnvironmentID: p.EnvironmentID,
-		RunID: p.RunID, AgentID: p.AgentID, ExpiresAt: expires, CreatedAt: now,
-	}
-	r.setPaths(m.opts.HostRoot)
-	if err := m.tenants.Check(ctx, r.Namespace, r.Company); errors.Is(err, tenantns.ErrNotTenant) {
-		return LeaseInfo{}, userErrorf("namespace_not_tenant", "no pod created: %v", err)
-	} else if err != nil {
-		return LeaseInfo{}, err
-	}
-	pod, err := BuildPod(&r, model, m.opts)
+	r, rule, err := m.plan(model, &p, now)
 	if err != nil {
 		return LeaseInfo{}, err
 	}
-	m.mu.Lock()
-	closed := m.closed
-	m.mu.Unlock()
-	if closed {
-		return LeaseInfo{}, errors.New("sandbox: the daemon is stopping")
-	}
-	if err := m.j.put(r); err != nil {
+	created, err := m.createPod(ctx, model, &r)
+	if err != nil {
 		return LeaseInfo{}, err
 	}
-	created, err := m.cs.CoreV1().Pods(r.Namespace).Create(ctx, pod, metav1.CreateOptions{FieldManager: "pcsync"})
-	if err != nil {
-		_ = m.j.drop(r.ID)
-		return LeaseInfo{}, createError(r, err)
-	}
-	r.PodUID = string(created.UID)
 	l := m.track(r)
 	l.rule = rule
 	m.log.Info("sandbox lease pod created", slog.String("lease", r.ID), slog.String("namespace", r.Namespace),
-		slog.String("image", image), slog.String("adapterType", p.AdapterType), slog.String("run", p.RunID),
-		slog.Time("expiresAt", expires))
+		slog.String("image", r.Image), slog.String("adapterType", p.AdapterType), slog.String("run", p.RunID),
+		slog.Time("expiresAt", r.ExpiresAt))
 
 	wait := m.opts.ReadyTimeout
 	if p.Config.TimeoutMs > 0 {
@@ -164,10 +91,119 @@ func (m *Manager) Acquire(ctx context.Context, p AcquireParams) (LeaseInfo, erro
 		return LeaseInfo{}, err
 	}
 	l.setState(LeaseReady)
-	// The lease is Paperclip's once its pod runs. Its command stream opens
-	// now, in the background: the first execute waits for it, and a
-	// command server that never answers fails that execute and ends the
-	// lease. The pod's UID joins the journal meanwhile.
+	m.connect(l, wait)
+	m.log.Info("sandbox lease ready", slog.String("lease", r.ID), slog.Duration("took", time.Since(now).Round(time.Millisecond)))
+	return m.info(l), nil
+}
+
+// plan checks a lease request against the config and gives the lease's
+// record (company, namespace, image, expiry) and env rule; nothing is
+// created. Each refusal is a user error with its code.
+func (m *Manager) plan(model *config.Model, p *AcquireParams, now time.Time) (Record, EnvRule, error) {
+	if errs := p.Config.Check(model); len(errs) > 0 {
+		code := "config_invalid"
+		if len(errs) == 1 && errs[0].Field == "image" {
+			code = "image_not_allowed"
+		}
+		return Record{}, EnvRule{}, configErrors(code, errs)
+	}
+	c, _ := model.Company(p.Config.Company)
+	if p.CompanyID != "" && c.Spec.ID != "" && p.CompanyID != c.Spec.ID {
+		return Record{}, EnvRule{}, userErrorf("company_mismatch",
+			"config.company: pcsync Company %q is Paperclip company %s, not this environment's company %s",
+			c.Slug(), c.Spec.ID, p.CompanyID)
+	}
+	if p.AdapterType == "" {
+		// A probe's lease names no adapter: the default, as Paperclip's
+		// own providers do.
+		p.AdapterType = DefaultAdapterType
+	}
+	image := p.Config.Image
+	rule := EnvRule{Allow: p.Config.EnvAllow}
+	if t, ok := pcsyncAdapter(p.AdapterType); ok {
+		d := model.Adapter(t)
+		rule.AdapterKeys = d.EnvKeys
+		if image == "" {
+			image = d.Image
+		}
+	}
+	if image == "" {
+		return Record{}, EnvRule{}, userErrorf("no_image",
+			"adapter type %q has no image in the pcsync config: set the environment's config.image (allowed by Settings spec.images.allowList)", p.AdapterType)
+	}
+	if !model.ImageAllowed(image) {
+		return Record{}, EnvRule{}, userErrorf("image_not_allowed", "%s", imageRefusal(image))
+	}
+	expires, err := m.expiry(p, now)
+	if err != nil {
+		return Record{}, EnvRule{}, err
+	}
+	r := Record{
+		ID: newLeaseID(), Namespace: model.Namespace(c), Company: c.Slug(), Image: image,
+		AdapterType: p.AdapterType, CompanyID: p.CompanyID, EnvironmentID: p.EnvironmentID,
+		RunID: p.RunID, AgentID: p.AgentID, ExpiresAt: expires, CreatedAt: now,
+	}
+	r.setPaths(m.opts.HostRoot)
+	return r, rule, nil
+}
+
+// expiry is when a lease asked for at now ends: the environment's TTL (or
+// the default), at most MaxLeaseTTL, sooner if Paperclip asks for sooner;
+// whole seconds.
+func (m *Manager) expiry(p *AcquireParams, now time.Time) (time.Time, error) {
+	ttl := m.opts.DefaultLeaseTTL
+	if p.Config.LeaseTTLSec > 0 {
+		ttl = time.Duration(p.Config.LeaseTTLSec) * time.Second
+	}
+	ttl = min(ttl, m.opts.MaxLeaseTTL)
+	expires := now.Add(ttl)
+	if r := p.RequestedExpiresAt; r != nil {
+		if !r.After(now.Add(time.Second)) {
+			return time.Time{}, userErrorf("expiry_passed", "requestedExpiresAt %s has passed", r.UTC().Format(time.RFC3339))
+		}
+		if r.Before(expires) {
+			expires = *r
+		}
+	}
+	return expires.Truncate(time.Second), nil
+}
+
+// createPod checks that the lease's namespace is its company's tenant,
+// journals the lease and creates its pod; the journal entry is dropped
+// again when the create fails. r gets the pod's UID.
+func (m *Manager) createPod(ctx context.Context, model *config.Model, r *Record) (*corev1.Pod, error) {
+	if err := m.tenants.Check(ctx, r.Namespace, r.Company); errors.Is(err, tenantns.ErrNotTenant) {
+		return nil, userErrorf("namespace_not_tenant", "no pod created: %v", err)
+	} else if err != nil {
+		return nil, err
+	}
+	pod, err := BuildPod(r, model, m.opts)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	closed := m.closed
+	m.mu.Unlock()
+	if closed {
+		return nil, errors.New("sandbox: the daemon is stopping")
+	}
+	if err := m.j.put(*r); err != nil {
+		return nil, err
+	}
+	created, err := m.cs.CoreV1().Pods(r.Namespace).Create(ctx, pod, metav1.CreateOptions{FieldManager: "pcsync"})
+	if err != nil {
+		_ = m.j.drop(r.ID)
+		return nil, createError(*r, err)
+	}
+	r.PodUID = string(created.UID)
+	return created, nil
+}
+
+// connect opens a ready lease's command stream in the background. The
+// lease is Paperclip's once its pod runs: the first execute waits for the
+// stream, and a command server that never answers (within wait) fails that
+// execute and ends the lease. The pod's UID joins the journal meanwhile.
+func (m *Manager) connect(l *lease, wait time.Duration) {
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
@@ -182,8 +218,6 @@ func (m *Manager) Acquire(ctx context.Context, p AcquireParams) (LeaseInfo, erro
 			m.log.Warn("sandbox: lease journal", slog.Any("error", err))
 		}
 	}()
-	m.log.Info("sandbox lease ready", slog.String("lease", r.ID), slog.Duration("took", time.Since(now).Round(time.Millisecond)))
-	return m.info(l), nil
 }
 
 // info is what Paperclip keeps of a lease.
