@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
 	"time"
 
@@ -52,9 +53,8 @@ func (m *Manager) Apply(ctx context.Context, objs []*unstructured.Unstructured, 
 	if err := c.load(ctx, objs); err != nil {
 		return report, err
 	}
-	desired, inv, idx := c.desired, c.inv, c.idx
 	results := make([]Change, len(objs))
-	for _, d := range desired {
+	for _, d := range c.desired {
 		results[d.index] = Change{Ref: d.ref}
 	}
 	var pruned []Change
@@ -69,34 +69,69 @@ func (m *Manager) Apply(ctx context.Context, objs []*unstructured.Unstructured, 
 	}
 	defer fill()
 
-	var plan *prunePlan
-	approvedBy := "" // the parent's approval this prune uses
-	if opts.Prune {
-		var hold *PruneHold
-		var err error
-		plan, hold, err = c.planPrune(ctx, len(objs) == 0, opts, opts.PruneApproval, inv.approval)
-		if err != nil {
+	plan, approvedBy, err := c.pruneForApply(ctx, len(objs) == 0, opts)
+	if err != nil {
+		return report, err
+	}
+	kinds, namespaces, err := c.applyAll(ctx, opts, results)
+	if err != nil {
+		return report, err
+	}
+	if plan != nil {
+		applyFailed := slices.ContainsFunc(results, func(r Change) bool { return r.Action == ActionFailed })
+		if pruned, err = c.prune(ctx, plan, approvedBy, opts, applyFailed, kinds, namespaces); err != nil {
 			return report, err
 		}
-		switch {
-		case hold != nil && !opts.HoldPrune:
-			return report, &PruneRefusedError{Hold: *hold, Parent: inv.parent}
-		case hold != nil:
-			report.PruneHeld = hold
-			plan = nil
-			m.log.Debug("prune held", "reason", string(hold.Reason), "tenants", len(hold.Tenants))
-		case len(plan.objects) > 0 && inv.approval != "" && inv.approval == plan.token():
-			approvedBy = inv.approval
+	}
+	if opts.Wait && !opts.DryRun {
+		fill()
+		if err := m.Wait(ctx, report, WaitOptions{Timeout: opts.Timeout}); err != nil {
+			return report, err
 		}
 	}
+	return report, nil
+}
 
+// pruneForApply plans Apply's prune and runs the guard: no plan without
+// opts.Prune or when the guard holds the prune (with HoldPrune, the hold
+// goes in the report), a PruneRefusedError when it refuses it. approvedBy
+// is the parent's approval token when it approves exactly this prune.
+func (c *call) pruneForApply(ctx context.Context, emptyRender bool, opts ApplyOptions) (plan *prunePlan, approvedBy string, err error) {
+	if !opts.Prune {
+		return nil, "", nil
+	}
+	inv := c.inv
+	plan, hold, err := c.planPrune(ctx, emptyRender, opts, opts.PruneApproval, inv.approval)
+	if err != nil {
+		return nil, "", err
+	}
+	switch {
+	case hold != nil && !opts.HoldPrune:
+		return nil, "", &PruneRefusedError{Hold: *hold, Parent: inv.parent}
+	case hold != nil:
+		c.report.PruneHeld = hold
+		c.m.log.Debug("prune held", "reason", string(hold.Reason), "tenants", len(hold.Tenants))
+		return nil, "", nil
+	case len(plan.objects) > 0 && inv.approval != "" && inv.approval == plan.token():
+		return plan, inv.approval, nil
+	}
+	return plan, "", nil
+}
+
+// applyAll applies the loaded objects in stages: the parent first records
+// the kinds and namespaces about to be applied (widened, never narrowed
+// here), then CRDs (waiting until Established, then resolving the objects
+// of their kinds), then cluster-scoped objects and namespaced ones. Each
+// object's outcome goes in results; it returns the set's kinds and
+// namespaces for the parent once prune is done.
+func (c *call) applyAll(ctx context.Context, opts ApplyOptions, results []Change) (sets.Set[schema.GroupKind], sets.Set[string], error) {
+	m, desired, inv, idx := c.m, c.desired, c.inv, c.idx
 	kinds, namespaces := setScope(desired)
 	if !opts.DryRun {
 		if err := m.writeInventory(ctx, inv, kinds.Union(inv.kinds), namespaces.Union(inv.namespaces)); err != nil {
-			return report, err
+			return nil, nil, err
 		}
 	}
-
 	stages := byStage(desired)
 	m.applyStage(ctx, stages[stageCRDs], idx, desired, opts, results)
 	if len(stages[stageCRDs]) > 0 {
@@ -112,12 +147,12 @@ func (m *Manager) Apply(ctx context.Context, objs []*unstructured.Unstructured, 
 			}
 		}
 		if err := idx.loadAll(ctx, uniqueMappings(late)); err != nil {
-			return report, err
+			return nil, nil, err
 		}
 		kinds, namespaces = setScope(desired)
 		if !opts.DryRun {
 			if err := m.writeInventory(ctx, inv, kinds.Union(inv.kinds), namespaces.Union(inv.namespaces)); err != nil {
-				return report, err
+				return nil, nil, err
 			}
 		}
 		stages = byStage(desired)
@@ -132,45 +167,33 @@ func (m *Manager) Apply(ctx context.Context, objs []*unstructured.Unstructured, 
 			results[d.index] = Change{Ref: d.ref, Action: ActionFailed, Err: d.err}
 		}
 	}
-	if ctx.Err() != nil {
-		return report, ctx.Err()
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
 	}
+	return kinds, namespaces, nil
+}
 
-	applyFailed := false
-	for _, r := range results {
-		if r.Action == ActionFailed {
-			applyFailed = true
+// prune deletes (or releases) what the plan names, then narrows the
+// parent to kinds and namespaces when everything went through (no apply or
+// prune failure, nothing retained), and clears the parent's approval that
+// approvedBy names.
+func (c *call) prune(ctx context.Context, plan *prunePlan, approvedBy string, opts ApplyOptions, applyFailed bool,
+	kinds sets.Set[schema.GroupKind], namespaces sets.Set[string]) ([]Change, error) {
+	m, inv := c.m, c.inv
+	pruned, pruneFailed := m.prune(ctx, plan, opts)
+	retained := slices.ContainsFunc(pruned, func(r Change) bool { return r.Action == ActionRetained })
+	if !opts.DryRun && !applyFailed && !pruneFailed && !retained {
+		if err := m.writeInventory(ctx, inv, kinds, namespaces); err != nil {
+			return pruned, fmt.Errorf("apply and prune succeeded, but: %w", err)
 		}
 	}
-	if plan != nil {
-		var pruneFailed bool
-		pruned, pruneFailed = m.prune(ctx, plan, opts)
-		retained := false
-		for _, r := range pruned {
-			if r.Action == ActionRetained {
-				retained = true
-			}
-		}
-		if !opts.DryRun && !applyFailed && !pruneFailed && !retained {
-			if err := m.writeInventory(ctx, inv, kinds, namespaces); err != nil {
-				return report, fmt.Errorf("apply and prune succeeded, but: %w", err)
-			}
-		}
-		if approvedBy != "" && !opts.DryRun {
-			m.log.Info("prune approved by the ApplySet parent's annotation", "token", approvedBy)
-			if err := m.clearApproval(ctx, inv); err != nil {
-				return report, err
-			}
+	if approvedBy != "" && !opts.DryRun {
+		m.log.Info("prune approved by the ApplySet parent's annotation", "token", approvedBy)
+		if err := m.clearApproval(ctx, inv); err != nil {
+			return pruned, err
 		}
 	}
-
-	if opts.Wait && !opts.DryRun {
-		fill()
-		if err := m.Wait(ctx, report, WaitOptions{Timeout: opts.Timeout}); err != nil {
-			return report, err
-		}
-	}
-	return report, nil
+	return pruned, nil
 }
 
 // setScope returns the kinds and namespaces of the resolved objects, for the parent's
