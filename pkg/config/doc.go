@@ -11,7 +11,7 @@
 //	load.go       Load: list the files, parse and validate them in parallel, assemble the Model
 //	parse.go      YAML and JSON documents to CUE syntax that keeps the user's positions
 //	validate.go   Validator: the compiled schema, lent out under a lock (CUE is not goroutine-safe)
-//	export.go     a valid document's JSON, defaults included, without cue.Value.MarshalJSON
+//	fastpath_export.go  a valid document's JSON, defaults included, without cue.Value.MarshalJSON
 //	closed.go     the fields a document has that the schema does not allow
 //	messages.go   CUE's errors in English, one message per constraint
 //	positions.go  user field paths (spec.agents[1].adapter) and their positions
