@@ -8,6 +8,7 @@ import (
 
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/config/configtest"
+	"github.com/pcsync/pcsync/pkg/fastpath"
 	"github.com/pcsync/pcsync/pkg/render"
 )
 
@@ -26,8 +27,16 @@ func loadFleet(b *testing.B, n int) *config.Model {
 	return m
 }
 
+// paths are the two ways of rendering: the fast paths (the default) and
+// their reference (render.Options.Reference; see package fastpath).
+var paths = []struct {
+	name      string
+	reference fastpath.Reference
+}{{"fast", false}, {"reference", true}}
+
 // BenchmarkRender renders fleets of companies with two agents each (the
-// configs BenchmarkLoad in pkg/config loads) to one YAML stream.
+// configs BenchmarkLoad in pkg/config loads) to one YAML stream, on the
+// fast paths and on their reference.
 func BenchmarkRender(b *testing.B) { benchRender(b, nil) }
 
 // BenchmarkRenderPatched is BenchmarkRender with a Settings patch, so that
@@ -37,7 +46,7 @@ func BenchmarkRenderPatched(b *testing.B) {
 }
 
 // benchRender renders each fleet, with patches as its Settings patches, to
-// one YAML stream.
+// one YAML stream, on each path.
 func benchRender(b *testing.B, patches []config.Patch) {
 	for _, n := range fleetSizes {
 		b.Run(fmt.Sprintf("companies=%d", n), func(b *testing.B) {
@@ -45,18 +54,53 @@ func benchRender(b *testing.B, patches []config.Patch) {
 			if patches != nil {
 				m.Settings.Spec.Patches = patches
 			}
-			b.ReportAllocs()
-			cpu := configtest.StartCPU()
-			for b.Loop() {
-				out, err := render.Render(m, render.DefaultOptions())
-				if err != nil {
-					b.Fatal(err)
-				}
-				if _, err := out.YAML(); err != nil {
-					b.Fatal(err)
-				}
+			for _, p := range paths {
+				b.Run("path="+p.name, func(b *testing.B) {
+					opts := render.DefaultOptions()
+					opts.Reference = p.reference
+					b.ReportAllocs()
+					cpu := configtest.StartCPU()
+					for b.Loop() {
+						out, err := render.Render(m, opts)
+						if err != nil {
+							b.Fatal(err)
+						}
+						if _, err := out.YAML(); err != nil {
+							b.Fatal(err)
+						}
+					}
+					cpu.Stop(b)
+				})
 			}
-			cpu.Stop(b)
+		})
+	}
+}
+
+// BenchmarkRenderYAML times only the encoding of a rendered fleet (no
+// patch) as one YAML stream: the YAML writer (path=fast) against go-yaml
+// (path=reference).
+func BenchmarkRenderYAML(b *testing.B) {
+	for _, n := range fleetSizes {
+		b.Run(fmt.Sprintf("companies=%d", n), func(b *testing.B) {
+			m := loadFleet(b, n)
+			for _, p := range paths {
+				b.Run("path="+p.name, func(b *testing.B) {
+					opts := render.DefaultOptions()
+					opts.Reference = p.reference
+					out, err := render.Render(m, opts)
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.ReportAllocs()
+					cpu := configtest.StartCPU()
+					for b.Loop() {
+						if _, err := out.YAML(); err != nil {
+							b.Fatal(err)
+						}
+					}
+					cpu.Stop(b)
+				})
+			}
 		})
 	}
 }

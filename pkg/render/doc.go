@@ -6,4 +6,22 @@
 // one) are applied by kustomize (krusty on an in-memory file system), so
 // they behave exactly as in kustomize. Output is deterministic: the same
 // Model gives the same bytes.
+//
+// Files, the simple path first:
+//
+//	render.go            Render and Options: build, patch, guard, sort; Output.YAML
+//	render_tenant.go     the tenant's objects
+//	render_network.go    its NetworkPolicies and CiliumNetworkPolicy
+//	egress_env.go        the hosts an agent's env implies
+//	names.go             object names, labels and values
+//	patch.go             the reference for patches: one kustomize run per company
+//	guard.go             the tenant baseline guard, run after patches
+//	writedir.go          render -o: a file per company and a kustomization.yaml
+//
+// and the two fast paths, which stand in for kustomize and go-yaml and give
+// the same bytes (Options.Reference turns both off; see package fastpath):
+//
+//	fastpath_batch.go    no kustomize without patches; batched kustomize runs of only
+//	                     the objects patches can select
+//	fastpath_yaml.go     the YAML writer: go-yaml's bytes, without its encoder's cost
 package render

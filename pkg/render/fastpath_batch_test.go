@@ -14,7 +14,112 @@ import (
 
 	"github.com/pcsync/pcsync/internal/golden"
 	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/config/configtest"
 )
+
+// corpusCase is one config of the corpus that render's fast paths are
+// checked on against their reference.
+type corpusCase struct {
+	name string
+	m    *config.Model
+}
+
+// referenceCorpus loads the configs that render's fast paths are checked
+// on: every golden case (testdata/render), every refused patch
+// (testdata/badpatches, which render refuses), examples/config, and
+// configtest fleets in both egress modes, each also with a Settings patch
+// and with a patch of its own in every company.
+func referenceCorpus(t *testing.T) []corpusCase {
+	t.Helper()
+	var out []corpusCase
+	load := func(name, dir string) *config.Model {
+		m, err := config.Load(context.Background(), dir, config.LoadOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return m
+	}
+	for _, root := range []string{"../../testdata/render", "../../testdata/badpatches"} {
+		for _, dir := range golden.Dirs(t, root) {
+			name := filepath.Base(root) + "/" + filepath.Base(dir)
+			out = append(out, corpusCase{name, load(name, filepath.Join(dir, "config"))})
+		}
+	}
+	out = append(out, corpusCase{"examples/config", load("examples/config", "../../examples/config")})
+	settingsPatch := config.Patch{Patch: "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: paperclip-tenant-sa\n  annotations:\n    example.com/team: agents\n"}
+	for _, cilium := range []bool{false, true} {
+		dir := t.TempDir()
+		if err := configtest.WriteFleet(dir, configtest.FleetOptions{Companies: 30, Cilium: cilium}); err != nil {
+			t.Fatal(err)
+		}
+		name := fmt.Sprintf("fleet-cilium=%t", cilium)
+		out = append(out, corpusCase{name, load(name, dir)})
+		m := load(name, dir)
+		m.Settings.Spec.Patches = []config.Patch{settingsPatch}
+		out = append(out, corpusCase{name + "-settings-patch", m})
+		m = load(name, dir)
+		for i := range m.Companies {
+			c := &m.Companies[i]
+			c.Spec.Patches = []config.Patch{{
+				Target: &config.PatchTarget{Kind: "ResourceQuota"},
+				Patch:  fmt.Sprintf("- op: replace\n  path: /spec/hard/pods\n  value: \"%d\"\n", 1+i%9),
+			}}
+		}
+		out = append(out, corpusCase{name + "-company-patches", m})
+	}
+	return out
+}
+
+// renderedCompany is what the equivalence tests compare of one company.
+type renderedCompany struct {
+	Slug, Namespace string
+	Objects         []map[string]any
+}
+
+// rendered is what the equivalence tests compare of a render: each
+// company's objects, all objects in order, the warnings, or the error.
+type rendered struct {
+	Companies []renderedCompany
+	Objects   []map[string]any
+	Warnings  []string
+	Err       string
+}
+
+func renderFor(m *config.Model, opts Options) rendered {
+	out, err := Render(m, opts)
+	if err != nil {
+		return rendered{Err: err.Error()}
+	}
+	r := rendered{Warnings: out.Warnings}
+	for _, o := range out.Objects {
+		r.Objects = append(r.Objects, o.Object)
+	}
+	for _, c := range out.Companies {
+		rc := renderedCompany{Slug: c.Slug, Namespace: c.Namespace}
+		for _, o := range c.Objects {
+			rc.Objects = append(rc.Objects, o.Object)
+		}
+		r.Companies = append(r.Companies, rc)
+	}
+	return r
+}
+
+// TestBatchedMatchesReference is the equivalence test of
+// fastpath_batch.go: every config of the corpus rendered on the fast
+// path (no kustomize without patches, batched runs) and on the reference
+// path (Options.Reference: one kustomize run per company with all its
+// objects) must give the same objects, warnings and errors.
+func TestBatchedMatchesReference(t *testing.T) {
+	for _, c := range referenceCorpus(t) {
+		t.Run(c.name, func(t *testing.T) {
+			fast := renderFor(c.m, Options{})
+			ref := renderFor(c.m, Options{Reference: true})
+			if diff := cmp.Diff(ref, fast); diff != "" {
+				t.Errorf("fast path differs from the reference (-reference +fast):\n%s", diff)
+			}
+		})
+	}
+}
 
 // renderBytes renders m and returns the YAML stream, or the error.
 func renderBytes(t *testing.T, m *config.Model, opts Options) (string, string) {
@@ -97,7 +202,7 @@ func TestDefaultSubjectRedone(t *testing.T) {
 	if it == nil {
 		t.Fatal("not batchable")
 	}
-	_, redo, ok := runBatch(&global, []*batchItem{it}, newYAMLWriter())
+	_, redo, ok := runBatch(&global, []*batchItem{it}, newYAMLWriter(false))
 	if !ok || !redo[0] {
 		t.Errorf("runBatch: ok=%t redo=%v, want ok and a redo", ok, redo)
 	}

@@ -11,9 +11,12 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	yaml "go.yaml.in/yaml/v2"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/pcsync/pcsync/internal/golden"
 	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/fastpath"
 )
 
 // trickyStrings are scalars whose YAML style go-yaml decides in every
@@ -133,7 +136,7 @@ func compareYAML(t *testing.T, obj map[string]any) {
 	if (err != nil) != (wantErr != nil) {
 		t.Fatalf("error %v, go-yaml's %v", err, wantErr)
 	}
-	if !newYAMLWriter().object(obj) {
+	if !newYAMLWriter(false).object(obj) {
 		// The writer left the object to go-yaml, which is then its output.
 		// (go-yaml's key order is not transitive for some keys, "2a" <
 		// "09" < "0x" < "2a", and then its output follows the map's random
@@ -173,6 +176,40 @@ func TestYAMLWriterKeyOrder(t *testing.T) {
 	}
 }
 
+// TestYAMLMatchesReference is the equivalence test of fastpath_yaml.go on
+// what render produces: the objects of every config of the corpus (see
+// referenceCorpus), rendered on both paths of fastpath_batch.go, encoded
+// by the writer and by go-yaml (Options.Reference), as one stream and
+// per company, must be the same bytes.
+func TestYAMLMatchesReference(t *testing.T) {
+	for _, c := range referenceCorpus(t) {
+		for _, reference := range []fastpath.Reference{false, true} {
+			out, err := Render(c.m, Options{Reference: reference})
+			if err != nil {
+				continue // the refused patches: nothing to encode
+			}
+			streams := [][]*unstructured.Unstructured{out.Objects}
+			for _, co := range out.Companies {
+				streams = append(streams, co.Objects)
+			}
+			for i, objs := range streams {
+				fast, err := encodeYAML(objs, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ref, err := encodeYAML(objs, true)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(string(ref), string(fast)); diff != "" {
+					t.Errorf("%s (objects rendered with Reference=%t), stream %d: the writer differs from go-yaml (-go-yaml +writer):\n%s",
+						c.name, reference, i, diff)
+				}
+			}
+		}
+	}
+}
+
 // TestYAMLWriterFastPath checks that the rendered objects of every golden
 // case (base objects and kustomize's output) take the writer's own path,
 // not the fallback to go-yaml, and that the bytes agree.
@@ -182,18 +219,46 @@ func TestYAMLWriterFastPath(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, always := range []bool{false, true} {
-			out, err := Render(m, Options{AlwaysKustomize: always})
+		for _, reference := range []fastpath.Reference{false, true} {
+			out, err := Render(m, Options{Reference: reference})
 			if err != nil {
 				t.Fatal(err)
 			}
 			for _, o := range out.Objects {
-				w := newYAMLWriter()
+				w := newYAMLWriter(false)
 				if !w.object(o.Object) {
 					t.Errorf("%s: %s %s: the writer falls back to go-yaml", filepath.Base(dir), o.GetKind(), o.GetName())
 				}
 				compareYAML(t, o.Object)
 			}
+		}
+	}
+}
+
+// TestMarshalObjectMatchesSigsYAML proves that the direct encoder gives
+// the bytes of sigs.k8s.io/yaml (what kubectl and kustomize print), also
+// for strings that need quoting.
+func TestMarshalObjectMatchesSigsYAML(t *testing.T) {
+	strs := []string{"", "1", "20", "1.5", "1e3", "0x1F", "0o17", "true", "yes", "on", "no", "Off", "null", "~", "*", "a: b", "- x",
+		"#x", "x #y", " lead", "trail ", "2001-12-14", "12:30", "é ü", "line\nbreak", "tab\there", "<b>&</b>", "'q'", `"dq"`,
+		"250m", "2Gi", "10.0.0.0/8", "2001:db8::/32", "api.anthropic.com", "arn:aws:iam::1:role/x", "k8s:io.kubernetes.pod.namespace"}
+	for _, s := range strs {
+		obj := map[string]any{
+			"metadata": map[string]any{"name": s, "labels": map[string]any{s: s, "b": "c", "a": "d"}},
+			"list":     []any{s, int64(53), map[string]any{"k": s, "n": int64(-1)}, []any{}, map[string]any{}},
+			"flag":     true,
+			"float":    1.25,
+		}
+		want, err := sigsyaml.Marshal(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := marshalObject(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(string(want), string(got)); diff != "" {
+			t.Errorf("string %q (-sigs.k8s.io/yaml +direct):\n%s", s, diff)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"bytes"
 	"fmt"
 	"sync"
 
@@ -32,8 +33,8 @@ type patchRef struct {
 // kustomize applies patches to objs the way `kustomize build` does: objs
 // become the resources of a kustomization whose patches are the given
 // ones, built by krusty on an in-memory file system. This is the
-// reference for how pcsync applies patches; the batched path (batch.go)
-// must give the same objects.
+// reference for how pcsync applies patches; the batched path
+// (fastpath_batch.go) must give the same objects.
 //
 // The namespaced objects go in without their namespace and the
 // kustomization sets it, as in an overlay with `namespace:`: patches are
@@ -49,6 +50,27 @@ func kustomize(yw *yamlWriter, ns string, objs []*unstructured.Unstructured, pat
 		kps[i] = kustomizePatch(p.patch)
 	}
 	return runKustomize(res, ns, kps)
+}
+
+// encodeResources writes objects as one YAML stream for kustomize.
+func encodeResources(yw *yamlWriter, objs []*unstructured.Unstructured, stripNamespace bool) ([]byte, error) {
+	var res bytes.Buffer
+	var b []byte
+	for _, o := range objs {
+		obj := o.Object
+		if stripNamespace && o.GetNamespace() != "" {
+			c := o.DeepCopy()
+			c.SetNamespace("")
+			obj = c.Object
+		}
+		var err error
+		if b, err = yw.appendObject(b[:0], obj); err != nil {
+			return nil, fmt.Errorf("kustomize: encode %s %s: %w", o.GetKind(), o.GetName(), err)
+		}
+		res.WriteString("---\n")
+		res.Write(b)
+	}
+	return res.Bytes(), nil
 }
 
 // runKustomize builds a kustomization of the resources res (a YAML

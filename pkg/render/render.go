@@ -9,11 +9,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 
+	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/fastpath"
 )
 
 // Options tune Render. The zero value is valid.
@@ -21,16 +22,18 @@ type Options struct {
 	// Concurrency is how many companies are rendered at once; 0 means
 	// GOMAXPROCS. Kustomize runs are serialised whatever the value.
 	Concurrency int
-	// AlwaysKustomize runs every company, with patches or without, through
-	// kustomize on its own with all its objects: the reference that the
-	// fast paths (no kustomize without patches; batched runs of only the
-	// objects patches can select) must match. The output is the same
-	// either way (the tests prove it); this exists for those tests and for
-	// the curious.
-	AlwaysKustomize bool
+	// Reference takes the reference path of both of render's fast paths
+	// (see package fastpath): every company, with patches or without, goes
+	// through kustomize on its own with all its objects (instead of
+	// fastpath_batch.go), and every object is encoded by go-yaml (instead
+	// of fastpath_yaml.go), for the output and for kustomize's input. The
+	// output is the same bytes either way (the tests beside each fast path
+	// prove it), only slower.
+	Reference fastpath.Reference
 
-	// perCompany runs kustomize once per company that has patches, the
-	// reference path, instead of in batches; for tests.
+	// perCompany runs kustomize once per company that has patches (the
+	// reference for patching) and keeps the path without kustomize for
+	// companies without patches; for the batched path's tests.
 	perCompany bool
 }
 
@@ -48,6 +51,9 @@ type Output struct {
 	Warnings []string
 	// Companies are the objects per company, sorted by slug.
 	Companies []CompanyOutput
+
+	// reference is Options.Reference: YAML encodes with go-yaml.
+	reference fastpath.Reference
 }
 
 // CompanyOutput is one company's manifests.
@@ -58,16 +64,22 @@ type CompanyOutput struct {
 	Namespace string
 	// Objects are sorted like Output.Objects.
 	Objects []*unstructured.Unstructured
+
+	// reference is Options.Reference: YAML encodes with go-yaml.
+	reference fastpath.Reference
 }
 
 // Render builds the tenant manifests of every company in m. A patch that
 // kustomize cannot apply gives a *config.Errors positioned at that patch;
 // other failures give a plain error.
 //
-// Companies without patches are not run through kustomize: their objects
-// are the output. The others are patched in batches (see batch.go); a
-// company whose patches a batch cannot take, and every company of a batch
-// that kustomize fails on, goes through kustomize on its own.
+// The reference for patches is kustomizeCompany: the company's objects and
+// patches in a kustomize run of their own. Unless opts.Reference is set,
+// companies without patches are not run through kustomize (their objects
+// are the output) and the others are patched in batches (see
+// fastpath_batch.go); a company whose patches a batch cannot take, and
+// every company of a batch that kustomize fails on, goes through
+// kustomizeCompany.
 func Render(m *config.Model, opts Options) (*Output, error) {
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = DefaultOptions().Concurrency
@@ -78,19 +90,20 @@ func Render(m *config.Model, opts Options) (*Output, error) {
 	global := planGlobal(m)
 	items := make([]*batchItem, n)
 	bases := make([][]*unstructured.Unstructured, n)
-	forEach(n, opts.Concurrency, func(yw *yamlWriter, i int) {
+	forEach(n, opts, func(yw *yamlWriter, i int) {
 		c := &m.Companies[i]
 		t := tenant{m: m, c: c, ns: m.Namespace(c)}
 		objs := t.objects()
-		comps[i] = CompanyOutput{Slug: c.Metadata.Name, Namespace: t.ns}
+		comps[i] = CompanyOutput{Slug: c.Metadata.Name, Namespace: t.ns, reference: opts.Reference}
 		own := companyPatches(c)
-		if len(m.Settings.Spec.Patches)+len(own) > 0 {
+		patched := len(m.Settings.Spec.Patches)+len(own) > 0
+		if patched {
 			bases[i] = slices.Clone(objs)
 		}
 		switch {
-		case opts.AlwaysKustomize || (opts.perCompany && len(m.Settings.Spec.Patches)+len(own) > 0):
+		case bool(opts.Reference) || (opts.perCompany && patched):
 			comps[i].Objects, errs[i] = kustomizeCompany(yw, m, c, t.ns, objs)
-		case len(m.Settings.Spec.Patches)+len(own) == 0:
+		case !patched:
 			sortObjects(objs)
 			comps[i].Objects = objs
 		default:
@@ -106,7 +119,7 @@ func Render(m *config.Model, opts Options) (*Output, error) {
 		}
 	}
 	batches := formBatches(batchable)
-	forEach(len(batches), opts.Concurrency, func(yw *yamlWriter, b int) {
+	forEach(len(batches), opts, func(yw *yamlWriter, b int) {
 		batch := batches[b]
 		outs, redo, ok := runBatch(&global, batch, yw)
 		for bi, it := range batch {
@@ -119,7 +132,7 @@ func Render(m *config.Model, opts Options) (*Output, error) {
 	})
 	// The tenant baseline guard (guard.go), on every patched company.
 	guardWarnings := make([][]config.Warning, n)
-	forEach(n, opts.Concurrency, func(yw *yamlWriter, i int) {
+	forEach(n, opts, func(yw *yamlWriter, i int) {
 		if bases[i] == nil || errs[i] != nil {
 			return
 		}
@@ -141,7 +154,7 @@ func Render(m *config.Model, opts Options) (*Output, error) {
 	if len(cfgErrs.List) > 0 {
 		return nil, &cfgErrs
 	}
-	out := &Output{Companies: comps}
+	out := &Output{Companies: comps, reference: opts.Reference}
 	total := 0
 	for _, c := range comps {
 		total += len(c.Objects)
@@ -162,24 +175,30 @@ func Render(m *config.Model, opts Options) (*Output, error) {
 	return out, nil
 }
 
-// forEach calls fn for 0..n-1 on up to conc goroutines, each with its own
-// yamlWriter.
-func forEach(n, conc int, fn func(yw *yamlWriter, i int)) {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(conc, max(n, 1)) {
-		wg.Go(func() {
-			yw := newYAMLWriter()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
-				fn(yw, i)
+// forEach calls fn for 0..n-1 on up to opts.Concurrency goroutines at
+// once. Each call gets a yamlWriter that no other running call holds;
+// writers are handed from one call to the next, so that what a writer
+// remembers of go-yaml's answers serves many companies.
+func forEach(n int, opts Options, fn func(yw *yamlWriter, i int)) {
+	var g errgroup.Group
+	g.SetLimit(opts.Concurrency)
+	// At most Concurrency calls run at once, so no more writers are made
+	// and a returned one always finds room.
+	free := make(chan *yamlWriter, opts.Concurrency)
+	for i := range n {
+		g.Go(func() error {
+			var yw *yamlWriter
+			select {
+			case yw = <-free:
+			default:
+				yw = newYAMLWriter(opts.Reference)
 			}
+			fn(yw, i)
+			free <- yw
+			return nil
 		})
 	}
-	wg.Wait()
+	_ = g.Wait() // fn reports errors in its own slots; none comes back here
 }
 
 // companyPatches are a company's own patches.
@@ -239,15 +258,15 @@ func sortObjects(objs []*unstructured.Unstructured) {
 
 // YAML is every object as one YAML stream, documents separated by "---",
 // keys sorted.
-func (o *Output) YAML() ([]byte, error) { return encodeYAML(o.Objects) }
+func (o *Output) YAML() ([]byte, error) { return encodeYAML(o.Objects, o.reference) }
 
 // YAML is the company's objects as one YAML stream.
-func (c *CompanyOutput) YAML() ([]byte, error) { return encodeYAML(c.Objects) }
+func (c *CompanyOutput) YAML() ([]byte, error) { return encodeYAML(c.Objects, c.reference) }
 
-// encodeYAML encodes objects as one stream. The emitter is the slowest
-// part of rendering, so large outputs are encoded in parallel chunks and
-// joined in order.
-func encodeYAML(objs []*unstructured.Unstructured) ([]byte, error) {
+// encodeYAML encodes objects as one stream, with go-yaml when reference
+// is set. The emitter is the slowest part of rendering, so large outputs
+// are encoded in parallel chunks and joined in order.
+func encodeYAML(objs []*unstructured.Unstructured, reference fastpath.Reference) ([]byte, error) {
 	workers := min(runtime.GOMAXPROCS(0), max(len(objs)/64, 1))
 	chunks := make([][]byte, workers)
 	errs := make([]error, workers)
@@ -256,7 +275,7 @@ func encodeYAML(objs []*unstructured.Unstructured) ([]byte, error) {
 	for w := range workers {
 		lo, hi := min(w*per, len(objs)), min((w+1)*per, len(objs))
 		wg.Go(func() {
-			yw := newYAMLWriter()
+			yw := newYAMLWriter(reference)
 			var b []byte
 			for i := lo; i < hi; i++ {
 				o := objs[i]
