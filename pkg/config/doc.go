@@ -11,7 +11,6 @@
 //	load.go       Load: list the files, parse and validate them in parallel, assemble the Model
 //	parse.go      YAML and JSON documents to CUE syntax that keeps the user's positions
 //	validate.go   Validator: the compiled schema, lent out under a lock (CUE is not goroutine-safe)
-//	fastpath_export.go  a valid document's JSON, defaults included, without cue.Value.MarshalJSON
 //	closed.go     the fields a document has that the schema does not allow
 //	messages.go   CUE's errors in English, one message per constraint
 //	positions.go  user field paths (spec.agents[1].adapter) and their positions
@@ -20,6 +19,11 @@
 //	model.go      the Go types of a loaded Model
 //	resolve.go    lookups on a Model (company by slug or id, agent, adapter defaults)
 //	run.go        ParseRun: one run request against #Run
+//
+// and the fast path, which stands in for cue.Value.MarshalJSON and gives the
+// same JSON (LoadOptions.Reference turns it off; see package fastpath):
+//
+//	fastpath_export.go  a valid document's JSON, defaults included, from its syntax and the schema
 //
 // The Go types of model.go restate the schema's shapes; CUE's JSON is
 // decoded into them. Two tests keep them true (parity_internal_test.go):

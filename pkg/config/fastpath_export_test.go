@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -14,7 +15,9 @@ import (
 
 	"cuelang.org/go/cue/ast"
 	"cuelang.org/go/cue/parser"
+	"github.com/google/go-cmp/cmp"
 
+	"github.com/pcsync/pcsync/pkg/config/configtest"
 	"github.com/pcsync/pcsync/schema"
 )
 
@@ -174,8 +177,8 @@ spec:
       env: *env
 `}
 
-// exportBoth validates doc and returns its JSON from the exporter and from
-// MarshalJSON.
+// exportBoth validates doc and returns its JSON from the exporter (fast) and
+// from MarshalJSON (slow, a Validator on the reference path).
 func exportBoth(t *testing.T, fast, slow *Validator, doc *document) (a, b []byte) {
 	t.Helper()
 	la, errs := checkDocument(doc, fast, []string{"Settings", "Company"})
@@ -200,18 +203,20 @@ func sameJSON(t *testing.T, name string, a, b []byte) {
 		}
 		return v
 	}
-	if va, vb := decode(a), decode(b); !reflect.DeepEqual(va, vb) {
-		t.Errorf("%s: export differs from MarshalJSON:\n exporter:    %s\n MarshalJSON: %s", name, a, b)
+	if diff := cmp.Diff(decode(b), decode(a)); diff != "" {
+		t.Errorf("%s: export differs from MarshalJSON (-MarshalJSON +exporter):\n%s", name, diff)
 	}
 }
 
-// TestExportMatchesMarshalJSON checks that the exporter (with defaults from
-// the schema, and looked up in each document) and MarshalJSON give the
-// same JSON values (numbers compared as written) for the corpus above,
-// every config in the repository, and random companies.
+// TestExportMatchesMarshalJSON is the equivalence test of
+// fastpath_export.go: the exporter (with defaults from the schema, and
+// looked up in each document) and MarshalJSON (the reference path,
+// LoadOptions.Reference) must give the same JSON values (numbers compared
+// as written) for the corpus above, every config in the repository, a
+// configtest fleet, and random companies.
 func TestExportMatchesMarshalJSON(t *testing.T) {
-	for _, mode := range []exportMode{exportFull, exportLookup} {
-		t.Run(fmt.Sprint("mode=", mode), func(t *testing.T) { testExportMatches(t, mode) })
+	for name, mode := range map[string]exportMode{"defaults=schema": exportFull, "defaults=lookup": exportLookup} {
+		t.Run(name, func(t *testing.T) { testExportMatches(t, mode) })
 	}
 }
 
@@ -220,11 +225,9 @@ func testExportMatches(t *testing.T, mode exportMode) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	slow, err := newValidator(1, exportMarshal)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref, err := newValidator(1, exportMarshal)
+	slow := fast.referencePath()
+	// ref lends the test a CUE context of its own for the whole test.
+	ref, err := newValidator(1, mode)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,7 +265,11 @@ func testExportMatches(t *testing.T, mode exportMode) {
 		}
 	}
 	valid := 0
-	for _, root := range []string{"../../testdata", "../../examples"} {
+	fleet := t.TempDir()
+	if err := configtest.WriteFleet(fleet, configtest.FleetOptions{Companies: 20, Cilium: true}); err != nil {
+		t.Fatal(err)
+	}
+	for _, root := range []string{"../../testdata", "../../examples", fleet} {
 		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() || !(strings.HasSuffix(p, ".yaml") || strings.HasSuffix(p, ".yml")) {
 				return err
@@ -290,6 +297,52 @@ func testExportMatches(t *testing.T, mode exportMode) {
 		src := randomCompany(r, i)
 		if check(fmt.Sprintf("random-%d", i), []byte(src)) != 1 {
 			t.Fatalf("random company %d is not valid:\n%s", i, src)
+		}
+	}
+}
+
+// TestLoadMatchesReference runs Load on the fast path and with
+// LoadOptions.Reference over every config directory of the repository
+// (testdata/render, testdata/badpatches and testdata/badconfig cases,
+// examples/config) and configtest fleets in both egress modes, and
+// requires the same Model, or the same errors.
+func TestLoadMatchesReference(t *testing.T) {
+	var dirs []string
+	for _, root := range []string{"../../testdata/render", "../../testdata/badpatches", "../../testdata/badconfig"} {
+		entries, err := os.ReadDir(root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			if e.IsDir() {
+				dirs = append(dirs, filepath.Join(root, e.Name(), "config"))
+			}
+		}
+	}
+	dirs = append(dirs, "../../examples/config")
+	for _, cilium := range []bool{false, true} {
+		dir := t.TempDir()
+		if err := configtest.WriteFleet(dir, configtest.FleetOptions{Companies: 30, Cilium: cilium}); err != nil {
+			t.Fatal(err)
+		}
+		dirs = append(dirs, dir)
+	}
+	type loaded struct {
+		Model *Model
+		Err   string
+	}
+	load := func(dir string, opts LoadOptions) loaded {
+		m, err := Load(context.Background(), dir, opts)
+		if err != nil {
+			return loaded{Err: err.Error()}
+		}
+		return loaded{Model: m}
+	}
+	for _, dir := range dirs {
+		fast := load(dir, LoadOptions{})
+		ref := load(dir, LoadOptions{Reference: true})
+		if diff := cmp.Diff(ref, fast); diff != "" {
+			t.Errorf("%s: Load differs from the reference (-reference +fast):\n%s", dir, diff)
 		}
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"sync"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/pcsync/pcsync/pkg/fastpath"
 )
 
 // LoadOptions tune Load. The zero value is valid; DefaultLoadOptions
@@ -37,6 +39,9 @@ type LoadOptions struct {
 	// The namespaces Kubernetes uses (ReservedNamespaces) and Settings
 	// spec.server.namespace are always refused.
 	ProtectedNamespaces map[string]string
+	// Reference exports valid documents with CUE's MarshalJSON instead of
+	// the exporter that stands in for it (see package fastpath).
+	Reference fastpath.Reference
 }
 
 // DefaultLoadOptions returns the options Load uses for zero fields.
@@ -54,6 +59,9 @@ func (o *LoadOptions) complete() error {
 			return err
 		}
 		o.Validator = v
+	}
+	if o.Reference {
+		o.Validator = o.Validator.referencePath()
 	}
 	o.Concurrency = cmp.Or(max(o.Concurrency, 0), o.Validator.limit)
 	return nil

@@ -20,6 +20,15 @@ import (
 // independent contexts, each with the schema compiled once, and lends each
 // to one goroutine at a time. A Validator is safe for concurrent use.
 type Validator struct {
+	*validatorPool
+	// reference exports every valid document with MarshalJSON, the
+	// reference of the exporter (fastpath_export.go): LoadOptions.Reference.
+	reference bool
+}
+
+// validatorPool is what the Validators made by one NewValidator share: the
+// CUE contexts and what was read from the schema.
+type validatorPool struct {
 	mu      sync.Mutex
 	free    []*worker
 	created int
@@ -29,9 +38,15 @@ type Validator struct {
 	builtin map[AdapterType]AdapterDefaults
 	// defaultSettings is the Settings that an empty document gets.
 	defaultSettings Settings
-	// facts tell which kinds' valid documents the exporter (see export.go)
-	// turns into JSON; the others use MarshalJSON.
+	// facts tell which kinds' valid documents the exporter (see
+	// fastpath_export.go) turns into JSON; the others use MarshalJSON.
 	facts schemaFacts
+}
+
+// referencePath returns a Validator that shares v's CUE contexts and
+// exports every valid document with MarshalJSON.
+func (v *Validator) referencePath() *Validator {
+	return &Validator{validatorPool: v.validatorPool, reference: true}
 }
 
 // recycleAfter is how many documents a CUE context validates before it is
@@ -63,16 +78,14 @@ func NewValidator(concurrency int) (*Validator, error) {
 	return newValidator(concurrency, exportFull)
 }
 
-// exportMode says how valid documents become JSON (see export.go).
+// exportMode says how the exporter (see fastpath_export.go) finds the
+// values of left-out fields.
 type exportMode int
 
 const (
-	// exportMarshal uses MarshalJSON only.
-	exportMarshal exportMode = iota
-	// exportLookup uses the exporter, but looks every left-out field up
-	// in the unified value.
-	exportLookup
-	// exportFull uses the exporter as far as the schema allows.
+	// exportLookup looks every left-out field up in the unified value.
+	exportLookup exportMode = iota
+	// exportFull takes them from the schema when the schema allows.
 	exportFull
 )
 
@@ -81,16 +94,14 @@ func newValidator(concurrency int, export exportMode) (*Validator, error) {
 	if concurrency <= 0 {
 		concurrency = runtime.GOMAXPROCS(0)
 	}
-	v := &Validator{limit: concurrency}
+	v := &Validator{validatorPool: &validatorPool{limit: concurrency}}
 	v.wake = sync.NewCond(&v.mu)
-	if export != exportMarshal {
-		files, err := schemaSyntax()
-		if err != nil {
-			return nil, err
-		}
-		v.facts = readSchema(files, schema.Kinds())
-		v.facts.staticDefaults = v.facts.staticDefaults && export == exportFull
+	files, err := schemaSyntax()
+	if err != nil {
+		return nil, err
 	}
+	v.facts = readSchema(files, schema.Kinds())
+	v.facts.staticDefaults = v.facts.staticDefaults && export == exportFull
 	w, err := v.newWorker()
 	if err != nil {
 		return nil, err
@@ -107,7 +118,8 @@ func newValidator(concurrency int, export exportMode) (*Validator, error) {
 		&ast.Field{Label: ast.NewString("kind"), Value: ast.NewString("Settings")},
 		&ast.Field{Label: ast.NewString("metadata"), Value: ast.NewStruct(ast.NewString("name"), ast.NewString("default"))},
 	}}
-	out, errs := w.check("Settings", &document{file: "(defaults)", expr: empty})
+	// On the reference path, for every Validator: it is one document.
+	out, errs := w.check("Settings", &document{file: "(defaults)", expr: empty}, true)
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("schema: default settings: %s", errs[0].Message)
 	}
@@ -203,14 +215,16 @@ func (v *Validator) validate(kind string, doc *document) ([]byte, []*Error) {
 		return nil, []*Error{{Pos: doc.start, Message: err.Error()}}
 	}
 	defer v.put(w)
-	return w.check(kind, doc)
+	return w.check(kind, doc, v.reference)
 }
 
 // check validates doc in w's context. When the document is invalid it is
 // validated again with the faulty fields removed, because CUE reports some
 // errors (a field not allowed, a required field missing) only when nothing
-// else is wrong nearby; every round's new errors are kept.
-func (w *worker) check(kind string, doc *document) ([]byte, []*Error) {
+// else is wrong nearby; every round's new errors are kept. A valid
+// document's JSON comes from the exporter, or with reference from
+// MarshalJSON.
+func (w *worker) check(kind string, doc *document, reference bool) ([]byte, []*Error) {
 	w.uses++
 	def, ok := w.defs[kind]
 	if !ok {
@@ -229,7 +243,7 @@ func (w *worker) check(kind string, doc *document) ([]byte, []*Error) {
 		// found.
 		val := w.ctx.BuildExpr(&ast.BinaryExpr{Op: token.AND, X: ast.NewIdent(ref), Y: expr}, cue.Scope(w.root))
 		if val.Validate(cue.Concrete(true), cue.All()) == nil {
-			if b, ok := w.export(kind, doc, val); ok {
+			if b, ok := w.export(kind, doc, val, reference); ok {
 				return b, nil
 			}
 		}
@@ -245,7 +259,7 @@ func (w *worker) check(kind string, doc *document) ([]byte, []*Error) {
 			if round > 0 {
 				break
 			}
-			if b, ok := w.export(kind, doc, val); ok {
+			if b, ok := w.export(kind, doc, val, reference); ok {
 				return b, nil
 			}
 			b, err := val.MarshalJSON()
@@ -282,10 +296,11 @@ func (w *worker) check(kind string, doc *document) ([]byte, []*Error) {
 	return nil, errs
 }
 
-// export returns the JSON of a valid document with the exporter or
-// MarshalJSON; false when that fails (check then reports the error).
-func (w *worker) export(kind string, doc *document, val cue.Value) ([]byte, bool) {
-	if shape := w.shapes[kind]; shape != nil {
+// export returns the JSON of a valid document with the exporter (unless
+// reference is set) or MarshalJSON; false when that fails (check then
+// reports the error).
+func (w *worker) export(kind string, doc *document, val cue.Value, reference bool) ([]byte, bool) {
+	if shape := w.shapes[kind]; shape != nil && !reference {
 		if b, err := exportDocument(shape, doc, val); err == nil {
 			return b, true
 		}
