@@ -32,6 +32,7 @@ import (
 	"github.com/pcsync/pcsync/internal/testcluster"
 	"github.com/pcsync/pcsync/pkg/apply"
 	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/fastpath"
 	"github.com/pcsync/pcsync/pkg/render"
 )
 
@@ -45,7 +46,7 @@ const benchCompanies = 100
 const benchRounds = 3
 
 var benchClients = flag.String("apply-bench-clients", "kubectl,bare,pcsync",
-	"the clients BenchmarkApply compares, comma-separated (kubectl, bare, pcsync)")
+	"the clients BenchmarkApply compares, comma-separated (kubectl, bare, pcsync, pcsync-reference)")
 
 // BenchmarkApply compares pcsync with its peers on the same control plane in the same
 // run: `kubectl apply --server-side -f` of the rendered stream, a bare server-side
@@ -62,15 +63,18 @@ var benchClients = flag.String("apply-bench-clients", "kubectl,bare,pcsync",
 // mutating requests per apply (from the API server's audit log, by user agent),
 // pcsync's ratio to each peer (of the p50s), and the 1-minute load average before and
 // after. A table at the end prints the same, with every round's figures.
-// -apply-bench-clients bare,pcsync leaves kubectl out.
+// -apply-bench-clients bare,pcsync leaves kubectl out; pcsync-reference (not run by
+// default) is pcsync on the reference path of its no-op check
+// (ManagerOptions.Reference, see fastpath_compare.go).
 func BenchmarkApply(b *testing.B) {
 	c := testcluster.Get(b)
 	tb := &benchTable{}
 	defer tb.print(os.Stdout)
 	all := []benchClient{
-		{name: "kubectl", ua: "kubectl/", apply: kubectlApply},
-		{name: "bare", ua: "pcsync-bench-bare", apply: bareApply},
-		{name: "pcsync", ua: "pcsync-bench-pcsync", apply: pcsyncApply},
+		{name: "kubectl", short: "k", ua: "kubectl/", apply: kubectlApply},
+		{name: "bare", short: "b", ua: "pcsync-bench-bare", apply: bareApply},
+		{name: "pcsync", short: "p", ua: "pcsync-bench-pcsync", apply: pcsyncApply(false)},
+		{name: "pcsync-reference", short: "r", ua: "pcsync-bench-reference", apply: pcsyncApply(true)},
 	}
 	var clients []benchClient
 	for _, cl := range all {
@@ -79,14 +83,14 @@ func BenchmarkApply(b *testing.B) {
 		}
 	}
 	if len(clients) == 0 {
-		b.Fatalf("-apply-bench-clients %q names none of kubectl, bare, pcsync", *benchClients)
+		b.Fatalf("-apply-bench-clients %q names none of kubectl, bare, pcsync, pcsync-reference", *benchClients)
 	}
 	for _, scenario := range []string{"cold", "noop"} {
 		b.Run(scenario, func(b *testing.B) {
 			b.StopTimer()
 			fleets := map[string]*fleet{}
 			for _, cl := range clients {
-				f := renderFleet(b, fmt.Sprintf("b%s%s-", cl.name[:1], scenario[:1]))
+				f := renderFleet(b, fmt.Sprintf("b%s%s-", cl.short, scenario[:1]))
 				fleets[cl.name] = f
 				defer f.delete(b, c)
 				if scenario == "noop" {
@@ -124,6 +128,7 @@ func BenchmarkApply(b *testing.B) {
 
 type benchClient struct {
 	name  string
+	short string // a letter of the client's namespace prefix
 	ua    string // user agent (prefix) that identifies its requests in the audit log
 	apply func(b testing.TB, c *testcluster.Cluster, f *fleet, ua string)
 }
@@ -319,20 +324,24 @@ func bareApply(b testing.TB, c *testcluster.Cluster, f *fleet, ua string) {
 	}
 }
 
-// pcsyncApply applies the fleet as `pcsync apply` does, with its default flags.
-func pcsyncApply(b testing.TB, c *testcluster.Cluster, f *fleet, ua string) {
-	cfg := c.RESTConfig()
-	cfg.UserAgent = ua
-	kube.DefaultFlags().ConfigureRateLimits(cfg)
-	opts := apply.DefaultManagerOptions()
-	opts.ApplySet = f.parent
-	m, err := apply.NewManager(cfg, opts)
-	if err != nil {
-		b.Fatal(err)
-	}
-	r, err := m.Apply(context.Background(), f.objects, apply.DefaultApplyOptions())
-	if err != nil || r.Err() != nil {
-		b.Fatalf("pcsync apply: %v %v", err, r.Err())
+// pcsyncApply applies the fleet as `pcsync apply` does, with its default flags, and
+// with reference as `pcsync apply --reference-paths` does.
+func pcsyncApply(reference fastpath.Reference) func(b testing.TB, c *testcluster.Cluster, f *fleet, ua string) {
+	return func(b testing.TB, c *testcluster.Cluster, f *fleet, ua string) {
+		cfg := c.RESTConfig()
+		cfg.UserAgent = ua
+		kube.DefaultFlags().ConfigureRateLimits(cfg)
+		opts := apply.DefaultManagerOptions()
+		opts.ApplySet = f.parent
+		opts.Reference = reference
+		m, err := apply.NewManager(cfg, opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r, err := m.Apply(context.Background(), f.objects, apply.DefaultApplyOptions())
+		if err != nil || r.Err() != nil {
+			b.Fatalf("pcsync apply: %v %v", err, r.Err())
+		}
 	}
 }
 

@@ -12,7 +12,41 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// upToDate reports whether server-side applying desired with field manager fm would
+// Fast path: the no-op check (see package fastpath).
+//
+// Stands in for: a server-side apply of every rendered object that exists
+// (for Diff, a server-side dry run of it), whose result shows whether
+// anything changed: an apply that changes nothing keeps the resourceVersion
+// (applyOne reports it unchanged), and a dry run that changes nothing gives
+// an empty diff (diffOne).
+//
+// Measured win: applying an unchanged fleet of 100 companies (800 objects)
+// sends 0 mutating requests instead of 800 and takes 0.36 s at p50 against
+// 3.16 s for a bare client that applies every object (0.11x; 44.8 s for
+// kubectl apply --server-side) on the 2-core test control plane
+// (docs/apply.md, "Speed", 2026-11-23; BenchmarkApply in bench_test.go,
+// where -apply-bench-clients pcsync,pcsync-reference runs both paths).
+//
+// Equivalence test: fastpath_compare_integration_test.go:
+// TestNoOpCheckMatchesServer applies the golden configs of testdata/render,
+// examples/config and a configtest fleet to a real API server, changes
+// them as other managers and the repository would, and requires the same
+// Diff and dry-run Apply on both paths. fastpath_compare_test.go tests the
+// comparison's rules one by one.
+//
+// Reference switch: ManagerOptions.Reference (Manager.upToDate).
+
+// upToDate reports whether live is already what server-side applying desired would
+// make it, and if not, why; with ManagerOptions.Reference it never is, and the
+// server decides.
+func (m *Manager) upToDate(desired, live *unstructured.Unstructured) (bool, string) {
+	if m.opts.Reference {
+		return false, "the reference path asks the server"
+	}
+	return liveUpToDate(desired, live, m.opts.FieldManager)
+}
+
+// liveUpToDate reports whether server-side applying desired with field manager fm would
 // leave live as it is, and if not, why. It needs no request: live comes from a LIST.
 //
 // Three checks, all of which must pass:
@@ -29,7 +63,7 @@ import (
 //
 // It errs on the side of "changed": the apply that follows is then a server-side no-op,
 // which the caller reports as unchanged.
-func upToDate(desired, live *unstructured.Unstructured, fm string) (bool, string) {
+func liveUpToDate(desired, live *unstructured.Unstructured, fm string) (bool, string) {
 	want := desired.GetAnnotations()[AnnotationAppliedHash]
 	if got := live.GetAnnotations()[AnnotationAppliedHash]; got != want {
 		return false, "the configuration changed since pcsync last applied it"

@@ -123,9 +123,9 @@ func TestUpToDate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			live := withOwnership(t, mustObj(t, tt.live), tt.fm, tt.version, tt.fields)
-			got, why := upToDate(mustObj(t, tt.desired), live, "pcsync")
+			got, why := liveUpToDate(mustObj(t, tt.desired), live, "pcsync")
 			if got != tt.want {
-				t.Errorf("upToDate = %v (%s), want %v", got, why, tt.want)
+				t.Errorf("liveUpToDate = %v (%s), want %v", got, why, tt.want)
 			}
 		})
 	}

@@ -332,7 +332,7 @@ func (m *Manager) applyAndRecord(ctx context.Context, d *desiredObject, idx *liv
 func (m *Manager) applyOne(ctx context.Context, d *desiredObject, live *unstructured.Unstructured, opts ApplyOptions,
 	creatingNS sets.Set[string]) (Action, error) {
 	if live != nil && live.GetDeletionTimestamp() == nil {
-		ok, why := upToDate(d.obj, live, m.opts.FieldManager)
+		ok, why := m.upToDate(d.obj, live)
 		if ok {
 			return ActionUnchanged, nil
 		}

@@ -123,7 +123,7 @@ func (m *Manager) diffOne(ctx context.Context, d *desiredObject, idx *liveIndex,
 				res.Action, res.Err = ActionFailed, fmt.Errorf("reading the live object: %w", err)
 				return res
 			}
-		} else if ok, _ := upToDate(d.obj, live, m.opts.FieldManager); ok {
+		} else if ok, _ := m.upToDate(d.obj, live); ok {
 			res.Action = ActionUnchanged
 			return res
 		}

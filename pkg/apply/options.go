@@ -8,6 +8,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/pcsync/pcsync/pkg/fastpath"
 )
 
 // DefaultFieldManager is the server-side apply field manager of pcsync.
@@ -44,6 +46,11 @@ type ManagerOptions struct {
 	// Logger receives debug and progress records; nil discards them. Object contents
 	// are never logged.
 	Logger *slog.Logger
+	// Reference sends every object that exists to the server (an apply, or for Diff
+	// a dry run) instead of deciding from the LIST that it is already as desired
+	// (see package fastpath and fastpath_compare.go). The actions and diffs are the
+	// same; the requests are not.
+	Reference fastpath.Reference
 }
 
 // ParentRef names the Secret that is the ApplySet parent.
