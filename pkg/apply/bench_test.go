@@ -36,10 +36,15 @@ import (
 	"github.com/pcsync/pcsync/pkg/render"
 )
 
-// benchCompanies is the size of the fleet every client applies: 100 companies, 8
-// objects each (Namespace, ServiceAccount, Role, RoleBinding, ResourceQuota,
-// LimitRange, two NetworkPolicies), rendered by pkg/render.
+// benchCompanies is the size of the fleet every client applies: 100 companies,
+// benchObjectsPerCompany objects each (Namespace, ServiceAccount, Role, two
+// RoleBindings, ResourceQuota, LimitRange, two NetworkPolicies), rendered by
+// pkg/render.
 const benchCompanies = 100
+
+// benchObjectsPerCompany is how many objects pkg/render gives each company of the
+// fleet (8 until the RoleBinding pcsync of commit 7242cac).
+const benchObjectsPerCompany = 9
 
 // benchRounds is the number of rounds per benchmark iteration: each round applies
 // once with every client.
@@ -53,7 +58,7 @@ var benchClients = flag.String("apply-bench-clients", "kubectl,bare,pcsync",
 // apply client (client-go's dynamic client, 16 workers, no client-side rate limit,
 // Namespaces first, one PATCH per object) and pcsync (apply.Manager with the CLI's
 // defaults; a new Manager per apply, like a new process). Each applies the same 100
-// rendered companies (800 objects) into namespaces of its own. "cold" creates
+// rendered companies (900 objects) into namespaces of its own. "cold" creates
 // everything (the client's namespaces are deleted, untimed, before each of its
 // applies); "noop" applies an unchanged fleet again. Rendering is not timed.
 //
@@ -119,7 +124,7 @@ func BenchmarkApply(b *testing.B) {
 				}
 			}
 			s.load1 = loadAverage()
-			s.objects = benchCompanies * 8
+			s.objects = benchCompanies * benchObjectsPerCompany
 			s.report(b)
 			tb.add(s)
 		})
@@ -199,8 +204,8 @@ spec:
 	if err := os.WriteFile(f.file, []byte(stream.String()), 0o600); err != nil {
 		b.Fatal(err)
 	}
-	if len(f.objects) != benchCompanies*8 {
-		b.Fatalf("rendered %d objects, want %d", len(f.objects), benchCompanies*8)
+	if len(f.objects) != benchCompanies*benchObjectsPerCompany {
+		b.Fatalf("rendered %d objects, want %d", len(f.objects), benchCompanies*benchObjectsPerCompany)
 	}
 	return f
 }
