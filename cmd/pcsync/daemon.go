@@ -162,7 +162,7 @@ func (f *daemonFlags) run(ctx context.Context, g *globalOptions) error {
 	if f.once {
 		// Report an invalid config line by line, with exit code 1, before
 		// anything starts.
-		if _, err := config.Load(ctx, f.config, loadOptions(f.set.namespace)); err != nil {
+		if _, err := config.Load(ctx, f.config, g.loadOptions(f.set.namespace)); err != nil {
 			return g.reportConfigError(err)
 		}
 	}
@@ -216,7 +216,7 @@ func (f *daemonFlags) options(g *globalOptions, lim apply.ApplyOptions) (daemon.
 	ro.Interval, ro.Debounce, ro.Logger = f.interval, f.debounce, g.Logger
 	ro.Apply.Prune, ro.Apply.PruneMax, ro.Apply.PruneFloor = lim.Prune, lim.PruneMax, lim.PruneFloor
 	ro.Apply.ForceConflicts = f.forceConflicts
-	ro.Load = loadOptions(f.set.namespace)
+	ro.Load, ro.Render = g.loadOptions(f.set.namespace), g.renderOptions()
 
 	doApply := !f.noReconcile && f.executor == "kubernetes" && f.sides.kubernetes
 	if !f.noReconcile && f.sides.paperclip {

@@ -6,13 +6,17 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/pcsync/pcsync/internal/kube"
 	"github.com/pcsync/pcsync/internal/leader"
+	"github.com/pcsync/pcsync/pkg/apply"
 	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/fastpath"
 	"github.com/pcsync/pcsync/pkg/render"
 )
 
@@ -29,7 +33,14 @@ type globalOptions struct {
 
 	logLevel  string
 	logFormat string
+	// reference turns every fast path to its reference (--reference-paths,
+	// or PCSYNC_REFERENCE_PATHS; see package fastpath).
+	reference fastpath.Reference
 }
+
+// referencePathsEnv is the environment variable that sets --reference-paths
+// for a process started without it (the daemon in a Deployment).
+const referencePathsEnv = "PCSYNC_REFERENCE_PATHS"
 
 // subcommands lists the commands of pcsync. Each command lives in its own
 // file; add a command here when its file lands.
@@ -52,6 +63,11 @@ func subcommands(g *globalOptions) []*cobra.Command {
 func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	g := &globalOptions{Kube: kube.DefaultFlags(), Stdout: stdout, Stderr: stderr}
 	g.Logger = slog.New(slog.NewTextHandler(stderr, nil))
+	return newRootCmdFor(g)
+}
+
+// newRootCmdFor builds the pcsync command tree around g.
+func newRootCmdFor(g *globalOptions) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "pcsync",
 		Short: "Keep Kubernetes tenants of AI coding-agent companies in the shape a Git repository describes",
@@ -61,16 +77,37 @@ with server-side apply, and runs agent work as Kubernetes Jobs.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := g.referenceFromEnv(cmd); err != nil {
+				return err
+			}
 			return g.setupLogger()
 		},
 	}
-	root.SetOut(stdout)
-	root.SetErr(stderr)
+	root.SetOut(g.Stdout)
+	root.SetErr(g.Stderr)
 	g.Kube.AddFlags(root.PersistentFlags())
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	root.PersistentFlags().StringVar(&g.logFormat, "log-format", "text", "log format: text or json")
+	root.PersistentFlags().BoolVar((*bool)(&g.reference), "reference-paths", false,
+		"debug: take the reference implementation of every fast path (same output, slower; see docs/design.md)")
+	_ = root.PersistentFlags().MarkHidden("reference-paths")
 	root.AddCommand(subcommands(g)...)
 	return root
+}
+
+// referenceFromEnv sets g.reference from PCSYNC_REFERENCE_PATHS (a boolean:
+// 1, true, 0, false) unless --reference-paths was given.
+func (g *globalOptions) referenceFromEnv(cmd *cobra.Command) error {
+	v, ok := os.LookupEnv(referencePathsEnv)
+	if !ok || v == "" || cmd.Flags().Changed("reference-paths") {
+		return nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return usageErrorf("%s=%q: want 1 or 0 (true or false)", referencePathsEnv, v)
+	}
+	g.reference = fastpath.Reference(b)
+	return nil
 }
 
 func (g *globalOptions) setupLogger() error {
@@ -114,8 +151,9 @@ func (g *globalOptions) loadAndRender(ctx context.Context, dir, applySetNamespac
 // loadOptions are the config.LoadOptions of every command: the namespace
 // pcsync runs in and, for a command with an ApplySet ("" for none), the
 // parent's namespace are refused as tenant namespaces.
-func loadOptions(applySetNamespace string) config.LoadOptions {
+func (g *globalOptions) loadOptions(applySetNamespace string) config.LoadOptions {
 	o := config.DefaultLoadOptions()
+	o.Reference = g.reference
 	o.ProtectedNamespaces = map[string]string{}
 	if ns := leader.PodNamespace(); ns != "" {
 		o.ProtectedNamespaces[ns] = "the namespace pcsync runs in ($POD_NAMESPACE, else its service account's)"
@@ -126,13 +164,27 @@ func loadOptions(applySetNamespace string) config.LoadOptions {
 	return o
 }
 
+// renderOptions are the render.Options of every command.
+func (g *globalOptions) renderOptions() render.Options {
+	o := render.DefaultOptions()
+	o.Reference = g.reference
+	return o
+}
+
+// managerOptions are the apply.ManagerOptions that every command starts from.
+func (g *globalOptions) managerOptions() apply.ManagerOptions {
+	o := apply.DefaultManagerOptions()
+	o.Reference = g.reference
+	return o
+}
+
 // loadModelAndRender is loadAndRender that also returns the model.
 func (g *globalOptions) loadModelAndRender(ctx context.Context, dir, applySetNamespace string) (*config.Model, *render.Output, error) {
-	m, err := config.Load(ctx, dir, loadOptions(applySetNamespace))
+	m, err := config.Load(ctx, dir, g.loadOptions(applySetNamespace))
 	if err != nil {
 		return nil, nil, g.reportConfigError(err)
 	}
-	out, err := render.Render(m, render.DefaultOptions())
+	out, err := render.Render(m, g.renderOptions())
 	if err != nil {
 		return nil, nil, g.reportConfigError(err)
 	}

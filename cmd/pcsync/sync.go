@@ -150,7 +150,7 @@ func (f *applySetFlags) manager(g *globalOptions) (*apply.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := apply.DefaultManagerOptions()
+	opts := g.managerOptions()
 	opts.ApplySet = apply.ParentRef{Name: f.name, Namespace: f.namespace}
 	opts.ToolVersion = toolVersion()
 	opts.Workers = f.workers
