@@ -9,4 +9,7 @@
 //
 // The package takes objects, not configs: callers render first. Its entry point is
 // Manager (NewManager), with the verbs Apply, Diff and Wait.
+//
+// The no-op detector is a fast path: it stands in for sending every object to the
+// server. ManagerOptions.Reference turns it off (see package fastpath).
 package apply

@@ -25,7 +25,11 @@ import (
 // 3.16 s for a bare client that applies every object (0.11x; 44.8 s for
 // kubectl apply --server-side) on the 2-core test control plane
 // (docs/apply.md, "Speed", 2026-11-23; BenchmarkApply in bench_test.go,
-// where -apply-bench-clients pcsync,pcsync-reference runs both paths).
+// where -apply-bench-clients pcsync,pcsync-reference runs both paths). On
+// 2026-11-25, 900 objects (the fleet now has the RoleBinding pcsync), p50
+// of 3 rounds: 0.13 s and 0 mutating requests on the fast path, 1.75 s and
+// 900 on the reference path (bare client 1.42 s); a cold apply is the same
+// on both (2.9-3.1 s, 902 requests).
 //
 // Equivalence test: fastpath_compare_integration_test.go:
 // TestNoOpCheckMatchesServer applies the golden configs of testdata/render,

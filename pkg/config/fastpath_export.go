@@ -21,7 +21,9 @@ import (
 // export together, and the Go model has no use for the order
 // (docs/render.md, "What changed"; commits f754d7a and 6647345, which
 // also took defaults from the schema). BenchmarkLoad in load_bench_test.go
-// loads each fleet on both paths (path=fast, path=reference).
+// loads each fleet on both paths (path=fast, path=reference); on 2026-11-25,
+// 1,000 companies at GOMAXPROCS=1: 1.01 s of CPU, 3.86M allocations and
+// 333 MB with MarshalJSON, 0.80 s, 2.35M and 255 MB with the exporter.
 //
 // Equivalence test: fastpath_export_test.go: TestExportMatchesMarshalJSON
 // (a corpus that uses every field of the schema in every form, every

@@ -28,7 +28,11 @@ import (
 // CPU, 16.3M allocations, 1.8 GB before; 1.26 s, 2.05M, 287 MB after, the
 // YAML writer (fastpath_yaml.go) included (docs/render.md, "Figures",
 // GOMAXPROCS=1; commit ed03b67). The benchmarks in bench_test.go run each
-// fleet on both paths (path=fast, path=reference).
+// fleet on both paths (path=fast, path=reference); on 2026-11-25, 1,000
+// companies, CPU per render at GOMAXPROCS=1: 6.46 s on the reference path,
+// 0.26 s on the fast one without patches (16.7M and 256k allocations);
+// 6.75 s and 0.95 s with a Settings patch (18.2M and 2.1M allocations),
+// the YAML writer included in both.
 //
 // Equivalence test: fastpath_batch_test.go: TestBatchedMatchesReference (every
 // golden case, the repository's configs and configtest fleets, with and

