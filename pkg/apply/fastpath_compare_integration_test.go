@@ -103,12 +103,9 @@ func compared(r *apply.ChangeSet) []comparedChange {
 // after other managers changed it (an edited field, a removed label, a deleted object,
 // a label and an annotation of their own), after the repository changed it, and once
 // all is applied again.
-//
-// A dry-run Apply is not compared: on the reference path it reports an object whose
-// dry run changes nothing as configured when the object holds integers (sameObject
-// in manager_apply.go compares the dry run's answer, decoded by encoding/json into
-// float64, with the LIST's int64), where the fast path, deciding from the LIST, says
-// unchanged.
+// A dry-run Apply of the settled set must say unchanged on both paths (the reference
+// path once called an object holding integers configured: the dry run's answer was
+// decoded into float64, the LIST's items into int64).
 func TestNoOpCheckMatchesServer(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
@@ -255,6 +252,18 @@ func TestNoOpCheckMatchesServer(t *testing.T) {
 	applyAs("after the repository changed, reference path", ref, changed, diffed)
 	if settled := check("applied again", changed); countAction(settled, apply.ActionUnchanged) != len(objs)-failed {
 		t.Errorf("applied again: %d unchanged, want %d", countAction(settled, apply.ActionUnchanged), len(objs)-failed)
+	}
+	dry := apply.DefaultApplyOptions()
+	dry.DryRun = true
+	for _, m := range []*apply.Manager{fast, ref} {
+		r, err := m.Apply(ctx, changed, dry)
+		if err != nil {
+			t.Fatalf("dry-run apply: %v", err)
+		}
+		if n := r.Count(apply.ActionUnchanged); n != len(objs)-failed {
+			t.Errorf("dry-run apply of the settled set (reference path %v): %d unchanged, want %d: %v",
+				m == ref, n, len(objs)-failed, actionsOf(compared(r)))
+		}
 	}
 }
 

@@ -2,7 +2,6 @@ package apply
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -145,8 +144,10 @@ func (m *Manager) patchApply(ctx context.Context, mapping *meta.RESTMapping, nam
 	if err != nil {
 		return nil, false, err
 	}
+	// Decoded as a LIST's items are (integers as int64, not encoding/json's
+	// float64), so that sameObject compares like with like.
 	out := &unstructured.Unstructured{}
-	if err := json.Unmarshal(raw, &out.Object); err != nil {
+	if err := out.UnmarshalJSON(raw); err != nil {
 		return nil, false, fmt.Errorf("decoding the server's answer: %w", err)
 	}
 	return out, code == http.StatusCreated, nil
