@@ -16,7 +16,8 @@
 //	tracker.go      the shared Job/Pod/Event informers and their dispatch
 //	logs_follow.go  following the container log, reconnecting without duplicates
 //	explain.go      turning Job, Pod and Event state into a verdict
-//	executor.go     Start and Adopt
+//	executor.go     New, the work queue's workers, and Adopt
+//	start.go        Start: its steps, each undone by one rollback on failure
 //	start_window.go the start window: how many runs are created at once, cut
 //	                on the API server's pushback (429, timeout, slow create)
 //	transient.go    which failed requests are the API server's absence, to repeat
