@@ -3,18 +3,17 @@ package kubeexec
 import (
 	"context"
 	"flag"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
+	"github.com/pcsync/pcsync/internal/golden"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/runs"
 )
@@ -108,22 +107,7 @@ func TestBuildGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := string(jy) + "---\n" + string(sy)
-			golden := filepath.Join("testdata", "golden", tc.name+".yaml")
-			if *update {
-				if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create it)", err)
-			}
-			if diff := cmp.Diff(string(want), got); diff != "" {
-				t.Errorf("%s differs (-want +got; run with -update if intended):\n%s", golden, diff)
-			}
+			golden.File(t, filepath.Join("testdata", "golden", tc.name+".yaml"), []byte(got), *update)
 		})
 	}
 }

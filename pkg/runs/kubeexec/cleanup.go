@@ -7,6 +7,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Release implements runs.Handle: once the result is written, the Job is
@@ -31,19 +32,24 @@ func (h *handle) Release(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// deleteJob deletes the run's Job with background propagation; a Job that
-// is already gone (or replaced by another of the same name) counts as
-// deleted.
-func (h *handle) deleteJob(ctx context.Context) error {
+// deleteJob deletes the Job ns/name with background propagation, only if
+// its UID is uid (when uid is set); a Job that is already gone (or replaced
+// by another of the same name) counts as deleted.
+func (e *Executor) deleteJob(ctx context.Context, ns, name string, uid types.UID) error {
 	opts := metav1.DeleteOptions{PropagationPolicy: ptr(metav1.DeletePropagationBackground)}
-	if h.uid != "" {
-		opts.Preconditions = &metav1.Preconditions{UID: ptr(h.uid)}
+	if uid != "" {
+		opts.Preconditions = &metav1.Preconditions{UID: ptr(uid)}
 	}
-	err := h.e.client.BatchV1().Jobs(h.ns).Delete(ctx, h.name, opts)
+	err := e.client.BatchV1().Jobs(ns).Delete(ctx, name, opts)
 	if err == nil || isNotFound(err) || isConflict(err) {
 		return nil
 	}
-	return fmt.Errorf("Job/%s/%s delete failed: %w", h.ns, h.name, err)
+	return fmt.Errorf("Job/%s/%s delete failed: %w", ns, name, err)
+}
+
+// deleteJob deletes the run's Job (see Executor.deleteJob).
+func (h *handle) deleteJob(ctx context.Context) error {
+	return h.e.deleteJob(ctx, h.ns, h.name, h.uid)
 }
 
 func isNotFound(err error) bool { return apierrors.IsNotFound(err) }

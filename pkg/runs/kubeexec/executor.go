@@ -7,11 +7,9 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -126,154 +124,6 @@ func (e *Executor) Name() string { return "kubernetes" }
 // agent that an earlier daemon started and nobody has adopted yet.
 func (e *Executor) Running(namespace, agent string) int {
 	return e.tracker.occupied(agentKey{namespace, agent})
-}
-
-// Start implements runs.Executor. It builds the Job and the Secret, waits
-// for a slot by the cluster's count (see Running; the daemon's own count
-// already allowed the run) and for a place in the start window (see
-// Options.MaxConcurrentStarts), records the run in the run journal (one
-// write and fdatasync for all the runs starting at that moment), creates
-// the Job and then the Secret owned by it. The pod cannot start before the Secret
-// exists (its volume and env refer to it and are not optional), and a daemon
-// that stops between the two requests creates the Secret when it adopts the
-// Job.
-func (e *Executor) Start(ctx context.Context, r *runs.Run) (runs.Handle, error) {
-	log := e.opts.Logger.With(r.LogAttrs()...)
-	b := e.opts.Build
-	in, err := NewInput(r, e.opts.Environ(), b)
-	if err != nil {
-		return nil, err
-	}
-	for _, w := range in.Command.Warnings {
-		log.Warn(w)
-	}
-	job, err := BuildJob(in, b)
-	if err != nil {
-		return nil, &runs.StartError{Code: result.ErrInvalidRequest, Err: err}
-	}
-	sec, err := BuildSecret(in, job, b)
-	if err != nil {
-		return nil, &runs.StartError{Code: result.ErrInvalidRequest, Err: err}
-	}
-	ns, name := job.Namespace, job.Name
-	if err := e.tenants.Check(ctx, ns, r.Company.Slug()); errors.Is(err, tenantns.ErrNotTenant) {
-		return nil, &runs.StartError{Code: result.ErrInvalidRequest, Err: fmt.Errorf("no Job created: %w", err)}
-	} else if err != nil {
-		return nil, err
-	}
-	key := jobKey(ns, name)
-	limit := max(1, r.Agent.Concurrency)
-	if err := e.tracker.reserve(ctx, agentKey{ns, r.Agent.Name}, key, limit, func(n int) {
-		log.Info("waiting for a slot: the cluster already runs the agent's concurrency in Jobs", slog.Int("running", n), slog.Int("concurrency", limit))
-	}); err != nil {
-		return nil, err
-	}
-	// Then a place in the start window (after the concurrency wait, which
-	// may be long and must not hold up other agents' runs).
-	release, err := e.window.acquire(ctx)
-	if err != nil {
-		e.tracker.unreserve(key)
-		return nil, err
-	}
-	defer release()
-	// The nonce is recorded before the Job exists, so a daemon that stops
-	// right after the create still recognises the Job as its own. A run
-	// recorded by a daemon that stopped before its create keeps its nonce:
-	// that create may still reach the server.
-	nonce := newNonce()
-	if old, ok := e.journal.get(r.Name()); ok && old.Nonce != "" {
-		nonce = old.Nonce
-	}
-	if job.Annotations == nil {
-		job.Annotations = map[string]string{}
-	}
-	job.Annotations[AnnotationNonce] = nonce
-	m := marker{RunID: r.RunID, Namespace: ns, Job: name, Request: in.RequestFile, Result: r.Paths.Result(),
-		CreatedAt: time.Now().UTC(), Nonce: nonce}
-	if err := e.journal.start(r.Name(), m); err != nil {
-		e.journal.drop(r.Name())
-		e.tracker.unreserve(key)
-		return nil, err
-	}
-	undo := func() {
-		e.tracker.unreserve(key)
-		if err := e.journal.end(r.Name()); err != nil {
-			log.Warn("cannot drop the run from the run journal", slog.Any("error", err))
-		}
-	}
-	// A create cut off by the API server going away is repeated when it is
-	// back; if the first one was carried out, the second finds the Job
-	// (AlreadyExists, the run's nonce) and follows it.
-	var created *batchv1.Job
-	err = untilAnswered(ctx, log, "create Job/"+key, func() (err error) {
-		sent := time.Now()
-		created, err = e.client.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{})
-		e.window.observe(err, time.Since(sent))
-		return err
-	})
-	if err == nil {
-		// A new run starts a new log.
-		if f, _, err := openLog(r.Paths.Log(), false); err != nil {
-			log.Warn("cannot create the run's log file", slog.Any("error", err))
-		} else {
-			f.Close()
-		}
-	} else if isAlreadyExists(err) {
-		// Created by an earlier daemon that stopped before recording it,
-		// or by a second request with the same runId.
-		err = untilAnswered(ctx, log, "get Job/"+key, func() (err error) {
-			created, err = e.client.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
-			return err
-		})
-		if err == nil && created.Annotations[AnnotationRequest] != in.RequestFile {
-			undo()
-			return nil, &runs.StartError{Code: result.ErrInvalidRequest, Err: fmt.Errorf(
-				"Job/%s/%s already exists for request %q: the runId %q of company %s agent %s is taken",
-				ns, name, created.Annotations[AnnotationRequest], r.RunID, r.Company.Slug(), r.Agent.Name)}
-		}
-		if err == nil {
-			if oerr := checkOwner(created, m, true); oerr != nil {
-				undo()
-				return nil, &runs.StartError{Code: result.ErrInternal, Err: oerr}
-			}
-			log.Info("the run's Job exists already; following it")
-		}
-	}
-	if err != nil {
-		undo()
-		if isNotFound(err) {
-			return nil, fmt.Errorf("Job/%s/%s create failed: %w (the tenant manifests are not applied: run pcsync apply)", ns, name, err)
-		}
-		if apierrors.IsForbidden(err) && strings.Contains(err.Error(), "cannot create resource") {
-			return nil, fmt.Errorf("Job/%s/%s create failed: %w (pcsync creates Jobs only in tenant namespaces whose RoleBinding pcsync grants it the ClusterRole pcsync-tenant: the tenant manifests are not applied, or Settings spec.pcsync.serviceAccount does not name the ServiceAccount pcsync runs as; run pcsync apply, and pcsync doctor)", ns, name, err)
-		}
-		return nil, fmt.Errorf("Job/%s/%s create failed: %w", ns, name, err)
-	}
-	sec.OwnerReferences[0].UID = created.UID
-	if err := untilAnswered(ctx, log, "create Secret/"+key, func() error {
-		sent := time.Now()
-		_, err := e.client.CoreV1().Secrets(ns).Create(ctx, sec, metav1.CreateOptions{})
-		e.window.observe(err, time.Since(sent))
-		return err
-	}); err != nil && !isAlreadyExists(err) {
-		// Without its Secret the pod would wait for ever: take the Job back.
-		h := &handle{e: e, ns: ns, name: name, uid: created.UID}
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.DeleteTimeout)
-		derr := h.deleteJob(dctx)
-		cancel()
-		undo()
-		if derr != nil {
-			return nil, fmt.Errorf("Secret/%s/%s create failed: %w (and %v)", ns, name, err, derr)
-		}
-		return nil, fmt.Errorf("Secret/%s/%s create failed: %w (the Job was deleted)", ns, name, err)
-	}
-	if err := e.journal.created(r.Name(), created.UID); err != nil {
-		log.Warn("cannot record the Job's and Secret's creation in the run journal", slog.Any("error", err))
-	}
-	log.Info("Job created", slog.String("job", ns+"/"+name))
-	h := e.newHandle(r, in, created)
-	h.start()
-	return h, nil
 }
 
 // Adopt implements runs.Executor. A run whose Job exists and carries the

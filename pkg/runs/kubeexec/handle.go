@@ -2,10 +2,11 @@ package kubeexec
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -20,29 +21,41 @@ import (
 )
 
 // handle follows one run's Job to its end. It implements runs.Handle.
+//
+// Its life: following (steps on the executor's workers look at the caches
+// on every event of the Job, start the log follower once the container
+// runs) → finishing (a step found the run final; finish stops the Job if
+// the verdict says so, reads the rest of the log and builds the result) →
+// finished (Wait returns the result; Release deletes the Job and ends the
+// journal record). When the executor stops first (the daemon stops) the
+// handle is stopped instead: no more steps, no result; the Job goes on and
+// the next daemon adopts it. Every change of state goes through to.
 type handle struct {
+	// Set by newHandle and never changed; any goroutine reads them.
 	e             *Executor
 	r             *runs.Run
 	ns, name, key string
 	uid           types.UID
 	log           *slog.Logger
-	secrets       []string
-	// red redacts the secrets from the log and the result.
+	// red redacts the run's secrets from the log and the result.
 	red         *redact.Redactor
 	retain      bool
 	memoryLimit string
+	// parser reads the agent's log: the follower feeds it, then finish
+	// (once the follower is done) asks it for the outcome.
+	parser adapters.Parser
+	// podDone ends (podEnd) once the pod is done: the follower then reads
+	// the log once more without follow. podEnd is safe to call anywhere.
+	podDone context.Context
+	podEnd  context.CancelFunc
+	// done is closed by finish once ending is set.
+	done chan struct{}
 
-	done   chan struct{}
-	ending runs.Ending
-	err    error
-
-	// ended is set once a step found the run final (finish runs then) or
-	// the executor stopped: the handle takes no more steps.
-	ended atomic.Bool
-	// stopAfter unregisters the shutdown callback once the run is final.
-	stopAfter func() bool
-
-	mu          sync.Mutex
+	// Guarded by mu: steps, finish, Cancel's goroutine, Release and the
+	// executor's stop read and write them.
+	mu    sync.Mutex
+	state handleState
+	// cancelAsked: Cancel was called; cancelled: its delete succeeded.
 	cancelAsked bool
 	cancelled   bool
 	jobGone     bool
@@ -50,19 +63,70 @@ type handle struct {
 	// until the cache has it).
 	lastJob *batchv1.Job
 
-	// The fields below belong to the step in progress (steps of a handle
-	// never overlap) and, once the run is final, to finish.
+	// Owned by the step in progress (the work queue never runs two steps
+	// of one key at once) and, from finishing on, by finish. The follower
+	// goroutine owns logFile once it is started and reports on folDone.
 	since     map[string]time.Time
-	parser    adapters.Parser
 	fol       *follower
 	folDone   chan error
 	folCancel context.CancelFunc
 	logFile   *os.File
-	podDone   context.Context
-	podEnd    context.CancelFunc
 	podName   string
 	// runningAt is the agent container's start as its Running state said.
 	runningAt time.Time
+
+	// Set by start before the first step; finish calls it: it unregisters
+	// the executor's stop callback once the run is final.
+	stopAfter func() bool
+
+	// Written by finish before it closes done; Wait reads it after.
+	ending runs.Ending
+}
+
+// handleState is where a handle is in its life (see handle).
+type handleState string
+
+const (
+	// stateFollowing: steps look at the run on every event of its Job.
+	stateFollowing handleState = "following"
+	// stateFinishing: a step found the run final; finish runs.
+	stateFinishing handleState = "finishing"
+	// stateFinished: the result is built; Wait returns it.
+	stateFinished handleState = "finished"
+	// stateStopped: the executor stopped before the run finished; the
+	// next daemon adopts the Job.
+	stateStopped handleState = "stopped"
+)
+
+// handleTransitions lists the changes of state a handle may make.
+var handleTransitions = map[handleState][]handleState{
+	stateFollowing: {stateFinishing, stateStopped},
+	stateFinishing: {stateFinished, stateStopped},
+}
+
+// to moves the handle from state from to state next and says whether it
+// did: not when the handle is in another state already (a step finding the
+// run final and the executor stopping race; the first one wins). A change
+// that handleTransitions does not list is a bug in this package: to
+// panics.
+func (h *handle) to(from, next handleState) bool {
+	if !slices.Contains(handleTransitions[from], next) {
+		panic(fmt.Sprintf("kubeexec: a run's handle cannot go from %s to %s", from, next))
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.state != from {
+		return false
+	}
+	h.state = next
+	return true
+}
+
+// following says whether the handle still takes steps.
+func (h *handle) following() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.state == stateFollowing
 }
 
 func (e *Executor) newHandle(r *runs.Run, in Input, job *batchv1.Job) *handle {
@@ -80,19 +144,20 @@ func (e *Executor) newHandle(r *runs.Run, in Input, job *batchv1.Job) *handle {
 		key:         jobKey(job.Namespace, job.Name),
 		uid:         job.UID,
 		log:         e.opts.Logger.With(append(r.LogAttrs(), slog.String("job", job.Namespace+"/"+job.Name))...),
-		secrets:     append(in.SecretValues(), r.Request.Prompt),
 		retain:      jobs.Retain != nil && *jobs.Retain,
 		memoryLimit: mem,
 		done:        make(chan struct{}),
+		state:       stateFollowing,
 		lastJob:     job,
 	}
-	h.red = redact.New(h.secrets...)
+	secrets := append(in.SecretValues(), r.Request.Prompt)
+	h.red = redact.New(secrets...)
 	h.podDone, h.podEnd = context.WithCancel(context.Background())
 	h.parser = r.Adapter.NewParser(adapters.ParserOptions{
 		ResumedSessionID: r.Request.SessionID,
 		PreviousUsage:    r.PreviousUsage,
 		Model:            r.Agent.Model,
-		Secrets:          h.secrets,
+		Secrets:          secrets,
 	})
 	return h
 }
@@ -101,7 +166,7 @@ func (e *Executor) newHandle(r *runs.Run, in Input, job *batchv1.Job) *handle {
 // executor's work queue, which steps each key on one worker at a time and
 // once for any number of wakes meanwhile.
 func (h *handle) wake() {
-	if !h.ended.Load() {
+	if h.following() {
 		h.e.queue.Add(h.key)
 	}
 }
@@ -110,7 +175,7 @@ func (h *handle) wake() {
 func (h *handle) Wait(ctx context.Context) (runs.Ending, error) {
 	select {
 	case <-h.done:
-		return h.ending, h.err
+		return h.ending, nil
 	case <-ctx.Done():
 		return runs.Ending{}, ctx.Err()
 	}
@@ -120,7 +185,7 @@ func (h *handle) Wait(ctx context.Context) (runs.Ending, error) {
 // succeeds or the run ends); Wait then reports cancelled.
 func (h *handle) Cancel() {
 	h.mu.Lock()
-	if h.cancelAsked || chanClosed(h.done) {
+	if h.cancelAsked || h.state == stateFinished {
 		h.mu.Unlock()
 		return
 	}
@@ -159,7 +224,7 @@ func (h *handle) Cancel() {
 // daemon adopts it.
 func (h *handle) start() {
 	h.stopAfter = context.AfterFunc(h.e.ctx, func() {
-		h.ended.Store(true)
+		h.to(stateFollowing, stateStopped)
 		h.e.tracker.unsubscribe(h, false)
 	})
 	// Subscribing takes the first step; stopAfter is set before.
@@ -172,7 +237,7 @@ func (h *handle) start() {
 // without an event (0: on the next event only).
 func (h *handle) step() (recheck time.Duration) {
 	ctx := h.e.ctx
-	if ctx.Err() != nil || h.ended.Load() {
+	if ctx.Err() != nil || !h.following() {
 		return 0
 	}
 	if h.since == nil {
@@ -193,8 +258,9 @@ func (h *handle) step() (recheck time.Duration) {
 		h.podEnd()
 	}
 	if v.Final {
-		h.ended.Store(true)
-		go h.finish(ctx, obs, v)
+		if h.to(stateFollowing, stateFinishing) {
+			go h.finish(ctx, obs, v)
+		}
 		return 0
 	}
 	return v.Recheck
@@ -332,6 +398,7 @@ func (h *handle) finish(ctx context.Context, obs observation, v verdict) {
 			<-h.folDone
 		}
 		if ctx.Err() != nil {
+			h.to(stateFinishing, stateStopped)
 			return // the daemon stops: no result; the next daemon adopts the run
 		}
 		tail = h.fol.stderrTail()
@@ -350,6 +417,7 @@ func (h *handle) finish(ctx context.Context, obs observation, v verdict) {
 		h.stopAfter()
 	}
 	h.e.tracker.unsubscribe(h, true)
+	h.to(stateFinishing, stateFinished)
 	close(h.done)
 }
 
@@ -435,12 +503,3 @@ type writerFunc func([]byte) (int, error)
 
 // Write implements io.Writer.
 func (w writerFunc) Write(p []byte) (int, error) { return w(p) }
-
-func chanClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
-}

@@ -6,15 +6,22 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
 
-// TestStartWindow: places are handed out up to the limit, then in arrival
-// order as they are given back; pushback halves the limit (once per
-// cutEvery, never below the floor) and answered creates grow it back.
+// TestStartWindow: places are handed out up to the limit, then as they are
+// given back; pushback halves the limit (once per cutEvery, never below the
+// floor) and answered creates grow it back. It runs in a synctest bubble:
+// synctest.Wait returns once every goroutine of the test is blocked, so
+// "the ninth waits" is proved without sleeping.
 func TestStartWindow(t *testing.T) {
+	synctest.Test(t, testStartWindow)
+}
+
+func testStartWindow(t *testing.T) {
 	w := newStartWindow(8)
 	var held []func()
 	for range 8 {
@@ -38,10 +45,11 @@ func TestStartWindow(t *testing.T) {
 		}
 		got <- release
 	}()
+	synctest.Wait() // the ninth is blocked in acquire
 	select {
 	case <-got:
 		t.Fatal("a ninth place was handed out at a limit of 8")
-	case <-time.After(50 * time.Millisecond):
+	default:
 	}
 	held[0]()
 	held[0]() // releasing twice gives back one place
@@ -92,6 +100,105 @@ func TestStartWindow(t *testing.T) {
 	defer w.mu.Unlock()
 	if w.inflight != 0 || len(w.waiters) != 0 {
 		t.Errorf("after every release: %d in flight, %d waiting; want none", w.inflight, len(w.waiters))
+	}
+}
+
+// TestStartWindowFIFO: runs past the limit get in in the order they came,
+// one per place given back; one that gives up while queued leaves the
+// queue without costing anyone behind it their turn.
+func TestStartWindowFIFO(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// gaveUp is the waiter (by arrival) that gives up while queued, or
+		// -1.
+		gaveUp int
+		want   [][]int
+	}{
+		{"five waiters", -1, [][]int{{0}, {1}, {2}, {3}, {4}}},
+		{"the third gives up", 2, [][]int{{0}, {1}, {3}, {4}, nil}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				const limit, waiters = 4, 5
+				w := newStartWindow(limit)
+				var held []func()
+				for range limit {
+					release, err := w.acquire(context.Background())
+					if err != nil {
+						t.Fatal(err)
+					}
+					held = append(held, release)
+				}
+				// Waiter i queues only once waiter i-1 is blocked in
+				// acquire: the arrival order is 0, 1, 2, 3, 4.
+				in := make(chan int, waiters)
+				releases := make([]func(), waiters)
+				var giveUp context.CancelFunc
+				for i := range waiters {
+					ctx := context.Background()
+					if i == tc.gaveUp {
+						ctx, giveUp = context.WithCancel(ctx)
+					}
+					go func() {
+						release, err := w.acquire(ctx)
+						if err != nil {
+							return
+						}
+						releases[i] = release
+						in <- i
+					}()
+					synctest.Wait()
+				}
+				if giveUp != nil {
+					giveUp()
+					synctest.Wait()
+				}
+				// Give the places back one by one; after each, the
+				// waiters that got in.
+				var got [][]int
+				for _, release := range held {
+					release()
+					synctest.Wait()
+					got = append(got, drain(in))
+				}
+				// The last one gets the place that the first one in (the
+				// first waiter that got in) gives back.
+				for _, release := range releases {
+					if release != nil {
+						release()
+						break
+					}
+				}
+				synctest.Wait()
+				got = append(got, drain(in))
+				if diff := cmp.Diff(tc.want, got); diff != "" {
+					t.Errorf("waiters in, per place given back (-want +got):\n%s", diff)
+				}
+				for _, release := range releases {
+					if release != nil {
+						release() // the first one's second release gives nothing back
+					}
+				}
+				w.mu.Lock()
+				defer w.mu.Unlock()
+				if w.inflight != 0 || len(w.waiters) != 0 {
+					t.Errorf("after every release: %d in flight, %d waiting; want none", w.inflight, len(w.waiters))
+				}
+			})
+		})
+	}
+}
+
+// drain returns what ch holds now, in order (nil when nothing).
+func drain(ch chan int) []int {
+	var got []int
+	for {
+		select {
+		case i := <-ch:
+			got = append(got, i)
+		default:
+			return got
+		}
 	}
 }
 

@@ -1,0 +1,280 @@
+package kubeexec
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/pcsync/pcsync/internal/tenantns"
+	"github.com/pcsync/pcsync/pkg/result"
+	"github.com/pcsync/pcsync/pkg/runs"
+)
+
+// Start implements runs.Executor. It builds the Job and the Secret, waits
+// for a slot by the cluster's count (see Running; the daemon's own count
+// already allowed the run) and for a place in the start window (see
+// Options.MaxConcurrentStarts), records the run in the run journal (one
+// write and fdatasync for all the runs starting at that moment), creates
+// the Job and then the Secret owned by it. The pod cannot start before the Secret
+// exists (its volume and env refer to it and are not optional), and a daemon
+// that stops between the two requests creates the Secret when it adopts the
+// Job.
+//
+// Each of those is a step of a start (below); a step that fails undoes the
+// ones before it, newest first (rollback), and Start returns its error.
+func (e *Executor) Start(ctx context.Context, r *runs.Run) (runs.Handle, error) {
+	s, err := e.newStart(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	for _, step := range []func(context.Context) error{
+		s.reserve,      // a slot of the agent's concurrency, by the cluster's count
+		s.enterWindow,  // a place in the start window
+		s.journalStart, // the run's start record (its nonce) on disk
+		s.createJob,    // the Job, or the run's own Job found under its name
+		s.createSecret, // the Secret, owned by the Job
+	} {
+		if err := step(ctx); err != nil {
+			return nil, s.rollback(err)
+		}
+	}
+	return s.follow(), nil
+}
+
+// start is one run being started: what Start built, what its steps did, and
+// how to undo each of them.
+type start struct {
+	e             *Executor
+	r             *runs.Run
+	log           *slog.Logger
+	in            Input
+	job           *batchv1.Job
+	sec           *corev1.Secret
+	ns, name, key string
+	// m is the run's start record (journalStart).
+	m marker
+	// leaveWindow gives the start window's place back (enterWindow).
+	leaveWindow func()
+	// created is the run's Job as the API server answered (createJob).
+	created *batchv1.Job
+	// undo takes back the steps done so far, in the order they were
+	// done; an undo that fails returns why (only deleting the Job can).
+	undo []func() error
+}
+
+// newStart builds the run's Job and Secret and checks that the run's
+// namespace is its company's tenant namespace. Nothing is reserved or
+// created yet.
+func (e *Executor) newStart(ctx context.Context, r *runs.Run) (*start, error) {
+	log := e.opts.Logger.With(r.LogAttrs()...)
+	b := e.opts.Build
+	in, err := NewInput(r, e.opts.Environ(), b)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range in.Command.Warnings {
+		log.Warn(w)
+	}
+	job, err := BuildJob(in, b)
+	if err != nil {
+		return nil, &runs.StartError{Code: result.ErrInvalidRequest, Err: err}
+	}
+	sec, err := BuildSecret(in, job, b)
+	if err != nil {
+		return nil, &runs.StartError{Code: result.ErrInvalidRequest, Err: err}
+	}
+	ns, name := job.Namespace, job.Name
+	if err := e.tenants.Check(ctx, ns, r.Company.Slug()); errors.Is(err, tenantns.ErrNotTenant) {
+		return nil, &runs.StartError{Code: result.ErrInvalidRequest, Err: fmt.Errorf("no Job created: %w", err)}
+	} else if err != nil {
+		return nil, err
+	}
+	return &start{e: e, r: r, log: log, in: in, job: job, sec: sec, ns: ns, name: name, key: jobKey(ns, name)}, nil
+}
+
+// did records how to undo a step that succeeded.
+func (s *start) did(undo func() error) { s.undo = append(s.undo, undo) }
+
+// rollback undoes every step done, newest first, and returns err, saying
+// what became of the Job when one was created.
+func (s *start) rollback(err error) error {
+	var failed []error
+	for i := len(s.undo) - 1; i >= 0; i-- {
+		if uerr := s.undo[i](); uerr != nil {
+			failed = append(failed, uerr)
+		}
+	}
+	s.undo = nil
+	switch {
+	case s.created == nil:
+		return err
+	case len(failed) > 0:
+		return fmt.Errorf("%w (and %v)", err, errors.Join(failed...))
+	default:
+		return fmt.Errorf("%w (the Job was deleted)", err)
+	}
+}
+
+// reserve waits until the agent has a free slot by the cluster's count and
+// takes it for the run's Job.
+func (s *start) reserve(ctx context.Context) error {
+	limit := max(1, s.r.Agent.Concurrency)
+	if err := s.e.tracker.reserve(ctx, agentKey{s.ns, s.r.Agent.Name}, s.key, limit, func(n int) {
+		s.log.Info("waiting for a slot: the cluster already runs the agent's concurrency in Jobs", slog.Int("running", n), slog.Int("concurrency", limit))
+	}); err != nil {
+		return err
+	}
+	s.did(func() error { s.e.tracker.unreserve(s.key); return nil })
+	return nil
+}
+
+// enterWindow waits for a place in the start window (after the concurrency
+// wait, which may be long and must not hold up other agents' runs). The
+// place is given back by rollback, or by follow once the run is followed.
+func (s *start) enterWindow(ctx context.Context) error {
+	release, err := s.e.window.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	s.leaveWindow = release
+	s.did(func() error { release(); return nil })
+	return nil
+}
+
+// journalStart records the run, with its nonce, before the Job exists, so a
+// daemon that stops right after the create still recognises the Job as its
+// own. A run recorded by a daemon that stopped before its create keeps its
+// nonce: that create may still reach the server.
+func (s *start) journalStart(context.Context) error {
+	j := s.e.journal
+	nonce := newNonce()
+	if old, ok := j.get(s.r.Name()); ok && old.Nonce != "" {
+		nonce = old.Nonce
+	}
+	if s.job.Annotations == nil {
+		s.job.Annotations = map[string]string{}
+	}
+	s.job.Annotations[AnnotationNonce] = nonce
+	s.m = marker{RunID: s.r.RunID, Namespace: s.ns, Job: s.name, Request: s.in.RequestFile, Result: s.r.Paths.Result(),
+		CreatedAt: time.Now().UTC(), Nonce: nonce}
+	if err := j.start(s.r.Name(), s.m); err != nil {
+		j.drop(s.r.Name())
+		return err
+	}
+	s.did(func() error {
+		if err := j.end(s.r.Name()); err != nil {
+			s.log.Warn("cannot drop the run from the run journal", slog.Any("error", err))
+		}
+		return nil
+	})
+	return nil
+}
+
+// createJob creates the run's Job. A create cut off by the API server going
+// away is repeated when it is back; if the first one was carried out, the
+// second finds the Job (AlreadyExists, the run's nonce) and follows it.
+func (s *start) createJob(ctx context.Context) error {
+	e, ns, name, key := s.e, s.ns, s.name, s.key
+	var created *batchv1.Job
+	err := untilAnswered(ctx, s.log, "create Job/"+key, func() (err error) {
+		sent := time.Now()
+		created, err = e.client.BatchV1().Jobs(ns).Create(ctx, s.job, metav1.CreateOptions{})
+		e.window.observe(err, time.Since(sent))
+		return err
+	})
+	if err == nil {
+		// A new run starts a new log.
+		if f, _, err := openLog(s.r.Paths.Log(), false); err != nil {
+			s.log.Warn("cannot create the run's log file", slog.Any("error", err))
+		} else {
+			f.Close()
+		}
+	} else if isAlreadyExists(err) {
+		// Created by an earlier daemon that stopped before recording it,
+		// or by a second request with the same runId.
+		created, err = s.existingJob(ctx)
+	}
+	if err != nil {
+		var refused *runs.StartError
+		switch {
+		case errors.As(err, &refused):
+			return err
+		case isNotFound(err):
+			return fmt.Errorf("Job/%s/%s create failed: %w (the tenant manifests are not applied: run pcsync apply)", ns, name, err)
+		case apierrors.IsForbidden(err) && strings.Contains(err.Error(), "cannot create resource"):
+			return fmt.Errorf("Job/%s/%s create failed: %w (pcsync creates Jobs only in tenant namespaces whose RoleBinding pcsync grants it the ClusterRole pcsync-tenant: the tenant manifests are not applied, or Settings spec.pcsync.serviceAccount does not name the ServiceAccount pcsync runs as; run pcsync apply, and pcsync doctor)", ns, name, err)
+		}
+		return fmt.Errorf("Job/%s/%s create failed: %w", ns, name, err)
+	}
+	s.created = created
+	s.did(func() error {
+		// Without its Secret the pod would wait for ever: take the Job back.
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.DeleteTimeout)
+		defer cancel()
+		return e.deleteJob(dctx, ns, name, created.UID)
+	})
+	return nil
+}
+
+// existingJob reads the Job that holds the run's name and follows it if it
+// is the run's own (its request and the run's nonce); a Job of another
+// request, or one pcsync did not create, is a runs.StartError.
+func (s *start) existingJob(ctx context.Context) (*batchv1.Job, error) {
+	var job *batchv1.Job
+	err := untilAnswered(ctx, s.log, "get Job/"+s.key, func() (err error) {
+		job, err = s.e.client.BatchV1().Jobs(s.ns).Get(ctx, s.name, metav1.GetOptions{})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if req := job.Annotations[AnnotationRequest]; req != s.in.RequestFile {
+		return nil, &runs.StartError{Code: result.ErrInvalidRequest, Err: fmt.Errorf(
+			"Job/%s/%s already exists for request %q: the runId %q of company %s agent %s is taken",
+			s.ns, s.name, req, s.r.RunID, s.r.Company.Slug(), s.r.Agent.Name)}
+	}
+	if err := checkOwner(job, s.m, true); err != nil {
+		return nil, &runs.StartError{Code: result.ErrInternal, Err: err}
+	}
+	s.log.Info("the run's Job exists already; following it")
+	return job, nil
+}
+
+// createSecret creates the run's Secret, owned by its Job; one that exists
+// already (a create repeated after the server went away) is the run's.
+func (s *start) createSecret(ctx context.Context) error {
+	e := s.e
+	s.sec.OwnerReferences[0].UID = s.created.UID
+	err := untilAnswered(ctx, s.log, "create Secret/"+s.key, func() error {
+		sent := time.Now()
+		_, err := e.client.CoreV1().Secrets(s.ns).Create(ctx, s.sec, metav1.CreateOptions{})
+		e.window.observe(err, time.Since(sent))
+		return err
+	})
+	if err != nil && !isAlreadyExists(err) {
+		return fmt.Errorf("Secret/%s/%s create failed: %w", s.ns, s.name, err)
+	}
+	return nil
+}
+
+// follow ends a start whose steps all succeeded: it records the Job's UID
+// in the run journal, starts the run's handle and gives the start window's
+// place back.
+func (s *start) follow() *handle {
+	defer s.leaveWindow()
+	if err := s.e.journal.created(s.r.Name(), s.created.UID); err != nil {
+		s.log.Warn("cannot record the Job's and Secret's creation in the run journal", slog.Any("error", err))
+	}
+	s.log.Info("Job created", slog.String("job", s.ns+"/"+s.name))
+	h := s.e.newHandle(s.r, s.in, s.created)
+	h.start()
+	return h
+}
