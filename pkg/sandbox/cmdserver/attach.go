@@ -34,7 +34,7 @@ type AttachOptions struct {
 }
 
 // Attach relays Stdin to the server's socket and the socket to Stdout. It
-// returns nil when the server closes the connection, even if Stdin never
+// returns nil when the server closes (or resets) the connection, even if Stdin never
 // ends (a kwok exec never sees stdin EOF); when Stdin ends first, it
 // half-closes the socket and waits for the server to close. It returns an
 // error when it cannot connect (or spawn) or ctx ends first.
@@ -74,7 +74,11 @@ func Attach(ctx context.Context, opts AttachOptions) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	if err != nil && !errors.Is(err, net.ErrClosed) {
+	// A reset is the server closing too: it closes (after Shutdown, say)
+	// while the client's last bytes are still unread in its socket, and the
+	// kernel answers them with RST instead of FIN. EPIPE is the client gone.
+	// Either way the stream has ended and there is nothing left to relay.
+	if err != nil && !errors.Is(err, net.ErrClosed) && !errors.Is(err, syscall.ECONNRESET) && !errors.Is(err, syscall.EPIPE) {
 		return fmt.Errorf("cmdserver: relay: %w", err)
 	}
 	return nil
