@@ -8,6 +8,8 @@
 #   make demo    validate and render examples/config, print a summary
 #   make lint    gofmt, and go vet with and without the integration tag
 #   make bench   render/load benchmarks, and kubectl kustomize of the same output
+#   make images  the runtime images (docs/images.md) into _out/images, without
+#                Docker; REGISTRY=host[:port]/org PUSH=1 pushes them
 
 GO         ?= go
 export GOFLAGS ?= -buildvcs=false
@@ -87,6 +89,23 @@ bench: $(if $(wildcard hack/cluster.mk),k8sbin)
 	$(GO) test $(TEST_TAGS) -timeout 60m -run '^$$' -bench . -benchmem -benchtime 1x ./pkg/apply ./pkg/runs/spool ./pkg/runs/kubeexec ./pkg/sandbox
 	@bash hack/paperclip/install.sh >/dev/null
 	$(GO) test $(TEST_TAGS) -timeout 60m -run '^$$' -bench . -benchtime 1x ./test/e2e/paperclip
+
+# pcsync's runtime images (pkg/images; docs/images.md): the agent base, one
+# image per CLI and pcsync's own, built without Docker (debootstrap, npm,
+# go-containerregistry; as root) into the OCI layout IMAGES_OUT, tagged TAG;
+# REGISTRY=host[:port]/org PUSH=1 pushes them. BUILDER=docker (or podman,
+# buildah) builds the Dockerfiles under images/ instead.
+IMAGES_OUT ?= _out/images
+TAG        ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+BUILDER    ?= go
+
+.PHONY: images
+images:
+ifeq ($(BUILDER),go)
+	$(GO) run ./hack/images -out $(IMAGES_OUT) -tag $(TAG) $(if $(REGISTRY),-registry $(REGISTRY)) $(if $(PUSH),-push)
+else
+	BUILDER=$(BUILDER) REGISTRY=$(REGISTRY) TAG=$(TAG) PUSH=$(PUSH) bash hack/images/docker.sh
+endif
 
 clean:
 	rm -rf bin $(DEMO_OUT)
