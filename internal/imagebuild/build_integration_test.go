@@ -153,8 +153,10 @@ func TestBuildAll(t *testing.T) {
 		}
 	}
 
-	// Warm: the same digests.
-	again, err := Build(ctx, o)
+	// Warm: the same digests (the CLIs ran above).
+	warm := o
+	warm.Verify = false
+	again, err := Build(ctx, warm)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +198,15 @@ func TestBuildAll(t *testing.T) {
 		t.Errorf("layout's images (-built +layout):\n%s", diff)
 	}
 
-	// A registry at host:port with an org path, read back.
+	// A registry at host:port with an org path, read back: the base, the
+	// smallest agent image and pcsync's (the in-memory registry holds what
+	// it gets in memory).
+	var small []Built
+	for _, b := range built {
+		if b.Name == images.Base || b.Name == images.Agent("acpx") || b.Name == images.Pcsync {
+			small = append(small, b)
+		}
+	}
 	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	defer srv.Close()
 	u, err := url.Parse(srv.URL)
@@ -204,7 +214,7 @@ func TestBuildAll(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := u.Host + "/pcsync"
-	refs, err := Push(ctx, reg, "dev", built, DefaultPushOptions())
+	refs, err := Push(ctx, reg, "dev", small, DefaultPushOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +231,11 @@ func TestBuildAll(t *testing.T) {
 		n := strings.TrimPrefix(ref.Context().RepositoryStr(), "pcsync/")
 		pulled[n] = desc.Digest.String()
 	}
-	if diff := cmp.Diff(wantDigests, pulled); diff != "" {
+	wantPushed := map[string]string{}
+	for _, b := range small {
+		wantPushed[b.Name] = wantDigests[b.Name]
+	}
+	if diff := cmp.Diff(wantPushed, pulled); diff != "" {
 		t.Errorf("registry's images (-built +registry):\n%s", diff)
 	}
 }

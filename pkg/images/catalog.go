@@ -21,6 +21,11 @@ type BaseSpec struct {
 	// SlimImage is the Dockerfile's starting point: Debian's own minbase
 	// image of Suite.
 	SlimImage string
+	// Sources are apt's sources of the image: the Go builder writes them
+	// to /etc/apt/sources.list after debootstrap (which reads Suite alone)
+	// and upgrades from them, so that it gets the point updates and security
+	// fixes that SlimImage's apt-get install gets from the same suites.
+	Sources []string
 	// Packages are the Debian packages installed on top of the variant,
 	// sorted.
 	Packages []string
@@ -55,7 +60,12 @@ func DefaultBase() BaseSpec {
 		Variant:   "minbase",
 		Mirror:    "http://deb.debian.org/debian",
 		SlimImage: "debian:bookworm-slim",
-		Packages:  []string{"ca-certificates", "git", "ripgrep", "tini"},
+		Sources: []string{
+			"deb http://deb.debian.org/debian bookworm main",
+			"deb http://deb.debian.org/debian bookworm-updates main",
+			"deb http://deb.debian.org/debian-security bookworm-security main",
+		},
+		Packages: []string{"ca-certificates", "git", "ripgrep", "tini"},
 		Strip: []string{
 			"/var/lib/apt/lists/*", "/var/cache/apt/*", "/var/cache/debconf/*-old",
 			"/usr/share/doc/*", "/usr/share/man/*", "/usr/share/info/*", "/usr/share/lintian/*", "/usr/share/locale/*",
