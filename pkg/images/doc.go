@@ -11,6 +11,7 @@
 //	catalog.go     Base (the base image's spec) and Spec (one image), All, Lookup
 //	config.go      Config: the image config (user, env, entrypoint, labels) per image
 //	dockerfile.go  Dockerfile and Dockerfiles: the Dockerfiles the catalog gives
+//	split.go       Split: a reference's registry, name and tag
 //
 // See docs/images.md.
 package images
