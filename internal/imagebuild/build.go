@@ -67,6 +67,11 @@ func Build(ctx context.Context, o Options) ([]Built, error) {
 	if err != nil {
 		return nil, fmt.Errorf("image %s: %w", images.Base, err)
 	}
+	if o.Verify {
+		if _, err := b.verify(ctx, baseSpec, []string{pcsyncTree, nodeTree, rootfs}, []string{"/bin/sh", "-ec", baseCheck}, "ok"); err != nil {
+			return nil, err
+		}
+	}
 	baseElapsed := time.Since(start)
 
 	var out []Built
@@ -88,7 +93,7 @@ func Build(ctx context.Context, o Options) ([]Built, error) {
 				return nil, fmt.Errorf("image %s: %w", s.Name, err)
 			}
 			if o.Verify {
-				if got.CLIVersion, err = b.verify(ctx, s, []string{cliTree, pcsyncTree, nodeTree, rootfs}); err != nil {
+				if got.CLIVersion, err = b.verify(ctx, s, []string{cliTree, pcsyncTree, nodeTree, rootfs}, []string{"/usr/local/bin/" + s.Binary, "--version"}, s.Version); err != nil {
 					return nil, err
 				}
 			}

@@ -23,6 +23,6 @@
 //	pcsync.go   the pcsync binary's layer
 //	image.go    layers and config into a v1.Image
 //	build.go    Build: every image of the catalog, in order
-//	verify.go   each CLI's --version in a chroot of its image, as the image's user
+//	verify.go   each CLI's --version (and the base's tools) in a chroot of its image, as its user
 //	write.go    WriteLayout (an OCI layout) and Push (a registry)
 package imagebuild
