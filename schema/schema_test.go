@@ -177,7 +177,7 @@ func TestAdapterDefaultsComplete(t *testing.T) {
 			t.Errorf("adapter %s defaults incomplete: %+v", typ, d)
 		}
 	}
-	if m["claude_local"].Image != "ghcr.io/paperclipai/agent-runtime-claude:v1" {
+	if m["claude_local"].Image != "pcsync-agent-claude" {
 		t.Errorf("claude image = %q", m["claude_local"].Image)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/pcsync/pcsync/internal/leader"
 	"github.com/pcsync/pcsync/pkg/apply"
 	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/introspect"
 	"github.com/pcsync/pcsync/pkg/metrics"
 	"github.com/pcsync/pcsync/pkg/reconcile"
 	"github.com/pcsync/pcsync/pkg/runs"
@@ -166,7 +167,7 @@ func (f *daemonFlags) run(ctx context.Context, g *globalOptions) error {
 			return g.reportConfigError(err)
 		}
 	}
-	opts, err := f.options(g, lim)
+	opts, err := f.options(ctx, g, lim)
 	if err != nil {
 		return err
 	}
@@ -208,8 +209,19 @@ func (f *daemonFlags) validate() (apply.ApplyOptions, error) {
 // its applier), the runs loop (and its executor), the sandbox provider,
 // leader election, and the API server probe when any of them needs the
 // cluster.
-func (f *daemonFlags) options(g *globalOptions, lim apply.ApplyOptions) (daemon.Options, error) {
+func (f *daemonFlags) options(ctx context.Context, g *globalOptions, lim apply.ApplyOptions) (daemon.Options, error) {
 	opts := daemon.DefaultOptions(f.config)
+	needsCluster := !f.noReconcile && f.executor == "kubernetes" && f.sides.kubernetes ||
+		f.leaderElect || (!f.noRuns && f.executor == "kubernetes") || f.sandbox.enabled
+	var self *introspect.Self
+	if needsCluster {
+		cfg, err := g.Kube.RESTConfig()
+		if err != nil {
+			return opts, err
+		}
+		self = readOwnPod(ctx, g, cfg)
+		g.images = imageDefaults(self)
+	}
 	opts.Logger, opts.Once, opts.MetricsAddress = g.Logger, f.once, f.metricsAddr
 	opts.Metrics = metrics.New()
 	ro := &opts.Reconcile
@@ -223,7 +235,7 @@ func (f *daemonFlags) options(g *globalOptions, lim apply.ApplyOptions) (daemon.
 		ro.Paperclip = paperclipReconciler(g)
 		ro.PaperclipOptions.PauseFloor = lim.PruneFloor
 	}
-	if doApply || f.leaderElect || (!f.noRuns && f.executor == "kubernetes") || f.sandbox.enabled {
+	if needsCluster {
 		// /readyz condition APIServerReachable: a cheap GET /readyz of the
 		// API server every few seconds.
 		cs, err := f.clientset(g, "pcsync-probe")
@@ -240,10 +252,10 @@ func (f *daemonFlags) options(g *globalOptions, lim apply.ApplyOptions) (daemon.
 		opts.Applier = m
 	}
 	if !f.noRuns {
-		opts.Runs, opts.NewExecutor = f.runs(g, opts.Metrics)
+		opts.Runs, opts.NewExecutor = f.runs(g, opts.Metrics, self)
 	}
 	if f.sandbox.enabled {
-		opts.Sandbox = f.sandbox.runner(g, f.stateDirectory())
+		opts.Sandbox = f.sandbox.runner(g, f.stateDirectory(), self)
 	}
 	if f.leaderElect {
 		cs, err := f.clientset(g, "pcsync-leader-election")
@@ -263,7 +275,7 @@ func (f *daemonFlags) options(g *globalOptions, lim apply.ApplyOptions) (daemon.
 
 // runs are the runs loop's options and the executor it starts while this
 // replica leads.
-func (f *daemonFlags) runs(g *globalOptions, m *metrics.Metrics) (*spool.Options, func(context.Context) (runs.Executor, error)) {
+func (f *daemonFlags) runs(g *globalOptions, m *metrics.Metrics, self *introspect.Self) (*spool.Options, func(context.Context) (runs.Executor, error)) {
 	ropts := spool.DefaultOptions(f.spool)
 	if f.stateDir != "" {
 		ropts.StateDir = f.stateDir
@@ -274,7 +286,7 @@ func (f *daemonFlags) runs(g *globalOptions, m *metrics.Metrics) (*spool.Options
 		// Jobs, log streams and informers live while this replica leads;
 		// the Jobs themselves go on, and the next leader adopts them.
 		return &ropts, func(ctx context.Context) (runs.Executor, error) {
-			return newKubeExecutor(ctx, g, stateDir, m)
+			return newKubeExecutor(ctx, g, stateDir, m, self)
 		}
 	}
 	return &ropts, func(context.Context) (runs.Executor, error) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 
@@ -8,6 +9,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/images"
 	"github.com/pcsync/pcsync/pkg/introspect"
 	"github.com/pcsync/pcsync/pkg/metrics"
 	"github.com/pcsync/pcsync/pkg/runs"
@@ -19,9 +21,9 @@ import (
 // once its watches have listed the cluster's pcsync Jobs, so that runs of an
 // earlier daemon are adopted.
 //
-// Agent pods inherit from pcsync's own pod, when it runs in one, what each
-// run's config allows (Settings spec.inherit; see pkg/introspect).
-func newKubeExecutor(ctx context.Context, g *globalOptions, stateDir string, m *metrics.Metrics) (runs.Executor, error) {
+// Agent pods inherit from pcsync's own pod (self, nil outside one) what
+// each run's config allows (Settings spec.inherit; see pkg/introspect).
+func newKubeExecutor(ctx context.Context, g *globalOptions, stateDir string, m *metrics.Metrics, self *introspect.Self) (runs.Executor, error) {
 	cfg, err := g.Kube.RESTConfig()
 	if err != nil {
 		return nil, err
@@ -32,28 +34,45 @@ func newKubeExecutor(ctx context.Context, g *globalOptions, stateDir string, m *
 	opts.Logger = g.Logger
 	opts.QueueMetrics = m.Workqueue()
 	opts.WindowMetrics = m
-	opts.Build.Inherited = inheritFromOwnPod(ctx, g, cfg)
+	if self != nil {
+		opts.Build.Inherited = self.Inherit(config.Inherit{ImagePullSecrets: true, DNSConfig: true})
+	}
 	return kubeexec.New(ctx, cfg, opts)
 }
 
-// inheritFromOwnPod reads pcsync's pod; a pod it cannot read is logged and
-// gives nothing to inherit (runs go on without it).
-func inheritFromOwnPod(ctx context.Context, g *globalOptions, cfg *rest.Config) introspect.Inheritance {
+// readOwnPod reads the pod pcsync runs in: what agent pods inherit, and the
+// image pcsync runs from (the registry and tag of its other images, and
+// the sandbox's init container). Outside a pod, or when the pod cannot be
+// read (logged: runs go on without it), nil.
+func readOwnPod(ctx context.Context, g *globalOptions, cfg *rest.Config) *introspect.Self {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		g.Logger.Warn("cannot read the own pod; agent Jobs inherit nothing from it", slog.Any("error", err))
-		return introspect.Inheritance{}
+		return nil
 	}
 	self, err := introspect.Detect(ctx, cs, introspect.DefaultOptions())
 	if err != nil {
 		g.Logger.Warn("cannot read the own pod; agent Jobs inherit nothing from it", slog.Any("error", err))
-		return introspect.Inheritance{}
+		return nil
 	}
 	if !self.InCluster {
-		return introspect.Inheritance{}
+		return nil
 	}
 	inh := self.Inherit(config.Inherit{ImagePullSecrets: true, DNSConfig: true})
 	g.Logger.Info("own pod read; agent Jobs inherit what Settings spec.inherit allows",
-		slog.String("pod", self.Namespace+"/"+self.Name), slog.Any("offered", inh.Describe()))
-	return inh
+		slog.String("pod", self.Namespace+"/"+self.Name), slog.String("image", self.Image), slog.Any("offered", inh.Describe()))
+	return self
+}
+
+// imageDefaults is where pcsync's images are unless the config says: in
+// the registry of the image pcsync runs from (self, nil outside a pod),
+// tagged as that image is, else with pcsync's version.
+func imageDefaults(self *introspect.Self) config.ImageDefaults {
+	d := config.ImageDefaults{Tag: version}
+	if self != nil && self.Image != "" {
+		registry, _, tag := images.Split(self.Image)
+		d.Registry = registry
+		d.Tag = cmp.Or(tag, d.Tag)
+	}
+	return d
 }

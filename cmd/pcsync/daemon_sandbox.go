@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/introspect"
 	"github.com/pcsync/pcsync/pkg/runs"
 	"github.com/pcsync/pcsync/pkg/sandbox"
 )
@@ -25,7 +26,9 @@ func (f *sandboxFlags) add(fl *pflag.FlagSet) {
 			"(needs cluster access; the plugin integrations/paperclip-sandbox reaches the daemon on --sandbox-socket)")
 	fl.StringVar(&f.socket, "sandbox-socket", "", "Unix socket of the sandbox API, mode 0600 (default <state-dir>/sandbox.sock)")
 	fl.StringVar(&f.serverPath, "sandbox-server-path", d.ServerPath, "the pcsync binary inside a lease pod, which the daemon execs to reach the pod's command server")
-	fl.StringVar(&f.helperImage, "sandbox-helper-image", d.HelperImage, "pcsync's own image: the init container that copies pcsync into each lease pod")
+	fl.StringVar(&f.helperImage, "sandbox-helper-image", d.HelperImage,
+		"pcsync's own image: the init container that copies pcsync into a lease pod whose image does not hold it "+
+			"(default the image this daemon runs from, else the config's: Settings spec.images.registry/pcsync:<version>)")
 	fl.StringVar(&f.hostRoot, "sandbox-host-root", "",
 		"for nodes whose pod execs run on a shared host (kwok): keep each lease's workspace, HOME, /tmp and socket under DIR/<pod>")
 }
@@ -56,7 +59,7 @@ func (d *daemonFlags) stateDirectory() string {
 }
 
 // runner returns the daemon's sandbox loop: the lease manager and its API.
-func (f *sandboxFlags) runner(g *globalOptions, stateDir string) func(context.Context, func() *config.Model) error {
+func (f *sandboxFlags) runner(g *globalOptions, stateDir string, self *introspect.Self) func(context.Context, func() *config.Model) error {
 	return func(ctx context.Context, model func() *config.Model) error {
 		cfg, err := g.Kube.RESTConfig()
 		if err != nil {
@@ -65,6 +68,9 @@ func (f *sandboxFlags) runner(g *globalOptions, stateDir string) func(context.Co
 		cfg.UserAgent = "pcsync-sandbox"
 		o := sandbox.DefaultOptions(stateDir)
 		o.ServerPath, o.HelperImage, o.HostRoot, o.Logger = f.serverPath, f.helperImage, f.hostRoot, g.Logger
+		if o.HelperImage == "" && self != nil {
+			o.HelperImage = self.Image
+		}
 		m, err := sandbox.New(ctx, cfg, model, o)
 		if err != nil {
 			return err

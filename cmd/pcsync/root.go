@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -36,6 +37,9 @@ type globalOptions struct {
 	// reference turns every fast path to its reference (--reference-paths,
 	// or PCSYNC_REFERENCE_PATHS; see package fastpath).
 	reference fastpath.Reference
+	// images is where pcsync's own images are unless Settings says: the
+	// daemon sets it from the pod it runs in (imageDefaults).
+	images config.ImageDefaults
 }
 
 // referencePathsEnv is the environment variable that sets --reference-paths
@@ -56,6 +60,7 @@ func subcommands(g *globalOptions) []*cobra.Command {
 		newSchemaCmd(g),
 		newDoctorCmd(g),
 		newSandboxServerCmd(g),
+		newInitCmd(g),
 	}
 }
 
@@ -154,6 +159,7 @@ func (g *globalOptions) loadAndRender(ctx context.Context, dir, applySetNamespac
 func (g *globalOptions) loadOptions(applySetNamespace string) config.LoadOptions {
 	o := config.DefaultLoadOptions()
 	o.Reference = g.reference
+	o.Images = cmp.Or(g.images, imageDefaults(nil))
 	o.ProtectedNamespaces = map[string]string{}
 	if ns := leader.PodNamespace(); ns != "" {
 		o.ProtectedNamespaces[ns] = "the namespace pcsync runs in ($POD_NAMESPACE, else its service account's)"

@@ -210,7 +210,7 @@ type Outcome struct {
 // Defaults is what this package believes an adapter type needs by default.
 // The authoritative defaults live in the CUE schema.
 type Defaults struct {
-	// Image is the default agent runtime image.
+	// Image is the name of pcsync's image of the CLI (package images).
 	Image string
 	// EnvKeys are the env keys forwarded to the agent, sorted.
 	EnvKeys []string
@@ -224,46 +224,48 @@ type Defaults struct {
 // hosts and executable that the CLI needs, so that a test can cross-check the
 // schema's defaults against them. A new map is returned on every call.
 func BuiltinDefaults() map[Type]Defaults {
-	const registry = "ghcr.io/paperclipai/agent-runtime-"
+	// The name of pcsync's image of each CLI (package images); pcsync
+	// places it in a registry with a tag.
+	const registry = "pcsync-agent-"
 	return map[Type]Defaults{
 		ClaudeLocal: {
-			Image:      registry + "claude:v1",
+			Image:      registry + "claude",
 			EnvKeys:    []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CODE_USE_BEDROCK"},
 			AllowFQDNs: []string{"api.anthropic.com"},
 			Command:    []string{"claude"},
 		},
 		CodexLocal: {
-			Image:      registry + "codex:v1",
+			Image:      registry + "codex",
 			EnvKeys:    []string{"CODEX_API_KEY", "OPENAI_API_KEY", "OPENAI_BASE_URL"},
 			AllowFQDNs: []string{"api.openai.com"},
 			Command:    []string{"codex"},
 		},
 		GeminiLocal: {
-			Image:      registry + "gemini:v1",
+			Image:      registry + "gemini",
 			EnvKeys:    []string{"GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL"},
 			AllowFQDNs: []string{"generativelanguage.googleapis.com"},
 			Command:    []string{"gemini"},
 		},
 		CursorLocal: {
-			Image:      registry + "cursor:v1",
+			Image:      registry + "cursor",
 			EnvKeys:    []string{"CURSOR_API_KEY"},
 			AllowFQDNs: []string{"api2.cursor.sh"},
 			Command:    []string{"cursor-agent"},
 		},
 		OpencodeLocal: {
-			Image:      registry + "opencode:v1",
+			Image:      registry + "opencode",
 			EnvKeys:    []string{"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENCODE_CONFIG_CONTENT", "OPENROUTER_API_KEY"},
 			AllowFQDNs: []string{"api.anthropic.com", "api.openai.com", "models.dev", "models.opencode.ai", "openrouter.ai"},
 			Command:    []string{"opencode"},
 		},
 		PiLocal: {
-			Image:      registry + "pi:v1",
+			Image:      registry + "pi",
 			EnvKeys:    []string{"ANTHROPIC_API_KEY", "GEMINI_API_KEY", "OPENAI_API_KEY"},
 			AllowFQDNs: []string{"api.anthropic.com", "api.openai.com", "generativelanguage.googleapis.com"},
 			Command:    []string{"pi"},
 		},
 		AcpxLocal: {
-			Image:      registry + "acpx:v1",
+			Image:      registry + "acpx",
 			EnvKeys:    []string{"ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "GEMINI_API_KEY", "OPENAI_API_KEY"},
 			AllowFQDNs: []string{"api.anthropic.com", "api.openai.com", "generativelanguage.googleapis.com"},
 			Command:    []string{"acpx"},

@@ -42,7 +42,15 @@ type LoadOptions struct {
 	// Reference exports valid documents with CUE's MarshalJSON instead of
 	// the exporter that stands in for it (see package fastpath).
 	Reference fastpath.Reference
+	// Images is where pcsync's own images are unless Settings
+	// spec.images.registry says (Model.Images). An empty Tag means
+	// DefaultImageTag.
+	Images ImageDefaults
 }
+
+// DefaultImageTag is the tag of pcsync's images when LoadOptions.Images has
+// none: that of a development build.
+const DefaultImageTag = "dev"
 
 // DefaultLoadOptions returns the options Load uses for zero fields.
 func DefaultLoadOptions() LoadOptions {
@@ -53,6 +61,7 @@ func (o *LoadOptions) complete() error {
 	d := DefaultLoadOptions()
 	o.MaxFileSize = cmp.Or(max(o.MaxFileSize, 0), d.MaxFileSize)
 	o.MaxNodes = cmp.Or(max(o.MaxNodes, 0), d.MaxNodes)
+	o.Images.Tag = cmp.Or(o.Images.Tag, DefaultImageTag)
 	if o.Validator == nil {
 		v, err := sharedValidator()
 		if err != nil {
@@ -277,7 +286,7 @@ func checkDocument(d *document, v *Validator, kinds []string) (*loadedDoc, []*Er
 // rules across documents.
 func assemble(dir string, results []fileResult, opts LoadOptions) (*Model, error) {
 	errs := &Errors{}
-	m := &Model{Dir: dir, Builtin: opts.Validator.builtin, Settings: opts.Validator.defaultSettings}
+	m := &Model{Dir: dir, Builtin: opts.Validator.builtin, Settings: opts.Validator.defaultSettings, Images: opts.Images}
 	var settingsDoc *loadedDoc
 	var companyDocs []*loadedDoc
 	patchFiles := referencedPatchFiles(results)

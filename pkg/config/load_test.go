@@ -71,7 +71,7 @@ func TestLoadValid(t *testing.T) {
 	if a.Concurrency != 1 || a.GraceSec != 60 || a.TimeoutSec != 0 {
 		t.Errorf("agent defaults = %+v", a)
 	}
-	if got := m.AgentImage(&a); got != "ghcr.io/paperclipai/agent-runtime-codex:v1" {
+	if got := m.AgentImage(&a); got != "pcsync-agent-codex:dev" {
 		t.Errorf("agent image = %q", got)
 	}
 	if got := *m.Quota(gamma).Pods; got != 20 {

@@ -26,8 +26,13 @@ type Model struct {
 	// Companies are sorted by slug.
 	Companies []Company
 	// Builtin holds the schema's built-in adapter defaults, before Settings
-	// spec.adapters overrides; use Adapter for the effective values.
+	// spec.adapters overrides; use Adapter for the effective values. Their
+	// images are names of pcsync's own images (package images), which
+	// Adapter places in a registry with a tag.
 	Builtin map[AdapterType]AdapterDefaults
+	// Images is where pcsync's own images are when Settings
+	// spec.images.registry does not say (LoadOptions.Images).
+	Images ImageDefaults
 	// Warnings are findings that do not make the config invalid (for
 	// example FQDNs wanted in standard egress mode, which cannot enforce
 	// them).
@@ -185,6 +190,18 @@ const (
 // SettingsEgress is Settings.spec.egress.
 type SettingsEgress struct {
 	Mode EgressMode `json:"mode"`
+}
+
+// ImageDefaults is where pcsync's own images (the built-in agent images
+// and pcsync's) are found when the config does not say.
+type ImageDefaults struct {
+	// Registry is host[:port][/org] of pcsync's images: the registry of
+	// the image pcsync itself runs from, when it runs in a cluster. Empty
+	// when unknown; Settings spec.images.registry wins.
+	Registry string
+	// Tag is their tag: pcsync's version, or the tag of the image pcsync
+	// runs from.
+	Tag string
 }
 
 // Images is Settings.spec.images.

@@ -1,9 +1,11 @@
 package config
 
 import (
-	"path"
+	"cmp"
 	"strconv"
 	"strings"
+
+	"github.com/pcsync/pcsync/pkg/images"
 )
 
 // Company returns the company with that slug.
@@ -65,11 +67,12 @@ func (m *Model) EgressMode(c *Company) EgressMode {
 }
 
 // Adapter returns the effective defaults of an adapter type: the built-in
-// ones, each field replaced by Settings spec.adapters when given, with the
-// image registry override applied to a built-in image.
+// ones, each field replaced by Settings spec.adapters when given. A built-in
+// image is one of pcsync's own (BuiltinImage), named in ImageRegistry with
+// the tag of Model.Images.
 func (m *Model) Adapter(t AdapterType) AdapterDefaults {
 	d := m.Builtin[t]
-	d.Image = rewriteRegistry(d.Image, m.Settings.Spec.Images.Registry)
+	d.Image = m.BuiltinImage(d.Image)
 	if o, ok := m.Settings.Spec.Adapters[t]; ok {
 		if o.Image != nil {
 			d.Image = *o.Image
@@ -85,6 +88,45 @@ func (m *Model) Adapter(t AdapterType) AdapterDefaults {
 		}
 	}
 	return d
+}
+
+// ImageRegistry is the registry of pcsync's own images: Settings
+// spec.images.registry, else Model.Images.Registry, else "" (unknown).
+func (m *Model) ImageRegistry() string {
+	return strings.TrimSuffix(cmp.Or(m.Settings.Spec.Images.Registry, m.Images.Registry), "/")
+}
+
+// BuiltinImage returns the reference of one of pcsync's own images by name
+// (package images: "pcsync-agent-claude", "pcsync"): in ImageRegistry, with
+// Model.Images' tag. With no registry known, the bare name:tag, which a
+// preflight (pcsync doctor) reports.
+func (m *Model) BuiltinImage(name string) string {
+	if name == "" {
+		return ""
+	}
+	tag := cmp.Or(m.Images.Tag, DefaultImageTag)
+	if r := m.ImageRegistry(); r != "" {
+		return images.Ref(r, name, tag)
+	}
+	return name + ":" + tag
+}
+
+// ImageHasServer reports whether image is one of pcsync's own built-in
+// images (BuiltinImage of an adapter type's name, or of images.Pcsync),
+// which hold the pcsync binary at images.ServerPath.
+func (m *Model) ImageHasServer(image string) bool {
+	if image == "" {
+		return false
+	}
+	if image == m.BuiltinImage(images.Pcsync) {
+		return true
+	}
+	for _, d := range m.Builtin {
+		if image == m.BuiltinImage(d.Image) {
+			return true
+		}
+	}
+	return false
 }
 
 // WantsFQDNs reports whether a company's egress names hosts: its own
@@ -108,15 +150,6 @@ func (m *Model) AgentImage(a *Agent) string {
 		return a.Image
 	}
 	return m.Adapter(a.Adapter).Image
-}
-
-// rewriteRegistry replaces the registry and org of image (everything before
-// the last '/') with registry, keeping name:tag. An empty registry keeps image.
-func rewriteRegistry(image, registry string) string {
-	if registry == "" || image == "" {
-		return image
-	}
-	return strings.TrimSuffix(registry, "/") + "/" + path.Base(image)
 }
 
 // Quota is the company's effective quota: Settings defaults, overridden

@@ -51,6 +51,9 @@ type Self struct {
 	ServiceAccount string
 	// ImagePullSecrets are the names of the pod's image pull secrets.
 	ImagePullSecrets []string
+	// Image is the image pcsync runs from: that of the pod's container
+	// named "pcsync", else of its first container.
+	Image string
 	// DNSPolicy and DNSConfig are the pod's DNS settings.
 	DNSPolicy corev1.DNSPolicy
 	DNSConfig *corev1.PodDNSConfig
@@ -97,6 +100,11 @@ func Detect(ctx context.Context, client kubernetes.Interface, opts Options) (*Se
 	}
 	s := &Self{InCluster: true, Namespace: ns, Name: name, ServiceAccount: pod.Spec.ServiceAccountName,
 		DNSPolicy: pod.Spec.DNSPolicy, DNSConfig: pod.Spec.DNSConfig.DeepCopy()}
+	for i, c := range pod.Spec.Containers {
+		if i == 0 || c.Name == "pcsync" {
+			s.Image = c.Image
+		}
+	}
 	for _, ref := range pod.Spec.ImagePullSecrets {
 		if ref.Name != "" {
 			s.ImagePullSecrets = append(s.ImagePullSecrets, ref.Name)

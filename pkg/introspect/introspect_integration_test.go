@@ -37,7 +37,7 @@ func TestDetectReadsItsOwnPod(t *testing.T) {
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "pcsync-7d9f-abcde", Namespace: ns},
 		Spec: corev1.PodSpec{
-			Containers:       []corev1.Container{{Name: "pcsync", Image: "registry.example/pcsync:v1"}},
+			Containers:       []corev1.Container{{Name: "git-sync", Image: "registry.example/git-sync:v4"}, {Name: "pcsync", Image: "registry.example/pcsync:v1"}},
 			ImagePullSecrets: []corev1.LocalObjectReference{{Name: "mirror-creds"}, {Name: "ghcr-creds"}},
 			DNSPolicy:        corev1.DNSNone,
 			DNSConfig: &corev1.PodDNSConfig{Nameservers: []string{"10.0.0.53"}, Searches: []string{"corp.example"},
@@ -53,7 +53,8 @@ func TestDetectReadsItsOwnPod(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &Self{InCluster: true, Namespace: ns, Name: pod.Name, ServiceAccount: "default",
-		ImagePullSecrets: []string{"mirror-creds", "ghcr-creds"}, DNSPolicy: corev1.DNSNone, DNSConfig: pod.Spec.DNSConfig}
+		ImagePullSecrets: []string{"mirror-creds", "ghcr-creds"}, Image: "registry.example/pcsync:v1",
+		DNSPolicy: corev1.DNSNone, DNSConfig: pod.Spec.DNSConfig}
 	if diff := cmp.Diff(want, self); diff != "" {
 		t.Errorf("Detect (-want +got):\n%s", diff)
 	}

@@ -54,6 +54,13 @@ type Record struct {
 	Home      string `json:"home"`
 	Tmp       string `json:"tmp"`
 	Socket    string `json:"socket"`
+	// Server is the pcsync binary in the image (pcsync's own images,
+	// images.ServerPath): the pod needs no init container. Empty: an init
+	// container of HelperImage copies it to DefaultServerPath, and the
+	// daemon execs Options.ServerPath.
+	Server string `json:"server,omitempty"`
+	// HelperImage is the init container's image when Server is empty.
+	HelperImage string `json:"helperImage,omitempty"`
 }
 
 // lease is a live lease: its record and what the daemon holds for it.

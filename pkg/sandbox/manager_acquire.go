@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +17,8 @@ import (
 
 	"github.com/pcsync/pcsync/internal/tenantns"
 	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/images"
+	"github.com/pcsync/pcsync/pkg/runs/kubeexec"
 	"github.com/pcsync/pcsync/pkg/sandbox/cmdclient"
 )
 
@@ -142,6 +145,12 @@ func (m *Manager) plan(model *config.Model, p *AcquireParams, now time.Time) (Re
 		ID: newLeaseID(), Namespace: model.Namespace(c), Company: c.Slug(), Image: image,
 		AdapterType: p.AdapterType, CompanyID: p.CompanyID, EnvironmentID: p.EnvironmentID,
 		RunID: p.RunID, AgentID: p.AgentID, ExpiresAt: expires, CreatedAt: now,
+	}
+	if m.opts.HostRoot == "" && model.ImageHasServer(image) {
+		// pcsync's own images hold its binary: no init container.
+		r.Server = images.ServerPath
+	} else {
+		r.HelperImage = cmp.Or(m.opts.HelperImage, model.BuiltinImage(images.Pcsync))
 	}
 	r.setPaths(m.opts.HostRoot)
 	return r, rule, nil
@@ -283,8 +292,11 @@ func (m *Manager) waitRunning(ctx context.Context, pod *corev1.Pod) error {
 		}
 		for _, cs := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
 			if w := cs.State.Waiting; w != nil {
-				switch w.Reason {
-				case "ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError", "CreateContainerError":
+				switch {
+				case kubeexec.ImagePullFailed(w.Reason):
+					return false, userErrorf("image_pull_failed", "Pod/%s/%s container %s cannot pull image %s: %s: %s",
+						p.Namespace, p.Name, cs.Name, containerImage(p, cs.Name), w.Reason, w.Message)
+				case w.Reason == "CreateContainerConfigError" || w.Reason == "CreateContainerError":
 					return false, userErrorf("pod_not_starting", "Pod/%s/%s container %s cannot start: %s: %s", p.Namespace, p.Name, cs.Name, w.Reason, w.Message)
 				}
 			}
@@ -410,4 +422,15 @@ func (m *Manager) client(ctx context.Context, l *lease) (*cmdclient.Client, erro
 	l.client = c
 	l.mu.Unlock()
 	return c, nil
+}
+
+// containerImage is the image of the pod's container or init container
+// of that name, as the pod's spec gives it.
+func containerImage(p *corev1.Pod, name string) string {
+	for _, c := range append(p.Spec.InitContainers, p.Spec.Containers...) {
+		if c.Name == name {
+			return c.Image
+		}
+	}
+	return ""
 }

@@ -15,12 +15,16 @@ type Options struct {
 	// StateDir holds the lease journal (<StateDir>/sandbox-leases.json).
 	// Required.
 	StateDir string
-	// ServerPath is the pcsync binary inside a lease pod (placed there by
-	// the init container); the daemon execs `<ServerPath> sandbox-server
-	// attach` to reach the pod's command server.
+	// ServerPath is the pcsync binary inside a lease pod whose image does
+	// not hold it (placed there by the init container); the daemon execs
+	// `<ServerPath> sandbox-server attach` to reach the pod's command
+	// server. In pcsync's own images it is images.ServerPath and no init
+	// container runs. Default DefaultServerPath.
 	ServerPath string
 	// HelperImage is the image of the init container that copies pcsync
-	// into the pod (pcsync's own image).
+	// into a pod whose image does not hold it: pcsync's own image. Default
+	// the config's built-in pcsync image (Model.BuiltinImage); the daemon
+	// sets the image it runs from, found from its own pod.
 	HelperImage string
 	// HostRoot, when set, says the pods share this host's filesystem (kwok,
 	// where an exec runs on the node's host): each lease's workspace, HOME,
@@ -60,7 +64,6 @@ func DefaultOptions(stateDir string) Options {
 	return Options{
 		StateDir:        stateDir,
 		ServerPath:      DefaultServerPath,
-		HelperImage:     "ghcr.io/pcsync/pcsync:latest",
 		DefaultLeaseTTL: 2 * time.Hour,
 		MaxLeaseTTL:     24 * time.Hour,
 		ReadyTimeout:    270 * time.Second,
@@ -72,7 +75,6 @@ func DefaultOptions(stateDir string) Options {
 func (o *Options) complete() {
 	d := DefaultOptions(o.StateDir)
 	o.ServerPath = cmp.Or(o.ServerPath, d.ServerPath)
-	o.HelperImage = cmp.Or(o.HelperImage, d.HelperImage)
 	o.DefaultLeaseTTL = cmp.Or(o.DefaultLeaseTTL, d.DefaultLeaseTTL)
 	o.MaxLeaseTTL = cmp.Or(o.MaxLeaseTTL, d.MaxLeaseTTL)
 	o.ReadyTimeout = cmp.Or(o.ReadyTimeout, d.ReadyTimeout)

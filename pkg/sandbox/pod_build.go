@@ -28,7 +28,8 @@ const (
 const uid = 1000
 
 // BuildPod returns the lease's pod: the image runs pcsync's command server
-// as its PID 1 (copied in by an init container from HelperImage), hardened
+// as its PID 1 (its own binary in pcsync's images, else one copied in by an
+// init container of the record's HelperImage), hardened
 // like an agent Job's pod to pass Pod Security "restricted": non-root, no
 // service-account token, read-only root filesystem, every capability
 // dropped, seccomp RuntimeDefault, requests and limits from the company's
@@ -99,7 +100,7 @@ func BuildPod(l *Record, m *config.Model, o Options) (*corev1.Pod, error) {
 	if l.EnvironmentID != "" {
 		annotations[AnnotationEnvironment] = l.EnvironmentID
 	}
-	return &corev1.Pod{
+	pod := &corev1.Pod{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: metav1.ObjectMeta{Name: l.ID, Namespace: l.Namespace, Labels: labels, Annotations: annotations},
 		Spec: corev1.PodSpec{
@@ -121,7 +122,7 @@ func BuildPod(l *Record, m *config.Model, o Options) (*corev1.Pod, error) {
 			},
 			InitContainers: []corev1.Container{{
 				Name:            "pcsync-bin",
-				Image:           o.HelperImage,
+				Image:           l.HelperImage,
 				Command:         []string{"/usr/local/bin/pcsync", "sandbox-server", "install", DefaultServerPath},
 				Resources:       res,
 				SecurityContext: secure,
@@ -153,7 +154,18 @@ func BuildPod(l *Record, m *config.Model, o Options) (*corev1.Pod, error) {
 			}},
 			Volumes: []corev1.Volume{emptyDir("workspace"), emptyDir("home"), emptyDir("tmp"), emptyDir("run"), emptyDir("pcsync-bin")},
 		},
-	}, nil
+	}
+	if l.Server != "" {
+		// The image holds pcsync: it starts on the kubelet's first cycle,
+		// with no init container before it.
+		spec := &pod.Spec
+		spec.InitContainers = nil
+		spec.Volumes = spec.Volumes[:len(spec.Volumes)-1]
+		main := &spec.Containers[0]
+		main.VolumeMounts = main.VolumeMounts[:len(main.VolumeMounts)-1]
+		main.Command[0] = l.Server
+	}
+	return pod, nil
 }
 
 func ptr[T any](v T) *T { return &v }

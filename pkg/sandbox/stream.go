@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -24,7 +25,7 @@ import (
 // URL holds only that command line; env values and stdin travel inside the
 // stream, so the API server's audit log never sees them.
 func (m *Manager) opener(l *lease) cmdclient.Opener {
-	argv := []string{m.opts.ServerPath, "sandbox-server", "attach", "--socket", l.Socket}
+	argv := []string{cmp.Or(l.Server, m.opts.ServerPath), "sandbox-server", "attach", "--socket", l.Socket}
 	if m.opts.HostRoot != "" {
 		// No PID 1 server where pods share the host: the first attach
 		// starts it.
@@ -56,14 +57,17 @@ func (m *Manager) opener(l *lease) cmdclient.Opener {
 		s := &execStream{r: outR, w: inW, cancel: cancel, done: make(chan struct{})}
 		go func() {
 			defer close(s.done)
-			err := exec.StreamWithContext(sctx, remotecommand.StreamOptions{Stdin: inR, Stdout: outW, Stderr: &s.stderr})
+			err := exec.StreamWithContext(sctx, remotecommand.StreamOptions{Stdin: inR, Stdout: discardOnClose{outW}, Stderr: &s.stderr})
 			if err == nil {
 				err = io.EOF
 			} else if msg := s.stderr.String(); msg != "" {
 				err = fmt.Errorf("%w (stderr: %s)", err, lastLine(msg))
 			}
 			_ = outW.CloseWithError(fmt.Errorf("Pod/%s/%s exec stream ended: %w", l.Namespace, l.ID, err))
-			_ = inR.CloseWithError(io.ErrClosedPipe)
+			// client-go's stdin copier may still read: it gets EOF, which
+			// ends it quietly (a read error it would log as "Unhandled
+			// Error"), and a Write of ours gets io.ErrClosedPipe.
+			_ = inW.Close()
 		}()
 		return s, nil
 	}
@@ -97,6 +101,17 @@ func (s *execStream) Close() error {
 	})
 	<-s.done
 	return nil
+}
+
+// discardOnClose is the exec's stdout once the stream's reader is closed:
+// what still arrives is dropped rather than failed, which client-go would
+// log as an "Unhandled Error" although the stream's end is known and
+// reported once, by the stream's reader.
+type discardOnClose struct{ w *io.PipeWriter }
+
+func (d discardOnClose) Write(p []byte) (int, error) {
+	_, _ = d.w.Write(p) // blocks until read, or fails once the reader is closed
+	return len(p), nil
 }
 
 // lockedBuffer keeps the last 4 KiB of the exec's stderr.

@@ -10,6 +10,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/pcsync/pcsync/pkg/procinit"
 	"github.com/pcsync/pcsync/pkg/result"
 )
 
@@ -74,13 +75,20 @@ type verdict struct {
 	TimedOut bool
 	// StartedAt and FinishedAt are the container's times, when known.
 	StartedAt, FinishedAt time.Time
+	// Timed is set when StartedAt and FinishedAt are pcsync init's, to the
+	// millisecond, rather than the kubelet's whole seconds.
+	Timed bool
 	// Recheck asks for another look after this long even if nothing
 	// changes (a grace period is running out); zero means none.
 	Recheck time.Duration
 }
 
-// imagePullReasons are the waiting reasons that mean the image will not
-// arrive.
+// ImagePullFailed reports whether a container's waiting reason means that
+// its image will not arrive; the sandbox's lease pods read the same list.
+func ImagePullFailed(reason string) bool { return imagePullReasons[reason] }
+
+// imagePullReasons are the kubelet's waiting reasons that mean the image
+// will not arrive.
 var imagePullReasons = map[string]bool{
 	"ErrImagePull":              true,
 	"ImagePullBackOff":          true,
@@ -154,14 +162,18 @@ func explain(o observation) verdict {
 	}
 
 	pod := o.Pod
-	if pod != nil && (pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed) {
+	if pod != nil && (pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed || agentTerminated(cs)) {
+		// A terminal phase, or the agent container's own end: a kubelet
+		// reports the container terminated one status sync (about a
+		// second) before it gives the pod its phase, and the container
+		// never restarts (restartPolicy Never), so its end is the run's.
 		v.PodDone = true
 		if dt := podCondition(pod, corev1.DisruptionTarget); pod.DeletionTimestamp != nil || dt != nil && dt.Status == corev1.ConditionTrue {
 			// Stopped from outside (the Job's deadline, an eviction, a
 			// preemption): the Job's condition will say which.
 			return v
 		}
-		if pod.Status.Phase == corev1.PodSucceeded {
+		if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase != corev1.PodFailed && cs.State.Terminated.ExitCode == 0 {
 			v.Final = true
 			fillContainer(&v, o)
 			if v.ExitCode == nil {
@@ -216,6 +228,13 @@ func explain(o observation) verdict {
 		}
 	}
 	return v
+}
+
+// agentTerminated reports whether the agent container has ended: its state
+// is terminated. Its last termination state does not count, since a
+// container in it is running again.
+func agentTerminated(cs *corev1.ContainerStatus) bool {
+	return cs != nil && cs.State.Terminated != nil
 }
 
 // explainNoPod reads a Job that has no pod yet: the Job controller may be
@@ -316,7 +335,8 @@ func describeTermination(name string, t *corev1.ContainerStateTerminated) string
 	if t.ExitCode == 137 && t.Reason != "OOMKilled" {
 		b.WriteString(", which is SIGKILL: often the memory limit (OOM kill) when pcsync did not stop it")
 	}
-	if m := strings.TrimSpace(t.Message); m != "" {
+	_, msg, _ := procinit.ParseRecord(t.Message)
+	if m := strings.TrimSpace(msg); m != "" {
 		if len(m) > 1000 {
 			m = m[:1000] + "…"
 		}
@@ -345,6 +365,11 @@ func fillContainer(v *verdict, o observation) {
 	v.ExitCode = ptr(int(t.ExitCode))
 	v.Signal = signalOf(t)
 	v.StartedAt, v.FinishedAt = t.StartedAt.Time, t.FinishedAt.Time
+	if rec, _, ok := procinit.ParseRecord(t.Message); ok {
+		// pcsync init's own times, to the millisecond; the kubelet's are
+		// whole seconds.
+		v.StartedAt, v.FinishedAt, v.Timed = rec.StartedAt, rec.FinishedAt, true
+	}
 }
 
 // signalOf names the signal that ended a container: its Signal field, else

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/pcsync/pcsync/pkg/procinit"
 	"github.com/pcsync/pcsync/pkg/result"
 )
 
@@ -242,6 +243,56 @@ func TestExplain(t *testing.T) {
 				PodDone: true, Final: true, Status: result.StatusCancelled, Code: result.ErrCancelled, StartedAt: start,
 				Message: "cancelled: pcsync deleted the Job; the agent got SIGTERM, and SIGKILL after 1m0s",
 			},
+		},
+		{
+			// A real kubelet reports the container's end one status sync
+			// before the pod's phase: the run ends on the container.
+			name: "container exited 0, pod still Running",
+			obs:  observation{Job: testJob(), Pod: testPod(corev1.PodRunning, terminated("Completed", 0, ""))},
+			want: verdict{
+				Started: true, PodDone: true, Final: true,
+				ExitCode: ptr(0), StartedAt: start, FinishedAt: finish,
+			},
+		},
+		{
+			name: "container exited 3, pod still Running",
+			obs:  observation{Job: testJob(), Pod: testPod(corev1.PodRunning, terminated("Error", 3, ""))},
+			want: verdict{
+				Started: true, PodDone: true, Final: true,
+				Message:  "container agent terminated (Error) with exit code 3",
+				ExitCode: ptr(3), StartedAt: start, FinishedAt: finish,
+			},
+		},
+		{
+			name: "container OOM-killed, pod still Running",
+			obs:  observation{Job: testJob(), Pod: testPod(corev1.PodRunning, terminated("OOMKilled", 137, "")), MemoryLimit: "2Gi"},
+			want: verdict{
+				Started: true, PodDone: true, Final: true, Status: result.StatusFailed, Code: result.ErrOOMKilled,
+				Message:  "container agent terminated (OOMKilled) with exit code 137 (SIGKILL): it needed more than its memory limit of 2Gi; raise the agent's resources.limits.memory",
+				ExitCode: ptr(137), Signal: "SIGKILL", StartedAt: start, FinishedAt: finish,
+			},
+		},
+		{
+			// pcsync init's record gives the times to the millisecond,
+			// and is no part of the message.
+			name: "pcsync init's record",
+			obs: observation{Job: testJob(), Pod: testPod(corev1.PodRunning, terminated("Error", 3,
+				"disk full\n"+procinit.Record{StartedAt: t0.Add(250 * time.Millisecond), FinishedAt: t0.Add(1150 * time.Millisecond), ExitCode: 3}.String()+"\n"))},
+			want: verdict{
+				Started: true, PodDone: true, Final: true,
+				Message:  "container agent terminated (Error) with exit code 3: disk full",
+				ExitCode: ptr(3), StartedAt: t0.Add(250 * time.Millisecond), FinishedAt: t0.Add(1150 * time.Millisecond), Timed: true,
+			},
+		},
+		{
+			// Restarted: only the current state counts.
+			name: "container running again after a termination",
+			obs: observation{Job: testJob(), Pod: func() *corev1.Pod {
+				p := testPod(corev1.PodRunning, running())
+				p.Status.ContainerStatuses[0].LastTerminationState = terminated("Error", 1, "")
+				return p
+			}()},
+			want: verdict{Started: true},
 		},
 		{
 			name: "terminated by SIGTERM",

@@ -446,7 +446,10 @@ func (h *handle) buildEnding(obs observation, v verdict, tail string) runs.Endin
 		}
 	}
 	now := time.Now()
-	started := earliest(h.runningAt, v.StartedAt)
+	started := v.StartedAt
+	if !v.Timed {
+		started = earliest(h.runningAt, v.StartedAt)
+	}
 	if started.IsZero() && obs.Job != nil {
 		started = obs.Job.CreationTimestamp.Time
 	}

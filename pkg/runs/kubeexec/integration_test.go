@@ -151,7 +151,7 @@ func TestImagePullFailure(t *testing.T) {
 	if res.Status != result.StatusFailed || deref(res.ErrorCode) != result.ErrImagePullFailed {
 		t.Fatalf("result: %s %s %q; want failed image_pull_failed", res.Status, deref(res.ErrorCode), deref(res.ErrorMessage))
 	}
-	if msg := deref(res.ErrorMessage); !strings.Contains(msg, "ErrImagePull") || !strings.Contains(msg, "ghcr.io/paperclipai/agent-runtime-claude:v1") {
+	if msg := deref(res.ErrorMessage); !strings.Contains(msg, "ErrImagePull") || !strings.Contains(msg, "pcsync-agent-claude:dev") {
 		t.Errorf("errorMessage %q does not name the reason and the image", msg)
 	}
 	if !e.jobGone(e.jobName("pull-1")) {

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/images"
 	"github.com/pcsync/pcsync/pkg/introspect"
 )
 
@@ -150,6 +151,18 @@ func BuildJob(in Input, o BuildOptions) (*batchv1.Job, error) {
 		runtimeClass = ptr(in.Company.Spec.RuntimeClassName)
 	}
 	uid := o.UID
+	image := in.Model.AgentImage(in.Agent)
+	// PID 1 forwards the kubelet's SIGTERM to the CLI's process group and
+	// reaps orphans: pcsync init in pcsync's own images (which also records
+	// the CLI's start and end to the millisecond); in another image, the
+	// pod's pause container, by a shared process namespace, so that the CLI
+	// is not PID 1 (which ignores every signal it has no handler for).
+	command, sharePID := escapeAll(o.Launcher), (*bool)(nil)
+	if in.Model.ImageHasServer(image) {
+		command = append([]string{images.ServerPath, "init", "--"}, command...)
+	} else {
+		sharePID = ptr(true)
+	}
 
 	spec := batchv1.JobSpec{
 		BackoffLimit:            ptr(int32(0)),
@@ -164,6 +177,7 @@ func BuildJob(in Input, o BuildOptions) (*batchv1.Job, error) {
 				AutomountServiceAccountToken:  ptr(false),
 				EnableServiceLinks:            ptr(false),
 				RestartPolicy:                 corev1.RestartPolicyNever,
+				ShareProcessNamespace:         sharePID,
 				TerminationGracePeriodSeconds: ptr(int64(in.Agent.GraceSec)),
 				RuntimeClassName:              runtimeClass,
 				ImagePullSecrets:              pullSecrets,
@@ -179,8 +193,8 @@ func BuildJob(in Input, o BuildOptions) (*batchv1.Job, error) {
 				},
 				Containers: []corev1.Container{{
 					Name:       o.ContainerName,
-					Image:      in.Model.AgentImage(in.Agent),
-					Command:    escapeAll(o.Launcher),
+					Image:      image,
+					Command:    command,
 					Args:       escapeAll(in.Command.Args),
 					WorkingDir: o.WorkDir,
 					Env:        env,

@@ -1,0 +1,38 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pcsync/pcsync/pkg/procinit"
+)
+
+// newInitCmd is the hidden PID 1 of an agent container (package procinit).
+func newInitCmd(g *globalOptions) *cobra.Command {
+	var record string
+	cmd := &cobra.Command{
+		Use:   "init [--record FILE] -- CMD [ARG…]",
+		Short: "Run CMD as PID 1 of a container: forward signals to its process group, reap orphans",
+		Long: `init runs CMD in a process group of its own, forwards every catchable
+signal it gets to that group, reaps every child and orphan, and exits with
+CMD's status (128+n when signal n ended it). When CMD ends it appends the
+start, end and status to FILE (default the container's termination log),
+which pcsync's Kubernetes executor reads for the run's duration.`,
+		Hidden:                true,
+		Args:                  cobra.MinimumNArgs(1),
+		DisableFlagsInUseLine: true,
+		RunE: func(c *cobra.Command, args []string) error {
+			opts := procinit.DefaultOptions(args)
+			opts.RecordFile = record
+			opts.Stderr = g.Stderr
+			if code := procinit.Run(opts); code != 0 {
+				return &exitError{code: code, err: fmt.Errorf("%s exited with status %d", args[0], code), reported: true}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().SetInterspersed(false)
+	cmd.Flags().StringVar(&record, "record", procinit.DefaultRecordFile, `file the start, end and status are appended to ("-": none)`)
+	return cmd
+}
