@@ -171,6 +171,9 @@ func (f *daemonFlags) run(ctx context.Context, g *globalOptions) error {
 	if err != nil {
 		return err
 	}
+	if !f.noRuns && f.executor == "kubernetes" || f.sandbox.enabled {
+		go warnImages(ctx, g, f.config, g.loadOptions(f.set.namespace))
+	}
 	err = daemon.Run(ctx, opts)
 	switch {
 	case errors.Is(err, daemon.ErrInvalidConfig):

@@ -49,6 +49,7 @@ Exit code 0 when nothing failed (warnings allowed), 1 when a check failed,
 				opts.ConfigDir = args[0]
 			}
 			opts.Spool, opts.StateDir = spool, stateDir
+			opts.Images = imageDefaults(nil)
 			if leaseNS != "" {
 				opts.LeaseNamespace = leaseNS
 			}

@@ -30,6 +30,7 @@ import (
 
 	"github.com/pcsync/pcsync/internal/leader"
 	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/imagecheck"
 	"github.com/pcsync/pcsync/pkg/introspect"
 	"github.com/pcsync/pcsync/pkg/render"
 	"github.com/pcsync/pcsync/pkg/runs"
@@ -127,6 +128,13 @@ type Options struct {
 	// Permissions are the permissions checked. Default
 	// DefaultPermissions().
 	Permissions []Permission
+	// Images is where pcsync's own images are unless the config says
+	// (config.LoadOptions.Images).
+	Images config.ImageDefaults
+	// ImageCheck configures the image preflight (its Keychain is built
+	// from the pull secrets doctor can read). Default
+	// imagecheck.DefaultOptions().
+	ImageCheck imagecheck.Options
 	// Introspect finds pcsync's own pod. Default introspect.DefaultOptions().
 	Introspect introspect.Options
 	// Timeout bounds the whole run. Default 1 minute.
@@ -183,6 +191,7 @@ func (d *doctor) run(ctx context.Context) {
 		d.checkSessions(ctx)
 		d.checkSecrets(ctx, inherited)
 	}
+	d.checkImages(ctx, reachable, inherited)
 	d.checkSpool()
 }
 
@@ -196,7 +205,9 @@ func (d *doctor) checkConfig(ctx context.Context) {
 		d.add("config", d.opts.ConfigDir, StatusFail, "%v", err)
 		return
 	}
-	m, err := config.Load(ctx, dir, config.DefaultLoadOptions())
+	lo := config.DefaultLoadOptions()
+	lo.Images = d.opts.Images
+	m, err := config.Load(ctx, dir, lo)
 	if err == nil {
 		d.out, err = render.Render(m, render.DefaultOptions())
 	}
@@ -523,6 +534,51 @@ func (d *doctor) checkSecrets(ctx context.Context, inherited introspect.Inherita
 			default:
 				d.add("secrets", name, StatusFail, "%v", err)
 			}
+		}
+	}
+}
+
+// checkImages resolves every image the config's pods would run in its
+// registry (package imagecheck), with the credentials of the pull secrets
+// that doctor's own credentials may read; a missing image is a failure
+// that names the command that fixes it.
+func (d *doctor) checkImages(ctx context.Context, reachable bool, inherited introspect.Inheritance) {
+	if d.model == nil {
+		return
+	}
+	opts := d.opts.ImageCheck
+	kc := &imagecheck.Keychain{}
+	unread := 0
+	if reachable {
+		for i := range d.model.Companies {
+			c := &d.model.Companies[i]
+			ns := d.model.Namespace(c)
+			for _, name := range introspect.MergePullSecrets(d.model.ImagePullSecrets(c), inherited.ImagePullSecrets) {
+				sec, err := d.cs.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					unread++
+					continue
+				}
+				data := sec.Data[corev1.DockerConfigJsonKey]
+				if data == nil {
+					data = sec.Data[corev1.DockerConfigKey]
+				}
+				if err := kc.Add("Secret/"+ns+"/"+name, data); err != nil {
+					d.add("images", "Secret/"+ns+"/"+name, StatusWarn, "%v", err)
+				}
+			}
+		}
+	}
+	opts.Keychain = kc
+	for _, f := range imagecheck.Preflight(ctx, d.model, opts) {
+		switch {
+		case f.Result.OK():
+			d.add("images", f.Image, StatusOK, "found (%s) for %s", f.Result.Digest, strings.Join(f.Users, ", "))
+		case f.Result.Status == imagecheck.StatusDenied && unread > 0:
+			d.add("images", f.Image, StatusWarn, "%s: %s (%d pull secret(s) could not be read with your credentials to check it)",
+				f.Result.Detail, f.Advice, unread)
+		default:
+			d.add("images", f.Image, StatusFail, "%s: %s; needed by %s: %s", f.Result.Status, f.Result.Detail, strings.Join(f.Users, ", "), f.Advice)
 		}
 	}
 }

@@ -145,6 +145,9 @@ spec:
 		"secrets|" + acme + "/regcred|ok",
 		"secrets|" + acme + "/mirror|fail",
 		"secrets|" + prefix + "globex|warn",
+		"images|Secret/" + acme + "/regcred|warn",
+		"images|pcsync-agent-claude:dev|fail",
+		"images|pcsync-agent-codex:dev|fail",
 		"spool|" + opts.Spool + "|ok",
 		"daemon|" + filepath.Join(opts.Spool, ".pcsync") + "|warn",
 	}
@@ -160,6 +163,8 @@ spec:
 		{"secrets", acme + "/mirror", "inherited imagePullSecret does not exist"},
 		{"secrets", acme + "/acme-keys", "cannot start"},
 		{"rbac", "permissions", "the per-tenant ones in " + acme},
+		{"images", "Secret/" + acme + "/regcred", "not a docker config"},
+		{"images", "pcsync-agent-claude:dev", "needed by acme/coder: pcsync's images have no registry: push them with `make images REGISTRY=<registry> PUSH=1`"},
 	} {
 		if got := detail(r, w.area, w.name); !strings.Contains(got, w.want) {
 			t.Errorf("%s %s: detail %q lacks %q", w.area, w.name, got, w.want)
