@@ -3,6 +3,7 @@ package imagebuild
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
 	"time"
 
@@ -35,6 +36,9 @@ type builder struct {
 // naming what to install when root, debootstrap, npm or go is missing.
 func Build(ctx context.Context, o Options) ([]Built, error) {
 	o = o.complete()
+	if o.Arch != runtime.GOARCH {
+		return nil, fmt.Errorf("imagebuild: architecture %s: the build runs what it installs, so it must be the host's (%s)", o.Arch, runtime.GOARCH)
+	}
 	if err := checkTools(); err != nil {
 		return nil, err
 	}
