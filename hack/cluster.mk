@@ -2,8 +2,10 @@
 # (internal/testcluster; docs/testcluster.md). Included from the root Makefile.
 #
 #   make k8sbin            build etcd, kube-apiserver, kube-controller-manager,
-#                          kube-scheduler and kwok once (cached outside the repo,
-#                          keyed by version) and print their directory
+#                          kube-scheduler, kubelet and kwok once (cached outside the
+#                          repo, keyed by version) and print their directory
+#   make realnode-deps     apt-get install what the opt-in real node needs
+#                          (containerd, runc, CNI plugins; hack/realnode/install.sh)
 #   make dev-cluster       start the dev cluster in the background (or reuse it) and
 #                          write .dev/kubeconfig
 #   make dev-cluster-down  stop it
@@ -12,10 +14,13 @@
 DEV_DIR ?= .dev
 DEVCLUSTER_BIN := $(DEV_DIR)/bin/devcluster
 
-.PHONY: k8sbin dev-cluster dev-cluster-down dev-cluster-status devcluster-bin
+.PHONY: k8sbin realnode-deps dev-cluster dev-cluster-down dev-cluster-status devcluster-bin
 
 k8sbin:
 	@bash hack/k8sbin/build.sh
+
+realnode-deps:
+	@bash hack/realnode/install.sh
 
 devcluster-bin:
 	@mkdir -p $(DEV_DIR)/bin

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the binaries of pcsync's local test control plane — kube-apiserver,
-# kube-controller-manager, kube-scheduler (k8s.io/kubernetes), etcd and kwok — from the
-# Go module proxy, into a cache directory keyed by their versions:
+# kube-controller-manager, kube-scheduler, the real node's kubelet (k8s.io/kubernetes),
+# etcd and kwok — from the Go module proxy, into a cache directory keyed by their versions:
 #
 #   ${PCSYNC_K8S_BIN_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/pcsync/k8sbin/<key>}
 #
@@ -24,7 +24,7 @@ cache_root="${XDG_CACHE_HOME:-$HOME/.cache}/pcsync/k8sbin"
 bin_dir="${PCSYNC_K8S_BIN_DIR:-$cache_root/$key}"
 stamp="$bin_dir/.complete"
 want_stamp="$key"
-binaries=(kube-apiserver kube-controller-manager kube-scheduler etcd kwok)
+binaries=(kube-apiserver kube-controller-manager kube-scheduler kubelet etcd kwok)
 
 log() { printf 'k8sbin: %s\n' "$*" >&2; }
 
@@ -82,9 +82,9 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 	ld+=" -X $pkg.buildDate=${build_date}"
 done
 
-log "building kube-apiserver, kube-controller-manager, kube-scheduler ${K8S_VERSION} (one go build, -p $p)"
+log "building kube-apiserver, kube-controller-manager, kube-scheduler, kubelet ${K8S_VERSION} (one go build, -p $p)"
 (cd "$here" && go build -p "$p" -trimpath -ldflags "$ld" -o "$tmp/" \
-	./cmd/kube-apiserver ./cmd/kube-controller-manager ./cmd/kube-scheduler)
+	./cmd/kube-apiserver ./cmd/kube-controller-manager ./cmd/kube-scheduler ./cmd/kubelet)
 log "kube binaries done after $((SECONDS - start)) s"
 
 log "building etcd ${ETCD_VERSION}"

@@ -60,6 +60,12 @@ type Options struct {
 	Logf func(format string, args ...any)
 	// ExtraAPIServerArgs are appended to kube-apiserver's command line.
 	ExtraAPIServerArgs []string
+	// RealNode, if set, adds a real node — kubelet, containerd, runc, a CNI bridge
+	// and a local image registry — beside the fake one, once the control plane runs
+	// (see "Real node" in the package documentation). Start then needs root and
+	// the containerd, runc and containernetworking-plugins packages, and waits for
+	// any other real node on the machine to stop. nil: no real node.
+	RealNode *RealNodeOptions
 }
 
 // DefaultOptions returns Options with every default filled in.
@@ -97,11 +103,14 @@ type Cluster struct {
 	client         kubernetes.Interface
 	dyn            dynamic.Interface
 	info           clusterInfo
+	// node is the real node, nil if there is none.
+	node *RealNode
 
 	// Only for a cluster this process started:
 	workDir      string
 	removeWork   bool
 	apiserverURL string
+	pki          *pki
 	// apiArgs is kube-apiserver's command line, for StartAPIServer.
 	apiArgs []string
 	// compsMu guards comps, which StopAPIServer and StartAPIServer change
@@ -175,10 +184,18 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if err := CheckBinaries(opts.BinDir); err != nil {
 		return nil, err
 	}
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, opts.StartTimeout)
 	defer cancel()
 
 	c = &Cluster{opts: opts}
+	if opts.RealNode != nil {
+		// Before the timeout: waiting for another real node is bounded by LockTimeout.
+		if err := c.prepareRealNode(parent); err != nil {
+			_ = c.Close()
+			return nil, fmt.Errorf("testcluster: %w", err)
+		}
+	}
 	if opts.WorkDir == "" {
 		dir, err := os.MkdirTemp("", "pcsync-testcluster-")
 		if err != nil {
@@ -202,6 +219,11 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	// one meanwhile, start over with new ports.
 	for attempt := 1; ; attempt++ {
 		err = c.start(ctx, begin)
+		if err == nil && c.node != nil {
+			if err = c.startRealNode(ctx, begin); err != nil {
+				return c, fmt.Errorf("testcluster: %w", err)
+			}
+		}
 		if err == nil {
 			return c, nil
 		}
@@ -234,6 +256,7 @@ func (c *Cluster) start(ctx context.Context, begin time.Time) error {
 	if err != nil {
 		return err
 	}
+	c.pki = p
 	pl, err := freePorts(6)
 	if err != nil {
 		return err
@@ -805,6 +828,7 @@ func Attach(ctx context.Context, kubeconfigPath string) (*Cluster, error) {
 		KwokAddress:   cm.Data["kwokAddress"],
 	}
 	c.opts.NodeName = c.info.NodeName
+	c.node = attachedRealNode(cm.Data)
 	n, err := c.client.CoreV1().Nodes().Get(ctx, c.info.NodeName, metav1.GetOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("testcluster: attach: node %s: %w", c.info.NodeName, err)
@@ -834,12 +858,12 @@ func (c *Cluster) NodeName() string { return c.info.NodeName }
 func (c *Cluster) WorkDir() string { return c.info.WorkDir }
 
 // ComponentLogPath returns the log file of a component this process started
-// ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"),
-// or "" for an attached cluster.
+// ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok";
+// with a real node also "containerd" and "kubelet"), or "" for an attached cluster.
 func (c *Cluster) ComponentLogPath(name string) string {
 	c.compsMu.Lock()
 	defer c.compsMu.Unlock()
-	for _, comp := range c.comps {
+	for _, comp := range c.componentsLocked() {
 		if comp.name == name {
 			return comp.logPath
 		}
@@ -852,7 +876,7 @@ func (c *Cluster) PIDs() map[string]int {
 	c.compsMu.Lock()
 	defer c.compsMu.Unlock()
 	out := map[string]int{}
-	for _, comp := range c.comps {
+	for _, comp := range c.componentsLocked() {
 		if comp.cmd.Process != nil {
 			out[comp.name] = comp.cmd.Process.Pid
 		}
@@ -869,7 +893,8 @@ func (c *Cluster) Close() error {
 		return nil
 	}
 	c.closeOnce.Do(func() {
-		errs := []error{c.stopComponents()}
+		// The real node first: its pods are deleted through the API.
+		errs := []error{c.stopRealNode(), c.stopComponents()}
 		if c.removeWork {
 			if err := os.RemoveAll(c.workDir); err != nil {
 				errs = append(errs, fmt.Errorf("remove work dir: %w", err))
@@ -880,6 +905,20 @@ func (c *Cluster) Close() error {
 		}
 	})
 	return c.closeErr
+}
+
+// componentsLocked returns the control plane's components and the real node's
+// (kubelet, containerd). c.compsMu must be held.
+func (c *Cluster) componentsLocked() []*component {
+	comps := append([]*component(nil), c.comps...)
+	if c.node != nil {
+		for _, comp := range []*component{c.node.containerd, c.node.kubelet} {
+			if comp != nil {
+				comps = append(comps, comp)
+			}
+		}
+	}
+	return comps
 }
 
 // stopComponents stops kwok, the scheduler and the controller manager in parallel,

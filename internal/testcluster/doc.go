@@ -5,7 +5,8 @@
 // ResourceQuota, pod GC, ReplicaSet, Deployment, node lifecycle), kube-scheduler and
 // kwok playing one node. Everything listens on 127.0.0.1 with free ports and
 // certificates generated at start (ECDSA P-256). Nothing runs in a container: kwok
-// fakes the pods' lifecycle from their labels, as described below.
+// fakes the pods' lifecycle from their labels, as described below — unless a test
+// binary opts in to a real node (kubelet, containerd, runc; see "Real node").
 //
 // # Binaries
 //
@@ -103,6 +104,72 @@
 // request except get/list/watch with user, user agent, verb and object: a test can
 // assert that a client made no mutating request by filtering on its user agent or
 // namespace.
+//
+// # Real node
+//
+// Options.RealNode adds a real node beside kwok's: the kubelet (built by
+// hack/k8sbin with the rest), Debian's containerd and runc, and a CNI bridge, on
+// this machine, joined to the same control plane. Its pods run real containers from
+// images in a registry on 127.0.0.1 that the harness serves in-process
+// (go-containerregistry's, blobs on disk) and that containerd trusts over plain
+// HTTP. The harness builds the sandbox image itself (no internet): a static Go
+// program, internal/testcluster/pause, packed as /pause in a one-layer image. A
+// test binary opts in from its TestMain:
+//
+//	func TestMain(m *testing.M) {
+//		os.Exit(testcluster.MainWith(m, func(o *testcluster.Options) {
+//			o.RealNode = &testcluster.RealNodeOptions{} // defaults
+//		}))
+//	}
+//
+//	func TestX(t *testing.T) {
+//		c := testcluster.Get(t)
+//		node := c.RealNode()
+//		ref := node.Registry().Ref("agents/claude:1")
+//		err := node.Registry().Push(ctx, ref, img) // a go-containerregistry v1.Image
+//		spec := corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: ref}}}
+//		node.Pin(&spec) // nodeSelector kubernetes.io/hostname=<node.Name()> + toleration
+//		...
+//	}
+//
+// The node (default name real-node-0) carries the taint pcsync.io/real-node=true:
+// NoSchedule (unless RealNodeOptions.NoTaint), so kwok keeps every pod that does not
+// ask for the real node; pcsync agents reach it with the agent's nodeSelector and
+// tolerations. Logs (`kubectl logs -f` ends when the container exits), exec (stdin
+// EOF and exit codes come through), Jobs and Pod Security "restricted" behave as in
+// a real cluster. PauseImage() doubles as a test container: `/pause -print hi`
+// prints and sleeps until SIGTERM, `/pause -cat -print done -exit 3` copies stdin,
+// prints and exits 3.
+//
+// What it needs: Linux, root, the containerd, runc and containernetworking-plugins
+// packages (hack/realnode/install.sh; .ci/run calls it), the Go toolchain (for the
+// pause program, built once into RealNodeOptions.CacheDir) and cgroups. If
+// something is missing Start fails and names it; it never skips. The node IP
+// (default 10.200.0.1) is a /32 on a bridge with no ports, pcsync-node0; pods get
+// addresses from 10.201.0.0/24 on the bridge pcsync-cni0 (no masquerading: they reach
+// the host, not the internet or the cluster's Service IPs); the kubelet's cgroups live
+// under /pcsync-realnode.
+//
+// One real node per machine: the kubelet and containerd share host paths and the
+// bridges, so Start takes a machine-wide lock (flock on RealNodeOptions.LockPath,
+// default /run/pcsync-realnode.lock) for the node's lifetime; another test binary
+// wanting one waits, saying for whom, up to RealNodeOptions.LockTimeout (default
+// 15 minutes). The lock file names the holder's node directory while it runs.
+//
+// Cleanup: Close cordons the node, deletes its pods through the API and waits for
+// the kubelet to remove them, stops the kubelet, then containerd, then sweeps: it
+// kills what is left in the node's cgroups and containerd's shims (they outlive
+// containerd), unmounts everything under <work dir>/realnode (the kubelet's bind
+// mount of its root, volumes, container root filesystems, network namespaces),
+// removes the cgroups, both bridges and the CNI cache files. A start does the same
+// sweep first, for the node directory a crashed run left in the lock file.
+// PCSYNC_TEST_KEEP_WORKDIR=1 keeps the work directory (logs/kubelet.log,
+// logs/containerd.log, logs/registry.log, realnode/) after the sweep.
+//
+// A cluster started with a real node records it in its ConfigMap
+// kube-system/pcsync-testcluster, so RealNode() of a Cluster reached with Attach
+// returns its name, pause image and registry (Push works over HTTP, from the same
+// machine).
 //
 // # Limits
 //

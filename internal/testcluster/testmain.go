@@ -37,7 +37,21 @@ var (
 //	//go:build integration
 //
 //	func TestMain(m *testing.M) { os.Exit(testcluster.Main(m)) }
-func Main(m *testing.M) int {
+func Main(m *testing.M) int { return MainWith(m, nil) }
+
+// MainWith is Main with options: configure, if not nil, changes the Options the
+// cluster starts with (after DefaultOptions, Logf and KeepWorkDir are set). A test
+// binary that needs the real node:
+//
+//	func TestMain(m *testing.M) {
+//		os.Exit(testcluster.MainWith(m, func(o *testcluster.Options) {
+//			o.RealNode = &testcluster.RealNodeOptions{}
+//		}))
+//	}
+//
+// Attached to a running cluster ($PCSYNC_TEST_KUBECONFIG), configure is not called,
+// and asking for a real node fails unless that cluster has one.
+func MainWith(m *testing.M, configure func(*Options)) int {
 	flag.Parse()
 	if f := flag.Lookup("test.list"); f != nil && f.Value.String() != "" {
 		return m.Run() // listing tests needs no cluster
@@ -58,10 +72,20 @@ func Main(m *testing.M) int {
 		if err == nil {
 			logf("testcluster: attached to %s", kc)
 		}
+		if err == nil && configure != nil {
+			var want Options
+			configure(&want)
+			if want.RealNode != nil && c.RealNode() == nil {
+				err = fmt.Errorf("attached cluster %s has no real node, and the tests need one", kc)
+			}
+		}
 	} else {
 		opts := DefaultOptions()
 		opts.Logf = logf
 		opts.KeepWorkDir = os.Getenv("PCSYNC_TEST_KEEP_WORKDIR") != ""
+		if configure != nil {
+			configure(&opts)
+		}
 		// Ctrl-C during the start aborts it; Start then stops what it started.
 		stopSig := notifyCancel(cancel)
 		c, err = Start(ctx, opts)

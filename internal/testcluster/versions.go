@@ -12,15 +12,16 @@ import (
 // (TestVersionsMatchBuildScript checks it); the default binary directory is keyed by
 // them, so a version change makes `make k8sbin` build a new set.
 const (
-	// KubernetesVersion is the version of kube-apiserver, kube-controller-manager and
-	// kube-scheduler.
+	// KubernetesVersion is the version of kube-apiserver, kube-controller-manager,
+	// kube-scheduler and the real node's kubelet.
 	KubernetesVersion = "v1.34.4"
 	// EtcdVersion is the version of etcd.
 	EtcdVersion = "v3.6.8"
 	// KwokVersion is the version of kwok, which plays the node.
 	KwokVersion = "v0.7.0"
-	// BuildRecipe is bumped when hack/k8sbin/build.sh changes how binaries are built.
-	BuildRecipe = "1"
+	// BuildRecipe is bumped when hack/k8sbin/build.sh changes how binaries are built
+	// or which (2: kubelet added).
+	BuildRecipe = "2"
 )
 
 // BinDirEnv names the environment variable that overrides the binary directory.

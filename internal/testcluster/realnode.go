@@ -1,0 +1,138 @@
+package testcluster
+
+import (
+	"cmp"
+	"os"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// RealNodeOptions configures the real node — kubelet, containerd, runc and a CNI
+// bridge on this machine — that Start adds beside kwok's fake node when
+// Options.RealNode is set. The zero value of every field means its default; use
+// DefaultRealNodeOptions to see them. The node needs root, Linux, and Debian's
+// containerd, runc and containernetworking-plugins packages.
+type RealNodeOptions struct {
+	// Name is the Node's name and its kubernetes.io/hostname label (default
+	// "real-node-0").
+	Name string
+	// NodeIP is the node's InternalIP, held as a /32 by a bridge with no ports (the
+	// kubelet refuses a loopback address). The API server reaches the kubelet there
+	// for logs and exec. Default "10.200.0.1".
+	NodeIP string
+	// PodSubnet is the range the CNI bridge's host-local IPAM hands pod IPs from
+	// (default "10.201.0.0/24").
+	PodSubnet string
+	// NoTaint leaves the node untainted. By default it carries the taint
+	// RealNodeTaintKey=true:NoSchedule, so that pods go there only if they tolerate
+	// it (RealNode.Pin), and the simulated pods of other tests stay on kwok's node.
+	NoTaint bool
+	// LockPath is the machine-wide lock held for the node's lifetime: one real node
+	// per machine at a time (default "/run/pcsync-realnode.lock"). Its directory
+	// also receives the state file a later start sweeps after a crash.
+	LockPath string
+	// LockTimeout bounds the wait for another process's real node to stop
+	// (default 15 minutes).
+	LockTimeout time.Duration
+	// CNIBinDir holds the bridge, host-local and loopback CNI plugins (default
+	// "/usr/lib/cni", where Debian's containernetworking-plugins puts them).
+	CNIBinDir string
+	// CacheDir keeps the compiled pause program between runs (default
+	// ${XDG_CACHE_HOME:-$HOME/.cache}/pcsync/realnode).
+	CacheDir string
+}
+
+// RealNodeTaintKey is the key of the NoSchedule taint the real node carries unless
+// RealNodeOptions.NoTaint is set.
+const RealNodeTaintKey = "pcsync.io/real-node"
+
+// DefaultRealNodeOptions returns RealNodeOptions with every default filled in.
+func DefaultRealNodeOptions() RealNodeOptions {
+	cache := os.Getenv("XDG_CACHE_HOME")
+	if cache == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			home = os.TempDir()
+		}
+		cache = filepath.Join(home, ".cache")
+	}
+	return RealNodeOptions{
+		Name:        "real-node-0",
+		NodeIP:      "10.200.0.1",
+		PodSubnet:   "10.201.0.0/24",
+		LockPath:    "/run/pcsync-realnode.lock",
+		LockTimeout: 15 * time.Minute,
+		CNIBinDir:   "/usr/lib/cni",
+		CacheDir:    filepath.Join(cache, "pcsync", "realnode"),
+	}
+}
+
+func (o *RealNodeOptions) complete() {
+	d := DefaultRealNodeOptions()
+	o.Name = cmp.Or(o.Name, d.Name)
+	o.NodeIP = cmp.Or(o.NodeIP, d.NodeIP)
+	o.PodSubnet = cmp.Or(o.PodSubnet, d.PodSubnet)
+	o.LockPath = cmp.Or(o.LockPath, d.LockPath)
+	o.LockTimeout = cmp.Or(o.LockTimeout, d.LockTimeout)
+	o.CNIBinDir = cmp.Or(o.CNIBinDir, d.CNIBinDir)
+	o.CacheDir = cmp.Or(o.CacheDir, d.CacheDir)
+}
+
+// RealNode is the running real node of a Cluster (Cluster.RealNode), or the
+// description of one that another process runs (a cluster reached with Attach).
+type RealNode struct {
+	opts       RealNodeOptions
+	registry   *Registry
+	pauseImage string
+
+	// Only for a node this process started:
+	tools      hostTools
+	lock       *machineLock
+	dir        string // <work dir>/realnode
+	started    bool   // the host was changed: Close must sweep
+	containerd *component
+	kubelet    *component
+}
+
+// Name returns the Node's name, also its kubernetes.io/hostname label.
+func (n *RealNode) Name() string { return n.opts.Name }
+
+// NodeIP returns the node's InternalIP.
+func (n *RealNode) NodeIP() string { return n.opts.NodeIP }
+
+// Registry returns the registry on 127.0.0.1 the node pulls images from.
+func (n *RealNode) Registry() *Registry { return n.registry }
+
+// PauseImage returns the reference of the sandbox image in Registry(). Its one
+// program, /pause, also serves as a test container's command: `/pause -print hi`
+// prints and sleeps until SIGTERM; `/pause -cat -print done -exit 3` copies stdin
+// to stdout, prints "done" and exits 3 (see internal/testcluster/pause).
+func (n *RealNode) PauseImage() string { return n.pauseImage }
+
+// NodeSelector returns the node selector that picks this node.
+func (n *RealNode) NodeSelector() map[string]string {
+	return map[string]string{corev1.LabelHostname: n.opts.Name}
+}
+
+// Toleration returns the toleration of the node's taint (harmless if NoTaint).
+func (n *RealNode) Toleration() corev1.Toleration {
+	return corev1.Toleration{Key: RealNodeTaintKey, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}
+}
+
+// Pin makes a pod spec run on this node: it sets the node selector and adds the
+// toleration of its taint.
+func (n *RealNode) Pin(spec *corev1.PodSpec) {
+	if spec.NodeSelector == nil {
+		spec.NodeSelector = map[string]string{}
+	}
+	for k, v := range n.NodeSelector() {
+		spec.NodeSelector[k] = v
+	}
+	spec.Tolerations = append(spec.Tolerations, n.Toleration())
+}
+
+// RealNode returns the cluster's real node, nil if it has none (Options.RealNode
+// unset, or an attached cluster started without one).
+func (c *Cluster) RealNode() *RealNode { return c.node }

@@ -1,0 +1,112 @@
+package testcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// machineLock is the machine-wide lock of the real node: an exclusive flock on a
+// fixed path, released by the kernel if the holder dies. The file holds the
+// holder's pid and work directory while it runs, and is emptied by a clean stop,
+// so a later holder that finds it non-empty knows what a crashed run left behind.
+type machineLock struct {
+	f    *os.File
+	path string
+	// previous is what the file held when the lock was taken: "" after a clean
+	// stop, else "<pid> <node dir>" of a run that did not stop cleanly.
+	previous string
+}
+
+// lockMachine takes the lock at path, waiting while another process holds it until
+// ctx ends; logf is told once that it waits, and by whom.
+func lockMachine(ctx context.Context, path string, logf func(string, ...any)) (*machineLock, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("real-node lock %s: %w", path, err)
+	}
+	waited := time.Now()
+	logged := false
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			_ = f.Close()
+			return nil, fmt.Errorf("real-node lock %s: %w", path, err)
+		}
+		holder := lockHolder(path)
+		if !logged {
+			logf("testcluster: waiting for the real-node lock %s, held by %s (one real node per machine)", path, holder)
+			logged = true
+		}
+		select {
+		case <-ctx.Done():
+			_ = f.Close()
+			return nil, fmt.Errorf("real-node lock %s: still held by %s after %s (one real node per machine at a time; "+
+				"another test binary or dev cluster runs one): %w", path, holder, time.Since(waited).Round(time.Second), ctx.Err())
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	if logged {
+		logf("testcluster: got the real-node lock %s after %s", path, time.Since(waited).Round(time.Millisecond))
+	}
+	prev, err := os.ReadFile(path)
+	if err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("real-node lock %s: %w", path, err)
+	}
+	return &machineLock{f: f, path: path, previous: strings.TrimSpace(string(prev))}, nil
+}
+
+// lockHolder describes the process named in the lock file.
+func lockHolder(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil || len(strings.TrimSpace(string(b))) == 0 {
+		return "another process"
+	}
+	pid, dir, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
+	return "pid " + pid + " (" + dir + ")"
+}
+
+// record writes this process's pid and the node's directory into the lock file.
+func (l *machineLock) record(nodeDir string) error {
+	if err := l.f.Truncate(0); err != nil {
+		return fmt.Errorf("real-node lock %s: %w", l.path, err)
+	}
+	if _, err := l.f.WriteAt([]byte(strconv.Itoa(os.Getpid())+" "+nodeDir+"\n"), 0); err != nil {
+		return fmt.Errorf("real-node lock %s: %w", l.path, err)
+	}
+	return nil
+}
+
+// previousDir returns the node directory of a run that did not stop cleanly, "" if
+// there was none.
+func (l *machineLock) previousDir() string {
+	_, dir, _ := strings.Cut(l.previous, " ")
+	return dir
+}
+
+// release empties the file if clean (everything was stopped and swept) and unlocks.
+func (l *machineLock) release(clean bool) error {
+	if l == nil {
+		return nil
+	}
+	var err error
+	if clean {
+		err = l.f.Truncate(0)
+	}
+	if cerr := l.f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("real-node lock %s: %w", l.path, err)
+	}
+	return nil
+}

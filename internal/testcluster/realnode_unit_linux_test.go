@@ -1,0 +1,98 @@
+package testcluster
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestUnescapeMount(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"/plain/path", "/plain/path"},
+		{`/with\040space`, "/with space"},
+		{`/tab\011and\134backslash`, "/tab\tand\\backslash"},
+		{`/short\04`, `/short\04`},
+	}
+	for _, tt := range tests {
+		if got := unescapeMount(tt.in); got != tt.want {
+			t.Errorf("unescapeMount(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+// TestMachineLock takes the real-node lock, sees a second taker wait and give up
+// with its context, naming the holder, then take it once it is released; a lock
+// released without a clean stop hands the node directory to the next holder.
+func TestMachineLock(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "realnode.lock")
+	ctx := context.Background()
+	first, err := lockMachine(ctx, path, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.record("/work/a/realnode"); err != nil {
+		t.Fatal(err)
+	}
+
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	_, err = lockMachine(short, path, t.Logf)
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "/work/a/realnode") {
+		t.Fatalf("second lock while held: %v, want a deadline error naming the holder", err)
+	}
+
+	if err := first.release(false); err != nil { // as a crash would leave it
+		t.Fatal(err)
+	}
+	second, err := lockMachine(ctx, path, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff("/work/a/realnode", second.previousDir()); diff != "" {
+		t.Errorf("previous dir after an unclean release (-want +got):\n%s", diff)
+	}
+	if err := second.release(true); err != nil {
+		t.Fatal(err)
+	}
+	third, err := lockMachine(ctx, path, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer third.release(true)
+	if got := third.previousDir(); got != "" {
+		t.Errorf("previous dir after a clean release = %q, want none", got)
+	}
+}
+
+// TestRealNodeConfigs checks the generated configuration files for what the node
+// depends on.
+func TestRealNodeConfigs(t *testing.T) {
+	p := newNodePaths("/w/realnode")
+	cd := containerdConfig(p, "/usr/lib/cni", "/usr/sbin/runc", "127.0.0.1:5000/pcsync/pause:x")
+	kc := kubeletConfig(kubeletConfigParams{paths: p, caFile: "/w/pki/ca.crt", nodeIP: "10.200.0.1", port: 10250, healthPort: 10248, taint: true})
+	hosts := registryHostsFile("127.0.0.1:5000")
+	for _, tt := range []struct{ name, text, want string }{
+		{"containerd", cd, `restrict_oom_score_adj = true`},
+		{"containerd", cd, `SystemdCgroup = false`},
+		{"containerd", cd, `sandbox_image = "127.0.0.1:5000/pcsync/pause:x"`},
+		{"containerd", cd, `config_path = "/w/realnode/containerd/certs.d"`},
+		{"containerd", cd, `address = "/w/realnode/containerd/containerd.sock"`},
+		{"kubelet", kc, `cgroupDriver: cgroupfs`},
+		{"kubelet", kc, `failCgroupV1: false`},
+		{"kubelet", kc, `address: "10.200.0.1"`},
+		{"kubelet", kc, `registerWithTaints: [{key: "pcsync.io/real-node", value: "true", effect: NoSchedule}]`},
+		{"hosts.toml", hosts, `server = "http://127.0.0.1:5000"`},
+	} {
+		if !strings.Contains(tt.text, tt.want) {
+			t.Errorf("%s config lacks %q:\n%s", tt.name, tt.want, tt.text)
+		}
+	}
+	if n := len(DefaultRealNodeOptions().LockPath); n == 0 {
+		t.Error("no default lock path")
+	}
+}

@@ -1,0 +1,132 @@
+package testcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+)
+
+// Registry is an OCI registry (the distribution API, plain HTTP) on 127.0.0.1 that
+// the real node's containerd pulls from. Blobs are kept on disk, manifests in
+// memory: it lives as long as the process that started it. Images pushed to it are
+// named Host()+"/"+repository+":"+tag, e.g. "127.0.0.1:40123/agents/claude:1".
+type Registry struct {
+	host   string // 127.0.0.1:port
+	server *http.Server
+	done   chan error
+}
+
+// startRegistry serves a registry on a free loopback port with its blobs under
+// blobDir, logging requests that fail to logPath.
+func startRegistry(blobDir, logPath string) (*Registry, error) {
+	if err := os.MkdirAll(blobDir, 0o755); err != nil {
+		return nil, fmt.Errorf("registry: blob dir: %w", err)
+	}
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("registry: log: %w", err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		_ = logFile.Close()
+		return nil, fmt.Errorf("registry: listen: %w", err)
+	}
+	h := registry.New(
+		registry.WithBlobHandler(registry.NewDiskBlobHandler(blobDir)),
+		registry.Logger(log.New(logFile, "", log.LstdFlags|log.Lmicroseconds)),
+	)
+	r := &Registry{
+		host: l.Addr().String(),
+		server: &http.Server{
+			Handler:           h,
+			ReadHeaderTimeout: 30 * time.Second,
+			ErrorLog:          log.New(logFile, "http: ", log.LstdFlags),
+		},
+		done: make(chan error, 1),
+	}
+	go func() {
+		err := r.server.Serve(l)
+		_ = logFile.Close()
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		r.done <- err
+	}()
+	return r, nil
+}
+
+// Host returns the registry's host:port ("127.0.0.1:NNNNN"), the first element of
+// every image reference it serves.
+func (r *Registry) Host() string { return r.host }
+
+// Ref returns the full reference of repoTag ("repository:tag" or
+// "repository@sha256:…") in this registry.
+func (r *Registry) Ref(repoTag string) string { return r.host + "/" + strings.TrimPrefix(repoTag, "/") }
+
+// Push uploads img under ref, which must name this registry (see Ref), over plain
+// HTTP. Layers the registry already has are not sent again.
+func (r *Registry) Push(ctx context.Context, ref string, img v1.Image) error {
+	tag, err := r.parse(ref)
+	if err != nil {
+		return err
+	}
+	if err := remote.Write(tag, img, remote.WithContext(ctx)); err != nil {
+		return fmt.Errorf("registry: push %s: %w", ref, err)
+	}
+	return nil
+}
+
+// Image reads back the image ref from the registry (e.g. to check a digest).
+func (r *Registry) Image(ctx context.Context, ref string) (v1.Image, error) {
+	tag, err := r.parse(ref)
+	if err != nil {
+		return nil, err
+	}
+	img, err := remote.Image(tag, remote.WithContext(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("registry: get %s: %w", ref, err)
+	}
+	return img, nil
+}
+
+func (r *Registry) parse(ref string) (name.Reference, error) {
+	parsed, err := name.ParseReference(ref, name.Insecure, name.StrictValidation)
+	if err != nil {
+		return nil, fmt.Errorf("registry: reference %q: %w", ref, err)
+	}
+	if parsed.Context().RegistryStr() != r.host {
+		return nil, fmt.Errorf("registry: reference %q does not name this registry (%s)", ref, r.host)
+	}
+	return parsed, nil
+}
+
+// close stops serving and waits for the server to end.
+func (r *Registry) close(ctx context.Context) error {
+	if r == nil || r.server == nil {
+		return nil
+	}
+	err := r.server.Shutdown(ctx)
+	if err != nil {
+		_ = r.server.Close()
+	}
+	select {
+	case serr := <-r.done:
+		err = errors.Join(err, serr)
+	case <-ctx.Done():
+	}
+	if err != nil {
+		return fmt.Errorf("registry %s: stop: %w", r.host, err)
+	}
+	return nil
+}
