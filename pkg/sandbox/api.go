@@ -17,6 +17,9 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/imagecheck"
 )
 
 // API serves the hooks of pcsync's Paperclip plugin
@@ -213,7 +216,8 @@ func (a *API) probe(ctx context.Context, w http.ResponseWriter, base baseParams)
 				image = m.Adapter(DefaultAdapterType).Image
 			}
 			r := Record{ID: "pcsync-sbx-probe", Namespace: ns, Company: c.Slug(), Image: image, ExpiresAt: time.Now().Add(time.Hour)}
-			r.setPaths(a.m.opts.HostRoot)
+			a.m.placeServer(&r, m)
+			a.probeImages(ctx, m, r, add)
 			pod, err := BuildPod(&r, m, a.m.opts)
 			if err == nil {
 				_, err = a.m.cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
@@ -236,6 +240,35 @@ func (a *API) probe(ctx context.Context, w http.ResponseWriter, base baseParams)
 		summary = "pcsync sandbox not usable: " + diags[0]["message"].(string)
 	}
 	reply(w, map[string]any{"ok": ok, "summary": summary, "diagnostics": diags})
+}
+
+// probeImages looks the lease's images up in their registries (the image,
+// and the init container's when the image does not hold pcsync): a missing
+// one is an error naming what fixes it, one that needs the tenant's pull
+// secrets (which the daemon does not read) is a note.
+func (a *API) probeImages(ctx context.Context, m *config.Model, r Record, add func(sev, code, msg string)) {
+	want := []imagecheck.Want{{Image: r.Image, Users: []string{"the lease"}, Builtin: m.ImageHasServer(r.Image)}}
+	if r.HelperImage != "" {
+		want = append(want, imagecheck.Want{Image: r.HelperImage, Users: []string{"the lease's init container"}, Builtin: true})
+	}
+	refs := make([]string, len(want))
+	for i, w := range want {
+		refs[i] = w.Image
+	}
+	for i, res := range imagecheck.Check(ctx, refs, imagecheck.DefaultOptions()) {
+		switch {
+		case res.OK():
+		case want[i].Builtin && m.ImageRegistry() == "":
+			add("warning", "image_no_registry", fmt.Sprintf("%s for %s: %s", want[i].Image, want[i].Users[0], imagecheck.Advice(m, want[i], res)))
+		case res.Status == imagecheck.StatusUnreachable:
+			// The nodes may reach a registry the daemon does not.
+			add("warning", "image_unreachable", fmt.Sprintf("%s for %s: %s", res, want[i].Users[0], imagecheck.Advice(m, want[i], res)))
+		case res.Status == imagecheck.StatusDenied:
+			add("info", "image_unverified", fmt.Sprintf("%s: the registry wants credentials (the tenant's pull secrets, which pcsync does not read); the kubelet will use them", res))
+		default:
+			add("error", "image_"+string(res.Status), fmt.Sprintf("%s for %s: %s", res, want[i].Users[0], imagecheck.Advice(m, want[i], res)))
+		}
+	}
 }
 
 func (a *API) acquire(ctx context.Context, w http.ResponseWriter, base baseParams, body []byte) {

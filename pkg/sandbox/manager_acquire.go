@@ -146,14 +146,21 @@ func (m *Manager) plan(model *config.Model, p *AcquireParams, now time.Time) (Re
 		AdapterType: p.AdapterType, CompanyID: p.CompanyID, EnvironmentID: p.EnvironmentID,
 		RunID: p.RunID, AgentID: p.AgentID, ExpiresAt: expires, CreatedAt: now,
 	}
-	if m.opts.HostRoot == "" && model.ImageHasServer(image) {
+	m.placeServer(&r, model)
+	return r, rule, nil
+}
+
+// placeServer says where the lease's command server comes from (the
+// image's own pcsync, or an init container's copy) and sets the paths of
+// the lease as its commands see them.
+func (m *Manager) placeServer(r *Record, model *config.Model) {
+	if m.opts.HostRoot == "" && model.ImageHasServer(r.Image) {
 		// pcsync's own images hold its binary: no init container.
 		r.Server = images.ServerPath
 	} else {
 		r.HelperImage = cmp.Or(m.opts.HelperImage, model.BuiltinImage(images.Pcsync))
 	}
 	r.setPaths(m.opts.HostRoot)
-	return r, rule, nil
 }
 
 // expiry is when a lease asked for at now ends: the environment's TTL (or
