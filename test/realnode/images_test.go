@@ -1,0 +1,172 @@
+//go:build integration
+
+package realnode
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/pcsync/pcsync/internal/imagebuild"
+	"github.com/pcsync/pcsync/internal/testcluster"
+	"github.com/pcsync/pcsync/pkg/images"
+)
+
+// imageTag is the tag of every image these tests push: config.ImageDefaults'
+// Tag in their configs.
+const imageTag = "realnode"
+
+// pushed are the images of the package's tests in the real node's
+// registry, built once from make images' definitions (internal/imagebuild).
+type pushed struct {
+	// Registry is host:port/org of pcsync's images whose claude image is
+	// the stand-in CLI (standInScript): Settings spec.images.registry.
+	Registry string
+	// RealRegistry is host:port/org of the images as make images builds
+	// them, the real Claude Code CLI included.
+	RealRegistry string
+	// Foreign is the stand-in claude image under a name that is none of
+	// pcsync's: a user's own image, which pcsync cannot know to hold it.
+	Foreign string
+}
+
+var (
+	pushOnce     sync.Once
+	pushedImages pushed
+	pushErr      error
+)
+
+// pushImages builds pcsync's base, its own image and the Claude Code image
+// (cached by internal/imagebuild; pcsync's layer from this tree), pushes
+// them to the real node's registry under RealRegistry, and the base with
+// the stand-in claude under Registry.
+func pushImages(t *testing.T) pushed {
+	t.Helper()
+	node := testcluster.Get(t).RealNode()
+	if node == nil {
+		t.Fatal("the cluster has no real node (TestMain sets Options.RealNode)")
+	}
+	pushOnce.Do(func() { pushedImages, pushErr = buildAndPush(node.Registry()) })
+	if pushErr != nil {
+		t.Fatal(pushErr)
+	}
+	return pushedImages
+}
+
+func buildAndPush(reg *testcluster.Registry) (pushed, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	o := imagebuild.DefaultOptions()
+	o.Images = []string{images.Base, images.Pcsync, images.Agent("claude")}
+	o.Version = imageTag
+	built, err := imagebuild.Build(ctx, o)
+	if err != nil {
+		return pushed{}, err
+	}
+	p := pushed{Registry: reg.Host() + "/standin", RealRegistry: reg.Host() + "/pcsync", Foreign: reg.Host() + "/acme/agent:" + imageTag}
+	var base v1.Image
+	for _, b := range built {
+		if b.Name == images.Base {
+			base = b.Image
+		}
+		if err := reg.Push(ctx, images.Ref(p.RealRegistry, b.Name, imageTag), b.Image); err != nil {
+			return pushed{}, err
+		}
+	}
+	standIn, err := withFiles(base, map[string]string{
+		"usr/local/bin/claude":                      standInScript,
+		"usr/local/share/pcsync-standin/auth.jsonl": mustRead("../../pkg/adapters/testdata/claude/real-2.1.197-not-logged-in.jsonl"),
+	})
+	if err != nil {
+		return pushed{}, err
+	}
+	for _, name := range []string{images.Agent("claude"), images.Pcsync} {
+		img := standIn
+		if name == images.Pcsync {
+			img = base
+		}
+		if err := reg.Push(ctx, images.Ref(p.Registry, name, imageTag), img); err != nil {
+			return pushed{}, err
+		}
+	}
+	if err := reg.Push(ctx, p.Foreign, standIn); err != nil {
+		return pushed{}, err
+	}
+	return p, nil
+}
+
+func mustRead(path string) string {
+	b, err := os.ReadFile(filepath.FromSlash(path))
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
+// withFiles appends one layer holding files (mode 0755, owned by root) to
+// img.
+func withFiles(img v1.Image, files map[string]string) (v1.Image, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for name, content := range files {
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o755, Size: int64(len(content)), Typeflag: tar.TypeReg,
+			ModTime: time.Unix(0, 0)}); err != nil {
+			return nil, err
+		}
+		if _, err := io.WriteString(tw, content); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	data := buf.Bytes()
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
+	if err != nil {
+		return nil, err
+	}
+	return mutate.AppendLayers(img, layer)
+}
+
+// standInScript stands in for Claude Code: the prompt, on stdin, picks what
+// it does. Its output is Claude Code's stream-json.
+const standInScript = `#!/bin/sh
+prompt=$(cat)
+init='{"type":"system","subtype":"init","session_id":"standin-1","model":"claude-sonnet-4-6","cwd":"/workspace"}'
+case "$prompt" in
+*succeed*)
+	echo "$init"
+	echo '{"type":"assistant","message":{"model":"claude-sonnet-4-6","role":"assistant","content":[{"type":"text","text":"The README says hello."}],"usage":{"input_tokens":120,"output_tokens":8}},"session_id":"standin-1"}'
+	echo '{"type":"result","subtype":"success","is_error":false,"duration_ms":12,"num_turns":1,"result":"The README says hello.","session_id":"standin-1","total_cost_usd":0.0123,"usage":{"input_tokens":120,"cache_creation_input_tokens":30,"cache_read_input_tokens":400,"output_tokens":8}}'
+	;;
+*fail-auth*)
+	cat /usr/local/share/pcsync-standin/auth.jsonl
+	exit 1
+	;;
+*no-handler*)
+	# As PID 1 it would ignore SIGTERM (no handler); under pcsync init it dies by it.
+	echo "$init"
+	exec sleep 600
+	;;
+*ignore-term*)
+	echo "$init"
+	trap '' TERM
+	sleep 600 &
+	wait
+	;;
+*)
+	echo "stand-in: unknown prompt" >&2
+	exit 2
+	;;
+esac
+`

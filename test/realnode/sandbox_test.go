@@ -1,0 +1,237 @@
+//go:build integration
+
+package realnode
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/pcsync/pcsync/internal/testcluster"
+	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/images"
+	"github.com/pcsync/pcsync/pkg/sandbox"
+)
+
+// onlyRealNode makes the real node the one place a pod without a node
+// selector can go for the rest of the test: its taint is lifted and kwok's
+// node cordoned (lease pods carry no scheduling of their own yet). Tests of
+// this package run one at a time.
+func onlyRealNode(t *testing.T, c *testcluster.Cluster) {
+	t.Helper()
+	ctx := context.Background()
+	cs := c.Client()
+	node := c.RealNode().Name()
+	n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	taints := n.Spec.Taints
+	patch := func(name string, spec map[string]any) {
+		b, _ := json.Marshal(map[string]any{"spec": spec})
+		if _, err := cs.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, b, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	patch(node, map[string]any{"taints": []corev1.Taint{}})
+	patch(c.NodeName(), map[string]any{"unschedulable": true})
+	t.Cleanup(func() {
+		patch(c.NodeName(), map[string]any{"unschedulable": nil})
+		patch(node, map[string]any{"taints": taints})
+	})
+}
+
+// leaseEnv is a tenant with pcsync's sandbox Manager, not on kwok's shared
+// host: every command runs in the lease pod's own container.
+type leaseEnv struct {
+	c     *testcluster.Cluster
+	slug  string
+	ns    string
+	model *config.Model
+	m     *sandbox.Manager
+}
+
+func newLeaseEnv(t *testing.T, p pushed) *leaseEnv {
+	t.Helper()
+	c := testcluster.Get(t)
+	onlyRealNode(t, c)
+	ns := c.Namespace(t, "lease", nil)
+	i := strings.LastIndexByte(ns, '-')
+	prefix, slug := ns[:i+1], ns[i+1:]
+	dir := t.TempDir()
+	files := map[string]string{
+		"settings.yaml": fmt.Sprintf("apiVersion: pcsync.io/v1alpha1\nkind: Settings\nmetadata: {name: s}\nspec:\n"+
+			"  namespacePrefix: %s\n  images: {registry: %s, allowList: ['%s/*/*']}\n", prefix, p.Registry, c.RealNode().Registry().Host()),
+		"company.yaml": fmt.Sprintf("apiVersion: pcsync.io/v1alpha1\nkind: Company\nmetadata: {name: %s}\nspec:\n  id: company-%s\n  agents: []\n", slug, slug),
+	}
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	lo := config.DefaultLoadOptions()
+	lo.Images = config.ImageDefaults{Tag: imageTag}
+	m, err := config.Load(ctx, dir, lo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	applyTenant(ctx, t, c, m)
+	o := sandbox.DefaultOptions(t.TempDir())
+	o.ReadyTimeout = 2 * time.Minute
+	o.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	mgr, err := sandbox.New(context.Background(), c.RESTConfig(), func() *config.Model { return m }, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(mgr.Close)
+	return &leaseEnv{c: c, slug: slug, ns: ns, model: m, m: mgr}
+}
+
+func (e *leaseEnv) exec(t *testing.T, id string, p sandbox.ExecParams) sandbox.ExecResult {
+	t.Helper()
+	p.LeaseID = id
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r, err := e.m.Execute(ctx, p, nil)
+	if err != nil {
+		t.Fatalf("execute %s %q: %v", p.Command, p.Args, err)
+	}
+	return r
+}
+
+// A lease of pcsync's claude image on a real kubelet: the image's own
+// pcsync is the command server, PID 1, with no init container; executes
+// pass argv, env and stdin (to EOF) and give exit codes; a timeout kills
+// the command's whole group; a background process outlives its command;
+// the root filesystem is read-only and HOME and the workspace writable;
+// release answers once the pod is gone.
+func TestLeaseOnRealNode(t *testing.T) {
+	p := pushImages(t)
+	e := newLeaseEnv(t, p)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	info, err := e.m.Acquire(ctx, sandbox.AcquireParams{Config: sandbox.EnvironmentConfig{Company: e.slug, EnvAllow: []string{"GREETING"}},
+		AdapterType: "claude_local", RunID: "run-1"})
+	if err != nil {
+		t.Fatalf("acquire: %v", err)
+	}
+	pod, err := e.c.Client().CoreV1().Pods(e.ns).Get(ctx, info.ID, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pod.Spec.NodeName != e.c.RealNode().Name() || len(pod.Spec.InitContainers) != 0 ||
+		pod.Spec.Containers[0].Image != images.Ref(p.Registry, images.Agent("claude"), imageTag) {
+		t.Errorf("lease pod on %s, %d init containers, image %s; want the real node, none, pcsync's claude image",
+			pod.Spec.NodeName, len(pod.Spec.InitContainers), pod.Spec.Containers[0].Image)
+	}
+
+	stdin := "line one\nline two\n"
+	r := e.exec(t, info.ID, sandbox.ExecParams{Command: "sh", Args: []string{"-c", `printf '%s|%s|' "$1" "$GREETING"; cat; echo EOF`, "sh", "a b  c"},
+		Env: map[string]string{"GREETING": "hello"}, Stdin: &stdin})
+	if want := "a b  c|hello|" + stdin + "EOF\n"; r.Stdout != want || code(r) != 0 {
+		t.Errorf("argv, env, stdin: stdout %q exit %d, want %q 0 (stderr %q)", r.Stdout, code(r), want, r.Stderr)
+	}
+	r = e.exec(t, info.ID, sandbox.ExecParams{Command: "sh", Args: []string{"-c", "echo out; echo err >&2; exit 3"}})
+	if code(r) != 3 || r.Stdout != "out\n" || r.Stderr != "err\n" {
+		t.Errorf("exit %d stdout %q stderr %q, want 3 out err", code(r), r.Stdout, r.Stderr)
+	}
+	r = e.exec(t, info.ID, sandbox.ExecParams{Command: "sh", Args: []string{"-c", "cat /proc/1/cmdline | tr '\\0' ' '"}})
+	if !strings.HasPrefix(r.Stdout, images.ServerPath+" sandbox-server serve") {
+		t.Errorf("PID 1 is %q, want the image's own pcsync command server", r.Stdout)
+	}
+
+	// The filesystem: read-only root, writable HOME, workspace and /tmp.
+	r = e.exec(t, info.ID, sandbox.ExecParams{Command: "sh", Args: []string{"-c",
+		`for d in / /usr/local/bin "$HOME" /workspace /tmp; do if touch "$d/.w" 2>/dev/null; then echo "$d rw"; else echo "$d ro"; fi; done`}})
+	if want := "/ ro\n/usr/local/bin ro\n" + sandbox.PodHome + " rw\n/workspace rw\n/tmp rw\n"; r.Stdout != want {
+		t.Errorf("filesystem:\n%s\nwant:\n%s", r.Stdout, want)
+	}
+
+	// A background process outlives its command.
+	r = e.exec(t, info.ID, sandbox.ExecParams{Command: "sh", Args: []string{"-c", "nohup sleep 300 >/dev/null 2>&1 & echo $!"}})
+	bg := strings.TrimSpace(r.Stdout)
+	r = e.exec(t, info.ID, sandbox.ExecParams{Command: "sh", Args: []string{"-c", "kill -0 " + bg + " && echo alive"}})
+	if r.Stdout != "alive\n" {
+		t.Errorf("background process %s did not outlive its command: %q %q", bg, r.Stdout, r.Stderr)
+	}
+
+	// A timeout kills the command's whole process group.
+	r = e.exec(t, info.ID, sandbox.ExecParams{Command: "sh", Args: []string{"-c", "sleep 60 & echo $!; wait"}, Timeout: time.Second})
+	child := strings.TrimSpace(r.Stdout)
+	if !r.TimedOut || child == "" {
+		t.Fatalf("timed-out command: timedOut %v stdout %q", r.TimedOut, r.Stdout)
+	}
+	r = e.exec(t, info.ID, sandbox.ExecParams{Command: "sh", Args: []string{"-c", "kill -0 " + child + " 2>/dev/null && echo alive || echo gone"}})
+	if r.Stdout != "gone\n" {
+		t.Errorf("the timed-out command's child %s: %q, want gone", child, r.Stdout)
+	}
+
+	state, err := e.m.Release(ctx, sandbox.ReleaseParams{ID: info.ID, Cancel: true})
+	if err != nil || state != sandbox.ReceiptDestroyed {
+		t.Fatalf("release: %v %v", state, err)
+	}
+	if _, err := e.c.Client().CoreV1().Pods(e.ns).Get(ctx, info.ID, metav1.GetOptions{}); err == nil {
+		t.Errorf("pod %s still exists after the release's receipt", info.ID)
+	}
+}
+
+// A lease of an image that is none of pcsync's (a user's own) gets pcsync
+// from an init container of pcsync's own image; the command server then
+// runs from the copy.
+func TestLeaseInitContainer(t *testing.T) {
+	p := pushImages(t)
+	e := newLeaseEnv(t, p)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	info, err := e.m.Acquire(ctx, sandbox.AcquireParams{Config: sandbox.EnvironmentConfig{Company: e.slug, Image: p.Foreign}, AdapterType: "claude_local"})
+	if err != nil {
+		t.Fatalf("acquire: %v", err)
+	}
+	pod, err := e.c.Client().CoreV1().Pods(e.ns).Get(ctx, info.ID, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pod.Spec.InitContainers) != 1 || pod.Spec.InitContainers[0].Image != images.Ref(p.Registry, images.Pcsync, imageTag) {
+		t.Errorf("init containers %+v, want one of pcsync's image %s", pod.Spec.InitContainers, images.Ref(p.Registry, images.Pcsync, imageTag))
+	}
+	r := e.exec(t, info.ID, sandbox.ExecParams{Command: "sh", Args: []string{"-c", "cat /proc/1/cmdline | tr '\\0' ' '"}})
+	if !strings.HasPrefix(r.Stdout, sandbox.DefaultServerPath+" sandbox-server serve") {
+		t.Errorf("PID 1 is %q, want the init container's copy of pcsync", r.Stdout)
+	}
+	if _, err := e.m.Release(ctx, sandbox.ReleaseParams{ID: info.ID}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A lease of an image its registry does not have fails at once, naming the
+// image, instead of waiting for its pod.
+func TestLeaseMissingImage(t *testing.T) {
+	p := pushImages(t)
+	e := newLeaseEnv(t, p)
+	missing := e.c.RealNode().Registry().Host() + "/nobody/pcsync-agent-claude:never-pushed"
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	_, err := e.m.Acquire(ctx, sandbox.AcquireParams{Config: sandbox.EnvironmentConfig{Company: e.slug, Image: missing}, AdapterType: "claude_local"})
+	if err == nil || !strings.Contains(err.Error(), missing) || !strings.Contains(err.Error(), "cannot pull image") {
+		t.Fatalf("acquire of a missing image: %v; want an error naming %s", err, missing)
+	}
+}
+
+func code(r sandbox.ExecResult) int {
+	if r.ExitCode == nil {
+		return -1
+	}
+	return *r.ExitCode
+}
