@@ -124,15 +124,21 @@ func applyTenant(ctx context.Context, t *testing.T, c *testcluster.Cluster, m *c
 }
 
 // serve runs the spool with pcsync's Kubernetes executor until the test
-// ends.
+// ends; the daemon's environment gives the agents a (fake) API key.
 func (e *runEnv) serve() {
+	e.t.Helper()
+	e.serveWith([]string{"ANTHROPIC_API_KEY=sk-ant-realnode-not-a-key", "PATH=/usr/bin"})
+}
+
+// serveWith is serve with the daemon's environment env.
+func (e *runEnv) serveWith(env []string) {
 	e.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	state := e.t.TempDir()
 	logger := slog.New(slog.NewTextHandler(testWriter{e.t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	opts := kubeexec.DefaultOptions()
 	opts.StateDir, opts.Logger = state, logger
-	opts.Environ = func() []string { return []string{"ANTHROPIC_API_KEY=sk-ant-realnode-not-a-key", "PATH=/usr/bin"} }
+	opts.Environ = func() []string { return env }
 	ex, err := kubeexec.New(ctx, e.c.RESTConfig(), opts)
 	if err != nil {
 		cancel()
@@ -406,4 +412,23 @@ func TestRunJobMissingImage(t *testing.T) {
 	if r.Status != result.StatusFailed || deref(r.ErrorCode) != result.ErrImagePullFailed || !strings.Contains(deref(r.ErrorMessage), image) {
 		t.Errorf("status %s code %s message %q; want failed image_pull_failed naming %s", r.Status, deref(r.ErrorCode), deref(r.ErrorMessage), image)
 	}
+}
+
+// pcsync's image of the real Claude Code CLI, as make images builds it,
+// runs as a Job: with no key it fails, and the failure is classified from
+// the CLI's own output, which proves the image runs the CLI.
+func TestRealClaudeImage(t *testing.T) {
+	p := pushImages(t)
+	e := newRunEnv(t, p.RealRegistry, 30)
+	e.serveWith([]string{"PATH=/usr/bin"})
+	e.drop("claude-1", "Say hello.", nil)
+	r := e.result("claude-1")
+	if r.Status != result.StatusFailed || deref(r.ErrorCode) != result.ErrAuthRequired {
+		t.Errorf("status %s code %s (%s); want failed auth_required\nlog:\n%s", r.Status, deref(r.ErrorCode), deref(r.ErrorMessage), e.log("claude-1"))
+	}
+}
+
+func (e *runEnv) log(name string) string {
+	b, _ := os.ReadFile(filepath.Join(e.spool, name+".log"))
+	return string(b)
 }
