@@ -62,7 +62,14 @@ func lockMachine(ctx context.Context, path string, logf func(string, ...any)) (*
 		_ = f.Close()
 		return nil, fmt.Errorf("real-node lock %s: %w", path, err)
 	}
-	return &machineLock{f: f, path: path, previous: strings.TrimSpace(string(prev))}, nil
+	l := &machineLock{f: f, path: path, previous: strings.TrimSpace(string(prev))}
+	// Name the holder at once (a waiter says whom it waits for); the node directory
+	// follows once the work directory exists (record).
+	if err := l.record(""); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return l, nil
 }
 
 // lockHolder describes the process named in the lock file.
@@ -72,15 +79,20 @@ func lockHolder(path string) string {
 		return "another process"
 	}
 	pid, dir, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
+	if dir == "" {
+		return "pid " + pid + " (starting)"
+	}
 	return "pid " + pid + " (" + dir + ")"
 }
 
-// record writes this process's pid and the node's directory into the lock file.
+// record writes this process's pid and the node's directory ("" while not yet
+// known) into the lock file.
 func (l *machineLock) record(nodeDir string) error {
 	if err := l.f.Truncate(0); err != nil {
 		return fmt.Errorf("real-node lock %s: %w", l.path, err)
 	}
-	if _, err := l.f.WriteAt([]byte(strconv.Itoa(os.Getpid())+" "+nodeDir+"\n"), 0); err != nil {
+	line := strings.TrimSpace(strconv.Itoa(os.Getpid())+" "+nodeDir) + "\n"
+	if _, err := l.f.WriteAt([]byte(line), 0); err != nil {
 		return fmt.Errorf("real-node lock %s: %w", l.path, err)
 	}
 	return nil

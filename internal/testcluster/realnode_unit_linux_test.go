@@ -1,14 +1,17 @@
 package testcluster
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
+	gocmp "github.com/google/go-cmp/cmp"
 )
 
 func TestUnescapeMount(t *testing.T) {
@@ -35,15 +38,19 @@ func TestMachineLock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := first.record("/work/a/realnode"); err != nil {
-		t.Fatal(err)
-	}
-
-	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	defer cancel()
-	_, err = lockMachine(short, path, t.Logf)
-	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "/work/a/realnode") {
-		t.Fatalf("second lock while held: %v, want a deadline error naming the holder", err)
+	for _, dir := range []string{"", "/work/a/realnode"} {
+		if dir != "" {
+			if err := first.record(dir); err != nil {
+				t.Fatal(err)
+			}
+		}
+		short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		_, err = lockMachine(short, path, t.Logf)
+		cancel()
+		want := fmt.Sprintf("pid %d (%s)", os.Getpid(), cmp.Or(dir, "starting"))
+		if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), want) {
+			t.Fatalf("second lock while held: %v, want a deadline error naming %q", err, want)
+		}
 	}
 
 	if err := first.release(false); err != nil { // as a crash would leave it
@@ -53,7 +60,7 @@ func TestMachineLock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff("/work/a/realnode", second.previousDir()); diff != "" {
+	if diff := gocmp.Diff("/work/a/realnode", second.previousDir()); diff != "" {
 		t.Errorf("previous dir after an unclean release (-want +got):\n%s", diff)
 	}
 	if err := second.release(true); err != nil {
