@@ -2,12 +2,16 @@ package testcluster
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -22,9 +26,11 @@ import (
 // memory: it lives as long as the process that started it. Images pushed to it are
 // named Host()+"/"+repository+":"+tag, e.g. "127.0.0.1:40123/agents/claude:1".
 type Registry struct {
-	host   string // 127.0.0.1:port
-	server *http.Server
-	done   chan error
+	host string // 127.0.0.1:port
+	// Only for a registry this process serves:
+	blobDir string
+	server  *http.Server
+	done    chan error
 }
 
 // startRegistry serves a registry on a free loopback port with its blobs under
@@ -47,7 +53,8 @@ func startRegistry(blobDir, logPath string) (*Registry, error) {
 		registry.Logger(log.New(logFile, "", log.LstdFlags|log.Lmicroseconds)),
 	)
 	r := &Registry{
-		host: l.Addr().String(),
+		host:    l.Addr().String(),
+		blobDir: blobDir,
 		server: &http.Server{
 			Handler:           h,
 			ReadHeaderTimeout: 30 * time.Second,
@@ -75,11 +82,19 @@ func (r *Registry) Host() string { return r.host }
 func (r *Registry) Ref(repoTag string) string { return r.host + "/" + strings.TrimPrefix(repoTag, "/") }
 
 // Push uploads img under ref, which must name this registry (see Ref), over plain
-// HTTP. Layers the registry already has are not sent again.
+// HTTP. Layers the registry already has are not sent again. When this process
+// serves the registry, the layers are first streamed straight into its blob
+// directory (the registry's HTTP upload would hold each one in memory), so pushing
+// an image of hundreds of MB costs disk, not memory.
 func (r *Registry) Push(ctx context.Context, ref string, img v1.Image) error {
 	tag, err := r.parse(ref)
 	if err != nil {
 		return err
+	}
+	if r.blobDir != "" {
+		if err := r.storeLayers(ctx, img); err != nil {
+			return fmt.Errorf("registry: push %s: %w", ref, err)
+		}
 	}
 	if err := remote.Write(tag, img, remote.WithContext(ctx)); err != nil {
 		return fmt.Errorf("registry: push %s: %w", ref, err)
@@ -98,6 +113,67 @@ func (r *Registry) Image(ctx context.Context, ref string) (v1.Image, error) {
 		return nil, fmt.Errorf("registry: get %s: %w", ref, err)
 	}
 	return img, nil
+}
+
+// storeLayers writes every layer of img that the blob directory lacks, verifying
+// its digest, where the registry's disk blob handler reads it.
+func (r *Registry) storeLayers(ctx context.Context, img v1.Image) error {
+	layers, err := img.Layers()
+	if err != nil {
+		return fmt.Errorf("layers: %w", err)
+	}
+	for _, l := range layers {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		h, err := l.Digest()
+		if err != nil {
+			return fmt.Errorf("layer digest: %w", err)
+		}
+		if h.Algorithm != "sha256" {
+			continue // remote.Write uploads it
+		}
+		if err := r.storeBlob(h, l.Compressed); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// storeBlob streams one blob into blobDir/sha256/<hex> unless it is there.
+func (r *Registry) storeBlob(h v1.Hash, open func() (io.ReadCloser, error)) error {
+	dst := filepath.Join(r.blobDir, h.Algorithm, h.Hex)
+	if _, err := os.Stat(dst); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return fmt.Errorf("blob %s: %w", h, err)
+	}
+	rc, err := open()
+	if err != nil {
+		return fmt.Errorf("blob %s: %w", h, err)
+	}
+	defer rc.Close()
+	f, err := os.CreateTemp(r.blobDir, "push-*")
+	if err != nil {
+		return fmt.Errorf("blob %s: %w", h, err)
+	}
+	defer os.Remove(f.Name()) // after a successful rename there is nothing to remove
+	sum := sha256.New()
+	_, err = io.Copy(io.MultiWriter(f, sum), rc)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("blob %s: %w", h, err)
+	}
+	if got := hex.EncodeToString(sum.Sum(nil)); got != h.Hex {
+		return fmt.Errorf("blob %s: the layer's content hashes to sha256:%s", h, got)
+	}
+	if err := os.Rename(f.Name(), dst); err != nil {
+		return fmt.Errorf("blob %s: %w", h, err)
+	}
+	return nil
 }
 
 func (r *Registry) parse(ref string) (name.Reference, error) {
