@@ -103,3 +103,20 @@ func TestRealNodeConfigs(t *testing.T) {
 		t.Error("no default lock path")
 	}
 }
+
+// TestRealNodeHostCheckNamesWhatIsMissing: a missing CNI plugin directory makes
+// the check fail, naming each plugin and the packages to install.
+func TestRealNodeHostCheckNamesWhatIsMissing(t *testing.T) {
+	o := DefaultRealNodeOptions()
+	o.CNIBinDir = filepath.Join(t.TempDir(), "no-cni")
+	_, err := checkRealNodeHost(o)
+	if err == nil {
+		t.Fatal("no error for a missing CNI bin dir")
+	}
+	for _, want := range []string{"CNI plugin " + filepath.Join(o.CNIBinDir, "bridge"), "host-local", "loopback",
+		"apt-get install containerd runc containernetworking-plugins"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+}
