@@ -147,8 +147,9 @@
 // something is missing Start fails and names it; it never skips. The node IP
 // (default 10.200.0.1) is a /32 on a bridge with no ports, pcsync-node0; pods get
 // addresses from 10.201.0.0/24 on the bridge pcsync-cni0 (no masquerading: they reach
-// the host, not the internet or the cluster's Service IPs); the kubelet's cgroups live
-// under /pcsync-realnode.
+// the host at 10.201.0.1, not its 127.0.0.1, the internet or the cluster's Service
+// IPs; the cluster DNS address 10.0.0.10 answers nothing); the kubelet's cgroups
+// live under /pcsync-realnode.
 //
 // One real node per machine: the kubelet and containerd share host paths and the
 // bridges, so Start takes a machine-wide lock (flock on RealNodeOptions.LockPath,
