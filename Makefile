@@ -3,8 +3,10 @@
 #   make build   build bin/pcsync
 #   make test    every test, unit and integration (-tags integration: the
 #                integration tests start their own control plane from binaries
-#                that `make k8sbin` builds); `go test ./...` alone runs the
-#                unit tests, in seconds, with no binaries
+#                that `make k8sbin` builds, and test/realnode a real kubelet
+#                with Debian's containerd, runc and CNI plugins, which
+#                `make realnode-deps` installs as root); `go test ./...` alone
+#                runs the unit tests, in seconds, with no binaries
 #   make demo    validate and render examples/config, print a summary
 #   make lint    gofmt, and go vet with and without the integration tag
 #   make bench   render/load benchmarks, and kubectl kustomize of the same output
@@ -37,7 +39,7 @@ build:
 -include integrations/paperclip-sandbox/paperclip-sandbox.mk
 
 # The Paperclip end-to-end package runs once, in e2e-paperclip (its own timeout).
-test: $(if $(wildcard hack/cluster.mk),k8sbin) paperclip-adapter-test paperclip-plugin-test e2e-paperclip
+test: $(if $(wildcard hack/cluster.mk),k8sbin realnode-deps) paperclip-adapter-test paperclip-plugin-test e2e-paperclip
 	$(GO) test $(TEST_TAGS) $(TEST_FLAGS) $$($(GO) list ./... | grep -v '/test/e2e/')
 
 # The end-to-end proof against the real Paperclip server (test/e2e/paperclip,
@@ -82,11 +84,14 @@ lint:
 #   (pkg/sandbox), and whole stock claude_local runs vs a local-process
 #   provider (test/e2e/paperclip),
 #   Paperclip's wakes through the adapter and pcsync vs the claude-k8s adapter
-#   (test/e2e/paperclip).
+#   (test/e2e/paperclip),
+#   on the real node (test/realnode): lease acquire vs a plain pod, execute vs
+#   a bare exec, release vs a bare delete, spool drop → pod Running vs a bare
+#   Job, and the agent's exit → its result written.
 # The control-plane benchmarks start their own cluster (make k8sbin first).
 bench: $(if $(wildcard hack/cluster.mk),k8sbin)
 	$(GO) test -timeout 60m -run '^$$' -bench . -benchmem -benchtime 3x ./pkg/config ./pkg/render
-	$(GO) test $(TEST_TAGS) -timeout 60m -run '^$$' -bench . -benchmem -benchtime 1x ./pkg/apply ./pkg/runs/spool ./pkg/runs/kubeexec ./pkg/sandbox
+	$(GO) test $(TEST_TAGS) -timeout 60m -run '^$$' -bench . -benchmem -benchtime 1x ./pkg/apply ./pkg/runs/spool ./pkg/runs/kubeexec ./pkg/sandbox ./test/realnode
 	@bash hack/paperclip/install.sh >/dev/null
 	$(GO) test $(TEST_TAGS) -timeout 60m -run '^$$' -bench . -benchtime 1x ./test/e2e/paperclip
 

@@ -50,7 +50,7 @@ var (
 // (cached by internal/imagebuild; pcsync's layer from this tree), pushes
 // them to the real node's registry under RealRegistry, and the base with
 // the stand-in claude under Registry.
-func pushImages(t *testing.T) pushed {
+func pushImages(t testing.TB) pushed {
 	t.Helper()
 	node := testcluster.Get(t).RealNode()
 	if node == nil {

@@ -38,7 +38,7 @@ import (
 // node, its tenant applied, and a spool served by pcsync's Kubernetes
 // executor in process.
 type runEnv struct {
-	t             *testing.T
+	t             testing.TB
 	c             *testcluster.Cluster
 	slug, ns      string
 	cfgDir, spool string
@@ -48,7 +48,7 @@ type runEnv struct {
 // newRunEnv writes the config (Settings spec.images.registry is registry,
 // the agent pinned to the real node with graceSec grace) and applies the
 // tenant.
-func newRunEnv(t *testing.T, registry string, grace int) *runEnv {
+func newRunEnv(t testing.TB, registry string, grace int) *runEnv {
 	t.Helper()
 	c := testcluster.Get(t)
 	node := c.RealNode()
@@ -93,7 +93,7 @@ func newRunEnv(t *testing.T, registry string, grace int) *runEnv {
 
 // applyTenant applies the config's tenant manifests server-side, as
 // `pcsync apply` would.
-func applyTenant(ctx context.Context, t *testing.T, c *testcluster.Cluster, m *config.Model) {
+func applyTenant(ctx context.Context, t testing.TB, c *testcluster.Cluster, m *config.Model) {
 	t.Helper()
 	out, err := render.Render(m, render.Options{})
 	if err != nil {
@@ -226,7 +226,7 @@ func deref[T any](p *T) T {
 	return *p
 }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
@@ -339,7 +339,7 @@ type podEnds struct {
 }
 
 // watchPodEnds watches the namespace's pods until the test ends.
-func watchPodEnds(t *testing.T, c *testcluster.Cluster, ns string) *podEnds {
+func watchPodEnds(t testing.TB, c *testcluster.Cluster, ns string) *podEnds {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -372,7 +372,7 @@ func watchPodEnds(t *testing.T, c *testcluster.Cluster, ns string) *podEnds {
 
 // wait waits for the pod to be gone and returns its agent's exit code (-1:
 // never seen terminated).
-func (p *podEnds) wait(t *testing.T, pod string) int32 {
+func (p *podEnds) wait(t testing.TB, pod string) int32 {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for {

@@ -27,7 +27,7 @@ import (
 // selector can go for the rest of the test: its taint is lifted and kwok's
 // node cordoned (lease pods carry no scheduling of their own yet). Tests of
 // this package run one at a time.
-func onlyRealNode(t *testing.T, c *testcluster.Cluster) {
+func onlyRealNode(t testing.TB, c *testcluster.Cluster) {
 	t.Helper()
 	ctx := context.Background()
 	cs := c.Client()
@@ -61,7 +61,7 @@ type leaseEnv struct {
 	m     *sandbox.Manager
 }
 
-func newLeaseEnv(t *testing.T, p pushed) *leaseEnv {
+func newLeaseEnv(t testing.TB, p pushed) *leaseEnv {
 	t.Helper()
 	c := testcluster.Get(t)
 	onlyRealNode(t, c)
@@ -99,7 +99,7 @@ func newLeaseEnv(t *testing.T, p pushed) *leaseEnv {
 	return &leaseEnv{c: c, slug: slug, ns: ns, model: m, m: mgr}
 }
 
-func (e *leaseEnv) exec(t *testing.T, id string, p sandbox.ExecParams) sandbox.ExecResult {
+func (e *leaseEnv) exec(t testing.TB, id string, p sandbox.ExecParams) sandbox.ExecResult {
 	t.Helper()
 	p.LeaseID = id
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
