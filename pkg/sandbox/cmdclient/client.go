@@ -268,13 +268,17 @@ func (c *Client) run(rwc io.ReadWriteCloser, r *wire.Reader) {
 			c.failAll(ErrClosed)
 			return
 		}
-		c.log.Warn("sandbox stream broke; reopening", slog.Any("error", err))
+		// One line per break: Info once the stream is back (its commands
+		// go on), Error when it is lost (they fail).
+		broke, began := err, time.Now()
 		rwc, r, err = c.reconnect()
 		if err != nil {
-			c.log.Error("sandbox stream lost", slog.Any("error", err))
+			c.log.Error("sandbox stream lost", slog.Any("broke", broke), slog.Any("error", err))
 			c.failAll(err)
 			return
 		}
+		c.log.Info("sandbox stream broke and was reopened", slog.Any("error", broke),
+			slog.Duration("took", time.Since(began)), slog.Int64("opens", c.opens.Load()))
 	}
 }
 
@@ -372,7 +376,6 @@ func (c *Client) reconnect() (io.ReadWriteCloser, *wire.Reader, error) {
 		cancel()
 		if err == nil {
 			if err = c.resume(rwc, hello); err == nil {
-				c.log.Info("sandbox stream reopened", slog.Int64("opens", c.opens.Load()))
 				return rwc, r, nil
 			}
 			rwc.Close()
