@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log"
 	"net"
 	"net/http"
@@ -49,7 +50,7 @@ func startRegistry(blobDir, logPath string) (*Registry, error) {
 		return nil, fmt.Errorf("registry: listen: %w", err)
 	}
 	h := registry.New(
-		registry.WithBlobHandler(registry.NewDiskBlobHandler(blobDir)),
+		registry.WithBlobHandler(diskBlobs{BlobHandler: registry.NewDiskBlobHandler(blobDir), dir: blobDir}),
 		registry.Logger(log.New(logFile, "", log.LstdFlags|log.Lmicroseconds)),
 	)
 	r := &Registry{
@@ -71,6 +72,38 @@ func startRegistry(blobDir, logPath string) (*Registry, error) {
 		r.done <- err
 	}()
 	return r, nil
+}
+
+// diskBlobs is go-containerregistry's disk blob handler with a Stat that reads the
+// file's size instead of hashing the whole blob on every HEAD and GET (hundreds of
+// MB for an agent image's layer). Every blob is written to a temporary file and
+// renamed into place once its digest was checked, by the handler's Put and by
+// storeBlob, so a file that exists is complete.
+type diskBlobs struct {
+	registry.BlobHandler
+	dir string
+}
+
+// Stat returns the blob's size, or registry.ErrNotFound.
+func (d diskBlobs) Stat(_ context.Context, _ string, h v1.Hash) (int64, error) {
+	st, err := os.Stat(filepath.Join(d.dir, h.Algorithm, h.Hex))
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, registry.ErrNotFound
+	}
+	if err != nil {
+		return 0, err
+	}
+	return st.Size(), nil
+}
+
+// Put stores a blob through the disk handler.
+func (d diskBlobs) Put(ctx context.Context, repo string, h v1.Hash, rc io.ReadCloser) error {
+	return d.BlobHandler.(registry.BlobPutHandler).Put(ctx, repo, h, rc)
+}
+
+// Delete removes a blob through the disk handler.
+func (d diskBlobs) Delete(ctx context.Context, repo string, h v1.Hash) error {
+	return d.BlobHandler.(registry.BlobDeleteHandler).Delete(ctx, repo, h)
 }
 
 // Host returns the registry's host:port ("127.0.0.1:NNNNN"), the first element of
