@@ -10,7 +10,8 @@
 //
 // # Binaries
 //
-// The five executables come from hack/k8sbin/build.sh (`make k8sbin`), which builds
+// The five executables (six with the real node's kubelet) come from
+// hack/k8sbin/build.sh (`make k8sbin`), which builds
 // them once per version set into DefaultBinDir(): $PCSYNC_K8S_BIN_DIR, else
 // ${XDG_CACHE_HOME:-$HOME/.cache}/pcsync/k8sbin/<VersionKey()>. If they are missing,
 // Start fails with ErrBinariesMissing, which says to run `make k8sbin`.
