@@ -1,12 +1,28 @@
-// Package realnode proves internal/testcluster's real node: a kubelet with
-// containerd, runc and a CNI bridge joins the test control plane and runs real
-// containers from images in the harness's registry on 127.0.0.1. Every test is in
-// a file tagged `integration`; TestMain starts the cluster with the real node
-// (root, containerd, runc and containernetworking-plugins needed: Start says what
-// to install; nothing is skipped).
+// Package realnode proves, on a real kubelet, what kwok cannot: that pcsync's
+// pods run. TestMain starts internal/testcluster with its real node (kubelet,
+// containerd, runc and a CNI bridge; root and Debian's packages needed: Start
+// says what to install; nothing is skipped). Every test is in a file tagged
+// `integration`, and they run one at a time: one real node per machine.
 //
-// The pods run the harness's pause image, whose /pause program also prints, copies
-// stdin and exits with a chosen code (internal/testcluster/pause), and pass Pod
-// Security "restricted": uid 1000, no capabilities, seccomp RuntimeDefault, a
-// read-only root filesystem.
+// Its files:
+//
+//	realnode_test.go  the harness itself: pods of its pause image (which also
+//	                  prints, copies stdin and exits with a chosen code) run,
+//	                  log and exec under Pod Security "restricted"; Jobs end
+//	images_test.go    pcsync's images, built once per test binary from make
+//	                  images' definitions (internal/imagebuild, cached) and
+//	                  pushed to the node's registry, with a stand-in claude
+//	                  (a shell script on the base; its prompt picks what it
+//	                  does) beside the real Claude Code image
+//	runs_test.go      runs from the spool through the Kubernetes executor:
+//	                  success with tokens and cost and a millisecond duration,
+//	                  a classified failure, cancel and timeout of a CLI with no
+//	                  SIGTERM handler and of one that ignores SIGTERM, a
+//	                  missing image, the real Claude Code CLI without a key
+//	sandbox_test.go   sandbox leases: pcsync's image with no init container,
+//	                  executes, the filesystem, release; a user's image with
+//	                  the init container; a missing image
+//	bench_test.go     make bench's figures on the real node, each beside its
+//	                  peer (a plain pod, a bare exec, a bare delete, a bare
+//	                  Job)
 package realnode

@@ -297,7 +297,9 @@ func TestRunJobStops(t *testing.T) {
 	}{
 		{name: "cancel-nohandler", prompt: "no-handler", wantStatus: result.StatusCancelled, wantExit: 143},
 		{name: "cancel-ignoreterm", prompt: "ignore-term", wantStatus: result.StatusCancelled, wantExit: 137},
-		{name: "timeout-nohandler", prompt: "no-handler", timeoutSec: 3, wantStatus: result.StatusTimedOut, wantExit: 143},
+		// Long enough for the CLI to start under load: a pod deleted
+		// before its container runs reports 137 (ContainerStatusUnknown).
+		{name: "timeout-nohandler", prompt: "no-handler", timeoutSec: 15, wantStatus: result.StatusTimedOut, wantExit: 143},
 	}
 	for _, tt := range tests {
 		extra := map[string]any{}
@@ -307,8 +309,9 @@ func TestRunJobStops(t *testing.T) {
 		e.drop(tt.name, tt.prompt, extra)
 	}
 	for _, tt := range tests {
+		// The CLI runs (its first line is in the log) before it is stopped.
+		e.waitLog(tt.name, `"subtype":"init"`)
 		if tt.timeoutSec == 0 {
-			e.waitLog(tt.name, `"subtype":"init"`)
 			if err := os.WriteFile(filepath.Join(e.spool, tt.name+".cancel"), nil, 0o644); err != nil {
 				t.Fatal(err)
 			}
