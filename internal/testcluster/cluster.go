@@ -252,7 +252,15 @@ func (c *Cluster) start(ctx context.Context, begin time.Time) error {
 			return fmt.Errorf("clean %s: %w", d, err)
 		}
 	}
-	p, err := newPKI(c.path("pki"))
+	var apiserverIPs []net.IP
+	if c.node != nil {
+		gw, err := gatewayIP(c.node.opts.PodSubnet)
+		if err != nil {
+			return fmt.Errorf("real node: %w", err)
+		}
+		apiserverIPs = append(apiserverIPs, gw)
+	}
+	p, err := newPKI(c.path("pki"), apiserverIPs...)
 	if err != nil {
 		return err
 	}

@@ -152,6 +152,16 @@
 // IPs; the cluster DNS address 10.0.0.10 answers nothing); the kubelet's cgroups
 // live under /pcsync-realnode.
 //
+// A pod reaches the API server at APIServerHost(): 10.201.0.1 and a port the
+// starting process forwards to the API server on 127.0.0.1 (TCP only, TLS passes
+// through; the serving certificate holds 10.201.0.1). A container that sets
+// KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT to it gets a working
+// client-go in-cluster config from its projected service-account token:
+//
+//	host, port := node.APIServerHost()
+//	env := []corev1.EnvVar{{Name: "KUBERNETES_SERVICE_HOST", Value: host},
+//		{Name: "KUBERNETES_SERVICE_PORT", Value: port}}
+//
 // One real node per machine: the kubelet and containerd share host paths and the
 // bridges, so Start takes a machine-wide lock (flock on RealNodeOptions.LockPath,
 // default /run/pcsync-realnode.lock) for the node's lifetime; another test binary

@@ -42,7 +42,9 @@ type keyPair struct {
 }
 
 // newPKI writes a fresh CA and every certificate the control plane needs into dir.
-func newPKI(dir string) (*pki, error) {
+// apiserverIPs are more addresses for the API server's serving certificate (the real
+// node's pod gateway, where its pods reach the API server).
+func newPKI(dir string, apiserverIPs ...net.IP) (*pki, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("pki: %w", err)
 	}
@@ -91,7 +93,7 @@ func newPKI(dir string) (*pki, error) {
 	leaves := []leaf{
 		{
 			name: "apiserver", cn: "kube-apiserver", server: true,
-			ips: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.0.1")},
+			ips: append([]net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.0.1")}, apiserverIPs...),
 			dns: []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
 				"kubernetes.default.svc.cluster.local"},
 			cert: &p.apiserverCert, key: &p.apiserverKey,

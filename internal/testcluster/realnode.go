@@ -2,6 +2,7 @@ package testcluster
 
 import (
 	"cmp"
+	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -86,6 +87,7 @@ type RealNode struct {
 	opts       RealNodeOptions
 	registry   *Registry
 	pauseImage string
+	apiHost    string // host:port where pods reach the API server (APIServerHost)
 
 	// Only for a node this process started:
 	tools      hostTools
@@ -94,6 +96,7 @@ type RealNode struct {
 	started    bool   // the host was changed: Close must sweep
 	containerd *component
 	kubelet    *component
+	apiProxy   *apiProxy
 }
 
 // Name returns the Node's name, also its kubernetes.io/hostname label.
@@ -110,6 +113,23 @@ func (n *RealNode) Registry() *Registry { return n.registry }
 // prints and sleeps until SIGTERM; `/pause -cat -print done -exit 3` copies stdin
 // to stdout, prints "done" and exits 3 (see internal/testcluster/pause).
 func (n *RealNode) PauseImage() string { return n.pauseImage }
+
+// APIServerHost returns where the node's pods reach the API server: the pod
+// bridge's gateway address (default 10.201.0.1) and a port on which the process that
+// started the cluster forwards every connection to the API server on 127.0.0.1 (TLS
+// passes through; the serving certificate holds the gateway address). The API
+// server's Service IP is unreachable (no kube-proxy), so a pod that talks to the API
+// server, e.g. pcsync's own Deployment, sets KUBERNETES_SERVICE_HOST and
+// KUBERNETES_SERVICE_PORT to these: client-go's in-cluster config reads them with the
+// projected service-account token and ca.crt. Empty for an attached cluster started
+// before this existed.
+func (n *RealNode) APIServerHost() (host, port string) {
+	if n.apiHost == "" {
+		return "", ""
+	}
+	host, port, _ = net.SplitHostPort(n.apiHost)
+	return host, port
+}
 
 // NodeSelector returns the node selector that picks this node.
 func (n *RealNode) NodeSelector() map[string]string {

@@ -5,6 +5,7 @@ package testcluster
 import (
 	"context"
 	"errors"
+	"syscall"
 )
 
 // errRealNodeLinux is what every real-node step returns off Linux.
@@ -27,4 +28,5 @@ func setupNodeBridge(string, string) error { return errRealNodeLinux }
 func sweepNode(string, []string, func(string, ...any)) error {
 	return errRealNodeLinux
 }
-func rss(int) int64 { return 0 }
+func rss(int) int64                                  { return 0 }
+func freebind(string, string, syscall.RawConn) error { return errRealNodeLinux }

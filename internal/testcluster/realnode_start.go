@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -96,6 +97,16 @@ func (c *Cluster) startRealNode(ctx context.Context, begin time.Time) error {
 		return fmt.Errorf("real node: %w", err)
 	}
 	logf("testcluster: real node: registry %s, pause image pushed after %s", reg.Host(), time.Since(begin).Round(time.Millisecond))
+
+	// The API server, for the pods: a proxy on the pod gateway address.
+	gw, err := gatewayIP(o.PodSubnet)
+	if err != nil {
+		return fmt.Errorf("real node: %w", err)
+	}
+	if n.apiProxy, err = startAPIProxy(gw.String(), strings.TrimPrefix(c.apiserverURL, "https://")); err != nil {
+		return fmt.Errorf("real node: %w", err)
+	}
+	n.apiHost = net.JoinHostPort(n.apiProxy.addr())
 
 	// Host: node IP, cgroups.
 	if err := setupNodeBridge(n.tools.ip, o.NodeIP); err != nil {
@@ -230,6 +241,7 @@ func (c *Cluster) publishRealNode(ctx context.Context) error {
 	cm.Data["realNodeIP"] = n.opts.NodeIP
 	cm.Data["realNodeRegistry"] = n.registry.Host()
 	cm.Data["realNodePauseImage"] = n.pauseImage
+	cm.Data["realNodeAPIServer"] = n.apiHost
 	if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("real node: publish: %w", err)
 	}
@@ -248,5 +260,6 @@ func attachedRealNode(data map[string]string) *RealNode {
 		opts:       o,
 		registry:   &Registry{host: data["realNodeRegistry"]},
 		pauseImage: data["realNodePauseImage"],
+		apiHost:    data["realNodeAPIServer"],
 	}
 }

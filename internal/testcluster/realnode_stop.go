@@ -48,6 +48,9 @@ func (c *Cluster) stopRealNode() error {
 	if err := n.registry.close(ctx); err != nil {
 		errs = append(errs, err)
 	}
+	if err := n.apiProxy.close(); err != nil {
+		errs = append(errs, err)
+	}
 	err := errors.Join(errs...)
 	if lerr := n.lock.release(err == nil); lerr != nil {
 		err = errors.Join(err, lerr)

@@ -22,6 +22,10 @@
 //	sandbox_test.go   sandbox leases: pcsync's image with no init container,
 //	                  executes, the filesystem, release; a user's image with
 //	                  the init container; a missing image
+//	deploy_test.go    pcsync's own Deployment (deploy/base, an overlay swapping
+//	                  only what cannot run here) from its own image: both
+//	                  replicas Ready, the leader reconciles through its
+//	                  in-cluster config, /readyz through the pod proxy
 //	bench_test.go     make bench's figures on the real node, each beside its
 //	                  peer (a plain pod, a bare exec, a bare delete, a bare
 //	                  Job)
