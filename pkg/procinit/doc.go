@@ -11,9 +11,11 @@
 //
 // Run also writes a Record, the command's start and end on the container's
 // clock to the millisecond, its exit code and signal, to the container's
-// termination-message file. The kubelet reports container times in whole
-// seconds; pcsync's Kubernetes executor reads the Record back from the
-// container's terminated state (ParseRecord) to give a run's real duration.
+// termination-message file and as the last line of its standard output. The
+// kubelet reports container times in whole seconds, and a container's end
+// only on its next status sync (about a second later); pcsync's Kubernetes
+// executor reads the Record from the log it follows the moment it is
+// written, and from the container's terminated state (ParseRecord).
 //
 // Files:
 //

@@ -34,6 +34,11 @@ type Options struct {
 	// "-" writes none. Default DefaultRecordFile. A file that cannot be
 	// opened (outside a container) is skipped.
 	RecordFile string
+	// Stdout receives the Record as the last line of the container's
+	// standard output, after everything the command wrote there (one
+	// pipe: its bytes come first). Default os.Stdout; nil in Options
+	// given to Run means the default.
+	Stdout io.Writer
 	// Stderr receives Run's own complaints. Default os.Stderr.
 	Stderr io.Writer
 	// Now is the clock. Default time.Now.
@@ -42,12 +47,15 @@ type Options struct {
 
 // DefaultOptions returns the defaults of Options for args.
 func DefaultOptions(args []string) Options {
-	return Options{Args: args, RecordFile: DefaultRecordFile, Stderr: os.Stderr, Now: time.Now}
+	return Options{Args: args, RecordFile: DefaultRecordFile, Stdout: os.Stdout, Stderr: os.Stderr, Now: time.Now}
 }
 
 func (o *Options) complete() {
 	d := DefaultOptions(o.Args)
 	o.RecordFile = cmp.Or(o.RecordFile, d.RecordFile)
+	if o.Stdout == nil {
+		o.Stdout = d.Stdout
+	}
 	if o.Stderr == nil {
 		o.Stderr = d.Stderr
 	}
@@ -113,6 +121,9 @@ wait:
 		rec.Signal = unix.SignalName(ws.Signal())
 	}
 	writeRecord(opts.RecordFile, rec)
+	if opts.RecordFile != "-" {
+		_, _ = io.WriteString(opts.Stdout, rec.String()+"\n")
+	}
 	return rec.ExitCode
 }
 

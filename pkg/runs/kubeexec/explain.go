@@ -27,6 +27,9 @@ type observation struct {
 	FailedCreate *corev1.Event
 	// Cancelled is set when pcsync deleted the Job on a cancel request.
 	Cancelled bool
+	// AgentEnded is pcsync init's record of the CLI's end, from the last
+	// line of the container's log, or nil.
+	AgentEnded *procinit.Record
 	// Now is the time of the observation.
 	Now time.Time
 	// Since returns when a condition named by key was first observed by
@@ -161,6 +164,16 @@ func explain(o observation) verdict {
 		return v
 	}
 
+	if r := o.AgentEnded; r != nil && r.ExitCode == 0 && !agentTerminated(cs) {
+		// pcsync init printed the CLI's success as the container's last
+		// line: the run is over a kubelet status sync before the kubelet
+		// says so. (A failure waits for the kubelet, whose reason, such as
+		// OOMKilled, explains it.)
+		v.Final, v.PodDone, v.Started = true, true, true
+		v.ExitCode = ptr(0)
+		v.StartedAt, v.FinishedAt, v.Timed = r.StartedAt, r.FinishedAt, true
+		return v
+	}
 	pod := o.Pod
 	if pod != nil && (pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed || agentTerminated(cs)) {
 		// A terminal phase, or the agent container's own end: a kubelet

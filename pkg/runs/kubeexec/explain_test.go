@@ -285,6 +285,24 @@ func TestExplain(t *testing.T) {
 			},
 		},
 		{
+			// pcsync init printed the CLI's success as the log's last
+			// line; the kubelet still says running.
+			name: "pcsync init's success in the log",
+			obs: observation{Job: testJob(), Pod: testPod(corev1.PodRunning, running()),
+				AgentEnded: &procinit.Record{StartedAt: t0.Add(250 * time.Millisecond), FinishedAt: t0.Add(400 * time.Millisecond)}},
+			want: verdict{
+				Started: true, PodDone: true, Final: true,
+				ExitCode: ptr(0), StartedAt: t0.Add(250 * time.Millisecond), FinishedAt: t0.Add(400 * time.Millisecond), Timed: true,
+			},
+		},
+		{
+			// A failure waits for the kubelet's reason (OOMKilled, …).
+			name: "pcsync init's failure in the log",
+			obs: observation{Job: testJob(), Pod: testPod(corev1.PodRunning, running()),
+				AgentEnded: &procinit.Record{StartedAt: t0, FinishedAt: t0.Add(time.Second), ExitCode: 137, Signal: "SIGKILL"}},
+			want: verdict{Started: true},
+		},
+		{
 			// Restarted: only the current state counts.
 			name: "container running again after a termination",
 			obs: observation{Job: testJob(), Pod: func() *corev1.Pod {

@@ -16,6 +16,7 @@ import (
 	"github.com/pcsync/pcsync/internal/redact"
 	"github.com/pcsync/pcsync/internal/safefile"
 	"github.com/pcsync/pcsync/pkg/adapters"
+	"github.com/pcsync/pcsync/pkg/procinit"
 	"github.com/pcsync/pcsync/pkg/result"
 	"github.com/pcsync/pcsync/pkg/runs"
 )
@@ -62,6 +63,10 @@ type handle struct {
 	// lastJob is the newest state of the Job seen (the create response
 	// until the cache has it).
 	lastJob *batchv1.Job
+	// agentEnded is pcsync init's record, read from the log's last line
+	// (the follower sets it), before the kubelet reports the container's
+	// end.
+	agentEnded *procinit.Record
 
 	// Owned by the step in progress (the work queue never runs two steps
 	// of one key at once) and, from finishing on, by finish. The follower
@@ -271,9 +276,10 @@ func (h *handle) observe() observation {
 	t := h.e.tracker
 	h.mu.Lock()
 	cancelled, cancelling := h.cancelled, h.cancelAsked
-	last := h.lastJob
+	last, ended := h.lastJob, h.agentEnded
 	h.mu.Unlock()
 	o := observation{
+		AgentEnded:         ended,
 		Cancelled:          cancelled,
 		Now:                time.Now(),
 		Since:              h.sinceFn,
@@ -349,6 +355,14 @@ func (h *handle) startFollower(ctx context.Context, pod string) {
 		log:       h.log,
 		reconnect: h.e.opts.LogReconnectDelay,
 		skip:      skip,
+		ended: func(rec procinit.Record) {
+			h.log.Debug("the agent's end read from its log (pcsync init)", slog.Int("exitCode", rec.ExitCode),
+				slog.Duration("after", time.Since(rec.FinishedAt)))
+			h.mu.Lock()
+			h.agentEnded = &rec
+			h.mu.Unlock()
+			h.wake()
+		},
 	}
 	fctx, cancel := context.WithCancel(ctx)
 	h.folCancel = cancel

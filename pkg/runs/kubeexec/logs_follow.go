@@ -19,6 +19,7 @@ import (
 
 	"github.com/pcsync/pcsync/internal/safefile"
 	"github.com/pcsync/pcsync/pkg/adapters"
+	"github.com/pcsync/pcsync/pkg/procinit"
 )
 
 const (
@@ -176,6 +177,10 @@ type follower struct {
 	wbuf []byte
 	// streams counts the log requests made, for tests.
 	streams int
+	// ended, when set, gets pcsync init's record, the container's last
+	// line of output (package procinit), which is kept out of the log
+	// file and the parser.
+	ended func(procinit.Record)
 }
 
 // run follows the log until podDone ends and the rest of the log is read,
@@ -311,6 +316,12 @@ func (f *follower) take(idx int, line []byte, truncated bool) {
 	f.seen++
 	line = bytes.TrimSuffix(line, []byte("\n"))
 	line = bytes.TrimSuffix(line, []byte("\r"))
+	if f.ended != nil && !truncated {
+		if rec, rest, ok := procinit.ParseRecord(string(line)); ok && rest == "" {
+			f.ended(rec)
+			return
+		}
+	}
 	if truncated {
 		line = append(line, truncatedMarker...)
 	} else {

@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/pcsync/pcsync/pkg/adapters"
+	"github.com/pcsync/pcsync/pkg/procinit"
 )
 
 // recordingParser remembers the lines it is fed.
@@ -315,5 +316,31 @@ func TestFollowerStopsWithContext(t *testing.T) {
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Fatalf("run = %v, want context.Canceled", err)
+	}
+}
+
+// pcsync init's record, the container's last line, goes to the handle, not
+// to the log file or the parser; a line that only looks like one stays.
+func TestFollowerHandsOverInitRecord(t *testing.T) {
+	rec := procinit.Record{StartedAt: time.Unix(100, 0).UTC(), FinishedAt: time.Unix(101, 5e8).UTC()}
+	src := newFakeLog(`{"type":"result"}`, "echo pcsync-init "+rec.String(), rec.String())
+	src.endFollow = true
+	out := &safeBuffer{}
+	f, p := newTestFollower(src, out, 0)
+	var got []procinit.Record
+	f.ended = func(r procinit.Record) { got = append(got, r) }
+	rc, _ := src.Open(context.Background(), true)
+	if err := f.consume(rc, func() bool { return true }); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]procinit.Record{rec}, got); diff != "" {
+		t.Errorf("records handed over (-want +got):\n%s", diff)
+	}
+	want := []string{`{"type":"result"}`, "echo pcsync-init " + rec.String()}
+	if diff := cmp.Diff(want, p.lines); diff != "" {
+		t.Errorf("parser lines (-want +got):\n%s", diff)
+	}
+	if got := out.String(); got != strings.Join(want, "\n")+"\n" {
+		t.Errorf("log file = %q", got)
 	}
 }

@@ -1,0 +1,292 @@
+//go:build integration
+
+package realnode
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/remotecommand"
+
+	"github.com/pcsync/pcsync/internal/testcluster"
+	"github.com/pcsync/pcsync/pkg/images"
+	"github.com/pcsync/pcsync/pkg/result"
+	"github.com/pcsync/pcsync/pkg/runs/kubeexec"
+	"github.com/pcsync/pcsync/pkg/sandbox"
+)
+
+// samples is how many times each figure is measured; the benchmarks report
+// the median (p50) of pcsync's path and of its peer, side by side.
+const samples = 7
+
+func p50(ds []time.Duration) float64 {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return float64(s[len(s)/2].Microseconds()) / 1000
+}
+
+// report prints pcsync's and its peer's p50 and their ratio, as a
+// sub-benchmark of its own named name, so that each figure is a line of
+// go test -bench.
+func report(b *testing.B, name, what string, ours, peer []time.Duration) {
+	b.Helper()
+	b.Run(name, func(b *testing.B) { reportOne(b, what, ours, peer) })
+}
+
+func reportOne(b *testing.B, what string, ours, peer []time.Duration) {
+	b.Helper()
+	o := p50(ours)
+	b.ReportMetric(o, "pcsync-p50-ms")
+	if len(peer) == 0 {
+		b.Logf("%s: pcsync p50 %.1f ms (%d samples; load %s)", what, o, len(ours), loadavg())
+		return
+	}
+	p := p50(peer)
+	b.ReportMetric(p, "peer-p50-ms")
+	b.ReportMetric(o/p, "ratio")
+	b.Logf("%s: pcsync p50 %.1f ms, peer p50 %.1f ms, ratio %.2f (%d samples each; load %s)", what, o, p, o/p, len(ours), loadavg())
+}
+
+func loadavg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// plainPod is a pod of image on the real node, hardened like pcsync's, whose
+// PID 1 is command.
+func plainPod(node *testcluster.RealNode, ns, name, image string, command ...string) *corev1.Pod {
+	no, yes, uid := false, true, int64(1000)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: corev1.PodSpec{
+			AutomountServiceAccountToken: &no, RestartPolicy: corev1.RestartPolicyNever,
+			SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: &yes, RunAsUser: &uid, RunAsGroup: &uid,
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+			Containers: []corev1.Container{{Name: "main", Image: image, Command: command,
+				ImagePullPolicy: corev1.PullIfNotPresent,
+				SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: &no, ReadOnlyRootFilesystem: &yes,
+					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}}},
+		},
+	}
+	node.Pin(&pod.Spec)
+	return pod
+}
+
+// waitPodState waits for the watch to show the pod's phase Running, or its
+// deletion when gone is set.
+func waitPodState(ctx context.Context, b testing.TB, c *testcluster.Cluster, ns, name string, gone bool) {
+	b.Helper()
+	w, err := c.Client().CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Stop()
+	for ev := range w.ResultChan() {
+		pod, ok := ev.Object.(*corev1.Pod)
+		if !ok {
+			continue
+		}
+		if gone && ev.Type == watch.Deleted || !gone && pod.Status.Phase == corev1.PodRunning {
+			return
+		}
+	}
+	b.Fatalf("watch of pod %s/%s ended", ns, name)
+}
+
+// BenchmarkLease: acquire → ready against a plain pod of the same image
+// create → Running; one execute of `true` against a bare client-go exec of
+// it; release → pod gone against a bare delete of a plain pod whose PID 1
+// handles SIGTERM (pcsync init).
+func BenchmarkLease(b *testing.B) {
+	p := pushImages(b)
+	e := newLeaseEnv(b, p)
+	c, node := e.c, e.c.RealNode()
+	image := images.Ref(p.Registry, images.Agent("claude"), imageTag)
+	ctx := context.Background()
+	for range b.N {
+		var acquire, plain, execs, bare, release, del []time.Duration
+		for i := range samples {
+			name := fmt.Sprintf("plain-%d-%d", time.Now().UnixNano()%1e6, i)
+			pod := plainPod(node, e.ns, name, image, images.ServerPath, "init", "--", "sleep", "3600")
+			begin := time.Now()
+			if _, err := c.Client().CoreV1().Pods(e.ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+				b.Fatal(err)
+			}
+			waitPodState(ctx, b, c, e.ns, name, false)
+			plain = append(plain, time.Since(begin))
+
+			begin = time.Now()
+			info, err := e.m.Acquire(ctx, sandbox.AcquireParams{Config: sandbox.EnvironmentConfig{Company: e.slug}, AdapterType: "claude_local"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			acquire = append(acquire, time.Since(begin))
+
+			for range 5 {
+				begin = time.Now()
+				if r := e.exec(b, info.ID, sandbox.ExecParams{Command: "true"}); code(r) != 0 {
+					b.Fatalf("true: exit %d", code(r))
+				}
+				execs = append(execs, time.Since(begin))
+				begin = time.Now()
+				bareExec(ctx, b, c, e.ns, name, "main", "true")
+				bare = append(bare, time.Since(begin))
+			}
+
+			begin = time.Now()
+			if _, err := e.m.Release(ctx, sandbox.ReleaseParams{ID: info.ID}); err != nil {
+				b.Fatal(err)
+			}
+			release = append(release, time.Since(begin))
+			begin = time.Now()
+			var wg sync.WaitGroup
+			wg.Go(func() { waitPodState(ctx, b, c, e.ns, name, true) })
+			time.Sleep(20 * time.Millisecond) // the watch is open
+			begin = time.Now()
+			if err := c.Client().CoreV1().Pods(e.ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+				b.Fatal(err)
+			}
+			wg.Wait()
+			del = append(del, time.Since(begin))
+		}
+		report(b, "acquire", "lease acquire → ready vs plain pod create → Running", acquire, plain)
+		report(b, "execute", "execute true vs bare client-go exec", execs, bare)
+		report(b, "release", "release → pod gone vs bare delete of a plain pod (PID 1 handles SIGTERM)", release, del)
+	}
+}
+
+// bareExec runs argv in the pod over one client-go WebSocket exec.
+func bareExec(ctx context.Context, b testing.TB, c *testcluster.Cluster, ns, pod, container string, argv ...string) {
+	b.Helper()
+	req := c.Client().CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(pod).SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{Container: container, Command: argv, Stdout: true, Stderr: true}, scheme.ParameterCodec)
+	ex, err := remotecommand.NewWebSocketExecutor(c.RESTConfig(), "GET", req.URL().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	var out strings.Builder
+	if err := ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &out}); err != nil {
+		b.Fatalf("exec %v: %v (%s)", argv, err, out.String())
+	}
+}
+
+// BenchmarkRunJob: spool drop → the Job's pod Running against a bare
+// client-go Job create → its pod Running; and the agent container's exit
+// (pcsync init's record) → the result written (the file's mtime).
+func BenchmarkRunJob(b *testing.B) {
+	p := pushImages(b)
+	e := newRunEnv(b, p.Registry, 3)
+	e.serve()
+	c, node := e.c, e.c.RealNode()
+	ctx := context.Background()
+	image := images.Ref(p.Registry, images.Agent("claude"), imageTag)
+	running := podsRunning(b, c, e.ns)
+	for n := range b.N {
+		var drop, bare, exitToResult []time.Duration
+		for i := range samples {
+			name := fmt.Sprintf("long-%d-%d", n, i)
+			begin := time.Now()
+			e.drop(name, "no-handler", nil)
+			drop = append(drop, running.wait(b, kubeexec.LabelRunID, name).Sub(begin))
+			if err := os.WriteFile(filepath.Join(e.spool, name+".cancel"), nil, 0o644); err != nil {
+				b.Fatal(err)
+			}
+			e.result(name)
+
+			job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bare-%d-%d", n, i), Namespace: e.ns,
+				Labels: map[string]string{"bench": "bare"}}}
+			zero := int32(0)
+			job.Spec.BackoffLimit = &zero
+			pod := plainPod(node, e.ns, "", image, "sleep", "3600")
+			job.Spec.Template = corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"bench-job": job.Name}}, Spec: pod.Spec}
+			begin = time.Now()
+			if _, err := c.Client().BatchV1().Jobs(e.ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+				b.Fatal(err)
+			}
+			bare = append(bare, running.wait(b, "bench-job", job.Name).Sub(begin))
+			bg := metav1.DeletePropagationBackground
+			if err := c.Client().BatchV1().Jobs(e.ns).Delete(ctx, job.Name, metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil {
+				b.Fatal(err)
+			}
+
+			name = fmt.Sprintf("ok-%d-%d", n, i)
+			e.drop(name, "please succeed", nil)
+			r := e.result(name)
+			if r.Status != result.StatusSucceeded || r.FinishedAt == nil {
+				b.Fatalf("run %s: %s %s", name, r.Status, deref(r.ErrorMessage))
+			}
+			st, err := os.Stat(filepath.Join(e.spool, name+result.Suffix))
+			if err != nil {
+				b.Fatal(err)
+			}
+			exitToResult = append(exitToResult, st.ModTime().Sub(*r.FinishedAt))
+		}
+		report(b, "drop-to-running", "spool drop → Job's pod Running vs bare client-go Job create → pod Running", drop, bare)
+		report(b, "exit-to-result", "agent container exits → result written", exitToResult, nil)
+	}
+}
+
+// runningPods records when each pod of the namespace was first seen
+// Running, by its labels.
+type runningPods struct {
+	mu   sync.Mutex
+	seen []*corev1.Pod
+	at   []time.Time
+}
+
+func podsRunning(b testing.TB, c *testcluster.Cluster, ns string) *runningPods {
+	ctx, cancel := context.WithCancel(context.Background())
+	b.Cleanup(cancel)
+	w, err := c.Client().CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := &runningPods{}
+	go func() {
+		defer w.Stop()
+		for ev := range w.ResultChan() {
+			if pod, ok := ev.Object.(*corev1.Pod); ok && pod.Status.Phase == corev1.PodRunning {
+				r.mu.Lock()
+				r.seen, r.at = append(r.seen, pod), append(r.at, time.Now())
+				r.mu.Unlock()
+			}
+		}
+	}()
+	return r
+}
+
+// wait returns when a pod labelled key=value was first seen Running.
+func (r *runningPods) wait(b testing.TB, key, value string) time.Time {
+	b.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for time.Now().Before(deadline) {
+		r.mu.Lock()
+		for i, p := range r.seen {
+			if p.Labels[key] == value {
+				at := r.at[i]
+				r.mu.Unlock()
+				return at
+			}
+		}
+		r.mu.Unlock()
+		time.Sleep(5 * time.Millisecond)
+	}
+	b.Fatalf("no pod %s=%s Running after 3 minutes", key, value)
+	return time.Time{}
+}
