@@ -218,7 +218,7 @@ func (a *API) probe(ctx context.Context, w http.ResponseWriter, base baseParams)
 			r := Record{ID: "pcsync-sbx-probe", Namespace: ns, Company: c.Slug(), Image: image, ExpiresAt: time.Now().Add(time.Hour)}
 			a.m.placeServer(&r, m)
 			a.probeImages(ctx, m, r, add)
-			pod, err := BuildPod(&r, m, a.m.opts)
+			pod, err := BuildPod(&r, m)
 			if err == nil {
 				_, err = a.m.cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 			}

@@ -189,7 +189,7 @@ func barePodRunning(b testing.TB, e *env) time.Duration {
 	cs := e.c.Client()
 	r := Record{ID: newLeaseID(), Namespace: e.ns, Company: e.slug(), Image: e.model.Adapter("claude_local").Image, ExpiresAt: time.Now().Add(time.Hour)}
 	r.setPaths("")
-	pod, err := BuildPod(&r, e.model, e.m.opts)
+	pod, err := BuildPod(&r, e.model)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -193,7 +193,7 @@ func (m *Manager) createPod(ctx context.Context, model *config.Model, r *Record)
 	} else if err != nil {
 		return nil, err
 	}
-	pod, err := BuildPod(r, model, m.opts)
+	pod, err := BuildPod(r, model)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"time"
@@ -37,7 +38,7 @@ const uid = 1000
 // command server's socket. activeDeadlineSeconds ends it at the lease's
 // expiry even if no pcsync is left to delete it. No env value and no secret
 // is in the spec: each execute brings its own env over the command stream.
-func BuildPod(l *Record, m *config.Model, o Options) (*corev1.Pod, error) {
+func BuildPod(l *Record, m *config.Model) (*corev1.Pod, error) {
 	c, ok := m.Company(l.Company)
 	if !ok {
 		return nil, fmt.Errorf("Pod/%s/%s: no Company %q in the config", l.Namespace, l.ID, l.Company)
@@ -120,21 +121,12 @@ func BuildPod(l *Record, m *config.Model, o Options) (*corev1.Pod, error) {
 				FSGroupChangePolicy: ptr(corev1.FSGroupChangeOnRootMismatch),
 				SeccompProfile:      &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 			},
-			InitContainers: []corev1.Container{{
-				Name:            "pcsync-bin",
-				Image:           l.HelperImage,
-				Command:         []string{"/usr/local/bin/pcsync", "sandbox-server", "install", DefaultServerPath},
-				Resources:       res,
-				SecurityContext: secure,
-				VolumeMounts:    []corev1.VolumeMount{{Name: "pcsync-bin", MountPath: PodBinDir}},
-				ImagePullPolicy: corev1.PullIfNotPresent,
-			}},
 			Containers: []corev1.Container{{
 				Name:  ContainerName,
 				Image: l.Image,
 				// The command server is PID 1: it reaps every orphan the
 				// agent's commands leave (the callback bridge's nohup).
-				Command:    []string{DefaultServerPath, "sandbox-server", "serve", "--socket", l.Socket},
+				Command:    []string{cmp.Or(l.Server, DefaultServerPath), "sandbox-server", "serve", "--socket", l.Socket},
 				WorkingDir: PodWorkspace,
 				Env: []corev1.EnvVar{
 					{Name: "HOME", Value: PodHome},
@@ -147,23 +139,29 @@ func BuildPod(l *Record, m *config.Model, o Options) (*corev1.Pod, error) {
 					{Name: "home", MountPath: PodHome},
 					{Name: "tmp", MountPath: "/tmp"},
 					{Name: "run", MountPath: PodRunDir},
-					{Name: "pcsync-bin", MountPath: PodBinDir, ReadOnly: true},
 				},
 				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 				ImagePullPolicy:          corev1.PullIfNotPresent,
 			}},
-			Volumes: []corev1.Volume{emptyDir("workspace"), emptyDir("home"), emptyDir("tmp"), emptyDir("run"), emptyDir("pcsync-bin")},
+			Volumes: []corev1.Volume{emptyDir("workspace"), emptyDir("home"), emptyDir("tmp"), emptyDir("run")},
 		},
 	}
-	if l.Server != "" {
-		// The image holds pcsync: it starts on the kubelet's first cycle,
-		// with no init container before it.
+	if l.Server == "" {
+		// The image does not hold pcsync: an init container of pcsync's
+		// image copies it in (one kubelet cycle more before the lease runs).
 		spec := &pod.Spec
-		spec.InitContainers = nil
-		spec.Volumes = spec.Volumes[:len(spec.Volumes)-1]
+		spec.InitContainers = []corev1.Container{{
+			Name:            "pcsync-bin",
+			Image:           l.HelperImage,
+			Command:         []string{"/usr/local/bin/pcsync", "sandbox-server", "install", DefaultServerPath},
+			Resources:       res,
+			SecurityContext: secure,
+			VolumeMounts:    []corev1.VolumeMount{{Name: "pcsync-bin", MountPath: PodBinDir}},
+			ImagePullPolicy: corev1.PullIfNotPresent,
+		}}
+		spec.Volumes = append(spec.Volumes, emptyDir("pcsync-bin"))
 		main := &spec.Containers[0]
-		main.VolumeMounts = main.VolumeMounts[:len(main.VolumeMounts)-1]
-		main.Command[0] = l.Server
+		main.VolumeMounts = append(main.VolumeMounts, corev1.VolumeMount{Name: "pcsync-bin", MountPath: PodBinDir, ReadOnly: true})
 	}
 	return pod, nil
 }
