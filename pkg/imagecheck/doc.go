@@ -13,6 +13,6 @@
 //
 //	check.go     Check, its Options and Result: one HEAD per image, classified
 //	keychain.go  Keychain: credentials per registry from .dockerconfigjson
-//	wanted.go    Wanted, Preflight and Advice: the images a config's pods
+//	wanted.go    Wanted, Preflight, Resolve and Advice: the images a config's pods
 //	             would run, each looked up, with what fixes a missing one
 package imagecheck

@@ -108,10 +108,15 @@ func (f Finding) String() string {
 	return fmt.Sprintf("%s (for %s): %s", f.Result, strings.Join(f.Users, ", "), f.Advice)
 }
 
-// Preflight checks every image the config would run (Wanted). pcsync's own
-// images with no registry known are reported without asking anyone.
+// Preflight checks every image the config would run (Wanted).
 func Preflight(ctx context.Context, m *config.Model, opts Options) []Finding {
-	wants := Wanted(m)
+	return Resolve(ctx, m, Wanted(m), opts)
+}
+
+// Resolve checks the wanted images in their registries, in the order
+// given. pcsync's own images with no registry known are reported without
+// asking anyone.
+func Resolve(ctx context.Context, m *config.Model, wants []Want, opts Options) []Finding {
 	var ask []string
 	for _, w := range wants {
 		if !(w.Builtin && m.ImageRegistry() == "") {

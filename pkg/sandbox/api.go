@@ -251,22 +251,19 @@ func (a *API) probeImages(ctx context.Context, m *config.Model, r Record, add fu
 	if r.HelperImage != "" {
 		want = append(want, imagecheck.Want{Image: r.HelperImage, Users: []string{"the lease's init container"}, Builtin: true})
 	}
-	refs := make([]string, len(want))
-	for i, w := range want {
-		refs[i] = w.Image
-	}
-	for i, res := range imagecheck.Check(ctx, refs, imagecheck.DefaultOptions()) {
+	for _, f := range imagecheck.Resolve(ctx, m, want, imagecheck.DefaultOptions()) {
+		line := fmt.Sprintf("%s for %s: %s", f.Result, f.Users[0], f.Advice)
 		switch {
-		case res.OK():
-		case want[i].Builtin && m.ImageRegistry() == "":
-			add("warning", "image_no_registry", fmt.Sprintf("%s for %s: %s", want[i].Image, want[i].Users[0], imagecheck.Advice(m, want[i], res)))
-		case res.Status == imagecheck.StatusUnreachable:
+		case f.Result.OK():
+		case f.Builtin && m.ImageRegistry() == "":
+			add("warning", "image_no_registry", line)
+		case f.Result.Status == imagecheck.StatusUnreachable:
 			// The nodes may reach a registry the daemon does not.
-			add("warning", "image_unreachable", fmt.Sprintf("%s for %s: %s", res, want[i].Users[0], imagecheck.Advice(m, want[i], res)))
-		case res.Status == imagecheck.StatusDenied:
-			add("info", "image_unverified", fmt.Sprintf("%s: the registry wants credentials (the tenant's pull secrets, which pcsync does not read); the kubelet will use them", res))
+			add("warning", "image_unreachable", line)
+		case f.Result.Status == imagecheck.StatusDenied:
+			add("info", "image_unverified", fmt.Sprintf("%s: the registry wants credentials (the tenant's pull secrets, which pcsync does not read); the kubelet will use them", f.Result))
 		default:
-			add("error", "image_"+string(res.Status), fmt.Sprintf("%s for %s: %s", res, want[i].Users[0], imagecheck.Advice(m, want[i], res)))
+			add("error", "image_"+string(f.Result.Status), line)
 		}
 	}
 }
