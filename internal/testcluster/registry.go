@@ -220,15 +220,16 @@ func (r *Registry) parse(ref string) (name.Reference, error) {
 	return parsed, nil
 }
 
-// close stops serving and waits for the server to end.
+// close stops serving and waits for the server to end. It closes every
+// connection at once rather than shutting down gracefully: a client's connection
+// that was dialled but never carried a request counts as active to
+// http.Server.Shutdown for its first 5 s, which made a graceful stop time out, and
+// by the time a cluster's registry is closed no pull or push is wanted any more.
 func (r *Registry) close(ctx context.Context) error {
 	if r == nil || r.server == nil {
 		return nil
 	}
-	err := r.server.Shutdown(ctx)
-	if err != nil {
-		_ = r.server.Close()
-	}
+	err := r.server.Close()
 	select {
 	case serr := <-r.done:
 		err = errors.Join(err, serr)
