@@ -198,12 +198,15 @@ func BenchmarkRunJob(b *testing.B) {
 	image := images.Ref(p.Registry, images.Agent("claude"), imageTag)
 	running := podsRunning(b, c, e.ns)
 	for n := range b.N {
-		var drop, bare, exitToResult []time.Duration
+		var drop, bare, exitToResult, exitToResultFollowed []time.Duration
+		var dropPhases, barePhases phases
 		for i := range samples {
 			name := fmt.Sprintf("long-%d-%d", n, i)
 			begin := time.Now()
 			e.drop(name, "no-handler", nil)
-			drop = append(drop, running.wait(b, kubeexec.LabelRunID, name).Sub(begin))
+			pt := running.wait(b, kubeexec.LabelRunID, name)
+			drop = append(drop, pt.running.Sub(begin))
+			dropPhases.add(begin, pt)
 			if err := os.WriteFile(filepath.Join(e.spool, name+".cancel"), nil, 0o644); err != nil {
 				b.Fatal(err)
 			}
@@ -219,7 +222,9 @@ func BenchmarkRunJob(b *testing.B) {
 			if _, err := c.Client().BatchV1().Jobs(e.ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
 				b.Fatal(err)
 			}
-			bare = append(bare, running.wait(b, "bench-job", job.Name).Sub(begin))
+			pt = running.wait(b, "bench-job", job.Name)
+			bare = append(bare, pt.running.Sub(begin))
+			barePhases.add(begin, pt)
 			bg := metav1.DeletePropagationBackground
 			if err := c.Client().BatchV1().Jobs(e.ns).Delete(ctx, job.Name, metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil {
 				b.Fatal(err)
@@ -236,18 +241,37 @@ func BenchmarkRunJob(b *testing.B) {
 				b.Fatal(err)
 			}
 			exitToResult = append(exitToResult, st.ModTime().Sub(*r.FinishedAt))
+
+			name = fmt.Sprintf("later-%d-%d", n, i)
+			e.drop(name, "please succeed-later", nil)
+			r = e.result(name)
+			if r.Status != result.StatusSucceeded || r.FinishedAt == nil {
+				b.Fatalf("run %s: %s %s", name, r.Status, deref(r.ErrorMessage))
+			}
+			if st, err = os.Stat(filepath.Join(e.spool, name+result.Suffix)); err != nil {
+				b.Fatal(err)
+			}
+			exitToResultFollowed = append(exitToResultFollowed, st.ModTime().Sub(*r.FinishedAt))
 		}
-		report(b, "drop-to-running", "spool drop → Job's pod Running vs bare client-go Job create → pod Running", drop, bare)
-		report(b, "exit-to-result", "agent container exits → result written", exitToResult, nil)
+		report(b, "drop-to-running", fmt.Sprintf("spool drop → Job's pod Running vs bare client-go Job create → pod Running (p50 of each phase: pcsync %s; bare Job %s)",
+			&dropPhases, &barePhases), drop, bare)
+		report(b, "exit-to-result", "agent exits before the kubelet reports it Running → result written", exitToResult, nil)
+		report(b, "exit-to-result-followed", "agent of a 3 s run exits → result written", exitToResultFollowed, nil)
 	}
 }
 
-// runningPods records when each pod of the namespace was first seen
-// Running, by its labels.
+// runningPods records when each pod of the namespace was first seen, first
+// seen bound to a node, and first seen Running, by its labels.
 type runningPods struct {
-	mu   sync.Mutex
-	seen []*corev1.Pod
-	at   []time.Time
+	mu    sync.Mutex
+	pods  []*podTimes
+	byUID map[string]*podTimes
+}
+
+// podTimes is one pod's timeline as the watch saw it.
+type podTimes struct {
+	pod                       *corev1.Pod
+	added, scheduled, running time.Time
 }
 
 func podsRunning(b testing.TB, c *testcluster.Cluster, ns string) *runningPods {
@@ -257,36 +281,65 @@ func podsRunning(b testing.TB, c *testcluster.Cluster, ns string) *runningPods {
 	if err != nil {
 		b.Fatal(err)
 	}
-	r := &runningPods{}
+	r := &runningPods{byUID: map[string]*podTimes{}}
 	go func() {
 		defer w.Stop()
 		for ev := range w.ResultChan() {
-			if pod, ok := ev.Object.(*corev1.Pod); ok && pod.Status.Phase == corev1.PodRunning {
-				r.mu.Lock()
-				r.seen, r.at = append(r.seen, pod), append(r.at, time.Now())
-				r.mu.Unlock()
+			pod, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue
 			}
+			now := time.Now()
+			r.mu.Lock()
+			pt := r.byUID[string(pod.UID)]
+			if pt == nil {
+				pt = &podTimes{pod: pod, added: now}
+				r.byUID[string(pod.UID)] = pt
+				r.pods = append(r.pods, pt)
+			}
+			if pt.scheduled.IsZero() && pod.Spec.NodeName != "" {
+				pt.scheduled = now
+			}
+			if pt.running.IsZero() && pod.Status.Phase == corev1.PodRunning {
+				pt.running = now
+			}
+			r.mu.Unlock()
 		}
 	}()
 	return r
 }
 
-// wait returns when a pod labelled key=value was first seen Running.
-func (r *runningPods) wait(b testing.TB, key, value string) time.Time {
+// wait returns the timeline of the pod labelled key=value once it was seen
+// Running.
+func (r *runningPods) wait(b testing.TB, key, value string) podTimes {
 	b.Helper()
 	deadline := time.Now().Add(3 * time.Minute)
 	for time.Now().Before(deadline) {
 		r.mu.Lock()
-		for i, p := range r.seen {
-			if p.Labels[key] == value {
-				at := r.at[i]
+		for _, p := range r.pods {
+			if p.pod.Labels[key] == value && !p.running.IsZero() {
+				pt := *p
 				r.mu.Unlock()
-				return at
+				return pt
 			}
 		}
 		r.mu.Unlock()
 		time.Sleep(5 * time.Millisecond)
 	}
 	b.Fatalf("no pod %s=%s Running after 3 minutes", key, value)
-	return time.Time{}
+	return podTimes{}
+}
+
+// phases splits begin → Running into begin → the pod exists, → bound to the
+// node, → Running.
+type phases struct{ created, bound, started []time.Duration }
+
+func (p *phases) add(begin time.Time, pt podTimes) {
+	p.created = append(p.created, pt.added.Sub(begin))
+	p.bound = append(p.bound, pt.scheduled.Sub(pt.added))
+	p.started = append(p.started, pt.running.Sub(pt.scheduled))
+}
+
+func (p *phases) String() string {
+	return fmt.Sprintf("to the pod's creation %.0f ms, to its binding %.0f ms, to Running %.0f ms", p50(p.created), p50(p.bound), p50(p.started))
 }
