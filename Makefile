@@ -26,8 +26,10 @@ TEST_TAGS  := -tags integration
 
 all: build
 
+# The version stamped into bin/pcsync is the tag make images gives the images
+# (TAG), which is the tag the daemon resolves pcsync's images to.
 build:
-	$(GO) build -o $(BIN) ./cmd/pcsync
+	$(GO) build -ldflags "-X main.version=$(TAG)" -o $(BIN) ./cmd/pcsync
 
 # hack/cluster.mk (the test-cluster tooling) provides k8sbin, dev-cluster and
 # dev-cluster-down.
