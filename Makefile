@@ -47,11 +47,12 @@ test: $(if $(wildcard hack/cluster.mk),k8sbin realnode-deps) paperclip-adapter-t
 # The end-to-end proof against the real Paperclip server (test/e2e/paperclip,
 # files tagged integration): hack/paperclip/install.sh installs Node 24,
 # paperclipai, playwright-core and chromium (cached; fails loudly), the test
-# builds pcsync and the adapter, starts Paperclip and the control plane.
+# builds pcsync and the adapter, starts Paperclip and the control plane with
+# its real node (realnode-deps).
 E2E_FLAGS ?= -timeout 40m -count=1
 
 .PHONY: e2e-paperclip
-e2e-paperclip: $(if $(wildcard hack/cluster.mk),k8sbin)
+e2e-paperclip: $(if $(wildcard hack/cluster.mk),k8sbin realnode-deps)
 	@bash hack/paperclip/install.sh >/dev/null
 	$(GO) test $(TEST_TAGS) $(E2E_FLAGS) ./test/e2e/paperclip
 
@@ -91,7 +92,7 @@ lint:
 #   a bare exec, release vs a bare delete, spool drop → pod Running vs a bare
 #   Job, and the agent's exit → its result written.
 # The control-plane benchmarks start their own cluster (make k8sbin first).
-bench: $(if $(wildcard hack/cluster.mk),k8sbin)
+bench: $(if $(wildcard hack/cluster.mk),k8sbin realnode-deps)
 	$(GO) test -timeout 60m -run '^$$' -bench . -benchmem -benchtime 3x ./pkg/config ./pkg/render
 	$(GO) test $(TEST_TAGS) -timeout 60m -run '^$$' -bench . -benchmem -benchtime 1x ./pkg/apply ./pkg/runs/spool ./pkg/runs/kubeexec ./pkg/sandbox ./test/realnode
 	@bash hack/paperclip/install.sh >/dev/null
