@@ -178,6 +178,7 @@ func New() *Metrics {
 	}
 	m.Registry.MustRegister(m.workqueue.collectors()...)
 	m.Registry.MustRegister(m.sandbox.collectors()...)
+	m.initLabels()
 	m.Registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -188,6 +189,22 @@ func New() *Metrics {
 		m.StartWindow, m.StartWindowCuts, m.PaperclipUnreachable,
 	)
 	return m
+}
+
+// initLabels creates the series of the known, fixed label values at 0, so
+// that /metrics has them from the start and an alert on their increase sees
+// the first one (a counter's first sample is not an increase).
+func (m *Metrics) initLabels() {
+	for _, stage := range []string{"load", "render", "apply", "prune", "paperclip"} {
+		m.ReconcileErrors.WithLabelValues(stage)
+	}
+	for _, action := range []string{"created", "configured", "resumed", "paused", "unchanged", "refused", "failed"} {
+		m.PaperclipAgents.WithLabelValues(action)
+	}
+	for _, kind := range []string{"read", "write"} {
+		m.PaperclipRequests.WithLabelValues(kind)
+	}
+	m.sandbox.initLabels()
 }
 
 // SetStartWindow sets pcsync_start_window (kubeexec.WindowMetrics).

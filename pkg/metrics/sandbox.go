@@ -45,6 +45,17 @@ func newSandboxMetrics() *sandboxMetrics {
 	}
 }
 
+// initLabels creates the series of sandbox.AcquireOutcome's and
+// sandbox.EndReason's values at 0.
+func (s *sandboxMetrics) initLabels() {
+	for _, outcome := range []string{"ready", "refused", "failed"} {
+		s.acquireDuration.WithLabelValues(outcome)
+	}
+	for _, reason := range []string{"drained", "cancelled", "expired", "failed", "adopted"} {
+		s.releases.WithLabelValues(reason)
+	}
+}
+
 func (s *sandboxMetrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{s.leases, s.acquireDuration, s.refusals, s.releases, s.executes, s.executeDuration, s.reopens, s.envKeysKept}
 }

@@ -10,7 +10,7 @@ import (
 )
 
 // TestSandbox: each sandbox method moves its series; a lease taken off
-// again leaves its company's gauge at 0.
+// again leaves its company's gauge at 0; the fixed reasons exist at 0.
 func TestSandbox(t *testing.T) {
 	m := New()
 	m.SandboxLeases("acme", 1)
@@ -36,8 +36,11 @@ pcsync_sandbox_leases_active{company="globex"} 0
 pcsync_sandbox_acquire_refusals_total{code="quota_full"} 1
 # HELP pcsync_sandbox_releases_total Ended sandbox leases, by how they ended (drained, cancelled, expired, failed, adopted).
 # TYPE pcsync_sandbox_releases_total counter
+pcsync_sandbox_releases_total{reason="adopted"} 0
+pcsync_sandbox_releases_total{reason="cancelled"} 0
 pcsync_sandbox_releases_total{reason="drained"} 1
 pcsync_sandbox_releases_total{reason="expired"} 1
+pcsync_sandbox_releases_total{reason="failed"} 0
 # HELP pcsync_sandbox_executes_total Commands run on sandbox leases, by company and outcome (completed: it has an exit status; failed: none).
 # TYPE pcsync_sandbox_executes_total counter
 pcsync_sandbox_executes_total{company="acme",outcome="completed"} 1
@@ -53,8 +56,8 @@ pcsync_sandbox_env_keys_kept_total{company="acme"} 3
 		"pcsync_sandbox_executes_total", "pcsync_sandbox_stream_reopens_total", "pcsync_sandbox_env_keys_kept_total"); err != nil {
 		t.Error(err)
 	}
-	if got := testutil.CollectAndCount(m.sandbox.acquireDuration); got != 2 {
-		t.Errorf("acquire duration series = %d, want 2 (ready, refused)", got)
+	if got := testutil.CollectAndCount(m.sandbox.acquireDuration); got != 3 {
+		t.Errorf("acquire duration series = %d, want 3 (ready, refused, failed)", got)
 	}
 	if got := testutil.CollectAndCount(m.sandbox.executeDuration); got != 1 {
 		t.Errorf("execute duration series = %d, want 1", got)
