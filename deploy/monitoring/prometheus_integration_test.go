@@ -471,8 +471,12 @@ type check struct {
 	ok   func(float64) bool
 }
 
-func eq(want float64) check { return check{fmt.Sprint("= ", want), func(v float64) bool { return v == want }} }
-func gt(min float64) check  { return check{fmt.Sprint("> ", min), func(v float64) bool { return v > min }} }
+func eq(want float64) check {
+	return check{fmt.Sprint("= ", want), func(v float64) bool { return v == want }}
+}
+func gt(min float64) check {
+	return check{fmt.Sprint("> ", min), func(v float64) bool { return v > min }}
+}
 
 // wait polls q until it gives one value that passes c.
 func (p *prom) wait(t *testing.T, what, q string, c check) {
