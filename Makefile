@@ -5,7 +5,9 @@
 #                integration tests start their own control plane from binaries
 #                that `make k8sbin` builds, and test/realnode a real kubelet
 #                with Debian's containerd, runc and CNI plugins, which
-#                `make realnode-deps` installs as root); `go test ./...` alone
+#                `make realnode-deps` installs as root; deploy/monitoring
+#                promtool and a Prometheus server, which `make monitoring-deps`
+#                installs as root); `go test ./...` alone
 #                runs the unit tests, in seconds, with no binaries
 #   make demo    validate and render examples/config, print a summary
 #   make lint    gofmt, and go vet with and without the integration tag
@@ -41,8 +43,16 @@ build:
 -include integrations/paperclip-sandbox/paperclip-sandbox.mk
 
 # The Paperclip end-to-end package runs once, in e2e-paperclip (its own timeout).
-test: $(if $(wildcard hack/cluster.mk),k8sbin realnode-deps) paperclip-adapter-test paperclip-plugin-test e2e-paperclip
+test: $(if $(wildcard hack/cluster.mk),k8sbin realnode-deps) monitoring-deps paperclip-adapter-test paperclip-plugin-test e2e-paperclip
 	$(GO) test $(TEST_TAGS) $(TEST_FLAGS) $$($(GO) list ./... | grep -v '/test/e2e/')
+
+# deploy/monitoring's tests need promtool (`promtool check rules`, `promtool
+# test rules`) and a Prometheus server that scrapes a real daemon: Debian's
+# prometheus package, installed by hack/monitoring/install.sh (idempotent;
+# as root). The tests fail, never skip, without them.
+.PHONY: monitoring-deps
+monitoring-deps:
+	@bash hack/monitoring/install.sh
 
 # The end-to-end proof against the real Paperclip server (test/e2e/paperclip,
 # files tagged integration): hack/paperclip/install.sh installs Node 24,

@@ -44,6 +44,9 @@ type Options struct {
 	DeleteTimeout time.Duration
 	// Logger receives the manager's logs. Default slog.Default().
 	Logger *slog.Logger
+	// Metrics receives the manager's leases, acquires, releases and
+	// executes (the daemon's *metrics.Metrics). Default none.
+	Metrics Metrics
 }
 
 // Paths inside a lease pod.
@@ -81,5 +84,8 @@ func (o *Options) complete() {
 	o.DeleteTimeout = cmp.Or(o.DeleteTimeout, d.DeleteTimeout)
 	if o.Logger == nil {
 		o.Logger = d.Logger
+	}
+	if o.Metrics == nil {
+		o.Metrics = noMetrics{}
 	}
 }
