@@ -198,8 +198,8 @@ func BenchmarkRunJob(b *testing.B) {
 	image := images.Ref(p.Registry, images.Agent("claude"), imageTag)
 	running := podsRunning(b, c, e.ns)
 	for n := range b.N {
-		var drop, sameSpec, bare, exitToResult, kubeletToResult, exitToResultFollowed []time.Duration
-		var dropPhases, samePhases, barePhases phases
+		var drop, sameSpec, bare, noSecretSpec, noVolumesSpec, exitToResult, kubeletToResult, exitToResultFollowed []time.Duration
+		var dropPhases, samePhases, barePhases, noSecretPhases, noVolumesPhases phases
 		for i := range samples {
 			name := fmt.Sprintf("long-%d-%d", n, i)
 			begin := time.Now()
@@ -215,12 +215,31 @@ func BenchmarkRunJob(b *testing.B) {
 			}
 			tmpl := *pj.Spec.Template.DeepCopy()
 			plain := plainPod(node, e.ns, "", image, "sleep", "3600").Spec
+			// Where the kubelet's time goes: the template without its
+			// Secret env, and without its volumes.
+			noSecret := *tmpl.Spec.DeepCopy()
+			for i := range noSecret.Containers {
+				noSecret.Containers[i].EnvFrom = nil
+				env := noSecret.Containers[i].Env[:0]
+				for _, v := range noSecret.Containers[i].Env {
+					if v.ValueFrom == nil {
+						env = append(env, v)
+					}
+				}
+				noSecret.Containers[i].Env = env
+			}
+			noVolumes := *tmpl.Spec.DeepCopy()
+			noVolumes.Volumes = nil
+			for i := range noVolumes.Containers {
+				noVolumes.Containers[i].VolumeMounts = nil
+			}
 			for _, peer := range []struct {
 				name string
 				spec corev1.PodSpec
 				out  *[]time.Duration
 				ph   *phases
-			}{{"same", tmpl.Spec, &sameSpec, &samePhases}, {"bare", plain, &bare, &barePhases}} {
+			}{{"same", tmpl.Spec, &sameSpec, &samePhases}, {"bare", plain, &bare, &barePhases},
+				{"nosecret", noSecret, &noSecretSpec, &noSecretPhases}, {"novolumes", noVolumes, &noVolumesSpec, &noVolumesPhases}} {
 				job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d-%d", peer.name, n, i), Namespace: e.ns,
 					Labels: map[string]string{"bench": peer.name}}}
 				zero := int32(0)
@@ -271,6 +290,8 @@ func BenchmarkRunJob(b *testing.B) {
 			&dropPhases, &samePhases), drop, sameSpec)
 		report(b, "drop-to-running-plain", fmt.Sprintf("spool drop → Job's pod Running vs a bare client-go Job of a plain pod (sleep, no Secret, no volumes) → pod Running (p50 of each phase: bare Job %s)",
 			&barePhases), drop, bare)
+		report(b, "drop-to-running-nosecret", fmt.Sprintf("pcsync's Job vs a bare Job of its pod template without the Secret env (bare Job %s)", &noSecretPhases), drop, noSecretSpec)
+		report(b, "drop-to-running-novolumes", fmt.Sprintf("pcsync's Job vs a bare Job of its pod template without its emptyDir volumes (bare Job %s)", &noVolumesPhases), drop, noVolumesSpec)
 		report(b, "exit-to-result", "agent exits before the kubelet reports it Running → result written", exitToResult, nil)
 		report(b, "kubelet-end-to-result", "the kubelet reports the short run's container ended → result written (negative: the result came first)", kubeletToResult, nil)
 		report(b, "exit-to-result-followed", "agent of a 3 s run exits → result written", exitToResultFollowed, nil)
