@@ -69,7 +69,7 @@ func (m *Manager) Acquire(ctx context.Context, p AcquireParams) (LeaseInfo, erro
 		return LeaseInfo{}, userErrorf("no_config", "pcsync has no valid config loaded yet")
 	}
 	now := time.Now()
-	r, rule, err := m.plan(model, &p, now)
+	r, rule, err := m.plan(ctx, model, &p, now)
 	if err != nil {
 		return LeaseInfo{}, err
 	}
@@ -80,7 +80,7 @@ func (m *Manager) Acquire(ctx context.Context, p AcquireParams) (LeaseInfo, erro
 	l := m.track(r)
 	l.rule = rule
 	m.log.Info("sandbox lease pod created", slog.String("lease", r.ID), slog.String("namespace", r.Namespace),
-		slog.String("image", r.Image), slog.String("adapterType", p.AdapterType), slog.String("run", p.RunID),
+		slog.String("image", r.Image), slog.String("adapterType", p.AdapterType), slog.String("run", p.RunID), slog.String("agent", r.Agent),
 		slog.Time("expiresAt", r.ExpiresAt))
 
 	wait := m.opts.ReadyTimeout
@@ -100,9 +100,9 @@ func (m *Manager) Acquire(ctx context.Context, p AcquireParams) (LeaseInfo, erro
 }
 
 // plan checks a lease request against the config and gives the lease's
-// record (company, namespace, image, expiry) and env rule; nothing is
-// created. Each refusal is a user error with its code.
-func (m *Manager) plan(model *config.Model, p *AcquireParams, now time.Time) (Record, EnvRule, error) {
+// record (company, agent, namespace, image, expiry) and env rule; nothing
+// is created. Each refusal is a user error with its code.
+func (m *Manager) plan(ctx context.Context, model *config.Model, p *AcquireParams, now time.Time) (Record, EnvRule, error) {
 	if errs := p.Config.Check(model); len(errs) > 0 {
 		code := "config_invalid"
 		if len(errs) == 1 && errs[0].Field == "image" {
@@ -115,6 +115,10 @@ func (m *Manager) plan(model *config.Model, p *AcquireParams, now time.Time) (Re
 		return Record{}, EnvRule{}, userErrorf("company_mismatch",
 			"config.company: pcsync Company %q is Paperclip company %s, not this environment's company %s",
 			c.Slug(), c.Spec.ID, p.CompanyID)
+	}
+	agent, err := m.agentOf(ctx, model, c, p.AgentID)
+	if err != nil {
+		return Record{}, EnvRule{}, err
 	}
 	if p.AdapterType == "" {
 		// A probe's lease names no adapter: the default, as Paperclip's
@@ -144,10 +148,26 @@ func (m *Manager) plan(model *config.Model, p *AcquireParams, now time.Time) (Re
 	r := Record{
 		ID: newLeaseID(), Namespace: model.Namespace(c), Company: c.Slug(), Image: image,
 		AdapterType: p.AdapterType, CompanyID: p.CompanyID, EnvironmentID: p.EnvironmentID,
-		RunID: p.RunID, AgentID: p.AgentID, ExpiresAt: expires, CreatedAt: now,
+		RunID: p.RunID, AgentID: p.AgentID, Agent: agent, ExpiresAt: expires, CreatedAt: now,
 	}
 	m.placeServer(&r, model)
 	return r, rule, nil
+}
+
+// agentOf is the agent company c declares in Git that Paperclip's agent id
+// is (Options.Agents), whose scheduling the lease's pod gets; "" for none
+// (the company's defaults). A lease whose agent cannot be told is refused:
+// its pod could land where that agent's must not.
+func (m *Manager) agentOf(ctx context.Context, model *config.Model, c *config.Company, id string) (string, error) {
+	if id == "" || m.opts.Agents == nil {
+		return "", nil
+	}
+	name, err := m.opts.Agents.ResolveAgent(ctx, model, c, id)
+	if err != nil {
+		return "", userErrorf("agent_unresolved",
+			"Paperclip agent %s: pcsync cannot tell which agent of Company %s it is, so not where its pod may run: %v", id, c.Slug(), err)
+	}
+	return name, nil
 }
 
 // placeServer says where the lease's command server comes from (the
