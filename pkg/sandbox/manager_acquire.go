@@ -18,6 +18,7 @@ import (
 	"github.com/pcsync/pcsync/internal/tenantns"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/images"
+	"github.com/pcsync/pcsync/pkg/podsched"
 	"github.com/pcsync/pcsync/pkg/runs/kubeexec"
 	"github.com/pcsync/pcsync/pkg/sandbox/cmdclient"
 )
@@ -91,7 +92,7 @@ func (m *Manager) Acquire(ctx context.Context, p AcquireParams) (LeaseInfo, erro
 	defer cancel()
 	if err := m.waitRunning(rctx, created); err != nil {
 		m.releaseAsync(l, "failed")
-		return LeaseInfo{}, err
+		return LeaseInfo{}, explainUnschedulable(err, model, &r)
 	}
 	l.setState(LeaseReady)
 	m.connect(l, wait)
@@ -345,6 +346,10 @@ func (m *Manager) waitRunning(ctx context.Context, pod *corev1.Pod) error {
 	for {
 		select {
 		case <-ctx.Done():
+			if unscheduled(last) {
+				return userErrorf("pod_unschedulable", "Pod/%s/%s found no node within the lease's wait (%s): %s",
+					pod.Namespace, pod.Name, context.Cause(ctx), podReason(last))
+			}
 			return userErrorf("pod_not_ready", "Pod/%s/%s not running after the lease's wait (%s): %s; raise the environment's timeoutMs for slow image pulls",
 				pod.Namespace, pod.Name, context.Cause(ctx), podReason(last))
 		case ev, ok := <-w.ResultChan():
@@ -374,6 +379,35 @@ func (m *Manager) waitRunning(ctx context.Context, pod *corev1.Pod) error {
 			}
 		}
 	}
+}
+
+// explainUnschedulable adds to a pod_unschedulable refusal what lease r's
+// pod asked of its node, and where that comes from in the config.
+func explainUnschedulable(err error, model *config.Model, r *Record) error {
+	var ue *UserError
+	if !errors.As(err, &ue) || ue.Code != "pod_unschedulable" {
+		return err
+	}
+	c, ok := model.Company(r.Company)
+	if !ok {
+		return err
+	}
+	a, _ := c.Agent(r.Agent)
+	from := "the Company's defaults: its agent is none the config declares"
+	if a != nil {
+		from = "agent " + a.Name + "'s nodeSelector and tolerations, the Company's runtimeClassName"
+	}
+	return &UserError{Code: ue.Code, Message: fmt.Sprintf("%s; it needs %s (%s)", ue.Message, podsched.For(c, a), from)}
+}
+
+// unscheduled says the scheduler found no node for p.
+func unscheduled(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return true
+		}
+	}
+	return false
 }
 
 func podReason(p *corev1.Pod) string {

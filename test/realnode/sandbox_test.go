@@ -253,11 +253,13 @@ func TestLeaseSchedulingOnRealNode(t *testing.T) {
 	_, err := e.m.Acquire(ctx, sandbox.AcquireParams{Config: sandbox.EnvironmentConfig{Company: e.slug, TimeoutMs: 20_000},
 		AdapterType: "claude_local", AgentID: untoleratingAgentID})
 	var ue *sandbox.UserError
-	if !errors.As(err, &ue) || ue.Code != "pod_not_ready" ||
-		!strings.Contains(ue.Message, "untolerated taint") || !strings.Contains(ue.Message, testcluster.RealNodeTaintKey) {
-		t.Fatalf("acquire for an agent without the real node's toleration: %v; want pod_not_ready, the pod unschedulable for the untolerated taint %s",
-			err, testcluster.RealNodeTaintKey)
+	wantNeeds := "needs nodes kubernetes.io/hostname=" + e.c.RealNode().Name()
+	if !errors.As(err, &ue) || ue.Code != "pod_unschedulable" || !strings.Contains(ue.Message, "untolerated taint") ||
+		!strings.Contains(ue.Message, wantNeeds+" (") {
+		t.Fatalf("acquire for an agent without the real node's toleration: %v; want pod_unschedulable: the scheduler's untolerated taint, %q and no toleration",
+			err, wantNeeds)
 	}
+	t.Logf("refused: %s", ue.Message)
 
 	// No agent declared in Git: the company's defaults, kwok's node.
 	info, err := e.m.Acquire(ctx, sandbox.AcquireParams{Config: sandbox.EnvironmentConfig{Company: e.slug},

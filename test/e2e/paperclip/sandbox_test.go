@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -640,7 +641,12 @@ func TestSandboxEnvironmentFromGit(t *testing.T) {
 	spec["paperclip"] = map[string]any{"manage": true, "environments": []any{map[string]any{
 		"name": "k8s-from-git", "socketPath": sw.envCfg["socketPath"], "envAllow": []any{"STANDIN_*"}, "timeoutMs": 120000,
 	}}}
+	// Its lease pods get its scheduling: Paperclip names it by id, the
+	// daemon finds it by pcsync's marker.
+	selector := map[string]any{"kubernetes.io/hostname": sw.c.NodeName()}
+	toleration := map[string]any{"key": "pcsync.io/e2e-agents", "operator": "Exists", "effect": "NoSchedule"}
 	spec["agents"] = []any{map[string]any{"name": "gitcoder", "adapter": "claude_local", "model": "claude-sonnet-4-6",
+		"nodeSelector": selector, "tolerations": []any{toleration},
 		"paperclip": map[string]any{"role": "engineer", "environment": "k8s-from-git", "adapterConfig": map[string]any{
 			"engine": "cli", "timeoutSec": 120, "env": map[string]any{"STANDIN_TRANSCRIPT": tr.Path, "STANDIN_RECORD": sw.pc.Record},
 		}}}}
@@ -707,6 +713,21 @@ func TestSandboxEnvironmentFromGit(t *testing.T) {
 	run := srv.API.wake(t, coderID, "e2e: agent and environment from Git")
 	if got := srv.API.waitRun(t, run.ID, 3*time.Minute); got.Status != "succeeded" {
 		t.Errorf("run %s of the agent from Git: %s (%q)", run.ID, got.Status, str(got.Error))
+	}
+
+	seen, _ := sw.leasePods()
+	if len(seen) == 0 {
+		t.Errorf("the run of the agent from Git made no lease pod")
+	}
+	for _, name := range seen {
+		sw.mu.Lock()
+		pod := sw.pods[name]
+		sw.mu.Unlock()
+		tolerates := slices.ContainsFunc(pod.Spec.Tolerations, func(t corev1.Toleration) bool { return t.Key == "pcsync.io/e2e-agents" })
+		if pod.Spec.NodeSelector["kubernetes.io/hostname"] != sw.c.NodeName() || !tolerates {
+			t.Errorf("lease pod %s: nodeSelector %v, tolerations %v; want agent gitcoder's (hostname %s, pcsync.io/e2e-agents)",
+				name, pod.Spec.NodeSelector, pod.Spec.Tolerations, sw.c.NodeName())
+		}
 	}
 
 	var live map[string]any
