@@ -261,8 +261,10 @@ func TestLeaseSchedulingOnRealNode(t *testing.T) {
 	}
 	t.Logf("refused: %s", ue.Message)
 
-	// No agent declared in Git: the company's defaults, kwok's node.
-	info, err := e.m.Acquire(ctx, sandbox.AcquireParams{Config: sandbox.EnvironmentConfig{Company: e.slug},
+	// No agent declared in Git: the company's defaults, kwok's node. (Its
+	// pod runs no command server; a short wait ends the Manager's attempts
+	// to reach one, which the Manager's Close waits for.)
+	info, err := e.m.Acquire(ctx, sandbox.AcquireParams{Config: sandbox.EnvironmentConfig{Company: e.slug, TimeoutMs: 10_000},
 		AdapterType: "claude_local", AgentID: "5e1f0c1e-0000-4000-8000-0000000000ff"})
 	if err != nil {
 		t.Fatalf("acquire for an agent the config does not declare: %v", err)
