@@ -5,7 +5,9 @@
 #                integration tests start their own control plane from binaries
 #                that `make k8sbin` builds, and test/realnode a real kubelet
 #                with Debian's containerd, runc and CNI plugins, which
-#                `make realnode-deps` installs as root); `go test ./...` alone
+#                `make realnode-deps` installs as root; deploy/monitoring
+#                promtool and a Prometheus server, which `make monitoring-deps`
+#                installs as root); `go test ./...` alone
 #                runs the unit tests, in seconds, with no binaries
 #   make demo    validate and render examples/config, print a summary
 #   make lint    gofmt, and go vet with and without the integration tag
@@ -26,8 +28,10 @@ TEST_TAGS  := -tags integration
 
 all: build
 
+# The version stamped into bin/pcsync is the tag make images gives the images
+# (TAG), which is the tag the daemon resolves pcsync's images to.
 build:
-	$(GO) build -o $(BIN) ./cmd/pcsync
+	$(GO) build -ldflags "-X main.version=$(TAG)" -o $(BIN) ./cmd/pcsync
 
 # hack/cluster.mk (the test-cluster tooling) provides k8sbin, dev-cluster and
 # dev-cluster-down.
@@ -39,17 +43,26 @@ build:
 -include integrations/paperclip-sandbox/paperclip-sandbox.mk
 
 # The Paperclip end-to-end package runs once, in e2e-paperclip (its own timeout).
-test: $(if $(wildcard hack/cluster.mk),k8sbin realnode-deps) paperclip-adapter-test paperclip-plugin-test e2e-paperclip
+test: $(if $(wildcard hack/cluster.mk),k8sbin realnode-deps) monitoring-deps paperclip-adapter-test paperclip-plugin-test e2e-paperclip
 	$(GO) test $(TEST_TAGS) $(TEST_FLAGS) $$($(GO) list ./... | grep -v '/test/e2e/')
+
+# deploy/monitoring's tests need promtool (`promtool check rules`, `promtool
+# test rules`) and a Prometheus server that scrapes a real daemon: Debian's
+# prometheus package, installed by hack/monitoring/install.sh (idempotent;
+# as root). The tests fail, never skip, without them.
+.PHONY: monitoring-deps
+monitoring-deps:
+	@bash hack/monitoring/install.sh
 
 # The end-to-end proof against the real Paperclip server (test/e2e/paperclip,
 # files tagged integration): hack/paperclip/install.sh installs Node 24,
 # paperclipai, playwright-core and chromium (cached; fails loudly), the test
-# builds pcsync and the adapter, starts Paperclip and the control plane.
+# builds pcsync and the adapter, starts Paperclip and the control plane with
+# its real node (realnode-deps).
 E2E_FLAGS ?= -timeout 40m -count=1
 
 .PHONY: e2e-paperclip
-e2e-paperclip: $(if $(wildcard hack/cluster.mk),k8sbin)
+e2e-paperclip: $(if $(wildcard hack/cluster.mk),k8sbin realnode-deps)
 	@bash hack/paperclip/install.sh >/dev/null
 	$(GO) test $(TEST_TAGS) $(E2E_FLAGS) ./test/e2e/paperclip
 
@@ -89,7 +102,7 @@ lint:
 #   a bare exec, release vs a bare delete, spool drop → pod Running vs a bare
 #   Job, and the agent's exit → its result written.
 # The control-plane benchmarks start their own cluster (make k8sbin first).
-bench: $(if $(wildcard hack/cluster.mk),k8sbin)
+bench: $(if $(wildcard hack/cluster.mk),k8sbin realnode-deps)
 	$(GO) test -timeout 60m -run '^$$' -bench . -benchmem -benchtime 3x ./pkg/config ./pkg/render
 	$(GO) test $(TEST_TAGS) -timeout 60m -run '^$$' -bench . -benchmem -benchtime 1x ./pkg/apply ./pkg/runs/spool ./pkg/runs/kubeexec ./pkg/sandbox ./test/realnode
 	@bash hack/paperclip/install.sh >/dev/null

@@ -8,6 +8,7 @@ import (
 
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/introspect"
+	"github.com/pcsync/pcsync/pkg/metrics"
 	"github.com/pcsync/pcsync/pkg/runs"
 	"github.com/pcsync/pcsync/pkg/sandbox"
 )
@@ -58,8 +59,9 @@ func (d *daemonFlags) stateDirectory() string {
 	return ""
 }
 
-// runner returns the daemon's sandbox loop: the lease manager and its API.
-func (f *sandboxFlags) runner(g *globalOptions, stateDir string, self *introspect.Self) func(context.Context, func() *config.Model) error {
+// runner returns the daemon's sandbox loop: the lease manager and its API,
+// reporting into the daemon's metrics m.
+func (f *sandboxFlags) runner(g *globalOptions, stateDir string, self *introspect.Self, m *metrics.Metrics) func(context.Context, func() *config.Model) error {
 	return func(ctx context.Context, model func() *config.Model) error {
 		cfg, err := g.Kube.RESTConfig()
 		if err != nil {
@@ -67,22 +69,22 @@ func (f *sandboxFlags) runner(g *globalOptions, stateDir string, self *introspec
 		}
 		cfg.UserAgent = "pcsync-sandbox"
 		o := sandbox.DefaultOptions(stateDir)
-		o.ServerPath, o.HelperImage, o.HostRoot, o.Logger = f.serverPath, f.helperImage, f.hostRoot, g.Logger
+		o.ServerPath, o.HelperImage, o.HostRoot, o.Logger, o.Metrics = f.serverPath, f.helperImage, f.hostRoot, g.Logger, m
 		// A lease's pod gets the scheduling of the agent it serves, which
 		// Paperclip names by its id: pcsync's marker on it says which.
 		o.Agents = paperclipReconciler(g)
 		if o.HelperImage == "" && self != nil {
 			o.HelperImage = self.Image
 		}
-		m, err := sandbox.New(ctx, cfg, model, o)
+		mgr, err := sandbox.New(ctx, cfg, model, o)
 		if err != nil {
 			return err
 		}
-		defer m.Close()
+		defer mgr.Close()
 		socket := f.socket
 		if socket == "" {
 			socket = filepath.Join(stateDir, "sandbox.sock")
 		}
-		return sandbox.NewAPI(m, socket).Serve(ctx)
+		return sandbox.NewAPI(mgr, socket).Serve(ctx)
 	}
 }

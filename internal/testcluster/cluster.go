@@ -184,18 +184,17 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if err := CheckBinaries(opts.BinDir); err != nil {
 		return nil, err
 	}
-	parent := ctx
-	ctx, cancel := context.WithTimeout(ctx, opts.StartTimeout)
-	defer cancel()
-
 	c = &Cluster{opts: opts}
 	if opts.RealNode != nil {
-		// Before the timeout: waiting for another real node is bounded by LockTimeout.
-		if err := c.prepareRealNode(parent); err != nil {
+		// Before the timeout starts: waiting for another real node is
+		// bounded by LockTimeout.
+		if err := c.prepareRealNode(ctx); err != nil {
 			_ = c.Close()
 			return nil, fmt.Errorf("testcluster: %w", err)
 		}
 	}
+	ctx, cancel := context.WithTimeout(ctx, opts.StartTimeout)
+	defer cancel()
 	if opts.WorkDir == "" {
 		dir, err := os.MkdirTemp("", "pcsync-testcluster-")
 		if err != nil {

@@ -74,8 +74,13 @@ type Metrics struct {
 	StartWindow prometheus.Gauge
 	// StartWindowCuts counts the window's cuts on the API server's pushback.
 	StartWindowCuts prometheus.Counter
+	// PaperclipUnreachable counts reconciles whose Paperclip side could not
+	// reach Paperclip's API (no answer at all: refused, timed out, no
+	// route, a name that does not resolve).
+	PaperclipUnreachable prometheus.Counter
 
 	workqueue *workqueueMetrics
+	sandbox   *sandboxMetrics
 }
 
 // New creates the metrics in a fresh registry.
@@ -164,9 +169,16 @@ func New() *Metrics {
 			Namespace: namespace, Name: "start_window_cuts_total",
 			Help: "Cuts of the Kubernetes executor's start window on a 429, a timeout or a slow create.",
 		}),
+		PaperclipUnreachable: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Name: "paperclip_unreachable_total",
+			Help: "Reconciles whose Paperclip side got no answer from Paperclip's API (refused, timed out, unresolvable).",
+		}),
 		workqueue: newWorkqueueMetrics(),
+		sandbox:   newSandboxMetrics(),
 	}
 	m.Registry.MustRegister(m.workqueue.collectors()...)
+	m.Registry.MustRegister(m.sandbox.collectors()...)
+	m.initLabels()
 	m.Registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -174,9 +186,25 @@ func New() *Metrics {
 		m.ObjectsApplied, m.DriftCorrections, m.Prunes, m.PruneBlocked, m.Leader,
 		m.PaperclipAgents, m.PaperclipDrift, m.PaperclipRequests,
 		m.Runs, m.RunsQueued, m.RunsInFlight, m.RunDuration, m.Tokens, m.CostUSD,
-		m.StartWindow, m.StartWindowCuts,
+		m.StartWindow, m.StartWindowCuts, m.PaperclipUnreachable,
 	)
 	return m
+}
+
+// initLabels creates the series of the known, fixed label values at 0, so
+// that /metrics has them from the start and an alert on their increase sees
+// the first one (a counter's first sample is not an increase).
+func (m *Metrics) initLabels() {
+	for _, stage := range []string{"load", "render", "apply", "prune", "paperclip"} {
+		m.ReconcileErrors.WithLabelValues(stage)
+	}
+	for _, action := range []string{"created", "configured", "resumed", "paused", "unchanged", "refused", "failed"} {
+		m.PaperclipAgents.WithLabelValues(action)
+	}
+	for _, kind := range []string{"read", "write"} {
+		m.PaperclipRequests.WithLabelValues(kind)
+	}
+	m.sandbox.initLabels()
 }
 
 // SetStartWindow sets pcsync_start_window (kubeexec.WindowMetrics).

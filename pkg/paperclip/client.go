@@ -197,7 +197,7 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return c.scrub(fmt.Errorf("Paperclip at %s is unreachable: %w", c.base.Redacted(), unwrapURLError(err)))
+		return unreachableError{c.scrub(fmt.Errorf("Paperclip at %s is unreachable: %w", c.base.Redacted(), unwrapURLError(err)))}
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
@@ -237,6 +237,18 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	}
 	return nil
 }
+
+// ErrUnreachable matches (errors.Is) a request that Paperclip's API did not
+// answer at all: refused, timed out, no route, a name that does not
+// resolve; not an answer with an error status.
+var ErrUnreachable = errors.New("Paperclip is unreachable")
+
+// unreachableError is a request's error that matches ErrUnreachable.
+type unreachableError struct{ err error }
+
+func (e unreachableError) Error() string        { return e.err.Error() }
+func (e unreachableError) Unwrap() error        { return e.err }
+func (e unreachableError) Is(target error) bool { return target == ErrUnreachable }
 
 // unwrapURLError drops *url.Error's "Get \"<url>\": " prefix: the caller
 // names the server and the request itself.

@@ -387,6 +387,9 @@ func (l *Loop) reconcilePaperclip(ctx context.Context, log *slog.Logger, m *conf
 		mt.PaperclipRequests.WithLabelValues("read").Add(float64(rep.Reads))
 		mt.PaperclipRequests.WithLabelValues("write").Add(float64(rep.Writes))
 	}
+	if mt := l.opts.Metrics; mt != nil && errors.Is(err, paperclip.ErrUnreachable) {
+		mt.PaperclipUnreachable.Inc()
+	}
 	if rep != nil {
 		lvl := slog.LevelInfo
 		if rep.Writes == 0 && err == nil {

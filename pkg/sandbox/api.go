@@ -324,7 +324,9 @@ func (a *API) acquire(ctx context.Context, w http.ResponseWriter, base baseParam
 	_ = json.Unmarshal(body, &p)
 	cfg, errs := ParseConfig(base.Config)
 	if len(errs) > 0 {
-		refuse(w, configErrors("config_invalid", errs))
+		err := configErrors("config_invalid", errs)
+		a.m.observeAcquire(time.Now(), err)
+		refuse(w, err)
 		return
 	}
 	ap := AcquireParams{Config: cfg, CompanyID: base.CompanyID, EnvironmentID: base.EnvironmentID,

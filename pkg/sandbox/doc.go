@@ -34,4 +34,5 @@
 //	manager_release.go  Release and the expiry: shutdown, delete, wait gone
 //	stream.go           the command stream as a pod exec (WebSocket, SPDY fallback)
 //	api.go              API: the hooks on the Unix socket
+//	metrics.go          Metrics the manager reports to (pcsync_sandbox_*), its outcome and end words
 package sandbox

@@ -78,6 +78,8 @@ type lease struct {
 	warned  map[string]bool
 	running int
 	ending  bool // the end (releaseAsync) has begun
+	// held: counted in the metrics' leases held (from track to the end).
+	held bool
 	// shuttingDown: the end opens a stream of its own to stop the server.
 	shuttingDown bool
 	idle         chan struct{} // closed when running drops to 0 while releasing

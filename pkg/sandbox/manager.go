@@ -81,6 +81,7 @@ func (m *Manager) adopt(ctx context.Context) error {
 			if err := m.j.drop(r.ID); err != nil {
 				return err
 			}
+			m.opts.Metrics.SandboxRelease(string(EndAdopted))
 			continue
 		case err != nil:
 			return fmt.Errorf("sandbox: Pod/%s/%s: adopt: %w", r.Namespace, r.ID, err)
@@ -90,6 +91,7 @@ func (m *Manager) adopt(ctx context.Context) error {
 			if err := m.j.drop(r.ID); err != nil {
 				return err
 			}
+			m.opts.Metrics.SandboxRelease(string(EndAdopted))
 			continue
 		}
 		r.PodUID = string(pod.UID)
@@ -97,7 +99,7 @@ func (m *Manager) adopt(ctx context.Context) error {
 		if !now.Before(r.ExpiresAt) || pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
 			m.log.Info("sandbox lease reaped at start: expired or its pod ended", slog.String("lease", r.ID),
 				slog.Time("expiresAt", r.ExpiresAt), slog.String("phase", string(pod.Status.Phase)))
-			m.releaseAsync(l, "expired")
+			m.releaseAsync(l, EndExpired)
 			continue
 		}
 		l.setState(LeaseReady)
@@ -135,10 +137,11 @@ func (m *Manager) track(r Record) *lease {
 	m.mu.Lock()
 	m.leases[r.ID] = l
 	m.mu.Unlock()
+	m.hold(l)
 	if d := time.Until(r.ExpiresAt); d > 0 {
 		l.expiry = time.AfterFunc(d, func() {
 			m.log.Info("sandbox lease expired: deleting its pod", slog.String("lease", l.ID))
-			m.releaseAsync(l, "expired")
+			m.releaseAsync(l, EndExpired)
 		})
 	}
 	return l
@@ -172,11 +175,15 @@ func (m *Manager) Close() {
 			l.expiry.Stop()
 		}
 		l.mu.Lock()
-		c := l.client
+		c, ending := l.client, l.ending
 		l.client = nil
 		l.mu.Unlock()
 		if c != nil {
 			_ = c.Close()
+		}
+		if !ending {
+			// Its pod stays for the next daemon: no longer held here.
+			m.unhold(l)
 		}
 	}
 	m.wg.Wait()

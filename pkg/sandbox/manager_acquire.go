@@ -64,7 +64,9 @@ func userErrorf(code, format string, args ...any) error {
 // its command server answers, and arms the expiry. Nothing is created for a
 // refused lease, and a lease that fails after its pod was created has its
 // pod deleted.
-func (m *Manager) Acquire(ctx context.Context, p AcquireParams) (LeaseInfo, error) {
+func (m *Manager) Acquire(ctx context.Context, p AcquireParams) (_ LeaseInfo, err error) {
+	began := time.Now()
+	defer func() { m.observeAcquire(began, err) }()
 	model := m.model()
 	if model == nil {
 		return LeaseInfo{}, userErrorf("no_config", "pcsync has no valid config loaded yet")
@@ -91,7 +93,7 @@ func (m *Manager) Acquire(ctx context.Context, p AcquireParams) (LeaseInfo, erro
 	rctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	if err := m.waitRunning(rctx, created); err != nil {
-		m.releaseAsync(l, "failed")
+		m.releaseAsync(l, EndFailed)
 		return LeaseInfo{}, explainUnschedulable(err, model, &r)
 	}
 	l.setState(LeaseReady)
@@ -248,7 +250,7 @@ func (m *Manager) connect(l *lease, wait time.Duration) {
 		defer cancel()
 		if _, err := m.client(cctx, l); err != nil {
 			m.log.Error("sandbox lease: the command server does not answer; ending the lease", slog.String("lease", l.ID), slog.Any("error", err))
-			m.releaseAsync(l, "failed")
+			m.releaseAsync(l, EndFailed)
 			return
 		}
 		if err := m.j.put(l.Record); err != nil {
@@ -451,6 +453,7 @@ func (m *Manager) client(ctx context.Context, l *lease) (*cmdclient.Client, erro
 	}
 	o := cmdclient.DefaultOptions()
 	o.Logger = m.log
+	o.OnReopen = m.opts.Metrics.SandboxStreamReopen
 	var err error
 	for {
 		if c, err = cmdclient.New(ctx, m.opener(l), o); err == nil {

@@ -36,11 +36,19 @@ type ExecResult struct {
 // the pod's own environment. Output chunks go to onOutput as they come.
 // Many executes may run at once on one lease; a command's background
 // processes outlive it. Cancelling ctx kills the command's process group.
-func (m *Manager) Execute(ctx context.Context, p ExecParams, onOutput func(stream string, chunk []byte)) (ExecResult, error) {
+func (m *Manager) Execute(ctx context.Context, p ExecParams, onOutput func(stream string, chunk []byte)) (_ ExecResult, err error) {
 	l := m.lookup(p.LeaseID)
 	if l == nil {
 		return ExecResult{}, fmt.Errorf("lease %s: %w: it was released, expired or never pcsync's", p.LeaseID, ErrNoLease)
 	}
+	began := time.Now()
+	defer func() {
+		outcome := ExecCompleted
+		if err != nil {
+			outcome = ExecFailed
+		}
+		m.opts.Metrics.SandboxExecute(l.Company, time.Since(began), string(outcome))
+	}()
 	l.mu.Lock()
 	if l.state != LeaseReady {
 		st := l.state
@@ -61,6 +69,7 @@ func (m *Manager) Execute(ctx context.Context, p ExecParams, onOutput func(strea
 
 	env, dropped := l.rule.Filter(p.Env)
 	if len(dropped) > 0 {
+		m.opts.Metrics.SandboxEnvKeysKept(l.Company, len(dropped))
 		l.mu.Lock()
 		var fresh []string
 		for _, k := range dropped {

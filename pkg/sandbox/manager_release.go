@@ -76,7 +76,7 @@ func (m *Manager) Release(ctx context.Context, p ReleaseParams) (ReceiptState, e
 			}
 		}
 	}
-	m.releaseAsync(l, map[bool]string{true: "cancelled", false: "released"}[p.Cancel])
+	m.releaseAsync(l, map[bool]EndReason{true: EndCancelled, false: EndDrained}[p.Cancel])
 	select {
 	case <-l.released:
 	case <-ctx.Done():
@@ -116,7 +116,7 @@ func (m *Manager) CancelRun(ctx context.Context, runID string) (int, error) {
 // releaseAsync ends a lease once: stop its command server, delete its pod,
 // wait until it is gone, drop it from the journal. Later calls only wait
 // on the same end.
-func (m *Manager) releaseAsync(l *lease, why string) {
+func (m *Manager) releaseAsync(l *lease, why EndReason) {
 	l.mu.Lock()
 	if l.ending {
 		l.mu.Unlock()
@@ -165,7 +165,9 @@ func (m *Manager) releaseAsync(l *lease, why string) {
 		l.endErr = errMsg
 		l.mu.Unlock()
 		close(l.released)
-		m.log.Info("sandbox lease ended", slog.String("lease", l.ID), slog.String("why", why),
+		m.unhold(l)
+		m.opts.Metrics.SandboxRelease(string(why))
+		m.log.Info("sandbox lease ended", slog.String("lease", l.ID), slog.String("why", string(why)),
 			slog.Duration("took", time.Since(begin).Round(time.Millisecond)), slog.String("error", errMsg))
 	}()
 }

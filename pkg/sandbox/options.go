@@ -52,6 +52,9 @@ type Options struct {
 	Agents AgentResolver
 	// Logger receives the manager's logs. Default slog.Default().
 	Logger *slog.Logger
+	// Metrics receives the manager's leases, acquires, releases and
+	// executes (the daemon's *metrics.Metrics). Default none.
+	Metrics Metrics
 }
 
 // AgentResolver finds the agent declared in Git behind a Paperclip agent
@@ -98,5 +101,8 @@ func (o *Options) complete() {
 	o.DeleteTimeout = cmp.Or(o.DeleteTimeout, d.DeleteTimeout)
 	if o.Logger == nil {
 		o.Logger = d.Logger
+	}
+	if o.Metrics == nil {
+		o.Metrics = noMetrics{}
 	}
 }

@@ -198,32 +198,50 @@ func BenchmarkRunJob(b *testing.B) {
 	image := images.Ref(p.Registry, images.Agent("claude"), imageTag)
 	running := podsRunning(b, c, e.ns)
 	for n := range b.N {
-		var drop, bare, exitToResult []time.Duration
+		var drop, sameSpec, bare, exitToResult, kubeletToResult, exitToResultFollowed []time.Duration
+		var dropPhases, samePhases, barePhases phases
 		for i := range samples {
 			name := fmt.Sprintf("long-%d-%d", n, i)
 			begin := time.Now()
 			e.drop(name, "no-handler", nil)
-			drop = append(drop, running.wait(b, kubeexec.LabelRunID, name).Sub(begin))
+			pt := running.wait(b, kubeexec.LabelRunID, name)
+			drop = append(drop, pt.running.Sub(begin))
+			dropPhases.add(begin, pt)
+			// The same pod template as pcsync's Job, created bare while the
+			// run (and its Secret) still exists, and a plain pod's.
+			pj, err := c.Client().BatchV1().Jobs(e.ns).Get(ctx, pt.pod.Labels["batch.kubernetes.io/job-name"], metav1.GetOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			tmpl := *pj.Spec.Template.DeepCopy()
+			plain := plainPod(node, e.ns, "", image, "sleep", "3600").Spec
+			for _, peer := range []struct {
+				name string
+				spec corev1.PodSpec
+				out  *[]time.Duration
+				ph   *phases
+			}{{"same", tmpl.Spec, &sameSpec, &samePhases}, {"bare", plain, &bare, &barePhases}} {
+				job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d-%d", peer.name, n, i), Namespace: e.ns,
+					Labels: map[string]string{"bench": peer.name}}}
+				zero := int32(0)
+				job.Spec.BackoffLimit = &zero
+				job.Spec.Template = corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"bench-job": job.Name}}, Spec: peer.spec}
+				begin = time.Now()
+				if _, err := c.Client().BatchV1().Jobs(e.ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+					b.Fatal(err)
+				}
+				pt = running.wait(b, "bench-job", job.Name)
+				*peer.out = append(*peer.out, pt.running.Sub(begin))
+				peer.ph.add(begin, pt)
+				bg := metav1.DeletePropagationBackground
+				if err := c.Client().BatchV1().Jobs(e.ns).Delete(ctx, job.Name, metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil {
+					b.Fatal(err)
+				}
+			}
 			if err := os.WriteFile(filepath.Join(e.spool, name+".cancel"), nil, 0o644); err != nil {
 				b.Fatal(err)
 			}
 			e.result(name)
-
-			job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bare-%d-%d", n, i), Namespace: e.ns,
-				Labels: map[string]string{"bench": "bare"}}}
-			zero := int32(0)
-			job.Spec.BackoffLimit = &zero
-			pod := plainPod(node, e.ns, "", image, "sleep", "3600")
-			job.Spec.Template = corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"bench-job": job.Name}}, Spec: pod.Spec}
-			begin = time.Now()
-			if _, err := c.Client().BatchV1().Jobs(e.ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
-				b.Fatal(err)
-			}
-			bare = append(bare, running.wait(b, "bench-job", job.Name).Sub(begin))
-			bg := metav1.DeletePropagationBackground
-			if err := c.Client().BatchV1().Jobs(e.ns).Delete(ctx, job.Name, metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil {
-				b.Fatal(err)
-			}
 
 			name = fmt.Sprintf("ok-%d-%d", n, i)
 			e.drop(name, "please succeed", nil)
@@ -236,18 +254,43 @@ func BenchmarkRunJob(b *testing.B) {
 				b.Fatal(err)
 			}
 			exitToResult = append(exitToResult, st.ModTime().Sub(*r.FinishedAt))
+			kubeletToResult = append(kubeletToResult, st.ModTime().Sub(running.waitEnded(b, kubeexec.LabelRunID, name).ended))
+
+			name = fmt.Sprintf("later-%d-%d", n, i)
+			e.drop(name, "please succeed-later", nil)
+			r = e.result(name)
+			if r.Status != result.StatusSucceeded || r.FinishedAt == nil {
+				b.Fatalf("run %s: %s %s", name, r.Status, deref(r.ErrorMessage))
+			}
+			if st, err = os.Stat(filepath.Join(e.spool, name+result.Suffix)); err != nil {
+				b.Fatal(err)
+			}
+			exitToResultFollowed = append(exitToResultFollowed, st.ModTime().Sub(*r.FinishedAt))
 		}
-		report(b, "drop-to-running", "spool drop → Job's pod Running vs bare client-go Job create → pod Running", drop, bare)
-		report(b, "exit-to-result", "agent container exits → result written", exitToResult, nil)
+		report(b, "drop-to-running", fmt.Sprintf("spool drop → Job's pod Running vs a bare client-go Job of the same pod template → pod Running (p50 of each phase: pcsync %s; bare Job %s)",
+			&dropPhases, &samePhases), drop, sameSpec)
+		report(b, "drop-to-running-plain", fmt.Sprintf("spool drop → Job's pod Running vs a bare client-go Job of a plain pod (sleep, no Secret, no volumes) → pod Running (p50 of each phase: bare Job %s)",
+			&barePhases), drop, bare)
+		report(b, "exit-to-result", "agent exits before the kubelet reports it Running → result written", exitToResult, nil)
+		report(b, "kubelet-end-to-result", "the kubelet reports the short run's container ended → result written (negative: the result came first)", kubeletToResult, nil)
+		report(b, "exit-to-result-followed", "agent of a 3 s run exits → result written", exitToResultFollowed, nil)
 	}
 }
 
-// runningPods records when each pod of the namespace was first seen
-// Running, by its labels.
+// runningPods records when each pod of the namespace was first seen, first
+// seen bound to a node, and first seen Running, by its labels.
 type runningPods struct {
-	mu   sync.Mutex
-	seen []*corev1.Pod
-	at   []time.Time
+	mu    sync.Mutex
+	pods  []*podTimes
+	byUID map[string]*podTimes
+}
+
+// podTimes is one pod's timeline as the watch saw it.
+type podTimes struct {
+	pod                       *corev1.Pod
+	added, scheduled, running time.Time
+	// ended is when a container of the pod was first seen terminated.
+	ended time.Time
 }
 
 func podsRunning(b testing.TB, c *testcluster.Cluster, ns string) *runningPods {
@@ -257,36 +300,80 @@ func podsRunning(b testing.TB, c *testcluster.Cluster, ns string) *runningPods {
 	if err != nil {
 		b.Fatal(err)
 	}
-	r := &runningPods{}
+	r := &runningPods{byUID: map[string]*podTimes{}}
 	go func() {
 		defer w.Stop()
 		for ev := range w.ResultChan() {
-			if pod, ok := ev.Object.(*corev1.Pod); ok && pod.Status.Phase == corev1.PodRunning {
-				r.mu.Lock()
-				r.seen, r.at = append(r.seen, pod), append(r.at, time.Now())
-				r.mu.Unlock()
+			pod, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue
 			}
+			now := time.Now()
+			r.mu.Lock()
+			pt := r.byUID[string(pod.UID)]
+			if pt == nil {
+				pt = &podTimes{pod: pod, added: now}
+				r.byUID[string(pod.UID)] = pt
+				r.pods = append(r.pods, pt)
+			}
+			if pt.scheduled.IsZero() && pod.Spec.NodeName != "" {
+				pt.scheduled = now
+			}
+			if pt.running.IsZero() && pod.Status.Phase == corev1.PodRunning {
+				pt.running = now
+			}
+			for _, cs := range pod.Status.ContainerStatuses {
+				if pt.ended.IsZero() && cs.State.Terminated != nil {
+					pt.ended = now
+				}
+			}
+			r.mu.Unlock()
 		}
 	}()
 	return r
 }
 
-// wait returns when a pod labelled key=value was first seen Running.
-func (r *runningPods) wait(b testing.TB, key, value string) time.Time {
+// wait returns the timeline of the pod labelled key=value once it was seen
+// Running.
+func (r *runningPods) wait(b testing.TB, key, value string) podTimes {
+	return r.waitFor(b, key, value, func(p *podTimes) bool { return !p.running.IsZero() })
+}
+
+// waitEnded returns the timeline of the pod labelled key=value once a
+// container of it was seen terminated.
+func (r *runningPods) waitEnded(b testing.TB, key, value string) podTimes {
+	return r.waitFor(b, key, value, func(p *podTimes) bool { return !p.ended.IsZero() })
+}
+
+func (r *runningPods) waitFor(b testing.TB, key, value string, ok func(*podTimes) bool) podTimes {
 	b.Helper()
 	deadline := time.Now().Add(3 * time.Minute)
 	for time.Now().Before(deadline) {
 		r.mu.Lock()
-		for i, p := range r.seen {
-			if p.Labels[key] == value {
-				at := r.at[i]
+		for _, p := range r.pods {
+			if p.pod.Labels[key] == value && ok(p) {
+				pt := *p
 				r.mu.Unlock()
-				return at
+				return pt
 			}
 		}
 		r.mu.Unlock()
 		time.Sleep(5 * time.Millisecond)
 	}
-	b.Fatalf("no pod %s=%s Running after 3 minutes", key, value)
-	return time.Time{}
+	b.Fatalf("no pod %s=%s as awaited after 3 minutes", key, value)
+	return podTimes{}
+}
+
+// phases splits begin → Running into begin → the pod exists, → bound to the
+// node, → Running.
+type phases struct{ created, bound, started []time.Duration }
+
+func (p *phases) add(begin time.Time, pt podTimes) {
+	p.created = append(p.created, pt.added.Sub(begin))
+	p.bound = append(p.bound, pt.scheduled.Sub(pt.added))
+	p.started = append(p.started, pt.running.Sub(pt.scheduled))
+}
+
+func (p *phases) String() string {
+	return fmt.Sprintf("to the pod's creation %.0f ms, to its binding %.0f ms, to Running %.0f ms", p50(p.created), p50(p.bound), p50(p.started))
 }

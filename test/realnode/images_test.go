@@ -3,10 +3,7 @@
 package realnode
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
-	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -14,11 +11,9 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
-	"github.com/pcsync/pcsync/internal/imagebuild"
 	"github.com/pcsync/pcsync/internal/testcluster"
+	"github.com/pcsync/pcsync/internal/testimages"
 	"github.com/pcsync/pcsync/pkg/images"
 )
 
@@ -66,38 +61,26 @@ func pushImages(t testing.TB) pushed {
 func buildAndPush(reg *testcluster.Registry) (pushed, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	o := imagebuild.DefaultOptions()
-	o.Images = []string{images.Base, images.Pcsync, images.Agent("claude")}
-	o.Version = imageTag
-	built, err := imagebuild.Build(ctx, o)
+	built, err := testimages.Build(ctx, []string{images.Base, images.Pcsync, images.Agent("claude")}, imageTag)
 	if err != nil {
 		return pushed{}, err
 	}
 	p := pushed{Registry: reg.Host() + "/standin", RealRegistry: reg.Host() + "/pcsync", Foreign: reg.Host() + "/acme/agent:" + imageTag}
-	var base v1.Image
-	for _, b := range built {
-		if b.Name == images.Base {
-			base = b.Image
-		}
-		if err := reg.Push(ctx, images.Ref(p.RealRegistry, b.Name, imageTag), b.Image); err != nil {
-			return pushed{}, err
-		}
+	if err := testimages.Push(ctx, reg, p.RealRegistry, imageTag, built); err != nil {
+		return pushed{}, err
 	}
-	standIn, err := withFiles(base, map[string]string{
+	standIn, err := testimages.WithFiles(built[images.Base], map[string]string{
 		"usr/local/bin/claude":                      standInScript,
 		"usr/local/share/pcsync-standin/auth.jsonl": mustRead("../../pkg/adapters/testdata/claude/real-2.1.197-not-logged-in.jsonl"),
 	})
 	if err != nil {
 		return pushed{}, err
 	}
-	for _, name := range []string{images.Agent("claude"), images.Pcsync} {
-		img := standIn
-		if name == images.Pcsync {
-			img = base
-		}
-		if err := reg.Push(ctx, images.Ref(p.Registry, name, imageTag), img); err != nil {
-			return pushed{}, err
-		}
+	if err := testimages.Push(ctx, reg, p.Registry, imageTag, map[string]v1.Image{
+		images.Agent("claude"): standIn,
+		images.Pcsync:          built[images.Base],
+	}); err != nil {
+		return pushed{}, err
 	}
 	if err := reg.Push(ctx, p.Foreign, standIn); err != nil {
 		return pushed{}, err
@@ -113,37 +96,18 @@ func mustRead(path string) string {
 	return string(b)
 }
 
-// withFiles appends one layer holding files (mode 0755, owned by root) to
-// img.
-func withFiles(img v1.Image, files map[string]string) (v1.Image, error) {
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for name, content := range files {
-		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o755, Size: int64(len(content)), Typeflag: tar.TypeReg,
-			ModTime: time.Unix(0, 0)}); err != nil {
-			return nil, err
-		}
-		if _, err := io.WriteString(tw, content); err != nil {
-			return nil, err
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	data := buf.Bytes()
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
-	if err != nil {
-		return nil, err
-	}
-	return mutate.AppendLayers(img, layer)
-}
-
 // standInScript stands in for Claude Code: the prompt, on stdin, picks what
 // it does. Its output is Claude Code's stream-json.
 const standInScript = `#!/bin/sh
 prompt=$(cat)
 init='{"type":"system","subtype":"init","session_id":"standin-1","model":"claude-sonnet-4-6","cwd":"/workspace"}'
 case "$prompt" in
+*succeed-later*)
+	# Outlives a kubelet relist: the log is followed while it runs.
+	echo "$init"
+	sleep 3
+	echo '{"type":"result","subtype":"success","is_error":false,"duration_ms":3000,"num_turns":1,"result":"Done later.","session_id":"standin-1","total_cost_usd":0.001,"usage":{"input_tokens":10,"output_tokens":2}}'
+	;;
 *succeed*)
 	echo "$init"
 	echo '{"type":"assistant","message":{"model":"claude-sonnet-4-6","role":"assistant","content":[{"type":"text","text":"The README says hello."}],"usage":{"input_tokens":120,"output_tokens":8}},"session_id":"standin-1"}'

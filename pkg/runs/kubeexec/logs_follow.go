@@ -181,6 +181,11 @@ type follower struct {
 	// line of output (package procinit), which is kept out of the log
 	// file and the parser.
 	ended func(procinit.Record)
+	// complete is set by a record of a successful end: nothing follows
+	// it, so the follower stops there instead of waiting for the kubelet
+	// to end the stream (it notices the container's exit seconds later)
+	// and reading the log once more.
+	complete bool
 }
 
 // run follows the log until podDone ends and the rest of the log is read,
@@ -194,6 +199,9 @@ func (f *follower) run(ctx, podDone context.Context) error {
 	for {
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if f.complete {
+			return nil
 		}
 		if podDone.Err() != nil {
 			return f.final(ctx)
@@ -224,7 +232,7 @@ func (f *follower) run(ctx, podDone context.Context) error {
 		switch {
 		case ctx.Err() != nil:
 			return ctx.Err()
-		case err == nil && complete:
+		case f.complete, err == nil && complete:
 			return nil
 		case podDone.Err() != nil:
 			// Closed because the pod is done (kwok), or ended or broke
@@ -260,6 +268,9 @@ func (f *follower) pause(ctx, podDone context.Context) error {
 // final reads the whole log once, without follow, for the lines not handled
 // yet.
 func (f *follower) final(ctx context.Context) error {
+	if f.complete {
+		return nil
+	}
 	f.streams++
 	rc, err := f.src.Open(ctx, false)
 	if err != nil {
@@ -271,7 +282,8 @@ func (f *follower) final(ctx context.Context) error {
 
 // consume handles every complete line of r; an unterminated last line is
 // handled too when lastOK says the stream is complete (the container is
-// gone), and left for the next stream otherwise. It returns nil at EOF.
+// gone), and left for the next stream otherwise. It returns nil at EOF, or
+// at the record of a successful end.
 func (f *follower) consume(r io.Reader, lastOK func() bool) error {
 	br := bufio.NewReaderSize(r, 4<<10)
 	idx := 0
@@ -290,6 +302,9 @@ func (f *follower) consume(r io.Reader, lastOK func() bool) error {
 		switch {
 		case err == nil:
 			f.take(idx, line, truncated)
+			if f.complete {
+				return nil
+			}
 			idx++
 			line, truncated = line[:0], false
 			if cap(line) > keepBufBytes {
@@ -318,6 +333,10 @@ func (f *follower) take(idx int, line []byte, truncated bool) {
 	line = bytes.TrimSuffix(line, []byte("\r"))
 	if f.ended != nil && !truncated {
 		if rec, rest, ok := procinit.ParseRecord(string(line)); ok && rest == "" {
+			// A failed end is not the end of the reading: the kubelet's
+			// account of the container (OOMKilled, …) decides the
+			// verdict, and the rest of stderr may still be in flight.
+			f.complete = rec.ExitCode == 0
 			f.ended(rec)
 			return
 		}

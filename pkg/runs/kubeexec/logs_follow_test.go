@@ -344,3 +344,56 @@ func TestFollowerHandsOverInitRecord(t *testing.T) {
 		t.Errorf("log file = %q", got)
 	}
 }
+
+// The record of a successful end is the last line there is: the follower
+// stops on it, on a stream the kubelet has not ended and with the pod not yet
+// done, without reading the log again. A failed end's record does not stop
+// it: the kubelet's account of the container decides, and the final read
+// after the pod's end still takes what came late.
+func TestFollowerStopsAtTheRecordOfASuccess(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		exitCode  int
+		wantOpens []bool
+		wantLines []string
+	}{
+		{name: "success", exitCode: 0, wantOpens: []bool{true}, wantLines: []string{"a", "b"}},
+		{name: "failure", exitCode: 3, wantOpens: []bool{true, false}, wantLines: []string{"a", "b", "late stderr"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := procinit.Record{ExitCode: tc.exitCode, StartedAt: time.Unix(100, 0).UTC(), FinishedAt: time.Unix(101, 0).UTC()}
+			src := newFakeLog("a", "b", rec.String())
+			out := &safeBuffer{}
+			f, p := newTestFollower(src, out, 0)
+			f.reconnect = time.Hour
+			var got []procinit.Record
+			f.ended = func(r procinit.Record) { got = append(got, r) }
+			podDone, podEnd := context.WithCancel(context.Background())
+			defer podEnd()
+			errc := make(chan error, 1)
+			go func() { errc <- f.run(context.Background(), podDone) }()
+			if tc.exitCode != 0 {
+				waitFor(t, "the record", func() bool { return len(src.openCount()) == 1 && strings.Count(out.String(), "\n") == 2 })
+				src.append("late stderr")
+				podEnd()
+			}
+			select {
+			case err := <-errc:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the follower did not stop")
+			}
+			if diff := cmp.Diff([]procinit.Record{rec}, got); diff != "" {
+				t.Errorf("records handed over (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantLines, p.lines); diff != "" {
+				t.Errorf("parser lines (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantOpens, src.openCount()); diff != "" {
+				t.Errorf("log requests (follow flags) (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -36,6 +36,9 @@ type Options struct {
 	ReconnectTimeout time.Duration
 	// Logger receives structured logs; nil: text to stderr.
 	Logger *slog.Logger
+	// OnReopen, when set, is called each time a broken stream was reopened
+	// and its commands resumed (the daemon's metrics).
+	OnReopen func()
 }
 
 // DefaultOptions returns the options the daemon uses.
@@ -279,6 +282,9 @@ func (c *Client) run(rwc io.ReadWriteCloser, r *wire.Reader) {
 		}
 		c.log.Info("sandbox stream broke and was reopened", slog.Any("error", broke),
 			slog.Duration("took", time.Since(began)), slog.Int64("opens", c.opens.Load()))
+		if c.opts.OnReopen != nil {
+			c.opts.OnReopen()
+		}
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -581,7 +582,11 @@ func firstDiff(a, b []byte) int {
 func TestReconnectCommandEndedMeanwhile(t *testing.T) {
 	s := startServer(t, nil)
 	o := &connOpener{socket: s.socket}
-	c := newClient(t, o.open, func(opts *cmdclient.Options) { opts.Backoff = 300 * time.Millisecond })
+	var reopens atomic.Int32
+	c := newClient(t, o.open, func(opts *cmdclient.Options) {
+		opts.Backoff = 300 * time.Millisecond
+		opts.OnReopen = func() { reopens.Add(1) }
+	})
 	var once sync.Once
 	exit, err := c.Exec(execCtx(t), cmdclient.Command{Argv: []string{"sh", "-c", "echo first; sleep 0.05; echo second >&2"}},
 		func(cmdclient.Stream, []byte) { once.Do(o.breakStream) })
@@ -593,6 +598,9 @@ func TestReconnectCommandEndedMeanwhile(t *testing.T) {
 	}
 	if got := c.Stats().Opens; got != 2 {
 		t.Errorf("Opens = %d, want 2", got)
+	}
+	if got := reopens.Load(); got != 1 {
+		t.Errorf("OnReopen called %d times, want 1", got)
 	}
 }
 

@@ -9,6 +9,14 @@
 // internal/testcluster. A missing tool fails the tests, saying what to
 // install; nothing is skipped.
 //
+// The control plane has internal/testcluster's real node beside its kwok
+// node (root and Debian's containerd, runc and CNI plugins; nothing is
+// skipped): realnode_test.go runs a stock claude_local agent's lease pod on
+// the real kubelet from a stand-in image built on pcsync's base
+// (internal/testimages), and walkthrough_test.go follows the README's and
+// docs/paperclip.md's walkthroughs word for word there, from `make build
+// images … PUSH=1` to the real Claude Code in a pod saying "Not logged in".
+//
 // Environment: PCSYNC_E2E_BIN (a pcsync binary instead of building one),
 // PCSYNC_E2E_SCREENSHOT (where TestRunPageInChromium copies its picture;
 // docs/paperclip-run-page.png is one), PCSYNC_E2E_KEEP (keep the

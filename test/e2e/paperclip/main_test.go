@@ -10,9 +10,12 @@ import (
 )
 
 // TestMain runs the tests against one control plane (the Kubernetes
-// executor's tests), then stops the shared Paperclip server.
+// executor's tests) with a real node beside its kwok node (realnode_test.go),
+// then stops the shared Paperclip server.
 func TestMain(m *testing.M) {
-	code := testcluster.Main(m)
+	code := testcluster.MainWith(m, func(o *testcluster.Options) {
+		o.RealNode = &testcluster.RealNodeOptions{}
+	})
 	for i := len(atExit) - 1; i >= 0; i-- {
 		atExit[i]()
 	}

@@ -3,8 +3,10 @@
 package paperclip
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -14,36 +16,51 @@ import (
 // provider that runs each execute as a local process
 // (testdata/local-provider, plain ESM), with an environment of it in the
 // world's company. Its SDK comes from the sandbox plugin's node_modules.
-func (sw *sandboxWorld) installLocalProvider(t testing.TB) string {
+// With init, every execute runs as init's last arguments (e.g. tini -s --).
+func (sw *sandboxWorld) installLocalProvider(t testing.TB, init ...string) string {
 	t.Helper()
 	tl := getTools(t)
-	dir := filepath.Join(shortDir(t, "pclocal-"), "local-provider")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
+	sw.srv.localOnce.Do(func() { sw.srv.localErr = installLocalPlugin(sw.srv, tl) })
+	if sw.srv.localErr != nil {
+		t.Fatalf("install the local-process provider: %v", sw.srv.localErr)
 	}
-	for _, f := range []string{"package.json", "manifest.js", "worker.js"} {
-		data, err := os.ReadFile(filepath.Join(tl.Root, "test", "e2e", "paperclip", "testdata", "local-provider", f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, f), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Symlink(filepath.Join(tl.Plugin, "node_modules"), filepath.Join(dir, "node_modules")); err != nil {
-		t.Fatal(err)
-	}
-	var out map[string]any
-	sw.srv.API.must(t, "POST", "/api/plugins/install", map[string]any{"packageName": dir, "isLocalPath": true}, &out)
 	var env struct {
 		ID string `json:"id"`
 	}
 	sw.srv.API.must(t, "POST", "/api/companies/"+sw.company.ID+"/environments", map[string]any{
 		"name": "local processes", "driver": "sandbox",
 		"config": map[string]any{"provider": "benchlocal", "root": shortDir(t, "pcl-"), "timeoutMs": 120000,
-			"path": tl.StandinBin + ":" + tl.NodeBin + ":/usr/local/bin:/usr/bin:/bin"},
+			"path": tl.StandinBin + ":" + tl.NodeBin + ":/usr/local/bin:/usr/bin:/bin", "init": init},
 	}, &env)
 	return env.ID
+}
+
+// installLocalPlugin copies the provider into a directory that lives as
+// long as the server and installs it there.
+func installLocalPlugin(srv *server, tl tools) error {
+	root, err := os.MkdirTemp("/tmp", "pclocal-")
+	if err != nil {
+		return err
+	}
+	atExit = append(atExit, func() { _ = os.RemoveAll(root) })
+	dir := filepath.Join(root, "local-provider")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, f := range []string{"package.json", "manifest.js", "worker.js"} {
+		data, err := os.ReadFile(filepath.Join(tl.Root, "test", "e2e", "paperclip", "testdata", "local-provider", f))
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), data, 0o644); err != nil {
+			return err
+		}
+	}
+	if err := os.Symlink(filepath.Join(tl.Plugin, "node_modules"), filepath.Join(dir, "node_modules")); err != nil {
+		return err
+	}
+	var out map[string]any
+	return srv.API.do(context.Background(), "POST", "/api/plugins/install", map[string]any{"packageName": dir, "isLocalPath": true}, &out)
 }
 
 // BenchmarkPaperclipSandbox: whole runs of a stock claude_local agent,
@@ -110,4 +127,57 @@ func loadAvg() string {
 	var a, b5, c float64
 	fmt.Sscanf(string(data), "%f %f %f", &a, &b5, &c)
 	return fmt.Sprintf("%.1f %.1f %.1f", a, b5, c)
+}
+
+// BenchmarkPaperclipSandboxRealNode: whole runs of a stock claude_local
+// agent, wake → succeeded by Paperclip's own timestamps, through pcsync's
+// sandbox with its lease pods on the real kubelet (the stand-in CLI in an
+// image built from pcsync's base), beside the same agent in an environment
+// whose provider runs each execute as a local process under a reaping init
+// (tini -s, as a container's PID 1 would be): the floor, in alternating
+// rounds.
+func BenchmarkPaperclipSandboxRealNode(b *testing.B) {
+	srv := sharedServer(b)
+	tr := readTranscript(b, realNodeTranscript)
+	sw := newRealNodeSandboxWorld(b, srv)
+	tini, err := exec.LookPath("tini")
+	if err != nil {
+		b.Fatalf("the floor runs its executes under tini -s: %v (apt-get install tini)", err)
+	}
+	localEnv := sw.installLocalProvider(b, tini, "-s", "--")
+	inPod := sw.realNodeAgent(b, "InPod", tr)
+	var local agent
+	srv.API.must(b, "POST", "/api/companies/"+sw.company.ID+"/agents", map[string]any{
+		"name": "Local", "adapterType": "claude_local", "defaultEnvironmentId": localEnv,
+		"adapterConfig": map[string]any{"engine": "cli", "timeoutSec": 120,
+			"env": map[string]any{"STANDIN_TRANSCRIPT": tr.Path}},
+	}, &local)
+	for range b.N {
+		const rounds = 8
+		took := map[string][]time.Duration{}
+		order := [][]string{{"local", "pcsync"}, {"pcsync", "local"}}
+		agents := map[string]agent{"pcsync": inPod, "local": local}
+		for i := range rounds {
+			for _, who := range order[i%2] {
+				run := srv.API.wake(b, agents[who].ID, fmt.Sprintf("bench %s %d", who, i))
+				got := srv.API.waitRun(b, run.ID, 3*time.Minute)
+				if got.Status != "succeeded" || got.CreatedAt == nil || got.FinishedAt == nil {
+					b.Fatalf("%s run %s: %s (%q)", who, run.ID, got.Status, str(got.Error))
+				}
+				took[who] = append(took[who], got.FinishedAt.Sub(*got.CreatedAt))
+			}
+		}
+		p50 := func(who string) time.Duration { return pct(took[who], 0.5) }
+		fmt.Fprintf(os.Stderr, `
+BenchmarkPaperclipSandboxRealNode: a stock claude_local run, wake → succeeded (Paperclip's createdAt → finishedAt), %d runs each, load %s
+  pcsync sandbox (lease pod on the real node)          p50 %6d ms  p99 %6d ms
+  local-process provider under tini -s (the floor)     p50 %6d ms  p99 %6d ms
+  ratio p50 %.2f
+`, len(took["pcsync"]), loadAvg(), p50("pcsync").Milliseconds(), pct(took["pcsync"], 0.99).Milliseconds(),
+			p50("local").Milliseconds(), pct(took["local"], 0.99).Milliseconds(),
+			float64(p50("pcsync"))/float64(p50("local")))
+		b.ReportMetric(float64(p50("pcsync"))/float64(p50("local")), "sandbox/local-p50")
+		b.ReportMetric(float64(p50("pcsync").Milliseconds()), "sandbox-p50-ms")
+		b.ReportMetric(float64(p50("local").Milliseconds()), "local-p50-ms")
+	}
 }

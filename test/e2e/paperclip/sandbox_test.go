@@ -45,7 +45,7 @@ type sandboxWorld struct {
 	mu      sync.Mutex
 	podAt   map[string]time.Time // pod name → first seen
 	podGone map[string]time.Time
-	pods    map[string]*corev1.Pod
+	pods    map[string]*corev1.Pod // as last seen
 }
 
 // sandboxOptions shape newSandboxWorld.
@@ -54,6 +54,12 @@ type sandboxOptions struct {
 	EnvConfig map[string]any
 	// DaemonArgs are added to the daemon's flags.
 	DaemonArgs []string
+	// Settings is merged into the Settings spec.
+	Settings map[string]any
+	// RealNode makes lease pods real pods of the cluster's real node, from
+	// the images in its registry, instead of kwok pods whose executes run
+	// on this host.
+	RealNode bool
 }
 
 func newSandboxWorld(t testing.TB, srv *server, o sandboxOptions) *sandboxWorld {
@@ -67,12 +73,19 @@ func newSandboxWorld(t testing.TB, srv *server, o sandboxOptions) *sandboxWorld 
 	sw.hostDir = shortDir(t, "pcsbx-")
 	kubeconfig := c.KubeconfigPath()
 	big := map[string]any{"pods": 50, "requestsCpu": "100", "requestsMemory": "400Gi", "limitsCpu": "100", "limitsMemory": "400Gi"}
-	args := append([]string{"--kubeconfig", kubeconfig, "--applyset-namespace", setNS, "--sandbox", "--sandbox-host-root", sw.hostDir,
-		"--sandbox-server-path", tl.Pcsync}, o.DaemonArgs...)
+	args := []string{"--kubeconfig", kubeconfig, "--applyset-namespace", setNS, "--sandbox"}
+	if !o.RealNode {
+		args = append(args, "--sandbox-host-root", sw.hostDir, "--sandbox-server-path", tl.Pcsync)
+	}
+	args = append(args, o.DaemonArgs...)
 	sw.daemonArgs = args
+	settings := map[string]any{"namespacePrefix": prefix}
+	for k, v := range o.Settings {
+		settings[k] = v
+	}
 	sw.world = newWorld(t, srv, worldOptions{
 		Slug: slug, Executor: "kubernetes",
-		Settings:   map[string]any{"namespacePrefix": prefix},
+		Settings:   settings,
 		Company:    map[string]any{"quota": big},
 		DaemonArgs: args,
 		Before: func(w *world) {
@@ -82,6 +95,10 @@ func newSandboxWorld(t testing.TB, srv *server, o sandboxOptions) *sandboxWorld 
 				t.Fatalf("pcsync apply: %v", err)
 			}
 			t.Logf("pcsync apply:\n%s", out)
+			sw.watch(t)
+			if o.RealNode {
+				return
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			if err := c.ServeExec(ctx, ns, testcluster.ExecOptions{WorkDir: sw.hostDir, Env: map[string]string{
@@ -90,7 +107,6 @@ func newSandboxWorld(t testing.TB, srv *server, o sandboxOptions) *sandboxWorld 
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = c.StopExec(context.Background(), ns) })
-			sw.watch(t)
 		},
 	})
 	sw.envCfg = map[string]any{
@@ -150,6 +166,8 @@ func (sw *sandboxWorld) watch(t testing.TB) {
 			switch ev.Type {
 			case watch.Added:
 				sw.podAt[p.Name], sw.pods[p.Name] = now, p
+			case watch.Modified:
+				sw.pods[p.Name] = p
 			case watch.Deleted:
 				sw.podGone[p.Name] = now
 			}

@@ -21,6 +21,9 @@ type server struct {
 
 	pluginOnce sync.Once
 	pluginErr  error
+	// localOnce installs the benchmarks' local-process provider once.
+	localOnce sync.Once
+	localErr  error
 }
 
 // startServer starts a server whose data directory is the test's (kept

@@ -41,7 +41,11 @@ const plugin = definePlugin({
   async onEnvironmentRealizeWorkspace({ lease }) { return { cwd: lease.metadata.remoteCwd }; },
   async onEnvironmentExecute({ config, lease, command, args = [], cwd, env = {}, stdin, timeoutMs }) {
     const id = lease.providerLeaseId;
-    const child = spawn(command, args, {
+    // config.init (e.g. ["tini", "-s", "--"]) runs the command under a
+    // reaping init, as a container's PID 1 would.
+    const init = Array.isArray(config.init) ? config.init : [];
+    const argv = [...init, command, ...args];
+    const child = spawn(argv[0], argv.slice(1), {
       cwd: cwd || lease.metadata.remoteCwd,
       env: { HOME: join(id, "home"), TMPDIR: join(id, "tmp"), PATH: config.path || process.env.PATH || "/usr/bin:/bin", ...env },
       detached: true,

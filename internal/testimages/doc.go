@@ -1,0 +1,10 @@
+// Package testimages makes the images that tests on the real node pull:
+// pcsync's own images built from make images' definitions
+// (internal/imagebuild, cached), and stand-ins derived from them with a few
+// files added (a stand-in CLI, a transcript), pushed to the real node's
+// registry (internal/testcluster).
+//
+// Files:
+//
+//	testimages.go  Build, WithFiles and Push
+package testimages

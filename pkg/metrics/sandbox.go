@@ -1,0 +1,97 @@
+package metrics
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// sandboxMetrics are the sandbox provider's metrics (pkg/sandbox): leases,
+// acquires, releases, executes, command streams and the env keys kept from
+// lease pods. Their labels are config company slugs and fixed words, never
+// a lease, run or agent id nor an env key, so their series stay few.
+type sandboxMetrics struct {
+	leases          *prometheus.GaugeVec
+	acquireDuration *prometheus.HistogramVec
+	refusals        *prometheus.CounterVec
+	releases        *prometheus.CounterVec
+	executes        *prometheus.CounterVec
+	executeDuration prometheus.Histogram
+	reopens         prometheus.Counter
+	envKeysKept     *prometheus.CounterVec
+}
+
+func newSandboxMetrics() *sandboxMetrics {
+	const sub = "sandbox"
+	return &sandboxMetrics{
+		leases: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Subsystem: sub, Name: "leases_active",
+			Help: "Sandbox leases this daemon holds (a pod each), by company."}, []string{"company"}),
+		acquireDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Subsystem: sub, Name: "acquire_duration_seconds",
+			Help:    "Duration of lease acquires (config check → pod running → command server answering), by outcome (ready, refused, failed).",
+			Buckets: []float64{.1, .25, .5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300}}, []string{"outcome"}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: sub, Name: "acquire_refusals_total",
+			Help: "Lease acquires refused with a reason the user can fix, by its code (quota_full, image_not_allowed, …)."}, []string{"code"}),
+		releases: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: sub, Name: "releases_total",
+			Help: "Ended sandbox leases, by how they ended (drained, cancelled, expired, failed, adopted)."}, []string{"reason"}),
+		executes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: sub, Name: "executes_total",
+			Help: "Commands run on sandbox leases, by company and outcome (completed: it has an exit status; failed: none)."}, []string{"company", "outcome"}),
+		executeDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Subsystem: sub, Name: "execute_duration_seconds",
+			Help:    "Duration of commands run on sandbox leases.",
+			Buckets: []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 15, 60, 300, 1800, 3600}}),
+		reopens: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Subsystem: sub, Name: "stream_reopens_total",
+			Help: "Lease command streams (pod execs) that broke and were reopened with their commands resumed."}),
+		envKeysKept: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: sub, Name: "env_keys_kept_total",
+			Help: "Env keys of executes kept from the lease pods by the env rule (a count; the names are logged once per lease, values never), by company."}, []string{"company"}),
+	}
+}
+
+// initLabels creates the series of sandbox.AcquireOutcome's and
+// sandbox.EndReason's values at 0.
+func (s *sandboxMetrics) initLabels() {
+	for _, outcome := range []string{"ready", "refused", "failed"} {
+		s.acquireDuration.WithLabelValues(outcome)
+	}
+	for _, reason := range []string{"drained", "cancelled", "expired", "failed", "adopted"} {
+		s.releases.WithLabelValues(reason)
+	}
+}
+
+func (s *sandboxMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{s.leases, s.acquireDuration, s.refusals, s.releases, s.executes, s.executeDuration, s.reopens, s.envKeysKept}
+}
+
+// SandboxLeases adds delta to pcsync_sandbox_leases_active{company}
+// (sandbox.Metrics).
+func (m *Metrics) SandboxLeases(company string, delta int) {
+	m.sandbox.leases.WithLabelValues(company).Add(float64(delta))
+}
+
+// SandboxAcquire observes an acquire that took d and ended with outcome
+// (ready, refused, failed); a refusal also counts its code
+// (sandbox.Metrics).
+func (m *Metrics) SandboxAcquire(d time.Duration, outcome, code string) {
+	m.sandbox.acquireDuration.WithLabelValues(outcome).Observe(d.Seconds())
+	if code != "" {
+		m.sandbox.refusals.WithLabelValues(code).Inc()
+	}
+}
+
+// SandboxRelease counts an ended lease by how it ended (sandbox.Metrics).
+func (m *Metrics) SandboxRelease(reason string) { m.sandbox.releases.WithLabelValues(reason).Inc() }
+
+// SandboxExecute observes a command of company's lease that took d and
+// ended with outcome (completed, failed) (sandbox.Metrics).
+func (m *Metrics) SandboxExecute(company string, d time.Duration, outcome string) {
+	m.sandbox.executes.WithLabelValues(company, outcome).Inc()
+	m.sandbox.executeDuration.Observe(d.Seconds())
+}
+
+// SandboxStreamReopen counts a command stream reopened after it broke
+// (sandbox.Metrics).
+func (m *Metrics) SandboxStreamReopen() { m.sandbox.reopens.Inc() }
+
+// SandboxEnvKeysKept counts n env keys of an execute of company's lease
+// kept from its pod (sandbox.Metrics).
+func (m *Metrics) SandboxEnvKeysKept(company string, n int) {
+	m.sandbox.envKeysKept.WithLabelValues(company).Add(float64(n))
+}

@@ -1,0 +1,117 @@
+package sandbox
+
+import (
+	"errors"
+	"time"
+)
+
+// Metrics receives what the manager does, for the daemon's /metrics
+// (pcsync_sandbox_*; pkg/metrics implements it). Its labels are config
+// company slugs and the fixed words below: never a lease, run or agent id,
+// nor an env key's name or value.
+type Metrics interface {
+	// SandboxLeases adds delta (+1 or -1) to the leases held for company.
+	SandboxLeases(company string, delta int)
+	// SandboxAcquire observes an acquire that took d and ended with
+	// outcome (an AcquireOutcome); code is a refusal's UserError code, or
+	// empty.
+	SandboxAcquire(d time.Duration, outcome, code string)
+	// SandboxRelease counts a lease's end by its reason (an EndReason).
+	SandboxRelease(reason string)
+	// SandboxExecute observes a command of company's lease that took d
+	// and ended with outcome (an ExecOutcome).
+	SandboxExecute(company string, d time.Duration, outcome string)
+	// SandboxStreamReopen counts a command stream that broke and was
+	// reopened.
+	SandboxStreamReopen()
+	// SandboxEnvKeysKept counts n env keys of one execute of company's
+	// lease kept from its pod by the lease's EnvRule.
+	SandboxEnvKeysKept(company string, n int)
+}
+
+// AcquireOutcome is how an acquire ended.
+type AcquireOutcome string
+
+// The acquire outcomes.
+const (
+	// AcquireReady: the lease's pod runs; the lease is Paperclip's.
+	AcquireReady AcquireOutcome = "ready"
+	// AcquireRefused: a UserError (config, image, quota, …): its code says
+	// what to fix.
+	AcquireRefused AcquireOutcome = "refused"
+	// AcquireFailed: any other error (the API server, a pod that ended).
+	AcquireFailed AcquireOutcome = "failed"
+)
+
+// EndReason is how a lease ended.
+type EndReason string
+
+// The reasons a lease ends.
+const (
+	// EndDrained: released once its executes in flight had finished.
+	EndDrained EndReason = "drained"
+	// EndCancelled: released with its commands killed (cancelActiveWork,
+	// destroyLease, or its run cancelled).
+	EndCancelled EndReason = "cancelled"
+	// EndExpired: its expiry passed (or had passed when a daemon started).
+	EndExpired EndReason = "expired"
+	// EndFailed: its acquire failed after its pod was created, or its
+	// command server never answered.
+	EndFailed EndReason = "failed"
+	// EndAdopted: a lease of an earlier daemon, taken over from the
+	// journal at start, whose pod was found gone or replaced.
+	EndAdopted EndReason = "adopted"
+)
+
+// ExecOutcome is how an execute ended.
+type ExecOutcome string
+
+// The execute outcomes.
+const (
+	// ExecCompleted: the command ended with an exit status or a signal.
+	ExecCompleted ExecOutcome = "completed"
+	// ExecFailed: no status: the lease was not ready, or its stream was lost.
+	ExecFailed ExecOutcome = "failed"
+)
+
+// noMetrics is the Metrics of a manager given none.
+type noMetrics struct{}
+
+func (noMetrics) SandboxLeases(string, int)                    {}
+func (noMetrics) SandboxAcquire(time.Duration, string, string) {}
+func (noMetrics) SandboxRelease(string)                        {}
+func (noMetrics) SandboxExecute(string, time.Duration, string) {}
+func (noMetrics) SandboxStreamReopen()                         {}
+func (noMetrics) SandboxEnvKeysKept(string, int)               {}
+
+// observeAcquire records an acquire that began at began and returned err.
+func (m *Manager) observeAcquire(began time.Time, err error) {
+	outcome, code := AcquireReady, ""
+	var ue *UserError
+	switch {
+	case errors.As(err, &ue):
+		outcome, code = AcquireRefused, ue.Code
+	case err != nil:
+		outcome = AcquireFailed
+	}
+	m.opts.Metrics.SandboxAcquire(time.Since(began), string(outcome), code)
+}
+
+// hold counts a tracked lease as held.
+func (m *Manager) hold(l *lease) {
+	l.mu.Lock()
+	l.held = true
+	l.mu.Unlock()
+	m.opts.Metrics.SandboxLeases(l.Company, 1)
+}
+
+// unhold counts a lease as no longer held, once.
+func (m *Manager) unhold(l *lease) {
+	l.mu.Lock()
+	held := l.held
+	l.held = false
+	l.mu.Unlock()
+	if held {
+		m.opts.Metrics.SandboxLeases(l.Company, -1)
+	}
+}

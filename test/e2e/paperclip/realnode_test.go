@@ -1,0 +1,186 @@
+//go:build integration
+
+package paperclip
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/pcsync/pcsync/internal/testcluster"
+	"github.com/pcsync/pcsync/internal/testimages"
+	"github.com/pcsync/pcsync/pkg/images"
+)
+
+// Stand-in images on the real node: pcsync's base (make images'
+// definition, built by internal/imagebuild) with the e2e stand-in CLI as
+// claude and a transcript beside it, pushed to the node's registry as
+// pcsync's claude image, tagged with the version of the pcsync these tests
+// build ("dev"), which is the tag the daemon resolves pcsync's images to.
+const (
+	realNodeTag        = "dev"
+	inImageTranscript  = "/usr/local/share/pcsync-standin/transcript.jsonl"
+	realNodeTranscript = "claude-obers-small-success.jsonl"
+)
+
+var (
+	realNodeOnce     sync.Once
+	realNodeRegistry string
+	realNodeErr      error
+)
+
+// realNodeImages pushes the stand-in claude image and pcsync's image (for a
+// lease's init container, should one be needed) once, and returns their
+// registry (host:port/org), Settings spec.images.registry.
+func realNodeImages(t testing.TB) string {
+	t.Helper()
+	node := testcluster.Get(t).RealNode()
+	if node == nil {
+		t.Fatal("the cluster has no real node (TestMain sets Options.RealNode)")
+	}
+	tl := getTools(t)
+	realNodeOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+		defer cancel()
+		built, err := testimages.Build(ctx, []string{images.Base, images.Pcsync}, realNodeTag)
+		if err != nil {
+			realNodeErr = err
+			return
+		}
+		script, err := os.ReadFile(tl.Standin)
+		if err != nil {
+			realNodeErr = err
+			return
+		}
+		transcript, err := os.ReadFile(repoSample(t, realNodeTranscript))
+		if err != nil {
+			realNodeErr = err
+			return
+		}
+		claude, err := testimages.WithFiles(built[images.Base], map[string]string{
+			"usr/local/bin/claude":                     string(script),
+			strings.TrimPrefix(inImageTranscript, "/"): string(transcript),
+		})
+		if err != nil {
+			realNodeErr = err
+			return
+		}
+		realNodeRegistry = node.Registry().Host() + "/e2e"
+		realNodeErr = testimages.Push(ctx, node.Registry(), realNodeRegistry, realNodeTag, map[string]v1.Image{
+			images.Agent("claude"): claude,
+			images.Pcsync:          built[images.Pcsync],
+		})
+	})
+	if realNodeErr != nil {
+		t.Fatalf("stand-in images for the real node: %v", realNodeErr)
+	}
+	return realNodeRegistry
+}
+
+// newRealNodeSandboxWorld is a sandbox world whose lease pods run on the
+// real node, from the stand-in images.
+func newRealNodeSandboxWorld(t testing.TB, srv *server) *sandboxWorld {
+	t.Helper()
+	registry := realNodeImages(t)
+	host, _, _ := strings.Cut(registry, "/")
+	sw := newSandboxWorld(t, srv, sandboxOptions{RealNode: true, Settings: map[string]any{
+		"images": map[string]any{"registry": registry, "allowList": []any{host + "/*/*"}},
+	}})
+	onlyRealNode(t, sw.c)
+	return sw
+}
+
+// onlyRealNode makes the real node the one place a pod can go while the test
+// runs: its taint is lifted and the kwok node cordoned (put back after).
+func onlyRealNode(t testing.TB, c *testcluster.Cluster) {
+	t.Helper()
+	ctx := context.Background()
+	cs := c.Client()
+	node := c.RealNode().Name()
+	n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	taints := n.Spec.Taints
+	patch := func(name string, spec map[string]any) {
+		b, _ := json.Marshal(map[string]any{"spec": spec})
+		if _, err := cs.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, b, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	patch(node, map[string]any{"taints": []corev1.Taint{}})
+	patch(c.NodeName(), map[string]any{"unschedulable": true})
+	t.Cleanup(func() {
+		patch(c.NodeName(), map[string]any{"unschedulable": nil})
+		patch(node, map[string]any{"taints": taints})
+	})
+}
+
+// realNodeAgent is a stock claude_local agent of the world whose stand-in
+// CLI replays the transcript baked into its image.
+func (sw *sandboxWorld) realNodeAgent(t testing.TB, name string, tr transcript) agent {
+	t.Helper()
+	return sw.sandboxAgent(t, name, "claude_local", tr, map[string]string{
+		"STANDIN_TRANSCRIPT": inImageTranscript, "STANDIN_RECORD": "",
+	}, nil)
+}
+
+// TestSandboxClaudeRunOnRealNode: a whole stock claude_local run through the
+// real Paperclip, its CLI in a lease pod on the real kubelet (the stand-in
+// CLI in an image built from pcsync's base): the probe is green, the run
+// ends succeeded with the transcript's tokens, cost and session and its
+// lines in Paperclip's log, the pod ran on the real node from pcsync's
+// claude image with no init container, and it is gone after the run.
+func TestSandboxClaudeRunOnRealNode(t *testing.T) {
+	srv := sharedServer(t)
+	tr := readTranscript(t, realNodeTranscript)
+	sw := newRealNodeSandboxWorld(t, srv)
+
+	var probe map[string]any
+	srv.API.must(t, "POST", "/api/environments/"+sw.envID+"/probe?companyId="+sw.company.ID, map[string]any{}, &probe)
+	if ok, _ := probe["ok"].(bool); !ok {
+		t.Fatalf("probe of the pcsync environment: %v", probe)
+	}
+
+	coder := sw.realNodeAgent(t, "Coder", tr)
+	run := srv.API.wake(t, coder.ID, "e2e: sandbox on the real node")
+	got := srv.API.waitRun(t, run.ID, 3*time.Minute)
+	if diff := cmp.Diff(stockFigures(t, tr), figuresOf(got)); diff != "" {
+		t.Errorf("Paperclip's run %s (-transcript +Paperclip):\n%s\nrun: %+v\ndaemon log:\n%s", run.ID, diff, got, tail(sw.daemon.out.String(), 6000))
+	}
+	checkRunLog(t, srv, run.ID, tr)
+
+	sw.waitNoPods(t, time.Minute)
+	want := images.Ref(realNodeRegistry, images.Agent("claude"), realNodeTag)
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	if len(sw.pods) == 0 {
+		t.Fatalf("no lease pod was seen in %s", sw.ns)
+	}
+	for name, p := range sw.pods {
+		if p.Spec.NodeName != sw.c.RealNode().Name() {
+			t.Errorf("lease pod %s ran on node %q, want the real node %s", name, p.Spec.NodeName, sw.c.RealNode().Name())
+		}
+		if len(p.Spec.Containers) == 0 || p.Spec.Containers[0].Image != want || len(p.Spec.InitContainers) != 0 {
+			t.Errorf("lease pod %s: containers %v, init containers %d; want one of %s and no init container", name, containerImages(p), len(p.Spec.InitContainers), want)
+		}
+	}
+}
+
+func containerImages(p *corev1.Pod) []string {
+	var out []string
+	for _, c := range p.Spec.Containers {
+		out = append(out, c.Image)
+	}
+	return out
+}

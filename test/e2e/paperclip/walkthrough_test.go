@@ -1,0 +1,311 @@
+//go:build integration
+
+package paperclip
+
+import (
+	"bufio"
+	"context"
+
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/pcsync/pcsync/internal/testcluster"
+	"github.com/pcsync/pcsync/pkg/images"
+	"github.com/pcsync/pcsync/pkg/runs/kubeexec"
+	"github.com/pcsync/pcsync/pkg/sandbox"
+)
+
+// sandboxLeaseLabel marks a sandbox lease's pod.
+const sandboxLeaseLabel = sandbox.LabelLease
+
+// shellBlocks returns the ```sh blocks of the markdown file's section that
+// starts at the heading line `heading` and ends at the next heading of the
+// same or a higher level, each with the indentation of its fence removed.
+func shellBlocks(t testing.TB, path, heading string) []string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	level := strings.IndexByte(heading, ' ')
+	var blocks []string
+	in, inBlock := false, false
+	var indent string
+	var cur []string
+	sc := bufio.NewScanner(strings.NewReader(string(data)))
+	for sc.Scan() {
+		line := sc.Text()
+		trimmed := strings.TrimLeft(line, " ")
+		switch {
+		case !in:
+			in = line == heading
+		case inBlock && trimmed == "```":
+			blocks = append(blocks, strings.Join(cur, "\n")+"\n")
+			inBlock, cur = false, nil
+		case inBlock:
+			cur = append(cur, strings.TrimPrefix(line, indent))
+		case trimmed == "```sh":
+			inBlock, indent = true, line[:len(line)-len(trimmed)]
+		case strings.HasPrefix(line, "#"):
+			if l := strings.IndexByte(line, ' '); l > 0 && l <= level && strings.Trim(line[:l], "#") == "" {
+				return blocks
+			}
+		}
+	}
+	if !in {
+		t.Fatalf("%s has no heading %q", path, heading)
+	}
+	return blocks
+}
+
+// walkthrough is a section of the docs that a test follows word for word:
+// its shell blocks, run in one bash session from an empty directory, with
+// only what is the reader's own put in.
+type walkthrough struct {
+	// doc is the markdown file, relative to the repository.
+	doc string
+	// heading is the section's heading line.
+	heading string
+	// blocks is how many shell blocks the section has.
+	blocks int
+	// daemon is the line that starts pcsync's daemon, which runs on in the
+	// background; ready is the file (after the substitutions) whose
+	// existence says that it serves, which the next line waits for.
+	daemon, ready string
+	// subs put the reader's own values in, in order.
+	subs [][2]string
+}
+
+// follow runs the walkthrough's shell blocks with env added, in a fresh
+// short directory, and returns that directory and what the blocks printed.
+// The daemon is stopped when the test ends.
+func (w walkthrough) follow(t testing.TB, env ...string) (dir, output string) {
+	t.Helper()
+	tl := getTools(t)
+	blocks := shellBlocks(t, filepath.Join(tl.Root, w.doc), w.heading)
+	if len(blocks) != w.blocks {
+		t.Fatalf("%s %q has %d shell blocks, want %d (update the test)", w.doc, w.heading, len(blocks), w.blocks)
+	}
+	script := strings.Join(blocks, "")
+	if !strings.Contains(script, w.daemon+"\n") {
+		t.Fatalf("%s %q no longer starts the daemon as %q", w.doc, w.heading, w.daemon)
+	}
+	script = strings.Replace(script, w.daemon+"\n", w.daemon+" >daemon.log 2>&1 &\n"+
+		"for i in $(seq 300); do [ -e "+w.ready+" ] && break; sleep 0.1; done\n", 1)
+	for _, r := range w.subs {
+		if !strings.Contains(script, r[0]) {
+			t.Fatalf("%s %q no longer says %q (update the test's substitutions)", w.doc, w.heading, r[0])
+		}
+		script = strings.ReplaceAll(script, r[0], r[1])
+	}
+	dir = shortDir(t, "pcwt-")
+	if err := os.WriteFile(filepath.Join(dir, "walkthrough.sh"), []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "walkthrough.sh")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var out lockedBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	err := cmd.Run()
+	t.Cleanup(func() {
+		// The daemon is in the script's process group.
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		time.Sleep(2 * time.Second)
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	})
+	t.Logf("%s %q followed in %s:\n%s", w.doc, w.heading, time.Since(start).Round(time.Second), tail(out.String(), 6000))
+	if err != nil {
+		t.Fatalf("the walkthrough failed: %v\ndaemon log:\n%s", err, tail(readFileOr(filepath.Join(dir, "daemon.log")), 4000))
+	}
+	return dir, out.String()
+}
+
+func readFileOr(path string) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	return string(data)
+}
+
+// walkthroughRun waits for the one run of the company the walkthrough woke
+// to end.
+func walkthroughRun(t testing.TB, srv *server, companyID string) heartbeatRun {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Minute)
+	for time.Now().Before(deadline) {
+		if rs := srv.API.companyRuns(t, companyID); len(rs) > 0 {
+			return srv.API.waitRun(t, rs[0].ID, 5*time.Minute)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatal("the walkthrough's wake made no run")
+	return heartbeatRun{}
+}
+
+// checkWalkthroughPods checks that the walkthrough's pods ran on the real
+// node from pcsync's claude image in its registry, tagged with the version
+// make build stamped.
+func checkWalkthroughPods(t testing.TB, c *testcluster.Cluster, pods *podWatch, registry string) {
+	t.Helper()
+	tag := strings.TrimSpace(runOut(t, getTools(t).Root, "git", "describe", "--tags", "--always", "--dirty"))
+	want := images.Ref(registry, images.Agent("claude"), tag)
+	seen := pods.all()
+	if len(seen) == 0 {
+		t.Fatal("no pod of the run was seen in paperclip-acme")
+	}
+	for _, p := range seen {
+		if p.Spec.NodeName != c.RealNode().Name() || len(p.Spec.Containers) == 0 || p.Spec.Containers[0].Image != want {
+			t.Errorf("pod %s: node %q, images %v; want the real node %s and %s", p.Name, p.Spec.NodeName, containerImages(p), c.RealNode().Name(), want)
+		}
+	}
+}
+
+// realNodeCluster is the shared cluster with the real node as its one
+// schedulable node while the test runs, as a reader's cluster would be.
+func realNodeCluster(t testing.TB) *testcluster.Cluster {
+	t.Helper()
+	c := testcluster.Get(t)
+	if c.RealNode() == nil {
+		t.Fatal("the cluster has no real node (TestMain sets Options.RealNode)")
+	}
+	onlyRealNode(t, c)
+	return c
+}
+
+// TestWalkthroughSandbox follows docs/paperclip.md's walkthrough "a stock
+// claude_local agent on the cluster" word for word on the real node, with
+// its registry, the Paperclip URL and a short temporary directory for /spool
+// put in, and no Anthropic key where the reader's goes (the test has none).
+// The test ends where a key would be needed: the run's lease pod ran on the
+// real node from the image step 1 built, the probe was ok, and Paperclip
+// shows the real Claude Code's own "Not logged in".
+func TestWalkthroughSandbox(t *testing.T) {
+	srv := sharedServer(t)
+	tl := getTools(t)
+	c := realNodeCluster(t)
+	company := srv.API.createCompany(t, "pcsync walkthrough")
+	registry := c.RealNode().Registry().Host() + "/walkthrough"
+	spool := filepath.Join(shortDir(t, "pcsp-"), "spool")
+	pods := watchPods(t, c, "paperclip-acme", sandboxLeaseLabel)
+	_, out := walkthrough{
+		doc: "docs/paperclip.md", heading: "### Walkthrough: a stock claude_local agent on the cluster", blocks: 6,
+		daemon: "pcsync daemon ./config --spool /spool --sandbox", ready: "/spool/.pcsync/sandbox.sock",
+		subs: [][2]string{
+			{"~/src/pcsync", tl.Root},
+			{"$HOME/src/pcsync", tl.Root},
+			{"registry.example.com/platform", registry},
+			{"http://127.0.0.1:3100", srv.URL},
+			{"/spool", spool},
+			// The reader's key; the test has none.
+			{`{\"ANTHROPIC_API_KEY\": \"sk-ant-…\"}`, `{}`},
+		},
+	}.follow(t, "COMPANY_ID="+company.ID, "KUBECONFIG="+c.KubeconfigPath())
+	if !strings.Contains(out, `"ok":true`) {
+		t.Errorf("the probe did not answer ok:true")
+	}
+	run := walkthroughRun(t, srv, company.ID)
+	stdout, _ := srv.API.runLog(t, run.ID)
+	if run.Status != "failed" || !strings.Contains(stdout+str(run.Error), "Not logged in") {
+		t.Errorf("run %s: status %s, error %q; want failed with Claude Code's \"Not logged in\" in its log\nrun log:\n%s",
+			run.ID, run.Status, str(run.Error), tail(stdout, 3000))
+	}
+	checkWalkthroughPods(t, c, pods, registry)
+}
+
+// TestWalkthroughREADME follows the README's "Running Paperclip's agents on
+// Kubernetes with pcsync" word for word on the real node, with its registry,
+// the Paperclip URL and a short temporary directory for /var/spool/pcsync
+// put in: the run's Job runs the real Claude Code of the image the first
+// step built, on the real node, and with no key Paperclip shows the CLI's
+// own "Not logged in".
+func TestWalkthroughREADME(t *testing.T) {
+	srv := sharedServer(t)
+	tl := getTools(t)
+	c := realNodeCluster(t)
+	company := srv.API.createCompany(t, "pcsync README")
+	registry := c.RealNode().Registry().Host() + "/walkthrough"
+	spool := filepath.Join(shortDir(t, "pcsp-"), "spool")
+	pods := watchPods(t, c, "paperclip-acme", kubeexec.LabelRunID)
+	walkthrough{
+		doc: "README.md", heading: "## Running Paperclip's agents on Kubernetes with pcsync", blocks: 2,
+		daemon: "pcsync daemon ./config --spool /var/spool/pcsync", ready: "/var/spool/pcsync/.pcsync/status.json",
+		subs: [][2]string{
+			{"~/src/pcsync", tl.Root},
+			{"$HOME/src/pcsync", tl.Root},
+			{"registry.example.com/platform", registry},
+			{"http://127.0.0.1:3100", srv.URL},
+			{"/var/spool/pcsync", spool},
+		},
+	}.follow(t, "COMPANY_ID="+company.ID, "KUBECONFIG="+c.KubeconfigPath())
+	run := walkthroughRun(t, srv, company.ID)
+	stdout, _ := srv.API.runLog(t, run.ID)
+	if run.Status != "failed" || !strings.Contains(stdout+str(run.Error), "Not logged in") {
+		t.Errorf("run %s: status %s, error %q; want failed with Claude Code's \"Not logged in\"\nrun log:\n%s",
+			run.ID, run.Status, str(run.Error), tail(stdout, 3000))
+	}
+	checkWalkthroughPods(t, c, pods, registry)
+}
+
+// podWatch keeps the last state of every pod of a namespace.
+type podWatch struct {
+	mu   sync.Mutex
+	pods map[string]*corev1.Pod
+}
+
+// watchPods watches a namespace's pods that carry the label (the namespace
+// need not exist yet) until the test ends.
+func watchPods(t testing.TB, c *testcluster.Cluster, ns, label string) *podWatch {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	w, err := c.Client().CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{LabelSelector: label})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw := &podWatch{pods: map[string]*corev1.Pod{}}
+	go func() {
+		for ev := range w.ResultChan() {
+			if p, ok := ev.Object.(*corev1.Pod); ok && ev.Type != watch.Deleted {
+				pw.mu.Lock()
+				pw.pods[p.Name] = p
+				pw.mu.Unlock()
+			}
+		}
+	}()
+	return pw
+}
+
+func (pw *podWatch) all() []*corev1.Pod {
+	pw.mu.Lock()
+	defer pw.mu.Unlock()
+	var out []*corev1.Pod
+	for _, p := range pw.pods {
+		out = append(out, p)
+	}
+	return out
+}
+
+func runOut(t testing.TB, dir, name string, args ...string) string {
+	t.Helper()
+	out, err := runCmd(dir, nil, name, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
