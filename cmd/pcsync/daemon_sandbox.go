@@ -70,6 +70,9 @@ func (f *sandboxFlags) runner(g *globalOptions, stateDir string, self *introspec
 		cfg.UserAgent = "pcsync-sandbox"
 		o := sandbox.DefaultOptions(stateDir)
 		o.ServerPath, o.HelperImage, o.HostRoot, o.Logger, o.Metrics = f.serverPath, f.helperImage, f.hostRoot, g.Logger, m
+		// A lease's pod gets the scheduling of the agent it serves, which
+		// Paperclip names by its id: pcsync's marker on it says which.
+		o.Agents = paperclipReconciler(g)
 		if o.HelperImage == "" && self != nil {
 			o.HelperImage = self.Image
 		}

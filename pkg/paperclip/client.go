@@ -98,6 +98,15 @@ func (c *Client) ListAgents(ctx context.Context, companyID string) ([]Agent, err
 	return out, err
 }
 
+// GetAgent returns one agent by its id.
+func (c *Client) GetAgent(ctx context.Context, id string) (*Agent, error) {
+	var out Agent
+	if err := c.do(ctx, http.MethodGet, "/api/agents/"+url.PathEscape(id), nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // CreateAgent creates an agent in a company.
 func (c *Client) CreateAgent(ctx context.Context, companyID string, body map[string]any) (*Agent, error) {
 	var out Agent

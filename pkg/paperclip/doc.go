@@ -14,5 +14,7 @@
 // The parts, one verb each: Client (Paperclip's HTTP API, context first,
 // requests counted), Desire (the config → the agents wanted), Plan (wanted
 // and live → the actions), Reconciler (plan, guard, execute) and Report
-// (what was or would be done, as text, diff or JSON).
+// (what was or would be done, as text, diff or JSON). ResolveAgent reads
+// the marker the other way: which agent of the config a Paperclip agent id
+// is (the sandbox gives a lease's pod that agent's scheduling).
 package paperclip

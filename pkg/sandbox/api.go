@@ -20,6 +20,7 @@ import (
 
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/imagecheck"
+	"github.com/pcsync/pcsync/pkg/podsched"
 )
 
 // API serves the hooks of pcsync's Paperclip plugin
@@ -218,14 +219,18 @@ func (a *API) probe(ctx context.Context, w http.ResponseWriter, base baseParams)
 			r := Record{ID: "pcsync-sbx-probe", Namespace: ns, Company: c.Slug(), Image: image, ExpiresAt: time.Now().Add(time.Hour)}
 			a.m.placeServer(&r, m)
 			a.probeImages(ctx, m, r, add)
-			pod, err := BuildPod(&r, m)
-			if err == nil {
-				_, err = a.m.cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-			}
-			if err != nil {
-				add("error", "pod_refused", createError(r, err).Error())
-			} else {
-				add("info", "pod_admitted", fmt.Sprintf("a lease pod (image %s) is admitted in namespace %s", image, ns))
+			for _, pp := range probePods(c) {
+				r.Agent = pp.agent
+				pod, err := BuildPod(&r, m)
+				if err == nil {
+					_, err = a.m.cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+				}
+				if err != nil {
+					add("error", "pod_refused", pp.who+": "+createError(r, err).Error())
+				} else {
+					add("info", "pod_admitted", fmt.Sprintf("%s (image %s) is admitted in namespace %s and needs %s",
+						pp.who, image, ns, podsched.Of(&pod.Spec)))
+				}
 			}
 		}
 	}
@@ -240,6 +245,47 @@ func (a *API) probe(ctx context.Context, w http.ResponseWriter, base baseParams)
 		summary = "pcsync sandbox not usable: " + diags[0]["message"].(string)
 	}
 	reply(w, map[string]any{"ok": ok, "summary": summary, "diagnostics": diags})
+}
+
+// probePod is one lease pod the probe dry-runs: who it serves, and the
+// agent whose scheduling it has ("" for the company's defaults).
+type probePod struct{ who, agent string }
+
+// probePods are the lease pods the probe dry-runs, one per place a lease of
+// company c may need: a lease of an agent the config does not declare (the
+// company's defaults), then one per distinct scheduling of the agents c
+// declares in its sandbox environments (paperclip.environment), named.
+func probePods(c *config.Company) []probePod {
+	key := func(a *config.Agent) string {
+		b, _ := json.Marshal(podsched.For(c, a))
+		return string(b)
+	}
+	out := []probePod{{who: "a lease pod of an agent the config does not declare"}}
+	var names [][]string
+	seen := map[string]int{key(nil): -1}
+	for i := range c.Spec.Agents {
+		ag := &c.Spec.Agents[i]
+		if ag.Paperclip.Environment == "" {
+			continue
+		}
+		k := key(ag)
+		if j, ok := seen[k]; ok {
+			if j >= 0 {
+				names[j] = append(names[j], ag.Name)
+			}
+			continue
+		}
+		seen[k] = len(names)
+		names = append(names, []string{ag.Name})
+	}
+	for _, n := range names {
+		who := "a lease pod of agent " + n[0]
+		if len(n) > 1 {
+			who = "a lease pod of agents " + strings.Join(n, ", ")
+		}
+		out = append(out, probePod{who: who, agent: n[0]})
+	}
+	return out
 }
 
 // probeImages looks the lease's images up in their registries (the image,

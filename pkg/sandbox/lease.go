@@ -45,6 +45,9 @@ type Record struct {
 	EnvironmentID string `json:"environmentId,omitempty"`
 	RunID         string `json:"runId,omitempty"`
 	AgentID       string `json:"agentId,omitempty"`
+	// Agent is the agent declared in Git that AgentID is, whose scheduling
+	// the pod has (podsched); empty: the company's defaults.
+	Agent string `json:"agent,omitempty"`
 	// ExpiresAt is when the lease ends at the latest: its pod is deleted
 	// then, by the daemon, and stopped by the kubelet (activeDeadlineSeconds).
 	ExpiresAt time.Time `json:"expiresAt"`

@@ -18,6 +18,7 @@ import (
 	"github.com/pcsync/pcsync/internal/tenantns"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/images"
+	"github.com/pcsync/pcsync/pkg/podsched"
 	"github.com/pcsync/pcsync/pkg/runs/kubeexec"
 	"github.com/pcsync/pcsync/pkg/sandbox/cmdclient"
 )
@@ -71,7 +72,7 @@ func (m *Manager) Acquire(ctx context.Context, p AcquireParams) (_ LeaseInfo, er
 		return LeaseInfo{}, userErrorf("no_config", "pcsync has no valid config loaded yet")
 	}
 	now := time.Now()
-	r, rule, err := m.plan(model, &p, now)
+	r, rule, err := m.plan(ctx, model, &p, now)
 	if err != nil {
 		return LeaseInfo{}, err
 	}
@@ -82,7 +83,7 @@ func (m *Manager) Acquire(ctx context.Context, p AcquireParams) (_ LeaseInfo, er
 	l := m.track(r)
 	l.rule = rule
 	m.log.Info("sandbox lease pod created", slog.String("lease", r.ID), slog.String("namespace", r.Namespace),
-		slog.String("image", r.Image), slog.String("adapterType", p.AdapterType), slog.String("run", p.RunID),
+		slog.String("image", r.Image), slog.String("adapterType", p.AdapterType), slog.String("run", p.RunID), slog.String("agent", r.Agent),
 		slog.Time("expiresAt", r.ExpiresAt))
 
 	wait := m.opts.ReadyTimeout
@@ -93,7 +94,7 @@ func (m *Manager) Acquire(ctx context.Context, p AcquireParams) (_ LeaseInfo, er
 	defer cancel()
 	if err := m.waitRunning(rctx, created); err != nil {
 		m.releaseAsync(l, EndFailed)
-		return LeaseInfo{}, err
+		return LeaseInfo{}, explainUnschedulable(err, model, &r)
 	}
 	l.setState(LeaseReady)
 	m.connect(l, wait)
@@ -102,9 +103,9 @@ func (m *Manager) Acquire(ctx context.Context, p AcquireParams) (_ LeaseInfo, er
 }
 
 // plan checks a lease request against the config and gives the lease's
-// record (company, namespace, image, expiry) and env rule; nothing is
-// created. Each refusal is a user error with its code.
-func (m *Manager) plan(model *config.Model, p *AcquireParams, now time.Time) (Record, EnvRule, error) {
+// record (company, agent, namespace, image, expiry) and env rule; nothing
+// is created. Each refusal is a user error with its code.
+func (m *Manager) plan(ctx context.Context, model *config.Model, p *AcquireParams, now time.Time) (Record, EnvRule, error) {
 	if errs := p.Config.Check(model); len(errs) > 0 {
 		code := "config_invalid"
 		if len(errs) == 1 && errs[0].Field == "image" {
@@ -117,6 +118,10 @@ func (m *Manager) plan(model *config.Model, p *AcquireParams, now time.Time) (Re
 		return Record{}, EnvRule{}, userErrorf("company_mismatch",
 			"config.company: pcsync Company %q is Paperclip company %s, not this environment's company %s",
 			c.Slug(), c.Spec.ID, p.CompanyID)
+	}
+	agent, err := m.agentOf(ctx, model, c, p.AgentID)
+	if err != nil {
+		return Record{}, EnvRule{}, err
 	}
 	if p.AdapterType == "" {
 		// A probe's lease names no adapter: the default, as Paperclip's
@@ -146,10 +151,26 @@ func (m *Manager) plan(model *config.Model, p *AcquireParams, now time.Time) (Re
 	r := Record{
 		ID: newLeaseID(), Namespace: model.Namespace(c), Company: c.Slug(), Image: image,
 		AdapterType: p.AdapterType, CompanyID: p.CompanyID, EnvironmentID: p.EnvironmentID,
-		RunID: p.RunID, AgentID: p.AgentID, ExpiresAt: expires, CreatedAt: now,
+		RunID: p.RunID, AgentID: p.AgentID, Agent: agent, ExpiresAt: expires, CreatedAt: now,
 	}
 	m.placeServer(&r, model)
 	return r, rule, nil
+}
+
+// agentOf is the agent company c declares in Git that Paperclip's agent id
+// is (Options.Agents), whose scheduling the lease's pod gets; "" for none
+// (the company's defaults). A lease whose agent cannot be told is refused:
+// its pod could land where that agent's must not.
+func (m *Manager) agentOf(ctx context.Context, model *config.Model, c *config.Company, id string) (string, error) {
+	if id == "" || m.opts.Agents == nil {
+		return "", nil
+	}
+	name, err := m.opts.Agents.ResolveAgent(ctx, model, c, id)
+	if err != nil {
+		return "", userErrorf("agent_unresolved",
+			"Paperclip agent %s: pcsync cannot tell which agent of Company %s it is, so not where its pod may run: %v", id, c.Slug(), err)
+	}
+	return name, nil
 }
 
 // placeServer says where the lease's command server comes from (the
@@ -327,6 +348,10 @@ func (m *Manager) waitRunning(ctx context.Context, pod *corev1.Pod) error {
 	for {
 		select {
 		case <-ctx.Done():
+			if unscheduled(last) {
+				return userErrorf("pod_unschedulable", "Pod/%s/%s found no node within the lease's wait (%s): %s",
+					pod.Namespace, pod.Name, context.Cause(ctx), podReason(last))
+			}
 			return userErrorf("pod_not_ready", "Pod/%s/%s not running after the lease's wait (%s): %s; raise the environment's timeoutMs for slow image pulls",
 				pod.Namespace, pod.Name, context.Cause(ctx), podReason(last))
 		case ev, ok := <-w.ResultChan():
@@ -356,6 +381,35 @@ func (m *Manager) waitRunning(ctx context.Context, pod *corev1.Pod) error {
 			}
 		}
 	}
+}
+
+// explainUnschedulable adds to a pod_unschedulable refusal what lease r's
+// pod asked of its node, and where that comes from in the config.
+func explainUnschedulable(err error, model *config.Model, r *Record) error {
+	var ue *UserError
+	if !errors.As(err, &ue) || ue.Code != "pod_unschedulable" {
+		return err
+	}
+	c, ok := model.Company(r.Company)
+	if !ok {
+		return err
+	}
+	a, _ := c.Agent(r.Agent)
+	from := "the Company's defaults: its agent is none the config declares"
+	if a != nil {
+		from = "agent " + a.Name + "'s nodeSelector and tolerations, the Company's runtimeClassName"
+	}
+	return &UserError{Code: ue.Code, Message: fmt.Sprintf("%s; it needs %s (%s)", ue.Message, podsched.For(c, a), from)}
+}
+
+// unscheduled says the scheduler found no node for p.
+func unscheduled(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return true
+		}
+	}
+	return false
 }
 
 func podReason(p *corev1.Pod) string {

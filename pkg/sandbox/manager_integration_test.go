@@ -59,6 +59,8 @@ type env struct {
 	m       *Manager
 	hostDir string
 	logs    *strings.Builder
+	// resolver is the Manager's Options.Agents.
+	resolver AgentResolver
 }
 
 type envOptions struct {
@@ -66,6 +68,13 @@ type envOptions struct {
 	QuotaPods *int
 	// AllowList is Settings spec.images.allowList.
 	AllowList []string
+	// Agents is the company's spec.agents (YAML flow style); default [].
+	Agents string
+	// Environment, when set, is a sandbox environment the company declares
+	// in Git (spec.paperclip, manage: true, Settings spec.paperclip).
+	Environment string
+	// Resolver is the Manager's Options.Agents.
+	Resolver AgentResolver
 }
 
 func newEnv(t testing.TB, o envOptions) *env {
@@ -102,25 +111,34 @@ func newEnv(t testing.TB, o envOptions) *env {
 	if len(o.AllowList) > 0 {
 		allow = `["` + strings.Join(o.AllowList, `","`) + `"]`
 	}
+	agents := o.Agents
+	if agents == "" {
+		agents = "[]"
+	}
+	var settingsPaperclip, companyPaperclip string
+	if o.Environment != "" {
+		settingsPaperclip = "\n  paperclip: {url: \"http://127.0.0.1:9\", spoolDir: /spool}"
+		companyPaperclip = "\n  paperclip: {manage: true, environments: [{name: " + o.Environment + "}]}"
+	}
 	files := map[string]string{
 		"settings.yaml": fmt.Sprintf(`apiVersion: pcsync.io/v1alpha1
 kind: Settings
 metadata: {name: test}
 spec:
   namespacePrefix: %s
-  images: {allowList: %s}
+  images: {allowList: %s}%s
   defaults:
     resources:
       requests: {cpu: 100m, memory: 128Mi}
       limits: {cpu: 100m, memory: 128Mi}
-`, prefix, allow),
+`, prefix, allow, settingsPaperclip),
 		"company.yaml": fmt.Sprintf(`apiVersion: pcsync.io/v1alpha1
 kind: Company
 metadata: {name: %s}
 spec:
-  id: company-%s
-  agents: []
-`, slug, slug),
+  id: company-%s%s
+  agents: %s
+`, slug, slug, companyPaperclip, agents),
 	}
 	for name, text := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
@@ -140,7 +158,7 @@ spec:
 		Env: map[string]string{"PATH": "/usr/local/bin:/usr/bin:/bin", "SANDBOX_TEST": "from-the-pod"}}); err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, c: c, ns: ns, model: model, hostDir: hostDir, logs: &strings.Builder{}}
+	e := &env{t: t, c: c, ns: ns, model: model, hostDir: hostDir, logs: &strings.Builder{}, resolver: o.Resolver}
 	e.start()
 	return e
 }
@@ -151,6 +169,7 @@ func (e *env) start() {
 	o := DefaultOptions(filepath.Join(e.hostDir, "state"))
 	o.HostRoot, o.ServerPath = e.hostDir, pcsyncBin
 	o.ReadyTimeout = time.Minute
+	o.Agents = e.resolver
 	o.Logger = slog.New(slog.NewTextHandler(&syncWriter{b: e.logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	m, err := New(context.Background(), e.c.RESTConfig(), func() *config.Model { return e.model }, o)
 	if err != nil {

@@ -2,8 +2,11 @@ package sandbox
 
 import (
 	"cmp"
+	"context"
 	"log/slog"
 	"time"
+
+	"github.com/pcsync/pcsync/pkg/config"
 )
 
 // ProviderKey is the sandbox provider key (Paperclip's driverKey) that
@@ -42,11 +45,25 @@ type Options struct {
 	// DeleteTimeout bounds the wait for a released pod to be gone. Default
 	// 60s.
 	DeleteTimeout time.Duration
+	// Agents tells which agent declared in Git a lease's Paperclip agent id
+	// is, so that its pod gets that agent's scheduling (package podsched);
+	// the daemon asks Paperclip (paperclip.Reconciler.ResolveAgent). Nil:
+	// every lease pod gets its company's defaults.
+	Agents AgentResolver
 	// Logger receives the manager's logs. Default slog.Default().
 	Logger *slog.Logger
 	// Metrics receives the manager's leases, acquires, releases and
 	// executes (the daemon's *metrics.Metrics). Default none.
 	Metrics Metrics
+}
+
+// AgentResolver finds the agent declared in Git behind a Paperclip agent
+// id.
+type AgentResolver interface {
+	// ResolveAgent returns the name of the agent of company c (in m) that
+	// Paperclip's agent id is, or "" when it is none of c's agents; an
+	// error when it cannot tell.
+	ResolveAgent(ctx context.Context, m *config.Model, c *config.Company, id string) (string, error)
 }
 
 // Paths inside a lease pod.

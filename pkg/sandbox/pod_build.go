@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/podsched"
 	"github.com/pcsync/pcsync/pkg/runs/kubeexec"
 )
 
@@ -30,14 +31,17 @@ const uid = 1000
 
 // BuildPod returns the lease's pod: the image runs pcsync's command server
 // as its PID 1 (its own binary in pcsync's images, else one copied in by an
-// init container of the record's HelperImage), hardened
-// like an agent Job's pod to pass Pod Security "restricted": non-root, no
-// service-account token, read-only root filesystem, every capability
-// dropped, seccomp RuntimeDefault, requests and limits from the company's
-// agent defaults, and emptyDirs for the workspace, HOME, /tmp and the
-// command server's socket. activeDeadlineSeconds ends it at the lease's
-// expiry even if no pcsync is left to delete it. No env value and no secret
-// is in the spec: each execute brings its own env over the command stream.
+// init container of the record's HelperImage), hardened like an agent Job's
+// pod to pass Pod Security "restricted": non-root, no service-account
+// token, read-only root filesystem, every capability dropped, seccomp
+// RuntimeDefault, requests and limits from the company's agent defaults,
+// and emptyDirs for the workspace, HOME, /tmp and the command server's
+// socket. It runs where the record's Agent's Jobs run (podsched.For: the
+// agent's node selector and tolerations, the company's runtime class), or
+// with the company's defaults when the record names no agent.
+// activeDeadlineSeconds ends it at the lease's expiry even if no pcsync is
+// left to delete it. No env value and no secret is in the spec: each
+// execute brings its own env over the command stream.
 func BuildPod(l *Record, m *config.Model) (*corev1.Pod, error) {
 	c, ok := m.Company(l.Company)
 	if !ok {
@@ -66,9 +70,11 @@ func BuildPod(l *Record, m *config.Model) (*corev1.Pod, error) {
 	for _, s := range m.ImagePullSecrets(c) {
 		pullSecrets = append(pullSecrets, corev1.LocalObjectReference{Name: s})
 	}
-	var runtimeClass *string
-	if c.Spec.RuntimeClassName != "" {
-		runtimeClass = ptr(c.Spec.RuntimeClassName)
+	var agent *config.Agent
+	if l.Agent != "" {
+		if agent, ok = c.Agent(l.Agent); !ok {
+			return nil, fmt.Errorf("Pod/%s/%s: Company %s declares no agent %q", l.Namespace, l.ID, c.Slug(), l.Agent)
+		}
 	}
 	secure := &corev1.SecurityContext{
 		AllowPrivilegeEscalation: ptr(false),
@@ -111,7 +117,6 @@ func BuildPod(l *Record, m *config.Model) (*corev1.Pod, error) {
 			RestartPolicy:                 corev1.RestartPolicyNever,
 			ActiveDeadlineSeconds:         ptr(deadline),
 			TerminationGracePeriodSeconds: ptr(int64(5)),
-			RuntimeClassName:              runtimeClass,
 			ImagePullSecrets:              pullSecrets,
 			SecurityContext: &corev1.PodSecurityContext{
 				RunAsNonRoot:        ptr(true),
@@ -146,6 +151,9 @@ func BuildPod(l *Record, m *config.Model) (*corev1.Pod, error) {
 			Volumes: []corev1.Volume{emptyDir("workspace"), emptyDir("home"), emptyDir("tmp"), emptyDir("run")},
 		},
 	}
+	// Where the pod runs: as the agent's Jobs (its node selector and
+	// tolerations, the company's runtime class), or the company's defaults.
+	podsched.For(c, agent).Apply(&pod.Spec)
 	if l.Server == "" {
 		// The image does not hold pcsync: an init container of pcsync's
 		// image copies it in (one kubelet cycle more before the lease runs).

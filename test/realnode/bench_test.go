@@ -132,7 +132,7 @@ func BenchmarkLease(b *testing.B) {
 			plain = append(plain, time.Since(begin))
 
 			begin = time.Now()
-			info, err := e.m.Acquire(ctx, sandbox.AcquireParams{Config: sandbox.EnvironmentConfig{Company: e.slug}, AdapterType: "claude_local"})
+			info, err := e.m.Acquire(ctx, sandbox.AcquireParams{Config: sandbox.EnvironmentConfig{Company: e.slug}, AdapterType: "claude_local", AgentID: pinnedAgentID})
 			if err != nil {
 				b.Fatal(err)
 			}

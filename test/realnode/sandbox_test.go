@@ -4,18 +4,18 @@ package realnode
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/pcsync/pcsync/internal/testcluster"
 	"github.com/pcsync/pcsync/pkg/config"
@@ -23,36 +23,11 @@ import (
 	"github.com/pcsync/pcsync/pkg/sandbox"
 )
 
-// onlyRealNode makes the real node the one place a pod without a node
-// selector can go for the rest of the test: its taint is lifted and kwok's
-// node cordoned (lease pods carry no scheduling of their own yet). Tests of
-// this package run one at a time.
-func onlyRealNode(t testing.TB, c *testcluster.Cluster) {
-	t.Helper()
-	ctx := context.Background()
-	cs := c.Client()
-	node := c.RealNode().Name()
-	n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	taints := n.Spec.Taints
-	patch := func(name string, spec map[string]any) {
-		b, _ := json.Marshal(map[string]any{"spec": spec})
-		if _, err := cs.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, b, metav1.PatchOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	patch(node, map[string]any{"taints": []corev1.Taint{}})
-	patch(c.NodeName(), map[string]any{"unschedulable": true})
-	t.Cleanup(func() {
-		patch(c.NodeName(), map[string]any{"unschedulable": nil})
-		patch(node, map[string]any{"taints": taints})
-	})
-}
-
 // leaseEnv is a tenant with pcsync's sandbox Manager, not on kwok's shared
-// host: every command runs in the lease pod's own container.
+// host: every command runs in the lease pod's own container. Its company
+// declares agents in Git whose Paperclip ids the Manager's AgentResolver
+// knows (agentIDs): pinned selects the real node and tolerates its taint,
+// untolerating selects it without the toleration.
 type leaseEnv struct {
 	c     *testcluster.Cluster
 	slug  string
@@ -61,18 +36,42 @@ type leaseEnv struct {
 	m     *sandbox.Manager
 }
 
+// The Paperclip agent ids of the leaseEnv's agents declared in Git.
+const (
+	pinnedAgentID       = "5e1f0c1e-0000-4000-8000-00000000a001"
+	untoleratingAgentID = "5e1f0c1e-0000-4000-8000-00000000a002"
+)
+
+// agentIDs stands for Paperclip's answer (marked agents, which
+// pkg/paperclip's tests resolve against the real server): the Paperclip
+// agent id of each agent of the leaseEnv's company.
+type agentIDs map[string]string
+
+func (a agentIDs) ResolveAgent(_ context.Context, _ *config.Model, _ *config.Company, id string) (string, error) {
+	return a[id], nil
+}
+
 func newLeaseEnv(t testing.TB, p pushed) *leaseEnv {
 	t.Helper()
 	c := testcluster.Get(t)
-	onlyRealNode(t, c)
+	node := c.RealNode()
 	ns := c.Namespace(t, "lease", nil)
 	i := strings.LastIndexByte(ns, '-')
 	prefix, slug := ns[:i+1], ns[i+1:]
 	dir := t.TempDir()
+	tol := node.Toleration()
+	var sel []string
+	for k, v := range node.NodeSelector() {
+		sel = append(sel, fmt.Sprintf("%q: %q", k, v))
+	}
+	selector := "{" + strings.Join(sel, ", ") + "}"
 	files := map[string]string{
 		"settings.yaml": fmt.Sprintf("apiVersion: pcsync.io/v1alpha1\nkind: Settings\nmetadata: {name: s}\nspec:\n"+
 			"  namespacePrefix: %s\n  images: {registry: %s, allowList: ['%s/*/*']}\n", prefix, p.Registry, c.RealNode().Registry().Host()),
-		"company.yaml": fmt.Sprintf("apiVersion: pcsync.io/v1alpha1\nkind: Company\nmetadata: {name: %s}\nspec:\n  id: company-%s\n  agents: []\n", slug, slug),
+		"company.yaml": fmt.Sprintf("apiVersion: pcsync.io/v1alpha1\nkind: Company\nmetadata: {name: %s}\nspec:\n  id: company-%s\n  agents:\n"+
+			"    - {name: pinned, adapter: claude_local, nodeSelector: %s, tolerations: [{key: %q, operator: %s, effect: %s}]}\n"+
+			"    - {name: untolerating, adapter: claude_local, nodeSelector: %s}\n",
+			slug, slug, selector, tol.Key, tol.Operator, tol.Effect, selector),
 	}
 	for name, text := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
@@ -90,6 +89,7 @@ func newLeaseEnv(t testing.TB, p pushed) *leaseEnv {
 	applyTenant(ctx, t, c, m)
 	o := sandbox.DefaultOptions(t.TempDir())
 	o.ReadyTimeout = 2 * time.Minute
+	o.Agents = agentIDs{pinnedAgentID: "pinned", untoleratingAgentID: "untolerating"}
 	o.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	mgr, err := sandbox.New(context.Background(), c.RESTConfig(), func() *config.Model { return m }, o)
 	if err != nil {
@@ -111,7 +111,8 @@ func (e *leaseEnv) exec(t testing.TB, id string, p sandbox.ExecParams) sandbox.E
 	return r
 }
 
-// A lease of pcsync's claude image on a real kubelet: the image's own
+// A lease of pcsync's claude image on a real kubelet, for an agent that
+// selects the real node and tolerates its taint: the image's own
 // pcsync is the command server, PID 1, with no init container; executes
 // pass argv, env and stdin (to EOF) and give exit codes; a timeout kills
 // the command's whole group; a background process outlives its command;
@@ -123,7 +124,7 @@ func TestLeaseOnRealNode(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	info, err := e.m.Acquire(ctx, sandbox.AcquireParams{Config: sandbox.EnvironmentConfig{Company: e.slug, EnvAllow: []string{"GREETING"}},
-		AdapterType: "claude_local", RunID: "run-1"})
+		AdapterType: "claude_local", RunID: "run-1", AgentID: pinnedAgentID})
 	if err != nil {
 		t.Fatalf("acquire: %v", err)
 	}
@@ -133,7 +134,7 @@ func TestLeaseOnRealNode(t *testing.T) {
 	}
 	if pod.Spec.NodeName != e.c.RealNode().Name() || len(pod.Spec.InitContainers) != 0 ||
 		pod.Spec.Containers[0].Image != images.Ref(p.Registry, images.Agent("claude"), imageTag) {
-		t.Errorf("lease pod on %s, %d init containers, image %s; want the real node, none, pcsync's claude image",
+		t.Errorf("lease pod on %s, %d init containers, image %s; want the real node (its agent's nodeSelector and toleration), none, pcsync's claude image",
 			pod.Spec.NodeName, len(pod.Spec.InitContainers), pod.Spec.Containers[0].Image)
 	}
 
@@ -195,7 +196,7 @@ func TestLeaseInitContainer(t *testing.T) {
 	e := newLeaseEnv(t, p)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	info, err := e.m.Acquire(ctx, sandbox.AcquireParams{Config: sandbox.EnvironmentConfig{Company: e.slug, Image: p.Foreign}, AdapterType: "claude_local"})
+	info, err := e.m.Acquire(ctx, sandbox.AcquireParams{Config: sandbox.EnvironmentConfig{Company: e.slug, Image: p.Foreign}, AdapterType: "claude_local", AgentID: pinnedAgentID})
 	if err != nil {
 		t.Fatalf("acquire: %v", err)
 	}
@@ -223,7 +224,7 @@ func TestLeaseMissingImage(t *testing.T) {
 	missing := e.c.RealNode().Registry().Host() + "/nobody/pcsync-agent-claude:never-pushed"
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	_, err := e.m.Acquire(ctx, sandbox.AcquireParams{Config: sandbox.EnvironmentConfig{Company: e.slug, Image: missing}, AdapterType: "claude_local"})
+	_, err := e.m.Acquire(ctx, sandbox.AcquireParams{Config: sandbox.EnvironmentConfig{Company: e.slug, Image: missing}, AdapterType: "claude_local", AgentID: pinnedAgentID})
 	if err == nil || !strings.Contains(err.Error(), missing) || !strings.Contains(err.Error(), "cannot pull image") {
 		t.Fatalf("acquire of a missing image: %v; want an error naming %s", err, missing)
 	}
@@ -234,4 +235,52 @@ func code(r sandbox.ExecResult) int {
 		return -1
 	}
 	return *r.ExitCode
+}
+
+// Where a lease lands follows its agent's scheduling, with the real node
+// tainted NoSchedule and kwok's node schedulable: an agent that selects the
+// real node without tolerating its taint gets no node at all (the
+// scheduler names the taint, and the acquire says so); a lease of an agent
+// the config does not declare gets the company's defaults and lands on
+// kwok's node, never the real one.
+func TestLeaseSchedulingOnRealNode(t *testing.T) {
+	p := pushImages(t)
+	e := newLeaseEnv(t, p)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	// No toleration: the pod stays Pending, unschedulable for the taint.
+	_, err := e.m.Acquire(ctx, sandbox.AcquireParams{Config: sandbox.EnvironmentConfig{Company: e.slug, TimeoutMs: 20_000},
+		AdapterType: "claude_local", AgentID: untoleratingAgentID})
+	var ue *sandbox.UserError
+	wantNeeds := "needs nodes kubernetes.io/hostname=" + e.c.RealNode().Name()
+	if !errors.As(err, &ue) || ue.Code != "pod_unschedulable" || !strings.Contains(ue.Message, "untolerated taint") ||
+		!strings.Contains(ue.Message, wantNeeds+" (") {
+		t.Fatalf("acquire for an agent without the real node's toleration: %v; want pod_unschedulable: the scheduler's untolerated taint, %q and no toleration",
+			err, wantNeeds)
+	}
+	t.Logf("refused: %s", ue.Message)
+
+	// No agent declared in Git: the company's defaults, kwok's node. (Its
+	// pod runs no command server; a short wait ends the Manager's attempts
+	// to reach one, which the Manager's Close waits for.)
+	info, err := e.m.Acquire(ctx, sandbox.AcquireParams{Config: sandbox.EnvironmentConfig{Company: e.slug, TimeoutMs: 10_000},
+		AdapterType: "claude_local", AgentID: "5e1f0c1e-0000-4000-8000-0000000000ff"})
+	if err != nil {
+		t.Fatalf("acquire for an agent the config does not declare: %v", err)
+	}
+	pod, err := e.c.Client().CoreV1().Pods(e.ns).Get(ctx, info.ID, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// (The API server's DefaultTolerationSeconds adds the not-ready and
+	// unreachable tolerations to every pod.)
+	tolerates := slices.ContainsFunc(pod.Spec.Tolerations, func(t corev1.Toleration) bool { return t.Key == testcluster.RealNodeTaintKey })
+	if pod.Spec.NodeName != e.c.NodeName() || pod.Spec.NodeSelector != nil || tolerates {
+		t.Errorf("lease pod of an undeclared agent on %q with nodeSelector %v, tolerations %v; want kwok's %s and the company's defaults (none)",
+			pod.Spec.NodeName, pod.Spec.NodeSelector, pod.Spec.Tolerations, e.c.NodeName())
+	}
+	if _, err := e.m.Release(ctx, sandbox.ReleaseParams{ID: info.ID, Cancel: true}); err != nil {
+		t.Fatalf("release: %v", err)
+	}
 }

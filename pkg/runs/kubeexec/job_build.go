@@ -14,6 +14,7 @@ import (
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/images"
 	"github.com/pcsync/pcsync/pkg/introspect"
+	"github.com/pcsync/pcsync/pkg/podsched"
 )
 
 // Volume names of the agent pod.
@@ -139,17 +140,6 @@ func BuildJob(in Input, o BuildOptions) (*batchv1.Job, error) {
 	for _, s := range pullNames {
 		pullSecrets = append(pullSecrets, corev1.LocalObjectReference{Name: s})
 	}
-	var tolerations []corev1.Toleration
-	for _, t := range in.Agent.Tolerations {
-		tolerations = append(tolerations, corev1.Toleration{
-			Key: t.Key, Operator: corev1.TolerationOperator(t.Operator), Value: t.Value,
-			Effect: corev1.TaintEffect(t.Effect), TolerationSeconds: t.TolerationSeconds,
-		})
-	}
-	var runtimeClass *string
-	if in.Company.Spec.RuntimeClassName != "" {
-		runtimeClass = ptr(in.Company.Spec.RuntimeClassName)
-	}
 	uid := o.UID
 	image := in.Model.AgentImage(in.Agent)
 	// PID 1 forwards the kubelet's SIGTERM to the CLI's process group and
@@ -179,10 +169,7 @@ func BuildJob(in Input, o BuildOptions) (*batchv1.Job, error) {
 				RestartPolicy:                 corev1.RestartPolicyNever,
 				ShareProcessNamespace:         sharePID,
 				TerminationGracePeriodSeconds: ptr(int64(in.Agent.GraceSec)),
-				RuntimeClassName:              runtimeClass,
 				ImagePullSecrets:              pullSecrets,
-				NodeSelector:                  maps.Clone(in.Agent.NodeSelector),
-				Tolerations:                   tolerations,
 				SecurityContext: &corev1.PodSecurityContext{
 					RunAsNonRoot:        ptr(true),
 					RunAsUser:           ptr(uid),
@@ -216,6 +203,9 @@ func BuildJob(in Input, o BuildOptions) (*batchv1.Job, error) {
 			},
 		},
 	}
+	// Where the pod runs: the agent's node selector and tolerations, the
+	// company's runtime class (shared with the sandbox's lease pods).
+	podsched.For(in.Company, in.Agent).Apply(&spec.Template.Spec)
 	if inherit.DNSConfig && o.Inherited.DNSConfig != nil {
 		spec.Template.Spec.DNSConfig = o.Inherited.DNSConfig.DeepCopy()
 		spec.Template.Spec.DNSPolicy = o.Inherited.DNSPolicy

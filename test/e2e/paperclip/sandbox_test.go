@@ -3,11 +3,16 @@
 package paperclip
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -658,7 +663,12 @@ func TestSandboxEnvironmentFromGit(t *testing.T) {
 	spec["paperclip"] = map[string]any{"manage": true, "environments": []any{map[string]any{
 		"name": "k8s-from-git", "socketPath": sw.envCfg["socketPath"], "envAllow": []any{"STANDIN_*"}, "timeoutMs": 120000,
 	}}}
+	// Its lease pods get its scheduling: Paperclip names it by id, the
+	// daemon finds it by pcsync's marker.
+	selector := map[string]any{"kubernetes.io/hostname": sw.c.NodeName()}
+	toleration := map[string]any{"key": "pcsync.io/e2e-agents", "operator": "Exists", "effect": "NoSchedule"}
 	spec["agents"] = []any{map[string]any{"name": "gitcoder", "adapter": "claude_local", "model": "claude-sonnet-4-6",
+		"nodeSelector": selector, "tolerations": []any{toleration},
 		"paperclip": map[string]any{"role": "engineer", "environment": "k8s-from-git", "adapterConfig": map[string]any{
 			"engine": "cli", "timeoutSec": 120, "env": map[string]any{"STANDIN_TRANSCRIPT": tr.Path, "STANDIN_RECORD": sw.pc.Record},
 		}}}}
@@ -722,9 +732,39 @@ func TestSandboxEnvironmentFromGit(t *testing.T) {
 	if coderID == "" {
 		t.Fatalf("no agent gitcoder in Paperclip")
 	}
+	// The daemon's probe hook (Paperclip's own probe of a sandbox
+	// environment acquires a lease instead) says where gitcoder's leases go
+	// once the daemon has loaded the config that declares it (it reloads on
+	// its own time): wake the agent only then.
+	wantWho := "a lease pod of agent gitcoder (image "
+	wantWhere := "needs nodes kubernetes.io/hostname=" + sw.c.NodeName() + "; tolerating pcsync.io/e2e-agents:NoSchedule"
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		answer := daemonHook(t, sw.envCfg["socketPath"].(string), "probe", map[string]any{"config": map[string]any{"company": sw.pc.Slug}})
+		if strings.Contains(answer, wantWho) && strings.Contains(answer, wantWhere) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the daemon's probe does not say %q … %q within a minute: %s", wantWho, wantWhere, answer)
+		}
+	}
 	run := srv.API.wake(t, coderID, "e2e: agent and environment from Git")
 	if got := srv.API.waitRun(t, run.ID, 3*time.Minute); got.Status != "succeeded" {
 		t.Errorf("run %s of the agent from Git: %s (%q)", run.ID, got.Status, str(got.Error))
+	}
+
+	seen, _ := sw.leasePods()
+	if len(seen) == 0 {
+		t.Errorf("the run of the agent from Git made no lease pod")
+	}
+	for _, name := range seen {
+		sw.mu.Lock()
+		pod := sw.pods[name]
+		sw.mu.Unlock()
+		tolerates := slices.ContainsFunc(pod.Spec.Tolerations, func(t corev1.Toleration) bool { return t.Key == "pcsync.io/e2e-agents" })
+		if pod.Spec.NodeSelector["kubernetes.io/hostname"] != sw.c.NodeName() || !tolerates {
+			t.Errorf("lease pod %s: nodeSelector %v, tolerations %v; want agent gitcoder's (hostname %s, pcsync.io/e2e-agents)",
+				name, pod.Spec.NodeSelector, pod.Spec.Tolerations, sw.c.NodeName())
+		}
 	}
 
 	var live map[string]any
@@ -738,6 +778,27 @@ func TestSandboxEnvironmentFromGit(t *testing.T) {
 	if out := apply(); !strings.Contains(out, "k8s-from-git configured: config.envAllow") {
 		t.Errorf("apply after a hand edit of the environment:\n%s\nwant it configured back (config.envAllow)", out)
 	}
+}
+
+// daemonHook calls one hook of the daemon's sandbox API on its Unix socket,
+// as pcsync's plugin does, and returns the answer's body.
+func daemonHook(t testing.TB, socket, hook string, params map[string]any) string {
+	t.Helper()
+	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", socket)
+		}}}
+	body, _ := json.Marshal(params)
+	resp, err := hc.Post("http://pcsync/v1/hooks/"+hook, "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("sandbox API %s: %v", hook, err)
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("sandbox API %s: %v", hook, err)
+	}
+	return string(out)
 }
 
 func writeYAML(t testing.TB, path string, v any) {

@@ -1,0 +1,142 @@
+package sandbox
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/pcsync/pcsync/pkg/adapters"
+	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/podsched"
+	"github.com/pcsync/pcsync/pkg/runs/kubeexec"
+)
+
+// schedModel is a company with a runtime class and agents with and
+// without scheduling of their own.
+func schedModel(t *testing.T) *config.Model {
+	t.Helper()
+	dir := t.TempDir()
+	files := map[string]string{
+		"settings.yaml": `apiVersion: pcsync.io/v1alpha1
+kind: Settings
+metadata: {name: s}
+spec: {}
+`,
+		"acme.yaml": `apiVersion: pcsync.io/v1alpha1
+kind: Company
+metadata: {name: acme}
+spec:
+  id: acme-id
+  runtimeClassName: gvisor
+  agents:
+    - name: pinned
+      adapter: claude_local
+      nodeSelector: {pool: agents, topology.kubernetes.io/zone: eu-west-1a}
+      tolerations:
+        - {key: dedicated, operator: Equal, value: agents, effect: NoSchedule}
+        - {key: node.kubernetes.io/not-ready, operator: Exists, effect: NoExecute, tolerationSeconds: 60}
+    - name: zoned
+      adapter: codex_local
+      nodeSelector: {topology.kubernetes.io/zone: eu-west-1b}
+    - name: free
+      adapter: claude_local
+`,
+	}
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, err := config.Load(context.Background(), dir, config.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestLeasePodSchedulingIsTheJobs: a lease pod of an agent declared in Git
+// has the scheduling fields of that agent's run Job, field for field; a
+// lease of no declared agent has the company's defaults.
+func TestLeasePodSchedulingIsTheJobs(t *testing.T) {
+	m := schedModel(t)
+	c, _ := m.Company("acme")
+	gvisor := "gvisor"
+	tests := []struct {
+		name, agent string
+		want        podsched.Scheduling
+	}{
+		{"pinned", "pinned", podsched.Scheduling{
+			NodeSelector: map[string]string{"pool": "agents", "topology.kubernetes.io/zone": "eu-west-1a"},
+			Tolerations: []corev1.Toleration{
+				{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "agents", Effect: corev1.TaintEffectNoSchedule},
+				{Key: "node.kubernetes.io/not-ready", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr(int64(60))},
+			},
+			RuntimeClassName: &gvisor,
+		}},
+		{"zoned", "zoned", podsched.Scheduling{NodeSelector: map[string]string{"topology.kubernetes.io/zone": "eu-west-1b"}, RuntimeClassName: &gvisor}},
+		{"free", "free", podsched.Scheduling{RuntimeClassName: &gvisor}},
+		{"no agent declared in Git: the company's defaults", "", podsched.Scheduling{RuntimeClassName: &gvisor}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := &Record{ID: "pcsync-sbx-1", Namespace: m.Namespace(c), Company: "acme", Image: "img", Agent: tt.agent,
+				Server: "/usr/local/bin/pcsync", ExpiresAt: time.Now().Add(time.Hour)}
+			pod, err := BuildPod(l, m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lease := podsched.Of(&pod.Spec)
+			if diff := cmp.Diff(tt.want, lease); diff != "" {
+				t.Errorf("lease pod's scheduling (-want +got):\n%s", diff)
+			}
+			if tt.agent == "" {
+				return
+			}
+			a, _ := c.Agent(tt.agent)
+			job, err := kubeexec.BuildJob(kubeexec.Input{Model: m, Company: c, Agent: a, RunID: "run-1",
+				Command: adapters.Command{Args: []string{"claude"}}}, kubeexec.DefaultBuildOptions())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(podsched.Of(&job.Spec.Template.Spec), lease); diff != "" {
+				t.Errorf("the lease pod's scheduling is not the Job's (-job +lease):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestBuildPodUnknownAgent: a record naming an agent the company does not
+// declare is refused, not built with some other scheduling.
+func TestBuildPodUnknownAgent(t *testing.T) {
+	m := schedModel(t)
+	c, _ := m.Company("acme")
+	l := &Record{ID: "pcsync-sbx-1", Namespace: m.Namespace(c), Company: "acme", Image: "img", Agent: "gone", ExpiresAt: time.Now().Add(time.Hour)}
+	if _, err := BuildPod(l, m); err == nil {
+		t.Fatal("BuildPod of a record naming an undeclared agent: no error")
+	}
+}
+
+// TestProbePods: the probe dry-runs the company's defaults and one pod
+// per distinct scheduling of the agents in its sandbox environments.
+func TestProbePods(t *testing.T) {
+	c := &config.Company{Spec: config.CompanySpec{Agents: []config.Agent{
+		{Name: "a", NodeSelector: map[string]string{"pool": "x"}, Paperclip: config.PaperclipAgent{Environment: "k8s"}},
+		{Name: "jobs-only", NodeSelector: map[string]string{"pool": "y"}},
+		{Name: "b", NodeSelector: map[string]string{"pool": "x"}, Paperclip: config.PaperclipAgent{Environment: "k8s"}},
+		{Name: "plain", Paperclip: config.PaperclipAgent{Environment: "k8s"}},
+		{Name: "c", Tolerations: []config.Toleration{{Key: "t", Operator: "Exists"}}, Paperclip: config.PaperclipAgent{Environment: "k8s"}},
+	}}}
+	want := []probePod{
+		{who: "a lease pod of an agent the config does not declare"},
+		{who: "a lease pod of agents a, b", agent: "a"},
+		{who: "a lease pod of agent c", agent: "c"},
+	}
+	if diff := cmp.Diff(want, probePods(c), cmp.AllowUnexported(probePod{})); diff != "" {
+		t.Errorf("probePods (-want +got):\n%s", diff)
+	}
+}
