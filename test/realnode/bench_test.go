@@ -231,7 +231,10 @@ func BenchmarkRunJob(b *testing.B) {
 			noVolumes := *tmpl.Spec.DeepCopy()
 			noVolumes.Volumes = nil
 			for i := range noVolumes.Containers {
+				// Without its writable directories the CLI cannot start:
+				// the container sleeps instead.
 				noVolumes.Containers[i].VolumeMounts = nil
+				noVolumes.Containers[i].Command, noVolumes.Containers[i].Args = []string{"sleep", "3600"}, nil
 			}
 			for _, peer := range []struct {
 				name string
