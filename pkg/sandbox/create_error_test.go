@@ -19,7 +19,7 @@ func TestCreateError(t *testing.T) {
 	tests := []struct {
 		name     string
 		err      error
-		wantCode string
+		wantCode Code
 		wantPart string
 	}{
 		{"quota", apierrors.NewForbidden(pods, "lease-1", errors.New("exceeded quota: paperclip-quota")), "quota_full", "ResourceQuota paperclip-quota"},

@@ -11,10 +11,11 @@
 // the stream, so a run's many executes cost no Kubernetes request each and
 // no env value or stdin ever appears in a request URL.
 //
-// A lease's life: acquire (config and image checked → journal → pod create
-// → running → command server answers) → executes → release or destroy
-// (drain or cancel → command server shutdown → pod delete → gone → journal
-// drop → termination receipt). The expiry deletes the pod too, and the
+// A lease's life (lease_state.go): pending (config and image checked →
+// journal → pod create) → ready (the pod runs; executes) → draining (a
+// release waits for the executes in flight) → ending (command server
+// shutdown → pod delete → gone → journal drop) → gone (termination
+// receipt). A cancel, the expiry or a failure skips draining. The expiry deletes the pod too, and the
 // pod's activeDeadlineSeconds stops it even with no pcsync left.
 //
 // The command protocol's frames are in pkg/sandbox/wire, shared by the
@@ -25,14 +26,20 @@
 //	options.go          Options and their defaults; the provider key
 //	envconfig.go        the environment config Paperclip stores: parse, check against the pcsync config, normalize
 //	envfilter.go        EnvRule: which env keys of an execute reach the pod (never the server's secrets)
-//	lease.go            the lease record, its states, ids and paths
+//	lease.go            the lease record, its ids and paths
+//	lease_state.go      the lease's life as a state machine: its states, the transition table, to; draining and ending
+//	code.go             Code, the stable words of refusals and diagnostics; UserError
 //	pod_build.go        BuildPod: the hardened lease pod
 //	journal.go          the lease journal in the state directory
 //	manager.go          Manager: adoption at start, lease registry, Close
 //	manager_acquire.go  Acquire, Resume, Workspace; waiting for the pod; opening the command stream
 //	manager_execute.go  Execute: one command on a lease
-//	manager_release.go  Release and the expiry: shutdown, delete, wait gone
+//	manager_release.go  Release and the expiry: drain, shutdown, delete, wait gone
+//	manager_probe.go    Validate and Probe: an environment's config checked, and what a lease of it needs, without a lease
 //	stream.go           the command stream as a pod exec (WebSocket, SPDY fallback)
-//	api.go              API: the hooks on the Unix socket
+//	hook.go             the hook contract: each hook's request and response types
+//	api.go              API: the hooks on the Unix socket, a handler table of typed hooks; refusals as HTTP statuses
+//	api_decode.go       decoding a hook's params: a 400 that names the field
+//	api_hooks.go        each hook: its request to the Manager's call, the call's outcome to its response
 //	metrics.go          Metrics the manager reports to (pcsync_sandbox_*), its outcome and end words
 package sandbox

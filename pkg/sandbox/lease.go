@@ -4,26 +4,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"path"
-	"sync"
 	"time"
 
 	"github.com/pcsync/pcsync/pkg/adapters"
-	"github.com/pcsync/pcsync/pkg/sandbox/cmdclient"
-)
-
-// LeaseState is where a lease is in its life.
-type LeaseState string
-
-// The lease states, in order.
-const (
-	// LeasePending: recorded, its pod created, not yet answering.
-	LeasePending LeaseState = "Pending"
-	// LeaseReady: the pod runs and its command server answers.
-	LeaseReady LeaseState = "Ready"
-	// LeaseReleasing: release or destroy has begun; no new executes.
-	LeaseReleasing LeaseState = "Releasing"
-	// LeaseGone: the pod is deleted and gone.
-	LeaseGone LeaseState = "Gone"
 )
 
 // Record is what the journal keeps of a lease: one pod in a tenant
@@ -66,28 +49,6 @@ type Record struct {
 	HelperImage string `json:"helperImage,omitempty"`
 }
 
-// lease is a live lease: its record and what the daemon holds for it.
-type lease struct {
-	Record
-
-	mu      sync.Mutex
-	state   LeaseState
-	client  *cmdclient.Client
-	cmu     sync.Mutex // held while the command stream is opened
-	rule    EnvRule
-	warned  map[string]bool
-	running int
-	ending  bool // the end (releaseAsync) has begun
-	// held: counted in the metrics' leases held (from track to the end).
-	held bool
-	// shuttingDown: the end opens a stream of its own to stop the server.
-	shuttingDown bool
-	idle         chan struct{} // closed when running drops to 0 while releasing
-	released     chan struct{} // closed once the pod is gone
-	endErr       string        // why the end failed, once released is closed
-	expiry       *time.Timer
-}
-
 // newLeaseID returns a fresh pod name: "pcsync-sbx-" and 10 hex digits.
 func newLeaseID() string {
 	var b [5]byte
@@ -104,19 +65,6 @@ func (l *Record) setPaths(hostRoot string) {
 	}
 	root := path.Join(hostRoot, l.ID)
 	l.Workspace, l.Home, l.Tmp, l.Socket = path.Join(root, "workspace"), path.Join(root, "home"), path.Join(root, "tmp"), path.Join(root, "run", "cmd.sock")
-}
-
-// State returns the lease's state.
-func (l *lease) State() LeaseState {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.state
-}
-
-func (l *lease) setState(s LeaseState) {
-	l.mu.Lock()
-	l.state = s
-	l.mu.Unlock()
 }
 
 // pcsyncAdapter maps Paperclip's adapter type to pcsync's, whose image and

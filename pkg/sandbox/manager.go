@@ -102,7 +102,7 @@ func (m *Manager) adopt(ctx context.Context) error {
 			m.releaseAsync(l, EndExpired)
 			continue
 		}
-		l.setState(LeaseReady)
+		l.to(LeasePending, LeaseReady)
 		m.log.Info("sandbox lease adopted", slog.String("lease", r.ID), slog.String("namespace", r.Namespace),
 			slog.Time("expiresAt", r.ExpiresAt))
 	}
@@ -133,7 +133,7 @@ func (m *Manager) adopt(ctx context.Context) error {
 
 // track registers a lease and arms its expiry.
 func (m *Manager) track(r Record) *lease {
-	l := &lease{Record: r, state: LeasePending, released: make(chan struct{}), warned: map[string]bool{}}
+	l := newLease(r)
 	m.mu.Lock()
 	m.leases[r.ID] = l
 	m.mu.Unlock()
@@ -175,13 +175,13 @@ func (m *Manager) Close() {
 			l.expiry.Stop()
 		}
 		l.mu.Lock()
-		c, ending := l.client, l.ending
+		c, state := l.client, l.state
 		l.client = nil
 		l.mu.Unlock()
 		if c != nil {
 			_ = c.Close()
 		}
-		if !ending {
+		if state != LeaseEnding && state != LeaseGone {
 			// Its pod stays for the next daemon: no longer held here.
 			m.unhold(l)
 		}

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/pcsync/pcsync/internal/tenantns"
@@ -46,19 +47,6 @@ type LeaseInfo struct {
 	Metadata  map[string]any
 }
 
-// UserError is a refusal whose message tells the user what to fix; its
-// Code is a stable word for it.
-type UserError struct {
-	Code    string
-	Message string
-}
-
-func (e *UserError) Error() string { return e.Message }
-
-func userErrorf(code, format string, args ...any) error {
-	return &UserError{Code: code, Message: fmt.Sprintf(format, args...)}
-}
-
 // Acquire creates a lease: it checks the company and the image against the
 // config, records the lease, creates its pod, waits until the pod runs and
 // its command server answers, and arms the expiry. Nothing is created for a
@@ -69,7 +57,7 @@ func (m *Manager) Acquire(ctx context.Context, p AcquireParams) (_ LeaseInfo, er
 	defer func() { m.observeAcquire(began, err) }()
 	model := m.model()
 	if model == nil {
-		return LeaseInfo{}, userErrorf("no_config", "pcsync has no valid config loaded yet")
+		return LeaseInfo{}, userErrorf(CodeNoConfig, "pcsync has no valid config loaded yet")
 	}
 	now := time.Now()
 	r, rule, err := m.plan(ctx, model, &p, now)
@@ -86,18 +74,20 @@ func (m *Manager) Acquire(ctx context.Context, p AcquireParams) (_ LeaseInfo, er
 		slog.String("image", r.Image), slog.String("adapterType", p.AdapterType), slog.String("run", p.RunID), slog.String("agent", r.Agent),
 		slog.Time("expiresAt", r.ExpiresAt))
 
-	wait := m.opts.ReadyTimeout
+	patience := m.opts.ReadyTimeout
 	if p.Config.TimeoutMs > 0 {
-		wait = min(wait, time.Duration(p.Config.TimeoutMs)*time.Millisecond)
+		patience = min(patience, time.Duration(p.Config.TimeoutMs)*time.Millisecond)
 	}
-	rctx, cancel := context.WithTimeout(ctx, wait)
+	rctx, cancel := context.WithTimeout(ctx, patience)
 	defer cancel()
 	if err := m.waitRunning(rctx, created); err != nil {
 		m.releaseAsync(l, EndFailed)
 		return LeaseInfo{}, explainUnschedulable(err, model, &r)
 	}
-	l.setState(LeaseReady)
-	m.connect(l, wait)
+	if !l.to(LeasePending, LeaseReady) {
+		return LeaseInfo{}, fmt.Errorf("lease %s is %s: it ended while its pod started", l.ID, l.State())
+	}
+	m.connect(l, patience)
 	m.log.Info("sandbox lease ready", slog.String("lease", r.ID), slog.Duration("took", time.Since(now).Round(time.Millisecond)))
 	return m.info(l), nil
 }
@@ -107,15 +97,15 @@ func (m *Manager) Acquire(ctx context.Context, p AcquireParams) (_ LeaseInfo, er
 // is created. Each refusal is a user error with its code.
 func (m *Manager) plan(ctx context.Context, model *config.Model, p *AcquireParams, now time.Time) (Record, EnvRule, error) {
 	if errs := p.Config.Check(model); len(errs) > 0 {
-		code := "config_invalid"
+		code := CodeConfigInvalid
 		if len(errs) == 1 && errs[0].Field == "image" {
-			code = "image_not_allowed"
+			code = CodeImageNotAllowed
 		}
 		return Record{}, EnvRule{}, configErrors(code, errs)
 	}
 	c, _ := model.Company(p.Config.Company)
 	if p.CompanyID != "" && c.Spec.ID != "" && p.CompanyID != c.Spec.ID {
-		return Record{}, EnvRule{}, userErrorf("company_mismatch",
+		return Record{}, EnvRule{}, userErrorf(CodeCompanyMismatch,
 			"config.company: pcsync Company %q is Paperclip company %s, not this environment's company %s",
 			c.Slug(), c.Spec.ID, p.CompanyID)
 	}
@@ -138,11 +128,11 @@ func (m *Manager) plan(ctx context.Context, model *config.Model, p *AcquireParam
 		}
 	}
 	if image == "" {
-		return Record{}, EnvRule{}, userErrorf("no_image",
+		return Record{}, EnvRule{}, userErrorf(CodeNoImage,
 			"adapter type %q has no image in the pcsync config: set the environment's config.image (allowed by Settings spec.images.allowList)", p.AdapterType)
 	}
 	if !model.ImageAllowed(image) {
-		return Record{}, EnvRule{}, userErrorf("image_not_allowed", "%s", imageRefusal(image))
+		return Record{}, EnvRule{}, userErrorf(CodeImageNotAllowed, "%s", imageRefusal(image))
 	}
 	expires, err := m.expiry(p, now)
 	if err != nil {
@@ -167,7 +157,7 @@ func (m *Manager) agentOf(ctx context.Context, model *config.Model, c *config.Co
 	}
 	name, err := m.opts.Agents.ResolveAgent(ctx, model, c, id)
 	if err != nil {
-		return "", userErrorf("agent_unresolved",
+		return "", userErrorf(CodeAgentUnresolved,
 			"Paperclip agent %s: pcsync cannot tell which agent of Company %s it is, so not where its pod may run: %v", id, c.Slug(), err)
 	}
 	return name, nil
@@ -198,7 +188,7 @@ func (m *Manager) expiry(p *AcquireParams, now time.Time) (time.Time, error) {
 	expires := now.Add(ttl)
 	if r := p.RequestedExpiresAt; r != nil {
 		if !r.After(now.Add(time.Second)) {
-			return time.Time{}, userErrorf("expiry_passed", "requestedExpiresAt %s has passed", r.UTC().Format(time.RFC3339))
+			return time.Time{}, userErrorf(CodeExpiryPassed, "requestedExpiresAt %s has passed", r.UTC().Format(time.RFC3339))
 		}
 		if r.Before(expires) {
 			expires = *r
@@ -212,7 +202,7 @@ func (m *Manager) expiry(p *AcquireParams, now time.Time) (time.Time, error) {
 // again when the create fails. r gets the pod's UID.
 func (m *Manager) createPod(ctx context.Context, model *config.Model, r *Record) (*corev1.Pod, error) {
 	if err := m.tenants.Check(ctx, r.Namespace, r.Company); errors.Is(err, tenantns.ErrNotTenant) {
-		return nil, userErrorf("namespace_not_tenant", "no pod created: %v", err)
+		return nil, userErrorf(CodeNamespaceNotTenant, "no pod created: %v", err)
 	} else if err != nil {
 		return nil, err
 	}
@@ -297,15 +287,15 @@ func createError(r Record, err error) error {
 	msg := err.Error()
 	switch {
 	case apierrors.IsForbidden(err) && strings.Contains(msg, "quota"):
-		return userErrorf("quota_full", "company %s is at its quota (ResourceQuota paperclip-quota in namespace %s): %s; wait for its runs to end or raise spec.quota in Git",
+		return userErrorf(CodeQuotaFull, "company %s is at its quota (ResourceQuota paperclip-quota in namespace %s): %s; wait for its runs to end or raise spec.quota in Git",
 			r.Company, r.Namespace, msg)
 	case apierrors.IsNotFound(err):
-		return userErrorf("namespace_missing", "namespace %s of company %s does not exist: run `pcsync apply` (or let the daemon reconcile) first", r.Namespace, r.Company)
+		return userErrorf(CodeNamespaceMissing, "namespace %s of company %s does not exist: run `pcsync apply` (or let the daemon reconcile) first", r.Namespace, r.Company)
 	case apierrors.IsForbidden(err) && strings.Contains(msg, "cannot create resource"):
-		return userErrorf("pod_forbidden", "Pod/%s/%s refused: %s (pcsync creates pods only in tenant namespaces whose RoleBinding pcsync grants it the ClusterRole pcsync-tenant: run `pcsync apply`, and check Settings spec.pcsync.serviceAccount)",
+		return userErrorf(CodePodForbidden, "Pod/%s/%s refused: %s (pcsync creates pods only in tenant namespaces whose RoleBinding pcsync grants it the ClusterRole pcsync-tenant: run `pcsync apply`, and check Settings spec.pcsync.serviceAccount)",
 			r.Namespace, r.ID, msg)
 	case apierrors.IsForbidden(err):
-		return userErrorf("pod_forbidden", "Pod/%s/%s refused: %s", r.Namespace, r.ID, msg)
+		return userErrorf(CodePodForbidden, "Pod/%s/%s refused: %s", r.Namespace, r.ID, msg)
 	}
 	return fmt.Errorf("Pod/%s/%s create failed: %w", r.Namespace, r.ID, err)
 }
@@ -324,10 +314,10 @@ func (m *Manager) waitRunning(ctx context.Context, pod *corev1.Pod) error {
 			if w := cs.State.Waiting; w != nil {
 				switch {
 				case kubeexec.ImagePullFailed(w.Reason):
-					return false, userErrorf("image_pull_failed", "Pod/%s/%s container %s cannot pull image %s: %s: %s",
+					return false, userErrorf(CodeImagePullFailed, "Pod/%s/%s container %s cannot pull image %s: %s: %s",
 						p.Namespace, p.Name, cs.Name, containerImage(p, cs.Name), w.Reason, w.Message)
 				case w.Reason == "CreateContainerConfigError" || w.Reason == "CreateContainerError":
-					return false, userErrorf("pod_not_starting", "Pod/%s/%s container %s cannot start: %s: %s", p.Namespace, p.Name, cs.Name, w.Reason, w.Message)
+					return false, userErrorf(CodePodNotStarting, "Pod/%s/%s container %s cannot start: %s: %s", p.Namespace, p.Name, cs.Name, w.Reason, w.Message)
 				}
 			}
 		}
@@ -349,10 +339,10 @@ func (m *Manager) waitRunning(ctx context.Context, pod *corev1.Pod) error {
 		select {
 		case <-ctx.Done():
 			if unscheduled(last) {
-				return userErrorf("pod_unschedulable", "Pod/%s/%s found no node within the lease's wait (%s): %s",
+				return userErrorf(CodePodUnschedulable, "Pod/%s/%s found no node within the lease's wait (%s): %s",
 					pod.Namespace, pod.Name, context.Cause(ctx), podReason(last))
 			}
-			return userErrorf("pod_not_ready", "Pod/%s/%s not running after the lease's wait (%s): %s; raise the environment's timeoutMs for slow image pulls",
+			return userErrorf(CodePodNotReady, "Pod/%s/%s not running after the lease's wait (%s): %s; raise the environment's timeoutMs for slow image pulls",
 				pod.Namespace, pod.Name, context.Cause(ctx), podReason(last))
 		case ev, ok := <-w.ResultChan():
 			if !ok {
@@ -387,7 +377,7 @@ func (m *Manager) waitRunning(ctx context.Context, pod *corev1.Pod) error {
 // pod asked of its node, and where that comes from in the config.
 func explainUnschedulable(err error, model *config.Model, r *Record) error {
 	var ue *UserError
-	if !errors.As(err, &ue) || ue.Code != "pod_unschedulable" {
+	if !errors.As(err, &ue) || ue.Code != CodePodUnschedulable {
 		return err
 	}
 	c, ok := model.Company(r.Company)
@@ -429,41 +419,68 @@ func podReason(p *corev1.Pod) string {
 }
 
 // client returns the lease's command client. The first call opens the
-// command stream (retrying while the pod's command server is not yet
-// listening, until ctx ends) and checks that the server runs commands; with
-// HostRoot it also makes the lease's directories. Concurrent callers wait
-// for that one open.
+// command stream (see open); concurrent callers wait for that one open. A
+// lease whose end has begun opens none.
 func (m *Manager) client(ctx context.Context, l *lease) (*cmdclient.Client, error) {
-	l.mu.Lock()
-	c := l.client
-	l.mu.Unlock()
-	if c != nil {
-		return c, nil
+	for {
+		l.mu.Lock()
+		c, opening, state := l.client, l.opening, l.state
+		if c == nil && opening == nil && state != LeaseEnding && state != LeaseGone {
+			l.opening = make(chan struct{})
+		}
+		l.mu.Unlock()
+		switch {
+		case c != nil:
+			return c, nil
+		case state == LeaseEnding || state == LeaseGone:
+			return nil, fmt.Errorf("lease %s is %s", l.ID, state)
+		case opening != nil:
+			select {
+			case <-opening:
+				continue
+			case <-ctx.Done():
+				return nil, fmt.Errorf("lease %s: waiting for its command stream: %w", l.ID, ctx.Err())
+			}
+		}
+		return m.openShared(ctx, l)
 	}
-	l.cmu.Lock()
-	defer l.cmu.Unlock()
+}
+
+// openShared opens the lease's command stream for client, which made
+// l.opening, and keeps it unless the lease's end began meanwhile.
+func (m *Manager) openShared(ctx context.Context, l *lease) (*cmdclient.Client, error) {
+	c, err := m.open(ctx, l)
 	l.mu.Lock()
-	c, ending := l.client, l.ending
-	l.mu.Unlock()
-	switch {
-	case c != nil:
-		return c, nil
-	case ending && !l.shuttingDown:
-		return nil, fmt.Errorf("lease %s is ending", l.ID)
+	defer l.mu.Unlock()
+	close(l.opening)
+	l.opening = nil
+	if err != nil {
+		return nil, err
 	}
+	if l.state == LeaseEnding || l.state == LeaseGone {
+		_ = c.Close()
+		return nil, fmt.Errorf("lease %s is %s", l.ID, l.state)
+	}
+	l.client = c
+	return c, nil
+}
+
+// open opens a command stream to the lease's server, retrying with backoff
+// while the pod's command server is not yet listening (until ctx ends), and
+// checks that the server runs commands; with HostRoot it also makes the
+// lease's directories.
+func (m *Manager) open(ctx context.Context, l *lease) (*cmdclient.Client, error) {
 	o := cmdclient.DefaultOptions()
 	o.Logger = m.log
 	o.OnReopen = m.opts.Metrics.SandboxStreamReopen
-	var err error
-	for {
-		if c, err = cmdclient.New(ctx, m.opener(l), o); err == nil {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("Pod/%s/%s: the command server does not answer: %w", l.Namespace, l.ID, err)
-		case <-time.After(100 * time.Millisecond):
-		}
+	var c *cmdclient.Client
+	var last error
+	err := openBackoff.DelayFunc().Until(ctx, true, true, func(ctx context.Context) (bool, error) {
+		c, last = cmdclient.New(ctx, m.opener(l), o)
+		return last == nil, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("Pod/%s/%s: the command server does not answer: %w", l.Namespace, l.ID, cmp.Or(last, err))
 	}
 	argv := []string{"true"}
 	if m.opts.HostRoot != "" {
@@ -477,16 +494,13 @@ func (m *Manager) client(ctx context.Context, l *lease) (*cmdclient.Client, erro
 		_ = c.Close()
 		return nil, fmt.Errorf("Pod/%s/%s: the command server does not run commands: %w", l.Namespace, l.ID, err)
 	}
-	l.mu.Lock()
-	if l.ending && !l.shuttingDown {
-		l.mu.Unlock()
-		_ = c.Close()
-		return nil, fmt.Errorf("lease %s is ending", l.ID)
-	}
-	l.client = c
-	l.mu.Unlock()
 	return c, nil
 }
+
+// openBackoff paces the opens of a command stream while the pod's server
+// is not yet listening: from 50 ms, doubling, then every second (the cap)
+// until the open's context ends.
+var openBackoff = wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 5, Cap: time.Second}
 
 // containerImage is the image of the pod's container or init container
 // of that name, as the pod's spec gives it.

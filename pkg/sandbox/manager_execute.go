@@ -49,23 +49,10 @@ func (m *Manager) Execute(ctx context.Context, p ExecParams, onOutput func(strea
 		}
 		m.opts.Metrics.SandboxExecute(l.Company, time.Since(began), string(outcome))
 	}()
-	l.mu.Lock()
-	if l.state != LeaseReady {
-		st := l.state
-		l.mu.Unlock()
-		return ExecResult{}, fmt.Errorf("lease %s is %s: no new commands", p.LeaseID, st)
+	if err := l.begin(); err != nil {
+		return ExecResult{}, err
 	}
-	l.running++
-	l.mu.Unlock()
-	defer func() {
-		l.mu.Lock()
-		l.running--
-		if l.running == 0 && l.idle != nil {
-			close(l.idle)
-			l.idle = nil
-		}
-		l.mu.Unlock()
-	}()
+	defer l.done()
 
 	env, dropped := l.rule.Filter(p.Env)
 	if len(dropped) > 0 {

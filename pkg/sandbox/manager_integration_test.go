@@ -412,7 +412,7 @@ func TestAcquireRefusals(t *testing.T) {
 	tests := []struct {
 		name string
 		cfg  EnvironmentConfig
-		code string
+		code Code
 		want string
 	}{
 		{"unknown company", EnvironmentConfig{Company: "nope"}, "config_invalid", `config.company: no Company "nope" in the pcsync config`},

@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/pcsync/pcsync/pkg/sandbox/cmdclient"
 )
 
 // ReceiptState is the state a termination receipt reports.
@@ -36,59 +38,60 @@ type ReleaseParams struct {
 // Cancel it first waits for the executes in flight (up to the lease's
 // expiry); then it stops the command server (which kills every process
 // group it started), deletes the pod and waits until the API server no
-// longer has it. Releasing a lease that is already gone is not an error.
+// longer has it. Releasing a lease that is already gone is not an error;
+// concurrent releases of one lease all wait for the same end.
 func (m *Manager) Release(ctx context.Context, p ReleaseParams) (ReceiptState, error) {
 	l := m.lookup(p.ID)
 	if l == nil {
-		// Not ours (any more): make sure no pod of that name is left.
-		if p.Namespace != "" {
-			pod, err := m.cs.CoreV1().Pods(p.Namespace).Get(ctx, p.ID, metav1.GetOptions{})
-			switch {
-			case apierrors.IsNotFound(err):
-			case err != nil:
-				return "", fmt.Errorf("Pod/%s/%s: %w", p.Namespace, p.ID, err)
-			case pod.Labels[LabelLease] == p.ID:
-				if err := m.deletePod(ctx, p.Namespace, p.ID, string(pod.UID)); err != nil {
-					return "", err
-				}
-				if err := m.waitGone(ctx, p.Namespace, p.ID); err != nil {
-					return "", err
-				}
-			}
+		if err := m.releaseUnknown(ctx, p); err != nil {
+			return "", err
 		}
 		return ReceiptDestroyed, nil
 	}
+	why := EndCancelled
 	if !p.Cancel {
-		l.mu.Lock()
-		l.state = LeaseReleasing
-		var idle chan struct{}
-		if l.running > 0 {
-			idle = make(chan struct{})
-			l.idle = idle
-		}
-		l.mu.Unlock()
-		if idle != nil {
+		why = EndDrained
+		if idle := l.drain(); idle != nil {
 			select {
 			case <-idle:
-			case <-time.After(time.Until(l.ExpiresAt)):
+			case <-l.gone: // ended otherwise meanwhile (its expiry)
 			case <-ctx.Done():
-				return "", ctx.Err()
+				return "", fmt.Errorf("lease %s: waiting for its commands: %w", l.ID, ctx.Err())
 			}
 		}
 	}
-	m.releaseAsync(l, map[bool]EndReason{true: EndCancelled, false: EndDrained}[p.Cancel])
+	m.releaseAsync(l, why)
 	select {
-	case <-l.released:
+	case <-l.gone:
 	case <-ctx.Done():
-		return "", ctx.Err()
+		return "", fmt.Errorf("lease %s: waiting for its end: %w", l.ID, ctx.Err())
 	}
-	l.mu.Lock()
-	errMsg := l.endErr
-	l.mu.Unlock()
-	if errMsg != "" {
-		return "", fmt.Errorf("lease %s: %s", l.ID, errMsg)
+	if err := l.endErr(); err != nil {
+		return "", fmt.Errorf("lease %s: %w", l.ID, err)
 	}
 	return ReceiptDestroyed, nil
+}
+
+// releaseUnknown releases a lease the daemon does not hold (any more): it
+// makes sure no pod of that name is left in the namespace Paperclip
+// recorded.
+func (m *Manager) releaseUnknown(ctx context.Context, p ReleaseParams) error {
+	if p.Namespace == "" {
+		return nil
+	}
+	pod, err := m.cs.CoreV1().Pods(p.Namespace).Get(ctx, p.ID, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("Pod/%s/%s: %w", p.Namespace, p.ID, err)
+	case pod.Labels[LabelLease] != p.ID:
+		return nil
+	}
+	if err := m.deletePod(ctx, p.Namespace, p.ID, string(pod.UID)); err != nil {
+		return err
+	}
+	return m.waitGone(ctx, p.Namespace, p.ID)
 }
 
 // CancelRun ends at once every lease acquired for Paperclip's run runID
@@ -117,16 +120,10 @@ func (m *Manager) CancelRun(ctx context.Context, runID string) (int, error) {
 // wait until it is gone, drop it from the journal. Later calls only wait
 // on the same end.
 func (m *Manager) releaseAsync(l *lease, why EndReason) {
-	l.mu.Lock()
-	if l.ending {
-		l.mu.Unlock()
+	c, ok := l.end()
+	if !ok {
 		return
 	}
-	l.ending = true
-	l.state = LeaseReleasing
-	c := l.client
-	l.client = nil
-	l.mu.Unlock()
 	if l.expiry != nil {
 		l.expiry.Stop()
 	}
@@ -136,58 +133,45 @@ func (m *Manager) releaseAsync(l *lease, why EndReason) {
 		begin := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), m.opts.DeleteTimeout)
 		defer cancel()
-		if c != nil {
-			sctx, scancel := context.WithTimeout(ctx, 3*time.Second)
-			if err := c.Shutdown(sctx); err != nil {
-				m.log.Debug("sandbox: command server shutdown", slog.String("lease", l.ID), slog.Any("error", err))
-			}
-			scancel()
-			_ = c.Close()
-		} else if m.opts.HostRoot != "" {
-			// Pods that share the host: the server outlives the pod, so
-			// stop it through a fresh stream.
-			m.shutdownServer(ctx, l)
+		m.stopServer(ctx, l, c)
+		err := m.deletePod(ctx, l.Namespace, l.ID, l.PodUID)
+		if err == nil {
+			err = m.waitGone(ctx, l.Namespace, l.ID)
 		}
-		var errMsg string
-		if err := m.deletePod(ctx, l.Namespace, l.ID, l.PodUID); err != nil {
-			errMsg = err.Error()
-		} else if err := m.waitGone(ctx, l.Namespace, l.ID); err != nil {
-			errMsg = err.Error()
-		}
-		if errMsg == "" {
-			if err := m.j.drop(l.ID); err != nil {
-				m.log.Warn("sandbox: lease journal", slog.Any("error", err))
+		if err == nil {
+			if jerr := m.j.drop(l.ID); jerr != nil {
+				m.log.Warn("sandbox: lease journal", slog.Any("error", jerr))
 			}
 			m.forget(l.ID)
 		}
-		l.mu.Lock()
-		l.state = LeaseGone
-		l.endErr = errMsg
-		l.mu.Unlock()
-		close(l.released)
+		l.finish(err)
 		m.unhold(l)
 		m.opts.Metrics.SandboxRelease(string(why))
 		m.log.Info("sandbox lease ended", slog.String("lease", l.ID), slog.String("why", string(why)),
-			slog.Duration("took", time.Since(begin).Round(time.Millisecond)), slog.String("error", errMsg))
+			slog.Duration("took", time.Since(begin).Round(time.Millisecond)), slog.Any("error", err))
 	}()
 }
 
-// shutdownServer stops a command server the daemon holds no stream to.
-func (m *Manager) shutdownServer(ctx context.Context, l *lease) {
+// stopServer stops the lease's command server, which kills every process
+// group it started: through the lease's stream c, or, where pods share the
+// host (the server outlives the pod) and the daemon holds no stream, through
+// a fresh one.
+func (m *Manager) stopServer(ctx context.Context, l *lease, c *cmdclient.Client) {
 	sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	l.mu.Lock()
-	l.shuttingDown = true
-	l.mu.Unlock()
-	c, err := m.client(sctx, l)
-	if err != nil {
-		return
+	if c == nil {
+		if m.opts.HostRoot == "" {
+			return
+		}
+		var err error
+		if c, err = m.open(sctx, l); err != nil {
+			return
+		}
 	}
-	_ = c.Shutdown(sctx)
+	if err := c.Shutdown(sctx); err != nil {
+		m.log.Debug("sandbox: command server shutdown", slog.String("lease", l.ID), slog.Any("error", err))
+	}
 	_ = c.Close()
-	l.mu.Lock()
-	l.client = nil
-	l.mu.Unlock()
 }
 
 // deletePod deletes the lease pod (guarded by its UID when known) with a

@@ -90,7 +90,7 @@ func (m *Manager) observeAcquire(began time.Time, err error) {
 	var ue *UserError
 	switch {
 	case errors.As(err, &ue):
-		outcome, code = AcquireRefused, ue.Code
+		outcome, code = AcquireRefused, string(ue.Code)
 	case err != nil:
 		outcome = AcquireFailed
 	}

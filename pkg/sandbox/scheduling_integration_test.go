@@ -4,9 +4,7 @@ package sandbox
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -37,18 +35,10 @@ func (f resolverFunc) ResolveAgent(_ context.Context, _ *config.Model, _ *config
 // environments, and says which nodes each needs.
 func TestProbeScheduling(t *testing.T) {
 	e := newEnv(t, envOptions{Agents: schedAgents, Environment: "k8s"})
-	rec := httptest.NewRecorder()
-	NewAPI(e.m, "unused.sock").probe(context.Background(), rec, baseParams{Config: map[string]any{"company": e.slug()}})
-	var out struct {
-		OK          bool `json:"ok"`
-		Diagnostics []struct{ Severity, Code, Message string }
-	}
-	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
-		t.Fatalf("probe answer %s: %v", rec.Body.String(), err)
-	}
+	out := e.m.Probe(context.Background(), map[string]any{"company": e.slug()})
 	var admitted []string
 	for _, d := range out.Diagnostics {
-		if d.Code == "pod_admitted" {
+		if d.Code == CodePodAdmitted {
 			// The part after the namespace: who and where.
 			who, _, _ := strings.Cut(d.Message, " (image ")
 			_, needs, _ := strings.Cut(d.Message, " and needs ")
@@ -60,7 +50,7 @@ func TestProbeScheduling(t *testing.T) {
 		"a lease pod of agents pinned, twin needs nodes kubernetes.io/hostname=kwok-node-0; tolerating dedicated=agents:NoSchedule",
 	}
 	if diff := cmp.Diff(want, admitted); diff != "" || !out.OK {
-		t.Errorf("probe ok %v; pods admitted (-want +got):\n%s\nanswer: %s", out.OK, diff, rec.Body.String())
+		t.Errorf("probe ok %v; pods admitted (-want +got):\n%s\ndiagnostics: %+v", out.OK, diff, out.Diagnostics)
 	}
 }
 

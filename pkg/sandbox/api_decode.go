@@ -1,0 +1,78 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+)
+
+// BadRequestError is a hook's params that do not decode, named by the
+// field at fault ("params.<field>").
+type BadRequestError struct {
+	// Field is the JSON path of the field at fault ("lease.providerLeaseId"),
+	// empty when the params are no JSON object at all.
+	Field string
+	Err   error
+}
+
+// Error says which field is wrong and how.
+func (e *BadRequestError) Error() string {
+	if e.Field == "" {
+		return "params: " + e.Err.Error()
+	}
+	return "params." + e.Field + ": " + e.Err.Error()
+}
+
+// Unwrap returns the decode error.
+func (e *BadRequestError) Unwrap() error { return e.Err }
+
+// decode reads a hook's params into v; fields v does not list are ignored.
+// A failure is a *BadRequestError naming the field.
+func decode(body []byte, v any) error {
+	err := json.Unmarshal(body, v)
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &te) && te.Field != "":
+		return &BadRequestError{Field: jsonPath(te.Field), Err: fmt.Errorf("want %s, got a JSON %s", jsonKind(te.Type), te.Value)}
+	case errors.As(err, &se):
+		return &BadRequestError{Err: fmt.Errorf("not JSON (at byte %d): %w", se.Offset, err)}
+	}
+	return &BadRequestError{Err: err}
+}
+
+// jsonPath is a decode error's field path without the Go name of the
+// embedded HookBase, which encoding/json puts in it.
+func jsonPath(field string) string {
+	return strings.TrimPrefix(field, "HookBase.")
+}
+
+// jsonKind names the JSON a Go type decodes from.
+func jsonKind(t reflect.Type) string {
+	if t == nil {
+		return "another value"
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return t.String()
+}

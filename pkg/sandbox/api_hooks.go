@@ -1,0 +1,159 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// The hooks: each turns its request into the Manager's call and the call's
+// outcome into its response.
+
+func (a *API) validateConfig(_ context.Context, req *ValidateConfigRequest) (ValidateConfigResponse, error) {
+	return a.m.Validate(req.Config), nil
+}
+
+func (a *API) probe(ctx context.Context, req *ProbeRequest) (ProbeResponse, error) {
+	return a.m.Probe(ctx, req.Config), nil
+}
+
+func (a *API) acquireLease(ctx context.Context, req *AcquireLeaseRequest) (LeaseResponse, error) {
+	cfg, errs := ParseConfig(req.Config)
+	if len(errs) > 0 {
+		err := configErrors(CodeConfigInvalid, errs)
+		a.m.observeAcquire(time.Now(), err)
+		return LeaseResponse{}, err
+	}
+	p := AcquireParams{Config: cfg, CompanyID: req.CompanyID, EnvironmentID: req.EnvironmentID,
+		RunID: req.RunID, AgentID: req.AgentID, AdapterType: req.AdapterType}
+	if s := deref(req.RequestedExpiresAt); s != "" {
+		t, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			return LeaseResponse{}, &BadRequestError{Field: "requestedExpiresAt", Err: err}
+		}
+		p.RequestedExpiresAt = &t
+	}
+	info, err := a.m.Acquire(ctx, p)
+	if err != nil {
+		return LeaseResponse{}, err
+	}
+	return leaseResponse(info), nil
+}
+
+func (a *API) resumeLease(ctx context.Context, req *ResumeLeaseRequest) (LeaseResponse, error) {
+	info, err := a.m.Resume(ctx, req.ProviderLeaseID)
+	if err != nil {
+		return LeaseResponse{}, err
+	}
+	return leaseResponse(info), nil
+}
+
+func (a *API) releaseLease(ctx context.Context, req *ReleaseLeaseRequest) (*ReleaseLeaseResponse, error) {
+	return a.release(ctx, req, req.CancelActiveWork)
+}
+
+func (a *API) destroyLease(ctx context.Context, req *ReleaseLeaseRequest) (*ReleaseLeaseResponse, error) {
+	return a.release(ctx, req, true)
+}
+
+// release ends the request's lease; no receipt (null) when no lease was
+// made.
+func (a *API) release(ctx context.Context, req *ReleaseLeaseRequest, cancel bool) (*ReleaseLeaseResponse, error) {
+	id := deref(req.ProviderLeaseID)
+	if id == "" {
+		return nil, nil
+	}
+	ns, _ := req.LeaseMetadata["namespace"].(string)
+	state, err := a.m.Release(ctx, ReleaseParams{ID: id, Cancel: cancel, Namespace: ns})
+	if err != nil {
+		return nil, err
+	}
+	return &ReleaseLeaseResponse{ProviderLeaseID: id, State: state}, nil
+}
+
+func (a *API) realizeWorkspace(_ context.Context, req *RealizeWorkspaceRequest) (RealizeWorkspaceResponse, error) {
+	cwd, err := a.m.Workspace(req.Lease.ID())
+	return RealizeWorkspaceResponse{Cwd: cwd}, err
+}
+
+func (a *API) runCancelled(ctx context.Context, req *RunCancelledRequest) (RunCancelledResponse, error) {
+	n, err := a.m.CancelRun(ctx, req.RunID)
+	return RunCancelledResponse{Released: n}, err
+}
+
+// execute runs the command and answers NDJSON: its output chunks as they
+// come, then its result or why it got none.
+func (a *API) execute(w http.ResponseWriter, r *http.Request, body []byte) {
+	var req ExecuteRequest
+	if err := decode(body, &req); err != nil {
+		refuse(w, err)
+		return
+	}
+	if req.Command == "" {
+		refuse(w, &BadRequestError{Field: "command", Err: errors.New("empty")})
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	fl, _ := w.(http.Flusher)
+	var mu sync.Mutex
+	enc := json.NewEncoder(w)
+	line := func(l ExecuteLine) {
+		mu.Lock()
+		defer mu.Unlock()
+		_ = enc.Encode(l)
+		if fl != nil {
+			fl.Flush()
+		}
+	}
+	res, err := a.m.Execute(r.Context(), ExecParams{
+		LeaseID: req.Lease.ID(), Command: req.Command, Args: req.Args, Cwd: req.Cwd,
+		Env: req.Env, Stdin: req.Stdin, Timeout: time.Duration(req.TimeoutMs) * time.Millisecond,
+	}, func(stream string, chunk []byte) { line(chunkLine(stream, chunk)) })
+	if err != nil {
+		code := CodeExecuteFailed
+		var ue *UserError
+		if errors.As(err, &ue) {
+			code = ue.Code
+		}
+		line(ExecuteLine{Error: &HookError{Message: err.Error(), Code: code}})
+		return
+	}
+	line(ExecuteLine{Result: &ExecuteResult{
+		ExitCode: res.ExitCode, Signal: nullable(res.Signal), TimedOut: res.TimedOut,
+		Stdout: res.Stdout, Stderr: res.Stderr,
+	}})
+}
+
+// chunkLine is an output chunk of stream ("stdout" or "stderr").
+func chunkLine(stream string, chunk []byte) ExecuteLine {
+	if stream == "stderr" {
+		return ExecuteLine{Stderr: string(chunk)}
+	}
+	return ExecuteLine{Stdout: string(chunk)}
+}
+
+func leaseResponse(info LeaseInfo) LeaseResponse {
+	return LeaseResponse{
+		ProviderLeaseID: info.ID,
+		ExpiresAt:       info.ExpiresAt.UTC().Format(time.RFC3339),
+		Metadata:        info.Metadata,
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}

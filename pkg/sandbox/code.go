@@ -1,0 +1,88 @@
+package sandbox
+
+import "fmt"
+
+// Code is a stable word for why a hook failed or what a probe found: the
+// plugin and Paperclip show it beside the message, and the metrics count
+// refused acquires by it.
+type Code string
+
+// The codes of refusals (UserError) and of the API's own failures.
+const (
+	// CodeNoConfig: the daemon has no valid pcsync config loaded.
+	CodeNoConfig Code = "no_config"
+	// CodeConfigInvalid: the environment's config has problems.
+	CodeConfigInvalid Code = "config_invalid"
+	// CodeImageNotAllowed: the image is no adapter's and matches no glob of
+	// Settings spec.images.allowList.
+	CodeImageNotAllowed Code = "image_not_allowed"
+	// CodeCompanyMismatch: config.company is another Paperclip company's.
+	CodeCompanyMismatch Code = "company_mismatch"
+	// CodeAgentUnresolved: pcsync cannot tell which declared agent the run's
+	// agent is.
+	CodeAgentUnresolved Code = "agent_unresolved"
+	// CodeNoImage: the adapter type has no image in the config.
+	CodeNoImage Code = "no_image"
+	// CodeExpiryPassed: Paperclip asked for an expiry that has passed.
+	CodeExpiryPassed Code = "expiry_passed"
+	// CodeNamespaceNotTenant: the namespace is not the company's tenant.
+	CodeNamespaceNotTenant Code = "namespace_not_tenant"
+	// CodeNamespaceMissing: the company's namespace does not exist.
+	CodeNamespaceMissing Code = "namespace_missing"
+	// CodeQuotaFull: the company's ResourceQuota refused the pod.
+	CodeQuotaFull Code = "quota_full"
+	// CodePodForbidden: the API server refused the pod (RBAC, admission).
+	CodePodForbidden Code = "pod_forbidden"
+	// CodeImagePullFailed: the kubelet cannot pull an image of the pod.
+	CodeImagePullFailed Code = "image_pull_failed"
+	// CodePodNotStarting: a container of the pod cannot start.
+	CodePodNotStarting Code = "pod_not_starting"
+	// CodePodUnschedulable: the scheduler found no node within the wait.
+	CodePodUnschedulable Code = "pod_unschedulable"
+	// CodePodNotReady: the pod did not run within the wait.
+	CodePodNotReady Code = "pod_not_ready"
+
+	// CodeBadRequest: a hook's params do not decode.
+	CodeBadRequest Code = "bad_request"
+	// CodeUnknownHook: the daemon serves no hook of that name.
+	CodeUnknownHook Code = "unknown_hook"
+	// CodeNoLease: the daemon holds no lease of that id.
+	CodeNoLease Code = "no_lease"
+	// CodeExecuteFailed: an execute got no exit status.
+	CodeExecuteFailed Code = "execute_failed"
+	// CodeInternal: any other failure.
+	CodeInternal Code = "internal"
+)
+
+// The codes of the probe's diagnostics (besides the refusals above).
+const (
+	// CodeClusterUnreachable: the Kubernetes API did not answer.
+	CodeClusterUnreachable Code = "cluster_unreachable"
+	// CodePodRefused: the dry run of a lease pod was refused.
+	CodePodRefused Code = "pod_refused"
+	// CodePodAdmitted: the dry run of a lease pod was admitted.
+	CodePodAdmitted Code = "pod_admitted"
+	// CodeImageNoRegistry: a built-in image with no registry configured.
+	CodeImageNoRegistry Code = "image_no_registry"
+	// CodeImageUnreachable: the daemon cannot reach an image's registry.
+	CodeImageUnreachable Code = "image_unreachable"
+	// CodeImageUnverified: the registry wants the tenant's pull secrets.
+	CodeImageUnverified Code = "image_unverified"
+	// CodeImagePrefix starts the code of an image the registry does not
+	// have ("image_" and imagecheck's status).
+	CodeImagePrefix Code = "image_"
+)
+
+// UserError is a refusal whose message tells the user what to fix; its
+// Code is a stable word for it.
+type UserError struct {
+	Code    Code
+	Message string
+}
+
+// Error returns the message.
+func (e *UserError) Error() string { return e.Message }
+
+func userErrorf(code Code, format string, args ...any) error {
+	return &UserError{Code: code, Message: fmt.Sprintf(format, args...)}
+}

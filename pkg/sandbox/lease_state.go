@@ -1,0 +1,175 @@
+package sandbox
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/pcsync/pcsync/pkg/sandbox/cmdclient"
+)
+
+// LeaseState is where a lease is in its life.
+type LeaseState string
+
+// The lease states, in order.
+const (
+	// LeasePending: recorded, its pod created, not yet running.
+	LeasePending LeaseState = "Pending"
+	// LeaseReady: the pod runs; executes are taken.
+	LeaseReady LeaseState = "Ready"
+	// LeaseDraining: a release without cancel waits for the executes in
+	// flight; no new executes.
+	LeaseDraining LeaseState = "Draining"
+	// LeaseEnding: the end has begun: command server shutdown, pod delete,
+	// wait until it is gone.
+	LeaseEnding LeaseState = "Ending"
+	// LeaseGone: the end is over (the pod is gone, or the end failed: see
+	// the lease's err).
+	LeaseGone LeaseState = "Gone"
+)
+
+// leaseTransitions lists the changes of state a lease may make.
+var leaseTransitions = map[LeaseState][]LeaseState{
+	LeasePending:  {LeaseReady, LeaseEnding},
+	LeaseReady:    {LeaseDraining, LeaseEnding},
+	LeaseDraining: {LeaseEnding},
+	LeaseEnding:   {LeaseGone},
+}
+
+// lease is a live lease: its record and what the daemon holds for it.
+//
+// Its life: pending (pod created) → ready (pod running) → draining (a
+// release waits for the executes in flight) → ending (server shutdown, pod
+// delete) → gone. A cancel, the expiry or a failure goes from pending,
+// ready or draining straight to ending. Every change of state goes through
+// to (or end, which is to from the state the lease is in).
+type lease struct {
+	// Set by track and never changed.
+	Record
+	rule   EnvRule
+	expiry *time.Timer
+	// gone is closed once the lease is gone; err says then why its end
+	// failed (nil: its pod is gone).
+	gone chan struct{}
+
+	// Guarded by mu.
+	mu    sync.Mutex
+	state LeaseState
+	// running counts the executes in flight.
+	running int
+	// idle is made when the lease starts draining and closed once running
+	// is 0 then: every release of the lease waits on the same channel.
+	idle chan struct{}
+	// client is the open command stream; opening, while one is opened, is
+	// closed once that open is over.
+	client  *cmdclient.Client
+	opening chan struct{}
+	warned  map[string]bool
+	// held: counted in the metrics' leases held (from track to the end).
+	held bool
+	err  error
+}
+
+func newLease(r Record) *lease {
+	return &lease{Record: r, state: LeasePending, gone: make(chan struct{}), warned: map[string]bool{}}
+}
+
+// State returns the lease's state.
+func (l *lease) State() LeaseState {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.state
+}
+
+// to moves the lease from state from to state next and says whether it
+// did: not when the lease is in another state already (an expiry and a
+// release race; the first one wins). A change that leaseTransitions does
+// not list is a bug in this package: to panics.
+func (l *lease) to(from, next LeaseState) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.toLocked(from, next)
+}
+
+func (l *lease) toLocked(from, next LeaseState) bool {
+	if !slices.Contains(leaseTransitions[from], next) {
+		panic(fmt.Sprintf("sandbox: a lease cannot go from %s to %s", from, next))
+	}
+	if l.state != from {
+		return false
+	}
+	l.state = next
+	if next == LeaseDraining {
+		l.idle = make(chan struct{})
+		if l.running == 0 {
+			close(l.idle)
+		}
+	}
+	return true
+}
+
+// end moves the lease to ending from the state it is in and takes its
+// command stream; ok is false when its end has begun already.
+func (l *lease) end() (c *cmdclient.Client, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.state == LeaseEnding || l.state == LeaseGone {
+		return nil, false
+	}
+	l.toLocked(l.state, LeaseEnding)
+	c, l.client = l.client, nil
+	return c, true
+}
+
+// drain moves a ready lease to draining and returns the channel closed once
+// its executes in flight are done: the same channel for every caller. It is
+// nil when the lease never drained (pending, or its end began first).
+func (l *lease) drain() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.state == LeaseReady {
+		l.toLocked(LeaseReady, LeaseDraining)
+	}
+	return l.idle
+}
+
+// begin counts an execute in flight; an error when the lease takes no new
+// executes.
+func (l *lease) begin() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.state != LeaseReady {
+		return fmt.Errorf("lease %s is %s: no new commands", l.ID, l.state)
+	}
+	l.running++
+	return nil
+}
+
+// done ends an execute begun with begin; the last one of a draining lease
+// closes its idle channel.
+func (l *lease) done() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.running--
+	if l.running == 0 && l.state == LeaseDraining {
+		close(l.idle)
+	}
+}
+
+// finish moves an ending lease to gone with why its end failed (nil: its
+// pod is gone) and wakes whoever waits for its end.
+func (l *lease) finish(err error) {
+	l.mu.Lock()
+	l.err = err
+	l.toLocked(LeaseEnding, LeaseGone)
+	l.mu.Unlock()
+	close(l.gone)
+}
+
+// endErr is why the lease's end failed, once gone is closed.
+func (l *lease) endErr() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
