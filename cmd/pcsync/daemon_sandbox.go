@@ -83,7 +83,7 @@ func (f *sandboxFlags) runner(g *globalOptions, stateDir string, self *introspec
 		defer mgr.Close()
 		socket := f.socket
 		if socket == "" {
-			socket = filepath.Join(stateDir, "sandbox.sock")
+			socket = filepath.Join(stateDir, sandbox.SocketName)
 		}
 		return sandbox.NewAPI(mgr, socket).Serve(ctx)
 	}

@@ -9,9 +9,22 @@ import (
 	"github.com/pcsync/pcsync/pkg/config"
 )
 
+//go:generate go run ../../hack/gensandbox -o ../../integrations/paperclip-sandbox/src/defaults.js
+
 // ProviderKey is the sandbox provider key (Paperclip's driverKey) that
 // pcsync's plugin registers. Paperclip reserves "kubernetes" for its own.
 const ProviderKey = "pcsync"
+
+// SocketName is the sandbox API's socket in the daemon's state directory,
+// the default of `pcsync daemon --sandbox-socket`.
+const SocketName = "sandbox.sock"
+
+// PluginDefaultSocket is the socket the plugin reaches when an environment
+// names none: SocketName in the state directory of a daemon whose spool
+// Paperclip's server mounts at /spool (deploy/paperclip). The plugin's
+// src/defaults.js is generated from it and the other defaults here
+// (hack/gensandbox).
+const PluginDefaultSocket = "/spool/.pcsync/" + SocketName
 
 // Options configure a Manager. Start from DefaultOptions.
 type Options struct {

@@ -1,15 +1,33 @@
+// @ts-check
 // The way to the pcsync daemon: HTTP/1.1 on its Unix socket. Every hook is
 // POST /v1/hooks/<name> with the hook's params; execute answers NDJSON
 // (output chunks, then one result or error line). Nothing goes in a URL.
+// An answer that is not what the daemon's hook contract says (pkg/sandbox,
+// hook.go) rejects the hook; it never throws out of a stream's event.
 import http from "node:http";
 import path from "node:path";
-import { DEFAULT_SOCKET } from "./manifest.js";
+import { DEFAULT_SOCKET } from "./defaults.js";
 
 /** How long a connect may take before the daemon counts as unreachable. */
 export const CONNECT_TIMEOUT_MS = 1000;
 
+/**
+ * One line of execute's answer (ExecuteLine): an output chunk, then one
+ * result or error.
+ * @typedef {{ stdout?: string, stderr?: string, result?: unknown, error?: HookError }} ExecuteLine
+ */
+
+/**
+ * Why the daemon refused a hook (HookError).
+ * @typedef {{ message: string, code?: string }} HookError
+ */
+
 /** An error of the daemon, or of the way to it; `code` is a stable word. */
 export class DaemonError extends Error {
+  /**
+   * @param {string} message
+   * @param {string | undefined} code
+   */
   constructor(message, code) {
     super(message);
     this.name = "DaemonError";
@@ -17,7 +35,11 @@ export class DaemonError extends Error {
   }
 }
 
-/** The socket path of an environment config (absolute, else an error). */
+/**
+ * The socket path of an environment config (absolute, else an error).
+ * @param {Record<string, unknown> | undefined} config
+ * @returns {string}
+ */
 export function socketPath(config) {
   const p = config?.socketPath ?? DEFAULT_SOCKET;
   if (typeof p !== "string" || !path.isAbsolute(p)) {
@@ -26,6 +48,10 @@ export function socketPath(config) {
   return p;
 }
 
+/**
+ * @param {string} socket
+ * @param {NodeJS.ErrnoException} err
+ */
 function unreachable(socket, err) {
   return new DaemonError(
     `pcsync daemon not reachable at ${socket} (${err.code ?? err.message}): start pcsync daemon with --sandbox, ` +
@@ -35,14 +61,36 @@ function unreachable(socket, err) {
 }
 
 /**
+ * Parses one JSON answer of hook; text that is not JSON is a DaemonError
+ * (code daemon_bad_answer) naming the hook and the start of the text.
+ * @param {string} hook
+ * @param {string} text
+ * @returns {any}
+ */
+export function parseAnswer(hook, text) {
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    const head = text.length > 120 ? `${text.slice(0, 120)}…` : text;
+    throw new DaemonError(`pcsync daemon: ${hook}: an answer that is not JSON (${/** @type {Error} */ (err).message}): ${JSON.stringify(head)}`, "daemon_bad_answer");
+  }
+}
+
+/**
  * Calls one hook. With onLine, the answer is read as NDJSON: every line but
  * the last goes to onLine, and the final {"result"} is returned (an
- * {"error"} line throws).
+ * {"error"} line throws). Any failure rejects the returned promise.
+ * @param {string} socket
+ * @param {string} hook
+ * @param {unknown} params
+ * @param {(line: ExecuteLine) => void} [onLine]
+ * @returns {Promise<any>}
  */
 export function callHook(socket, hook, params, onLine) {
   const body = Buffer.from(JSON.stringify(params ?? {}));
   return new Promise((resolve, reject) => {
     let connected = false;
+    let settled = false;
     const req = http.request({
       socketPath: socket,
       method: "POST",
@@ -50,46 +98,111 @@ export function callHook(socket, hook, params, onLine) {
       headers: { "content-type": "application/json", "content-length": body.length },
       agent: false,
     });
+    /** @param {unknown} err */
+    const fail = (err) => {
+      if (settled) return;
+      settled = true;
+      reject(err);
+      req.destroy();
+    };
+    /** @param {unknown} v */
+    const done = (v) => {
+      if (settled) return;
+      settled = true;
+      resolve(v);
+    };
     const timer = setTimeout(() => {
       if (!connected) req.destroy(Object.assign(new Error("connect timeout"), { code: "ETIMEDOUT" }));
     }, CONNECT_TIMEOUT_MS);
     req.on("socket", (s) => s.on("connect", () => { connected = true; clearTimeout(timer); }));
     req.on("error", (err) => {
       clearTimeout(timer);
-      reject(connected ? new DaemonError(`pcsync daemon: ${hook}: ${err.message}`, "daemon_connection_lost") : unreachable(socket, err));
+      fail(connected ? new DaemonError(`pcsync daemon: ${hook}: ${err.message}`, "daemon_connection_lost") : unreachable(socket, err));
     });
     req.on("response", (res) => {
       connected = true;
       clearTimeout(timer);
       res.setEncoding("utf8");
+      const streaming = onLine !== undefined && res.statusCode === 200;
+      const reader = streaming ? lineReader(hook, onLine) : null;
       let buf = "";
-      let final;
       res.on("data", (chunk) => {
-        buf += chunk;
-        if (!onLine || res.statusCode !== 200) return;
-        let i;
-        while ((i = buf.indexOf("\n")) >= 0) {
-          const line = buf.slice(0, i);
-          buf = buf.slice(i + 1);
-          if (!line) continue;
-          const msg = JSON.parse(line);
-          if ("result" in msg || "error" in msg) final = msg;
-          else onLine(msg);
+        if (settled) return;
+        if (!reader) {
+          buf += chunk;
+          return;
+        }
+        try {
+          reader.push(chunk);
+        } catch (err) {
+          fail(err);
         }
       });
-      res.on("error", (err) => reject(new DaemonError(`pcsync daemon: ${hook}: ${err.message}`, "daemon_connection_lost")));
+      res.on("error", (err) => fail(new DaemonError(`pcsync daemon: ${hook}: ${err.message}`, "daemon_connection_lost")));
       res.on("end", () => {
-        if (res.statusCode !== 200) {
-          let e;
-          try { e = JSON.parse(buf).error; } catch { e = { message: buf.trim() || `HTTP ${res.statusCode}` }; }
-          return reject(new DaemonError(e.message, e.code));
+        try {
+          if (res.statusCode !== 200) throw refusal(res.statusCode, buf);
+          done(reader ? reader.end() : buf ? parseAnswer(hook, buf) : null);
+        } catch (err) {
+          fail(err);
         }
-        if (!onLine) return resolve(buf ? JSON.parse(buf) : null);
-        if (!final) return reject(new DaemonError(`pcsync daemon: ${hook}: the answer ended without a result`, "daemon_connection_lost"));
-        if (final.error) return reject(new DaemonError(final.error.message, final.error.code));
-        resolve(final.result);
       });
     });
     req.end(body);
   });
+}
+
+/**
+ * The daemon's refusal of a hook (a non-2xx status): its ErrorResponse, or
+ * the body as it is.
+ * @param {number | undefined} status
+ * @param {string} body
+ */
+function refusal(status, body) {
+  /** @type {HookError} */
+  let e;
+  try {
+    e = JSON.parse(body).error;
+  } catch {
+    e = { message: body.trim() || `HTTP ${status}` };
+  }
+  if (typeof e?.message !== "string") e = { message: body.trim() || `HTTP ${status}` };
+  return new DaemonError(e.message, e.code);
+}
+
+/**
+ * Reads execute's NDJSON answer: push throws on a line that is not JSON;
+ * end returns the result, or throws the error line (or that there was
+ * none).
+ * @param {string} hook
+ * @param {(line: ExecuteLine) => void} onLine
+ */
+function lineReader(hook, onLine) {
+  let buf = "";
+  /** @type {ExecuteLine | undefined} */
+  let final;
+  return {
+    /** @param {string} chunk */
+    push(chunk) {
+      buf += chunk;
+      let i;
+      while ((i = buf.indexOf("\n")) >= 0) {
+        const line = buf.slice(0, i);
+        buf = buf.slice(i + 1);
+        if (!line) continue;
+        const msg = parseAnswer(hook, line);
+        if (msg === null || typeof msg !== "object") {
+          throw new DaemonError(`pcsync daemon: ${hook}: a line that is no object: ${JSON.stringify(line)}`, "daemon_bad_answer");
+        }
+        if ("result" in msg || "error" in msg) final = msg;
+        else onLine(msg);
+      }
+    },
+    end() {
+      if (buf.trim()) this.push("\n");
+      if (!final) throw new DaemonError(`pcsync daemon: ${hook}: the answer ended without a result`, "daemon_connection_lost");
+      if (final.error) throw new DaemonError(final.error.message, final.error.code);
+      return final.result;
+    },
+  };
 }

@@ -1,38 +1,64 @@
+// @ts-check
 // The environment-driver hooks: each is forwarded to the pcsync daemon as
 // it is. getContext returns the plugin context (for ctx.execution.log).
 import { AsyncResource } from "node:async_hooks";
 import { callHook, DaemonError, socketPath } from "./client.js";
 
-const forwarded = {
+/** @typedef {import("@paperclipai/plugin-sdk").PluginContext} PluginContext */
+/** @typedef {import("@paperclipai/plugin-sdk").PluginEvent} PluginEvent */
+/** @typedef {import("@paperclipai/plugin-sdk").PluginDefinition} PluginDefinition */
+/**
+ * The environment hooks of a plugin definition, and the handler of a
+ * cancelled run's event.
+ * @typedef {Required<Pick<PluginDefinition, "onEnvironmentValidateConfig" | "onEnvironmentProbe" |
+ *   "onEnvironmentAcquireLease" | "onEnvironmentResumeLease" | "onEnvironmentReleaseLease" |
+ *   "onEnvironmentDestroyLease" | "onEnvironmentRealizeWorkspace" | "onEnvironmentExecute">> &
+ *   { onRunCancelled(event: PluginEvent): Promise<void> }} Hooks
+ */
+
+/** The hooks forwarded as they are, and the daemon's name of each. */
+const forwarded = /** @type {const} */ ({
   onEnvironmentAcquireLease: "acquireLease",
   onEnvironmentResumeLease: "resumeLease",
   onEnvironmentReleaseLease: "releaseLease",
   onEnvironmentDestroyLease: "destroyLease",
   onEnvironmentRealizeWorkspace: "realizeWorkspace",
-};
+});
 
 /**
  * createHooks returns the driver hooks and onRunCancelled, the handler of
  * Paperclip's agent.run.cancelled event: Paperclip marks the run cancelled
  * but lets the sandbox's command run on, so the plugin tells the daemon,
  * which ends the run's leases at once (commands killed, pods deleted).
+ * @param {() => PluginContext | undefined} getContext
+ * @returns {Hooks}
  */
 export function createHooks(getContext) {
   // The daemons that hold each run's leases (the event names no environment).
+  /** @type {Map<string, string>} */
   const runSockets = new Map();
+  /** @type {Set<string>} */
   const seenSockets = new Set();
+  /**
+   * @param {string} socket
+   * @param {string | undefined} runId
+   */
   const remember = (socket, runId) => {
     seenSockets.add(socket);
     if (runId) {
       runSockets.set(runId, socket);
-      if (runSockets.size > 10000) runSockets.delete(runSockets.keys().next().value);
+      const oldest = runSockets.keys().next().value;
+      if (runSockets.size > 10000 && oldest !== undefined) runSockets.delete(oldest);
     }
   };
-  const hooks = {
+  /** @type {Omit<Hooks, keyof typeof forwarded>} */
+  const own = {
     async onRunCancelled(event) {
-      const runId = event?.payload?.runId ?? event?.entityId;
+      const payload = /** @type {{ runId?: string } | undefined} */ (event?.payload);
+      const runId = payload?.runId ?? event?.entityId;
       if (!runId) return;
-      const sockets = runSockets.has(runId) ? [runSockets.get(runId)] : [...seenSockets];
+      const held = runSockets.get(runId);
+      const sockets = held ? [held] : [...seenSockets];
       runSockets.delete(runId);
       await Promise.all(sockets.map((socket) =>
         callHook(socket, "runCancelled", { runId, companyId: event.companyId ?? null }).catch((err) =>
@@ -63,19 +89,28 @@ export function createHooks(getContext) {
       // ctx.execution.log stamps a chunk with the invocation of the async
       // context it runs in: bind the callback to this execute's, whatever
       // socket event delivers the chunk.
-      const onLine = AsyncResource.bind((msg) => {
+      const onLine = AsyncResource.bind((/** @type {import("./client.js").ExecuteLine} */ msg) => {
         if (typeof msg.stdout === "string") log?.log("stdout", msg.stdout);
         if (typeof msg.stderr === "string") log?.log("stderr", msg.stderr);
       });
       return callHook(socketPath(params.config), "execute", params, onLine);
     },
   };
-  for (const [name, hook] of Object.entries(forwarded)) {
-    hooks[name] = (params) => {
-      const socket = socketPath(params.config);
-      remember(socket, params.runId);
-      return callHook(socket, hook, params);
-    };
-  }
-  return hooks;
+  /**
+   * @param {string} hook
+   * @returns {(params: { config: Record<string, unknown>, runId?: string }) => Promise<any>}
+   */
+  const forward = (hook) => (params) => {
+    const socket = socketPath(params.config);
+    remember(socket, params.runId);
+    return callHook(socket, hook, params);
+  };
+  return {
+    ...own,
+    onEnvironmentAcquireLease: forward(forwarded.onEnvironmentAcquireLease),
+    onEnvironmentResumeLease: forward(forwarded.onEnvironmentResumeLease),
+    onEnvironmentReleaseLease: forward(forwarded.onEnvironmentReleaseLease),
+    onEnvironmentDestroyLease: forward(forwarded.onEnvironmentDestroyLease),
+    onEnvironmentRealizeWorkspace: forward(forwarded.onEnvironmentRealizeWorkspace),
+  };
 }

@@ -1,10 +1,13 @@
+// @ts-check
 // The manifest of pcsync's sandbox-provider plugin: one environment driver,
-// provider key "pcsync" (Paperclip reserves "kubernetes" for its own).
-export const DRIVER_KEY = "pcsync";
-export const DEFAULT_SOCKET = "/spool/.pcsync/sandbox.sock";
-export const DEFAULT_TIMEOUT_MS = 300000;
+// provider key "pcsync" (Paperclip reserves "kubernetes" for its own). The
+// defaults are the daemon's (src/defaults.js, generated from pkg/sandbox).
+import { DEFAULT_LEASE_TTL_SEC, DEFAULT_SOCKET, DEFAULT_TIMEOUT_MS, DRIVER_KEY, MAX_LEASE_TTL_SEC } from "./defaults.js";
 
-export default {
+export { DEFAULT_SOCKET, DEFAULT_TIMEOUT_MS, DRIVER_KEY };
+
+/** @type {import("@paperclipai/plugin-sdk").PaperclipPluginManifestV1} */
+const manifest = {
   id: "pcsync.sandbox",
   apiVersion: 1,
   version: "0.1.0",
@@ -48,7 +51,7 @@ export default {
           leaseTtlSec: {
             type: "integer",
             minimum: 1,
-            description: "How long a lease lives when Paperclip asks for no expiry (default 7200, at most 86400).",
+            description: `How long a lease lives when Paperclip asks for no expiry (default ${DEFAULT_LEASE_TTL_SEC}, at most ${MAX_LEASE_TTL_SEC}).`,
           },
           timeoutMs: {
             type: "integer",
@@ -66,3 +69,5 @@ export default {
     },
   ],
 };
+
+export default manifest;

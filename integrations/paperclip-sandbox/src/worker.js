@@ -1,8 +1,10 @@
+// @ts-check
 // The plugin worker: a thin forwarder to `pcsync daemon --sandbox`. It holds
 // no cluster credentials; the daemon does the work.
 import { definePlugin, runWorker } from "@paperclipai/plugin-sdk";
 import { createHooks } from "./hooks.js";
 
+/** @type {import("@paperclipai/plugin-sdk").PluginContext | undefined} */
 let context;
 const { onRunCancelled, ...hooks } = createHooks(() => context);
 const plugin = definePlugin({

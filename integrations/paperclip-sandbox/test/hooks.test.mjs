@@ -11,6 +11,7 @@ import os from "node:os";
 import path from "node:path";
 import { createHooks } from "../src/hooks.js";
 import manifest, { DRIVER_KEY } from "../src/manifest.js";
+import { DEFAULT_LEASE_TTL_SEC, DEFAULT_SOCKET, DEFAULT_TIMEOUT_MS, MAX_LEASE_TTL_SEC } from "../src/defaults.js";
 
 function tmpSocket() {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "pcsbx-"));
@@ -125,6 +126,57 @@ test("an execute whose answer ends in an error line throws it", async (t) => {
     /lease l is Releasing/,
   );
   assert.deepEqual(logs, [["stdout", "partial"]]);
+});
+
+test("a line from the daemon that is not JSON rejects the hook, and the worker goes on", async (t) => {
+  const answers = {
+    // A chunk, then a line that is no JSON, then more: the hook rejects at
+    // the bad line.
+    "bad line": (res) => {
+      res.writeHead(200, { "content-type": "application/x-ndjson" });
+      res.write(JSON.stringify({ stdout: "before" }) + "\n");
+      res.end("<html>oops</html>\n" + JSON.stringify({ result: { exitCode: 0 } }) + "\n");
+    },
+    // A line that is JSON but no object.
+    "no object": (res) => {
+      res.writeHead(200, { "content-type": "application/x-ndjson" });
+      res.end("42\n");
+    },
+    // A last line cut off before its end.
+    "cut off": (res) => {
+      res.writeHead(200, { "content-type": "application/x-ndjson" });
+      res.end('{"result":{"exitCode":');
+    },
+  };
+  let which;
+  const d = await daemon(t, (hook, _p, res) =>
+    hook === "execute" ? answers[which](res) : (res.writeHead(200, { "content-type": "application/json" }), res.end("not json")));
+  const { logs, ctx } = recorder();
+  const hooks = createHooks(() => ctx);
+  const config = { socketPath: d.socket };
+  for (which of Object.keys(answers)) {
+    await assert.rejects(
+      hooks.onEnvironmentExecute({ config, lease: { providerLeaseId: "l" }, command: "x" }),
+      (err) => err.code === "daemon_bad_answer" && /pcsync daemon: execute: /.test(err.message),
+      which,
+    );
+  }
+  assert.deepEqual(logs, [["stdout", "before"]]);
+  await assert.rejects(
+    hooks.onEnvironmentAcquireLease({ config }),
+    (err) => err.code === "daemon_bad_answer" && err.message.includes('"not json"'),
+  );
+  // The worker still serves hooks.
+  const r = await hooks.onEnvironmentValidateConfig({ config });
+  assert.equal(r.ok, false);
+  assert.match(r.errors[0], /an answer that is not JSON/);
+});
+
+test("the manifest's defaults are the daemon's (src/defaults.js, generated from pkg/sandbox)", () => {
+  const props = manifest.environmentDrivers[0].configSchema.properties;
+  assert.equal(props.socketPath.default, DEFAULT_SOCKET);
+  assert.equal(props.timeoutMs.default, DEFAULT_TIMEOUT_MS);
+  assert.match(props.leaseTtlSec.description, new RegExp(`default ${DEFAULT_LEASE_TTL_SEC}, at most ${MAX_LEASE_TTL_SEC}\\)`));
 });
 
 test("a missing daemon fails within a second with what to do", async () => {
