@@ -32,9 +32,9 @@
 //	pod_build.go        BuildPod: the hardened lease pod
 //	journal.go          the lease journal in the state directory
 //	manager.go          Manager: adoption at start, lease registry, Close
-//	manager_acquire.go  Acquire, Resume, Workspace; waiting for the pod; opening the command stream
-//	manager_execute.go  Execute: one command on a lease
-//	manager_release.go  Release and the expiry: drain, shutdown, delete, wait gone
+//	manager_acquire.go  Acquire, Resume, Workspace; waiting for the pod (internal/podwait); opening the command stream (wait.Backoff)
+//	manager_execute.go  Execute: one command on a lease, its env filtered
+//	manager_release.go  Release and the expiry: drain, shutdown, delete, wait gone (internal/podwait)
 //	manager_probe.go    Validate and Probe: an environment's config checked, and what a lease of it needs, without a lease
 //	stream.go           the command stream as a pod exec (WebSocket, SPDY fallback)
 //	hook.go             the hook contract: each hook's request and response types

@@ -12,10 +12,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/pcsync/pcsync/internal/podwait"
 	"github.com/pcsync/pcsync/internal/tenantns"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/images"
@@ -300,77 +299,51 @@ func createError(r Record, err error) error {
 	return fmt.Errorf("Pod/%s/%s create failed: %w", r.Namespace, r.ID, err)
 }
 
-// waitRunning watches the pod until it runs, or fails with the reason the
-// kubelet gives (an image that cannot be pulled fails at once).
+// waitRunning waits until the pod runs, or fails with the reason the
+// kubelet gives (an image that cannot be pulled fails at once); when ctx
+// ends first, the refusal says what the pod waits for.
 func (m *Manager) waitRunning(ctx context.Context, pod *corev1.Pod) error {
-	check := func(p *corev1.Pod) (bool, error) {
-		switch p.Status.Phase {
-		case corev1.PodRunning:
-			return true, nil
-		case corev1.PodFailed, corev1.PodSucceeded:
-			return false, fmt.Errorf("Pod/%s/%s ended (%s) before it was ready: %s", p.Namespace, p.Name, p.Status.Phase, podReason(p))
+	last, err := podwait.Until(ctx, m.cs, pod.Namespace, pod.Name, func(p *corev1.Pod) (bool, error) {
+		if p == nil {
+			return false, fmt.Errorf("Pod/%s/%s was deleted before it was ready", pod.Namespace, pod.Name)
 		}
-		for _, cs := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
-			if w := cs.State.Waiting; w != nil {
-				switch {
-				case kubeexec.ImagePullFailed(w.Reason):
-					return false, userErrorf(CodeImagePullFailed, "Pod/%s/%s container %s cannot pull image %s: %s: %s",
-						p.Namespace, p.Name, cs.Name, containerImage(p, cs.Name), w.Reason, w.Message)
-				case w.Reason == "CreateContainerConfigError" || w.Reason == "CreateContainerError":
-					return false, userErrorf(CodePodNotStarting, "Pod/%s/%s container %s cannot start: %s: %s", p.Namespace, p.Name, cs.Name, w.Reason, w.Message)
-				}
-			}
-		}
-		return false, nil
-	}
-	if ok, err := check(pod); ok || err != nil {
+		return podRunning(p)
+	})
+	if err == nil || ctx.Err() == nil {
 		return err
 	}
-	w, err := m.cs.CoreV1().Pods(pod.Namespace).Watch(ctx, metav1.ListOptions{
-		FieldSelector:   fields.OneTermEqualSelector("metadata.name", pod.Name).String(),
-		ResourceVersion: pod.ResourceVersion,
-	})
-	if err != nil {
-		return fmt.Errorf("Pod/%s/%s: watch: %w", pod.Namespace, pod.Name, err)
+	if last == nil {
+		last = pod
 	}
-	defer w.Stop()
-	last := pod
-	for {
-		select {
-		case <-ctx.Done():
-			if unscheduled(last) {
-				return userErrorf(CodePodUnschedulable, "Pod/%s/%s found no node within the lease's wait (%s): %s",
-					pod.Namespace, pod.Name, context.Cause(ctx), podReason(last))
-			}
-			return userErrorf(CodePodNotReady, "Pod/%s/%s not running after the lease's wait (%s): %s; raise the environment's timeoutMs for slow image pulls",
-				pod.Namespace, pod.Name, context.Cause(ctx), podReason(last))
-		case ev, ok := <-w.ResultChan():
-			if !ok {
-				// The watch ended early: read the pod once and go on.
-				p, err := m.cs.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
-				if err != nil {
-					return fmt.Errorf("Pod/%s/%s: %w", pod.Namespace, pod.Name, err)
-				}
-				if ok, err := check(p); ok || err != nil {
-					return err
-				}
-				return m.waitRunning(ctx, p)
-			}
-			switch ev.Type {
-			case watch.Deleted:
-				return fmt.Errorf("Pod/%s/%s was deleted before it was ready", pod.Namespace, pod.Name)
-			case watch.Added, watch.Modified:
-				p, ok := ev.Object.(*corev1.Pod)
-				if !ok {
-					continue
-				}
-				last = p
-				if ok, err := check(p); ok || err != nil {
-					return err
-				}
-			}
+	if unscheduled(last) {
+		return userErrorf(CodePodUnschedulable, "Pod/%s/%s found no node within the lease's wait (%s): %s",
+			pod.Namespace, pod.Name, context.Cause(ctx), podReason(last))
+	}
+	return userErrorf(CodePodNotReady, "Pod/%s/%s not running after the lease's wait (%s): %s; raise the environment's timeoutMs for slow image pulls",
+		pod.Namespace, pod.Name, context.Cause(ctx), podReason(last))
+}
+
+// podRunning says whether p runs, or why it never will: it ended, an image
+// cannot be pulled, or a container cannot be made.
+func podRunning(p *corev1.Pod) (bool, error) {
+	switch p.Status.Phase {
+	case corev1.PodRunning:
+		return true, nil
+	case corev1.PodFailed, corev1.PodSucceeded:
+		return false, fmt.Errorf("Pod/%s/%s ended (%s) before it was ready: %s", p.Namespace, p.Name, p.Status.Phase, podReason(p))
+	}
+	for _, cs := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
+		w := cs.State.Waiting
+		switch {
+		case w == nil:
+		case kubeexec.ImagePullFailed(w.Reason):
+			return false, userErrorf(CodeImagePullFailed, "Pod/%s/%s container %s cannot pull image %s: %s: %s",
+				p.Namespace, p.Name, cs.Name, containerImage(p, cs.Name), w.Reason, w.Message)
+		case w.Reason == "CreateContainerConfigError" || w.Reason == "CreateContainerError":
+			return false, userErrorf(CodePodNotStarting, "Pod/%s/%s container %s cannot start: %s: %s", p.Namespace, p.Name, cs.Name, w.Reason, w.Message)
 		}
 	}
+	return false, nil
 }
 
 // explainUnschedulable adds to a pod_unschedulable refusal what lease r's

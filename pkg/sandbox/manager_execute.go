@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -54,46 +55,7 @@ func (m *Manager) Execute(ctx context.Context, p ExecParams, onOutput func(strea
 	}
 	defer l.done()
 
-	env, dropped := l.rule.Filter(p.Env)
-	if len(dropped) > 0 {
-		m.opts.Metrics.SandboxEnvKeysKept(l.Company, len(dropped))
-		l.mu.Lock()
-		var fresh []string
-		for _, k := range dropped {
-			if !l.warned[k] {
-				l.warned[k] = true
-				fresh = append(fresh, k)
-			}
-		}
-		l.mu.Unlock()
-		if len(fresh) > 0 {
-			m.log.Info("sandbox: env keys kept from the pod (allow one with the environment's envAllow)",
-				slog.String("lease", l.ID), slog.String("keys", strings.Join(fresh, ",")))
-		}
-	}
-	if m.opts.HostRoot != "" {
-		// The pod's own HOME and TMPDIR, where pods share the host.
-		if _, ok := env["HOME"]; !ok {
-			env["HOME"] = l.Home
-		}
-		if _, ok := env["TMPDIR"]; !ok {
-			env["TMPDIR"] = l.Tmp
-		}
-	}
-	cwd := p.Cwd
-	if cwd == "" {
-		cwd = l.Workspace
-	}
-	cmd := cmdclient.Command{
-		Argv:    append([]string{p.Command}, p.Args...),
-		Cwd:     cwd,
-		Env:     env,
-		BaseEnv: true,
-		Timeout: p.Timeout,
-	}
-	if p.Stdin != nil {
-		cmd.Stdin = []byte(*p.Stdin)
-	}
+	cmd := m.command(l, p)
 	c, err := m.client(ctx, l)
 	if err != nil {
 		return ExecResult{}, fmt.Errorf("lease %s: command stream: %w", l.ID, err)
@@ -106,6 +68,63 @@ func (m *Manager) Execute(ctx context.Context, p ExecParams, onOutput func(strea
 	if err != nil {
 		return ExecResult{}, fmt.Errorf("lease %s: %w", l.ID, err)
 	}
+	return execResult(exit), nil
+}
+
+// command is the command an execute runs on lease l: its argv, cwd and
+// stdin as given, and the part of its env that the lease's EnvRule lets
+// through (where pods share the host, over the lease's own HOME and
+// TMPDIR).
+func (m *Manager) command(l *lease, p ExecParams) cmdclient.Command {
+	env := m.filterEnv(l, p.Env)
+	if m.opts.HostRoot != "" {
+		if _, ok := env["HOME"]; !ok {
+			env["HOME"] = l.Home
+		}
+		if _, ok := env["TMPDIR"]; !ok {
+			env["TMPDIR"] = l.Tmp
+		}
+	}
+	cmd := cmdclient.Command{
+		Argv:    append([]string{p.Command}, p.Args...),
+		Cwd:     cmp.Or(p.Cwd, l.Workspace),
+		Env:     env,
+		BaseEnv: true,
+		Timeout: p.Timeout,
+	}
+	if p.Stdin != nil {
+		cmd.Stdin = []byte(*p.Stdin)
+	}
+	return cmd
+}
+
+// filterEnv is the part of env that lease l's EnvRule lets through; the
+// keys it keeps from the pod are counted, and logged once per lease.
+func (m *Manager) filterEnv(l *lease, in map[string]string) map[string]string {
+	env, dropped := l.rule.Filter(in)
+	if len(dropped) == 0 {
+		return env
+	}
+	m.opts.Metrics.SandboxEnvKeysKept(l.Company, len(dropped))
+	l.mu.Lock()
+	var fresh []string
+	for _, k := range dropped {
+		if !l.warned[k] {
+			l.warned[k] = true
+			fresh = append(fresh, k)
+		}
+	}
+	l.mu.Unlock()
+	if len(fresh) > 0 {
+		m.log.Info("sandbox: env keys kept from the pod (allow one with the environment's envAllow)",
+			slog.String("lease", l.ID), slog.String("keys", strings.Join(fresh, ",")))
+	}
+	return env
+}
+
+// execResult is how a command ended as an execute answers it: no exit code
+// when a signal ended it; the server's error, if any, after its stderr.
+func execResult(exit cmdclient.Exit) ExecResult {
 	res := ExecResult{Signal: exit.Signal, TimedOut: exit.TimedOut, Stdout: string(exit.Stdout), Stderr: string(exit.Stderr)}
 	if exit.Signal == "" {
 		code := exit.Code
@@ -114,5 +133,5 @@ func (m *Manager) Execute(ctx context.Context, p ExecParams, onOutput func(strea
 	if exit.Error != "" {
 		res.Stderr += exit.Error + "\n"
 	}
-	return res, nil
+	return res
 }

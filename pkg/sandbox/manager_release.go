@@ -9,10 +9,9 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/pcsync/pcsync/internal/podwait"
 	"github.com/pcsync/pcsync/pkg/sandbox/cmdclient"
 )
 
@@ -193,34 +192,8 @@ func (m *Manager) deletePod(ctx context.Context, ns, name, uid string) error {
 
 // waitGone returns once the API server no longer has the pod.
 func (m *Manager) waitGone(ctx context.Context, ns, name string) error {
-	for {
-		pod, err := m.cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("Pod/%s/%s: %w", ns, name, err)
-		}
-		w, err := m.cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{
-			FieldSelector:   fields.OneTermEqualSelector("metadata.name", name).String(),
-			ResourceVersion: pod.ResourceVersion,
-		})
-		if err != nil {
-			return fmt.Errorf("Pod/%s/%s: watch: %w", ns, name, err)
-		}
-		gone := false
-		for ev := range w.ResultChan() {
-			if ev.Type == watch.Deleted {
-				gone = true
-				break
-			}
-		}
-		w.Stop()
-		if gone {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("Pod/%s/%s still there after %s: %w", ns, name, m.opts.DeleteTimeout, ctx.Err())
-		}
+	if err := podwait.Gone(ctx, m.cs, ns, name); err != nil {
+		return fmt.Errorf("%w (the delete's wait is %s)", err, m.opts.DeleteTimeout)
 	}
+	return nil
 }
