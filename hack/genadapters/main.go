@@ -10,27 +10,15 @@
 package main
 
 import (
-	"flag"
-	"fmt"
-	"os"
 	"strconv"
 	"strings"
 
+	"github.com/pcsync/pcsync/hack/internal/genout"
 	"github.com/pcsync/pcsync/pkg/adapters"
 )
 
 func main() {
-	out := flag.String("o", "schema/adapter_types.cue", "output file, - for stdout")
-	flag.Parse()
-	b := generate()
-	if *out == "-" {
-		os.Stdout.Write(b)
-		return
-	}
-	if err := os.WriteFile(*out, b, 0o644); err != nil {
-		fmt.Fprintln(os.Stderr, "genadapters:", err)
-		os.Exit(1)
-	}
+	genout.Main("genadapters", "schema/adapter_types.cue", func() ([]byte, error) { return generate(), nil })
 }
 
 // generate renders the CUE file: #AdapterType as the disjunction of

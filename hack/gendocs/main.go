@@ -9,9 +9,7 @@ package main
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 
@@ -20,25 +18,12 @@ import (
 	"cuelang.org/go/cue/format"
 	"cuelang.org/go/cue/parser"
 
+	"github.com/pcsync/pcsync/hack/internal/genout"
 	"github.com/pcsync/pcsync/schema"
 )
 
 func main() {
-	out := flag.String("o", "docs/config-reference.md", "output file, - for stdout")
-	flag.Parse()
-	b, err := generate()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "gendocs:", err)
-		os.Exit(1)
-	}
-	if *out == "-" {
-		os.Stdout.Write(b)
-		return
-	}
-	if err := os.WriteFile(*out, b, 0o644); err != nil {
-		fmt.Fprintln(os.Stderr, "gendocs:", err)
-		os.Exit(1)
-	}
+	genout.Main("gendocs", "docs/config-reference.md", generate)
 }
 
 // order is the order of the definitions in the reference; any other

@@ -11,27 +11,16 @@
 package main
 
 import (
-	"flag"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 
+	"github.com/pcsync/pcsync/hack/internal/genout"
 	"github.com/pcsync/pcsync/pkg/sandbox"
 )
 
 func main() {
-	out := flag.String("o", "integrations/paperclip-sandbox/src/defaults.js", "output file, - for stdout")
-	flag.Parse()
-	b := generate()
-	if *out == "-" {
-		os.Stdout.Write(b)
-		return
-	}
-	if err := os.WriteFile(*out, b, 0o644); err != nil {
-		fmt.Fprintln(os.Stderr, "gensandbox:", err)
-		os.Exit(1)
-	}
+	genout.Main("gensandbox", "integrations/paperclip-sandbox/src/defaults.js", func() ([]byte, error) { return generate(), nil })
 }
 
 // generate renders defaults.js: one exported constant per default, each
