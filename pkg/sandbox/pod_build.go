@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/podsched"
@@ -77,10 +78,10 @@ func BuildPod(l *Record, m *config.Model) (*corev1.Pod, error) {
 		}
 	}
 	secure := &corev1.SecurityContext{
-		AllowPrivilegeEscalation: ptr(false),
-		Privileged:               ptr(false),
-		ReadOnlyRootFilesystem:   ptr(true),
-		RunAsNonRoot:             ptr(true),
+		AllowPrivilegeEscalation: ptr.To(false),
+		Privileged:               ptr.To(false),
+		ReadOnlyRootFilesystem:   ptr.To(true),
+		RunAsNonRoot:             ptr.To(true),
 		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 	}
@@ -112,18 +113,18 @@ func BuildPod(l *Record, m *config.Model) (*corev1.Pod, error) {
 		ObjectMeta: metav1.ObjectMeta{Name: l.ID, Namespace: l.Namespace, Labels: labels, Annotations: annotations},
 		Spec: corev1.PodSpec{
 			ServiceAccountName:            "paperclip-tenant-sa",
-			AutomountServiceAccountToken:  ptr(false),
-			EnableServiceLinks:            ptr(false),
+			AutomountServiceAccountToken:  ptr.To(false),
+			EnableServiceLinks:            ptr.To(false),
 			RestartPolicy:                 corev1.RestartPolicyNever,
-			ActiveDeadlineSeconds:         ptr(deadline),
-			TerminationGracePeriodSeconds: ptr(int64(5)),
+			ActiveDeadlineSeconds:         ptr.To(deadline),
+			TerminationGracePeriodSeconds: ptr.To(int64(5)),
 			ImagePullSecrets:              pullSecrets,
 			SecurityContext: &corev1.PodSecurityContext{
-				RunAsNonRoot:        ptr(true),
-				RunAsUser:           ptr(int64(uid)),
-				RunAsGroup:          ptr(int64(uid)),
-				FSGroup:             ptr(int64(uid)),
-				FSGroupChangePolicy: ptr(corev1.FSGroupChangeOnRootMismatch),
+				RunAsNonRoot:        ptr.To(true),
+				RunAsUser:           ptr.To(int64(uid)),
+				RunAsGroup:          ptr.To(int64(uid)),
+				FSGroup:             ptr.To(int64(uid)),
+				FSGroupChangePolicy: ptr.To(corev1.FSGroupChangeOnRootMismatch),
 				SeccompProfile:      &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 			},
 			Containers: []corev1.Container{{
@@ -173,5 +174,3 @@ func BuildPod(l *Record, m *config.Model) (*corev1.Pod, error) {
 	}
 	return pod, nil
 }
-
-func ptr[T any](v T) *T { return &v }

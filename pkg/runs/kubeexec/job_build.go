@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/images"
@@ -90,7 +91,7 @@ func BuildJob(in Input, o BuildOptions) (*batchv1.Job, error) {
 			v = corev1.EnvVar{Name: e.Name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 				LocalObjectReference: corev1.LocalObjectReference{Name: name},
 				Key:                  SecretEnvPrefix + e.Name,
-				Optional:             ptr(false),
+				Optional:             ptr.To(false),
 			}}}
 		}
 		env = append(env, v)
@@ -99,7 +100,7 @@ func BuildJob(in Input, o BuildOptions) (*batchv1.Job, error) {
 	for _, s := range in.Company.Spec.SecretRefs {
 		envFrom = append(envFrom, corev1.EnvFromSource{SecretRef: &corev1.SecretEnvSource{
 			LocalObjectReference: corev1.LocalObjectReference{Name: s.Name},
-			Optional:             ptr(s.Optional),
+			Optional:             ptr.To(s.Optional),
 		}})
 	}
 
@@ -117,8 +118,8 @@ func BuildJob(in Input, o BuildOptions) (*batchv1.Job, error) {
 		{Name: volInput, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 			SecretName:  name,
 			Items:       []corev1.KeyToPath{{Key: SecretKeyPrompt, Path: SecretKeyPrompt}},
-			DefaultMode: ptr(int32(0o440)),
-			Optional:    ptr(false),
+			DefaultMode: ptr.To(int32(0o440)),
+			Optional:    ptr.To(false),
 		}}},
 	}
 	if in.Company.Spec.Sessions != nil {
@@ -151,11 +152,11 @@ func BuildJob(in Input, o BuildOptions) (*batchv1.Job, error) {
 	if in.Model.ImageHasServer(image) {
 		command = append([]string{images.ServerPath, "init", "--"}, command...)
 	} else {
-		sharePID = ptr(true)
+		sharePID = ptr.To(true)
 	}
 
 	spec := batchv1.JobSpec{
-		BackoffLimit:            ptr(int32(0)),
+		BackoffLimit:            ptr.To(int32(0)),
 		TTLSecondsAfterFinished: int32Ptr(jobs.TTLSecondsAfterFinished),
 		Template: corev1.PodTemplateSpec{
 			ObjectMeta: metav1.ObjectMeta{
@@ -164,18 +165,18 @@ func BuildJob(in Input, o BuildOptions) (*batchv1.Job, error) {
 			},
 			Spec: corev1.PodSpec{
 				ServiceAccountName:            o.ServiceAccountName,
-				AutomountServiceAccountToken:  ptr(false),
-				EnableServiceLinks:            ptr(false),
+				AutomountServiceAccountToken:  ptr.To(false),
+				EnableServiceLinks:            ptr.To(false),
 				RestartPolicy:                 corev1.RestartPolicyNever,
 				ShareProcessNamespace:         sharePID,
-				TerminationGracePeriodSeconds: ptr(int64(in.Agent.GraceSec)),
+				TerminationGracePeriodSeconds: ptr.To(int64(in.Agent.GraceSec)),
 				ImagePullSecrets:              pullSecrets,
 				SecurityContext: &corev1.PodSecurityContext{
-					RunAsNonRoot:        ptr(true),
-					RunAsUser:           ptr(uid),
-					RunAsGroup:          ptr(uid),
-					FSGroup:             ptr(uid),
-					FSGroupChangePolicy: ptr(corev1.FSGroupChangeOnRootMismatch),
+					RunAsNonRoot:        ptr.To(true),
+					RunAsUser:           ptr.To(uid),
+					RunAsGroup:          ptr.To(uid),
+					FSGroup:             ptr.To(uid),
+					FSGroupChangePolicy: ptr.To(corev1.FSGroupChangeOnRootMismatch),
 					SeccompProfile:      &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 				},
 				Containers: []corev1.Container{{
@@ -188,10 +189,10 @@ func BuildJob(in Input, o BuildOptions) (*batchv1.Job, error) {
 					EnvFrom:    envFrom,
 					Resources:  res,
 					SecurityContext: &corev1.SecurityContext{
-						AllowPrivilegeEscalation: ptr(false),
-						Privileged:               ptr(false),
-						ReadOnlyRootFilesystem:   ptr(true),
-						RunAsNonRoot:             ptr(true),
+						AllowPrivilegeEscalation: ptr.To(false),
+						Privileged:               ptr.To(false),
+						ReadOnlyRootFilesystem:   ptr.To(true),
+						RunAsNonRoot:             ptr.To(true),
 						Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 						SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 					},
@@ -211,7 +212,7 @@ func BuildJob(in Input, o BuildOptions) (*batchv1.Job, error) {
 		spec.Template.Spec.DNSPolicy = o.Inherited.DNSPolicy
 	}
 	if in.Timeout > 0 {
-		spec.ActiveDeadlineSeconds = ptr(int64((in.Timeout + time.Second - 1) / time.Second))
+		spec.ActiveDeadlineSeconds = ptr.To(int64((in.Timeout + time.Second - 1) / time.Second))
 	}
 	return &batchv1.Job{
 		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
@@ -229,7 +230,7 @@ func int32Ptr(v *int) *int32 {
 	if v == nil {
 		return nil
 	}
-	return ptr(int32(*v))
+	return ptr.To(int32(*v))
 }
 
 // escapeAll doubles every '$' so that the kubelet's $(VAR) expansion of
