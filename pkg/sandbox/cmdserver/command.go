@@ -265,7 +265,8 @@ func (c *command) markDirty() {
 
 // attach makes cn the destination of command id's output from the given
 // offsets on. An offset outside the kept output is moved to its nearest
-// end and reported as the error (the later stream's wins).
+// end and reported in an Error frame (the later stream's wins), queued
+// before any of the output so that the client sees it first.
 func (s *server) attach(cn *conn, id uint32, stdout, stderr int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -279,7 +280,11 @@ func (s *server) attach(cn *conn, id uint32, stdout, stderr int64) error {
 	if e := c.stderr.seek(id, stderr, s.opts.MaxBuffer); e != nil {
 		err = e
 	}
+	if err != nil {
+		cn.ctrl = append(cn.ctrl, wire.JSON(wire.Error, id, wire.ErrorPayload{Message: err.Error()}))
+	}
 	c.space.Broadcast()
 	c.markDirty()
-	return err
+	cn.wakeUp()
+	return nil
 }
