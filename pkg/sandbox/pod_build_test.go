@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/pcsync/pcsync/internal/podsec"
 	"github.com/pcsync/pcsync/pkg/adapters"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/podsched"
@@ -106,6 +107,47 @@ func TestLeasePodSchedulingIsTheJobs(t *testing.T) {
 			}
 			if diff := cmp.Diff(podsched.Of(&job.Spec.Template.Spec), lease); diff != "" {
 				t.Errorf("the lease pod's scheduling is not the Job's (-job +lease):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestLeasePodHardeningIsTheJobs: a lease pod is hardened as the run Job
+// of the same agent, field for field, and its init container (when the
+// image holds no pcsync) as its main container.
+func TestLeasePodHardeningIsTheJobs(t *testing.T) {
+	m := schedModel(t)
+	c, _ := m.Company("acme")
+	a, _ := c.Agent("pinned")
+	job, err := kubeexec.BuildJob(kubeexec.Input{Model: m, Company: c, Agent: a, RunID: "run-1",
+		Command: adapters.Command{Args: []string{"claude"}}}, kubeexec.DefaultBuildOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := podsec.Of(&job.Spec.Template.Spec)
+	if jobs.SecurityContext == nil || len(jobs.Containers) != 1 || jobs.Containers[0].SecurityContext == nil {
+		t.Fatalf("the Job is not hardened: %+v", jobs)
+	}
+	withInit := jobs
+	withInit.Containers = append([]podsec.ContainerFields{jobs.Containers[0]}, jobs.Containers...)
+	tests := []struct {
+		name   string
+		server string
+		want   podsec.Fields
+	}{
+		{"pcsync in the image", "/usr/local/bin/pcsync", jobs},
+		{"pcsync copied in by an init container", "", withInit},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := &Record{ID: "pcsync-sbx-1", Namespace: m.Namespace(c), Company: "acme", Image: "img", Agent: "pinned",
+				Server: tt.server, HelperImage: "helper", ExpiresAt: time.Now().Add(time.Hour)}
+			pod, err := BuildPod(l, m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, podsec.Of(&pod.Spec)); diff != "" {
+				t.Errorf("the lease pod's hardening is not the Job's (-job +lease):\n%s", diff)
 			}
 		})
 	}

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/pcsync/pcsync/internal/podsec"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/images"
 	"github.com/pcsync/pcsync/pkg/introspect"
@@ -66,16 +67,9 @@ func BuildJob(in Input, o BuildOptions) (*batchv1.Job, error) {
 		return nil, errf("agent %s resources: %w", in.Agent.Name, err)
 	}
 	jobs := in.Model.Jobs(in.Company)
-	var sizeLimit *resource.Quantity
-	if q := jobs.EmptyDirSizeLimit; q != nil {
-		parsed, err := resource.ParseQuantity(string(*q))
-		if err != nil {
-			return nil, errf("jobs.emptyDirSizeLimit %q: %w", string(*q), err)
-		}
-		sizeLimit = &parsed
-	}
-	emptyDir := func(name string) corev1.Volume {
-		return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: sizeLimit}}}
+	hard, err := podsec.For(o.ServiceAccountName, o.UID, jobs.EmptyDirSizeLimit)
+	if err != nil {
+		return nil, errf("%w", err)
 	}
 	labels := in.Labels()
 	podLabels := maps.Clone(in.Agent.Labels)
@@ -112,9 +106,9 @@ func BuildJob(in Input, o BuildOptions) (*batchv1.Job, error) {
 		{Name: volInput, MountPath: o.InputDir, ReadOnly: true},
 	}
 	volumes := []corev1.Volume{
-		emptyDir(volWorkspace),
-		emptyDir(volCache),
-		emptyDir(volTmp),
+		hard.EmptyDir(volWorkspace),
+		hard.EmptyDir(volCache),
+		hard.EmptyDir(volTmp),
 		{Name: volInput, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 			SecretName:  name,
 			Items:       []corev1.KeyToPath{{Key: SecretKeyPrompt, Path: SecretKeyPrompt}},
@@ -129,7 +123,7 @@ func BuildJob(in Input, o BuildOptions) (*batchv1.Job, error) {
 		}})
 	} else {
 		mounts = append(mounts, corev1.VolumeMount{Name: volHome, MountPath: home})
-		volumes = append(volumes, emptyDir(volHome))
+		volumes = append(volumes, hard.EmptyDir(volHome))
 	}
 
 	inherit := in.Model.Settings.Spec.Inherit
@@ -137,11 +131,6 @@ func BuildJob(in Input, o BuildOptions) (*batchv1.Job, error) {
 	if inherit.ImagePullSecrets {
 		pullNames = introspect.MergePullSecrets(pullNames, o.Inherited.ImagePullSecrets)
 	}
-	var pullSecrets []corev1.LocalObjectReference
-	for _, s := range pullNames {
-		pullSecrets = append(pullSecrets, corev1.LocalObjectReference{Name: s})
-	}
-	uid := o.UID
 	image := in.Model.AgentImage(in.Agent)
 	// PID 1 forwards the kubelet's SIGTERM to the CLI's process group and
 	// reaps orphans: pcsync init in pcsync's own images (which also records
@@ -164,48 +153,29 @@ func BuildJob(in Input, o BuildOptions) (*batchv1.Job, error) {
 				Annotations: map[string]string{"kubectl.kubernetes.io/default-container": o.ContainerName},
 			},
 			Spec: corev1.PodSpec{
-				ServiceAccountName:            o.ServiceAccountName,
-				AutomountServiceAccountToken:  ptr.To(false),
-				EnableServiceLinks:            ptr.To(false),
-				RestartPolicy:                 corev1.RestartPolicyNever,
 				ShareProcessNamespace:         sharePID,
 				TerminationGracePeriodSeconds: ptr.To(int64(in.Agent.GraceSec)),
-				ImagePullSecrets:              pullSecrets,
-				SecurityContext: &corev1.PodSecurityContext{
-					RunAsNonRoot:        ptr.To(true),
-					RunAsUser:           ptr.To(uid),
-					RunAsGroup:          ptr.To(uid),
-					FSGroup:             ptr.To(uid),
-					FSGroupChangePolicy: ptr.To(corev1.FSGroupChangeOnRootMismatch),
-					SeccompProfile:      &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-				},
+				ImagePullSecrets:              podsec.PullSecrets(pullNames),
 				Containers: []corev1.Container{{
-					Name:       o.ContainerName,
-					Image:      image,
-					Command:    command,
-					Args:       escapeAll(in.Command.Args),
-					WorkingDir: o.WorkDir,
-					Env:        env,
-					EnvFrom:    envFrom,
-					Resources:  res,
-					SecurityContext: &corev1.SecurityContext{
-						AllowPrivilegeEscalation: ptr.To(false),
-						Privileged:               ptr.To(false),
-						ReadOnlyRootFilesystem:   ptr.To(true),
-						RunAsNonRoot:             ptr.To(true),
-						Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-						SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-					},
+					Name:                     o.ContainerName,
+					Image:                    image,
+					Command:                  command,
+					Args:                     escapeAll(in.Command.Args),
+					WorkingDir:               o.WorkDir,
+					Env:                      env,
+					EnvFrom:                  envFrom,
+					Resources:                res,
 					VolumeMounts:             mounts,
 					TerminationMessagePolicy: corev1.TerminationMessageReadFile,
-					ImagePullPolicy:          corev1.PullIfNotPresent,
 				}},
 				Volumes: volumes,
 			},
 		},
 	}
-	// Where the pod runs: the agent's node selector and tolerations, the
-	// company's runtime class (shared with the sandbox's lease pods).
+	// Hardened, and where the pod runs: the agent's node selector and
+	// tolerations, the company's runtime class (both shared with the
+	// sandbox's lease pods).
+	hard.Apply(&spec.Template.Spec)
 	podsched.For(in.Company, in.Agent).Apply(&spec.Template.Spec)
 	if inherit.DNSConfig && o.Inherited.DNSConfig != nil {
 		spec.Template.Spec.DNSConfig = o.Inherited.DNSConfig.DeepCopy()
