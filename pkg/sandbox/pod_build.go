@@ -79,6 +79,9 @@ func BuildPod(l *Record, m *config.Model) (*corev1.Pod, error) {
 	if l.AgentID != "" {
 		labels[kubeexec.LabelAgentID] = kubeexec.LabelValue(l.AgentID)
 	}
+	if l.Agent != "" {
+		labels[kubeexec.LabelAgent] = kubeexec.LabelValue(l.Agent)
+	}
 	annotations := map[string]string{
 		AnnotationExpiresAt:                       l.ExpiresAt.UTC().Format(time.RFC3339),
 		"kubectl.kubernetes.io/default-container": ContainerName,

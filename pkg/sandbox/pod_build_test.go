@@ -153,6 +153,40 @@ func TestLeasePodHardeningIsTheJobs(t *testing.T) {
 	}
 }
 
+// TestLeasePodLabels: paperclip.io/agent-id holds Paperclip's agent id,
+// pcsync.io/agent the pcsync agent's name, as on the agent's Jobs; a lease
+// of no agent declared in Git has no pcsync.io/agent.
+func TestLeasePodLabels(t *testing.T) {
+	m := schedModel(t)
+	c, _ := m.Company("acme")
+	tests := []struct {
+		name, agent, agentID string
+		want                 map[string]string
+	}{
+		{"a declared agent", "pinned", "0199c0de-0001", map[string]string{kubeexec.LabelAgentID: "0199c0de-0001", kubeexec.LabelAgent: "pinned"}},
+		{"no agent declared in Git", "", "0199c0de-0002", map[string]string{kubeexec.LabelAgentID: "0199c0de-0002"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := &Record{ID: "pcsync-sbx-1", Namespace: m.Namespace(c), Company: "acme", Image: "img", Agent: tt.agent, AgentID: tt.agentID,
+				Server: "/usr/local/bin/pcsync", ExpiresAt: time.Now().Add(time.Hour)}
+			pod, err := BuildPod(l, m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]string{}
+			for _, k := range []string{kubeexec.LabelAgentID, kubeexec.LabelAgent} {
+				if v, ok := pod.Labels[k]; ok {
+					got[k] = v
+				}
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("agent labels (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 // TestBuildPodUnknownAgent: a record naming an agent the company does not
 // declare is refused, not built with some other scheduling.
 func TestBuildPodUnknownAgent(t *testing.T) {

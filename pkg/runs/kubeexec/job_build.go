@@ -1,6 +1,7 @@
 package kubeexec
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"strings"
@@ -34,7 +35,8 @@ func (in Input) Labels() map[string]string {
 	return map[string]string{
 		LabelManagedBy: ManagedByValue,
 		LabelRunID:     LabelValue(in.RunID),
-		LabelAgentID:   LabelValue(in.Agent.Name),
+		LabelAgentID:   LabelValue(cmp.Or(in.AgentID, in.Agent.Name)),
+		LabelAgent:     LabelValue(in.Agent.Name),
 		LabelCompanyID: LabelValue(in.Company.Spec.ID),
 		LabelCompany:   LabelValue(in.Company.Slug()),
 		LabelAdapter:   LabelValue(string(in.Agent.Adapter)),
