@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/pcsync/pcsync/internal/testcluster"
 	"github.com/pcsync/pcsync/pkg/config"
@@ -94,7 +95,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 		t.Fatal(err)
 	}
 	if _, err := c.Client().CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{
-		ObjectMeta: metav1.ObjectMeta{Name: "paperclip-tenant-sa"}, AutomountServiceAccountToken: ptr(false),
+		ObjectMeta: metav1.ObjectMeta{Name: "paperclip-tenant-sa"}, AutomountServiceAccountToken: ptr.To(false),
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
 )
 
 // ReceiptState is the state a termination receipt reports.
@@ -193,9 +194,9 @@ func (m *Manager) shutdownServer(ctx context.Context, l *lease) {
 // deletePod deletes the lease pod (guarded by its UID when known) with a
 // short grace: its commands are already stopped.
 func (m *Manager) deletePod(ctx context.Context, ns, name, uid string) error {
-	opts := metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(1))}
+	opts := metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(1))}
 	if uid != "" {
-		opts.Preconditions = &metav1.Preconditions{UID: ptr(types.UID(uid))}
+		opts.Preconditions = &metav1.Preconditions{UID: ptr.To(types.UID(uid))}
 	}
 	err := m.cs.CoreV1().Pods(ns).Delete(ctx, name, opts)
 	switch {
