@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
+	"k8s.io/utils/ptr"
 
 	"github.com/pcsync/pcsync/internal/doctor"
 	"github.com/pcsync/pcsync/internal/leader"
@@ -312,7 +313,7 @@ func TestRBACIsSufficient(t *testing.T) {
 	// applied tenant namespace, and refused in kube-system.
 	saCreate := func(ns string) (jobErr, secretErr error) {
 		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "rbac-probe", Namespace: ns},
-			Spec: batchv1.JobSpec{Suspend: ptr(true), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			Spec: batchv1.JobSpec{Suspend: ptr.To(true), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 				RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "probe", Image: "probe"}}}}}}
 		_, jobErr = saClient.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{})
 		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "rbac-probe", Namespace: ns}}
@@ -427,8 +428,6 @@ func rbacRows(r *doctor.Report) []string {
 	}
 	return out
 }
-
-func ptr[T any](v T) *T { return &v }
 
 // deleteNamespace deletes a namespace and waits until it is gone, so that
 // the next test can create it again.

@@ -37,13 +37,10 @@ func newSandboxServerCmd(g *globalOptions) *cobra.Command {
 		Short: "Relay stdin and stdout to the command server's socket",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			return cmdserver.Attach(c.Context(), cmdserver.AttachOptions{
-				Socket: attachSocket,
-				Spawn:  spawn,
-				Stdin:  c.InOrStdin(),
-				Stdout: g.Stdout,
-				Logger: g.Logger,
-			})
+			opts := cmdserver.DefaultAttachOptions()
+			opts.Socket, opts.Spawn = attachSocket, spawn
+			opts.Stdin, opts.Stdout, opts.Logger = c.InOrStdin(), g.Stdout, g.Logger
+			return cmdserver.Attach(c.Context(), opts)
 		},
 	}
 	attach.Flags().StringVar(&attachSocket, "socket", cmdserver.DefaultSocket, "Unix socket of the server")

@@ -16,6 +16,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	"github.com/pcsync/pcsync/internal/testcluster"
 )
@@ -191,7 +192,7 @@ func TestLostLeaseStopsTheWork(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		l.Spec = coordinationv1.LeaseSpec{HolderIdentity: ptr("intruder"), LeaseDurationSeconds: ptr(int32(3600)),
+		l.Spec = coordinationv1.LeaseSpec{HolderIdentity: ptr.To("intruder"), LeaseDurationSeconds: ptr.To(int32(3600)),
 			AcquireTime: &metav1.MicroTime{Time: time.Now()}, RenewTime: &metav1.MicroTime{Time: time.Now()}}
 		if _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); err == nil {
 			break
@@ -202,5 +203,3 @@ func TestLostLeaseStopsTheWork(t *testing.T) {
 		t.Errorf("Run = %v, want ErrLeadershipLost", err)
 	}
 }
-
-func ptr[T any](v T) *T { return &v }

@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
 )
 
 // Options configures Start. The zero value of every field means its default; use
@@ -632,7 +633,7 @@ func (c *Cluster) applyManifests(ctx context.Context, stream string) error {
 		// A just-started apiserver may not serve a new group for a moment.
 		err = poll(ctx, nil, 200*time.Millisecond, func(ctx context.Context) (bool, string, error) {
 			_, err := ri.Patch(ctx, u.GetName(), "application/apply-patch+yaml", data,
-				metav1.PatchOptions{FieldManager: "pcsync-testcluster", Force: ptr(true)})
+				metav1.PatchOptions{FieldManager: "pcsync-testcluster", Force: ptr.To(true)})
 			if err != nil {
 				if apierrors.IsNotFound(err) || apierrors.IsServiceUnavailable(err) {
 					return false, err.Error(), nil
@@ -964,5 +965,3 @@ func (c *Cluster) stopComponents() error {
 func insecureLoopbackTLS() *tls.Config {
 	return &tls.Config{InsecureSkipVerify: true} //nolint:gosec // loopback health check of our own child
 }
-
-func ptr[T any](v T) *T { return &v }

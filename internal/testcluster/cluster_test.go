@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	"github.com/pcsync/pcsync/internal/testcluster"
 )
@@ -366,7 +367,7 @@ func TestJobOutcomes(t *testing.T) {
 			name := fmt.Sprintf("job-%d", i)
 			_, err := cs.BatchV1().Jobs(ns).Create(ctx, &batchv1.Job{
 				ObjectMeta: metav1.ObjectMeta{Name: name},
-				Spec:       batchv1.JobSpec{BackoffLimit: ptr(int32(0)), Template: tmpl},
+				Spec:       batchv1.JobSpec{BackoffLimit: ptr.To(int32(0)), Template: tmpl},
 			}, metav1.CreateOptions{})
 			if err != nil {
 				t.Fatalf("create Job: %v", err)
@@ -783,8 +784,6 @@ func tail(s string, n int) string {
 	return s
 }
 
-func ptr[T any](v T) *T { return &v }
-
 // TestStartFailureReportsComponentLog makes kube-apiserver refuse its command line: Start
 // must fail with the tail of that component's log and leave no process behind.
 func TestStartFailureReportsComponentLog(t *testing.T) {
@@ -844,7 +843,7 @@ func TestJobDeadlineAndTTL(t *testing.T) {
 	jobs := cs.BatchV1().Jobs(ns)
 	_, err := jobs.Create(ctx, &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: "slow"},
-		Spec: batchv1.JobSpec{BackoffLimit: ptr(int32(0)), ActiveDeadlineSeconds: ptr(int64(2)),
+		Spec: batchv1.JobSpec{BackoffLimit: ptr.To(int32(0)), ActiveDeadlineSeconds: ptr.To(int64(2)),
 			Template: restrictedPod(testcluster.RunForever())},
 	}, metav1.CreateOptions{})
 	if err != nil {
@@ -852,7 +851,7 @@ func TestJobDeadlineAndTTL(t *testing.T) {
 	}
 	_, err = jobs.Create(ctx, &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: "short-lived"},
-		Spec: batchv1.JobSpec{BackoffLimit: ptr(int32(0)), TTLSecondsAfterFinished: ptr(int32(0)),
+		Spec: batchv1.JobSpec{BackoffLimit: ptr.To(int32(0)), TTLSecondsAfterFinished: ptr.To(int32(0)),
 			Template: restrictedPod(testcluster.SucceedAfter(0))},
 	}, metav1.CreateOptions{})
 	if err != nil {

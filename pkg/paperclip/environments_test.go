@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/utils/ptr"
 
 	"github.com/pcsync/pcsync/pkg/config"
 )
@@ -13,7 +14,7 @@ func envModel(env map[string]any) *config.Model {
 	m := model(config.Agent{Name: "coder", Adapter: "cursor_local", Paperclip: config.PaperclipAgent{
 		Environment: "k8s", AdapterConfig: map[string]any{"engine": "cli", "env": env},
 	}})
-	m.Companies[0].Spec.Paperclip.Environments = []config.PaperclipEnvironment{{Name: "k8s", Image: "img:1", ReuseLease: ptr(true)}}
+	m.Companies[0].Spec.Paperclip.Environments = []config.PaperclipEnvironment{{Name: "k8s", Image: "img:1", ReuseLease: ptr.To(true)}}
 	return m
 }
 
@@ -46,7 +47,7 @@ func TestPlanRedactedEnv(t *testing.T) {
 	dc := Desire(envModel(map[string]any{"KEY": "v1"}))[0]
 	resolveEnvironments(&dc, map[string]string{"k8s": "env-1"})
 	live := liveOf("a1", dc.Agents[0], nil)
-	live.DefaultEnvironmentID = ptr("env-1")
+	live.DefaultEnvironmentID = ptr.To("env-1")
 	live.AdapterConfig["env"] = map[string]any{"KEY": map[string]any{"type": "plain", "value": redactedValue}}
 	if p := Plan(dc, []Agent{live}); p.Actions[0].Verb != VerbNone {
 		t.Errorf("redacted env as declared: %s %+v, want unchanged", p.Actions[0].Verb, p.Actions[0].Changes)

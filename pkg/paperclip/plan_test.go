@@ -4,11 +4,10 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/utils/ptr"
 
 	"github.com/pcsync/pcsync/pkg/config"
 )
-
-func ptr[T any](v T) *T { return &v }
 
 // model builds a config model of one opted-in company.
 func model(agents ...config.Agent) *config.Model {
@@ -37,9 +36,9 @@ func liveOf(id string, d DesiredAgent, ids map[string]string) Agent {
 		case "adapterType":
 			a.AdapterType = v.(string)
 		case "title":
-			a.Title = ptr(v.(string))
+			a.Title = ptr.To(v.(string))
 		case "reportsTo":
-			a.ReportsTo = ptr(ids[v.(string)])
+			a.ReportsTo = ptr.To(ids[v.(string)])
 		default:
 			b := body(&a, map[string]any{path: v})
 			for k, x := range b {
@@ -55,7 +54,7 @@ func liveOf(id string, d DesiredAgent, ids map[string]string) Agent {
 				case "budgetMonthlyCents":
 					a.BudgetMonthlyCents = int64(x.(float64))
 				case "capabilities":
-					a.Capabilities = ptr(x.(string))
+					a.Capabilities = ptr.To(x.(string))
 				}
 			}
 		}
@@ -90,9 +89,9 @@ func summarize(p CompanyPlan) []step {
 }
 
 func TestPlan(t *testing.T) {
-	lead := config.Agent{Name: "lead", Paperclip: config.PaperclipAgent{Role: "cto", Title: ptr("Lead")}}
+	lead := config.Agent{Name: "lead", Paperclip: config.PaperclipAgent{Role: "cto", Title: ptr.To("Lead")}}
 	coder := config.Agent{Name: "coder", Paperclip: config.PaperclipAgent{Role: "engineer", ReportsTo: "lead",
-		BudgetMonthlyCents: ptr(500), RuntimeConfig: &config.PaperclipRuntimeConfig{Heartbeat: &config.PaperclipHeartbeat{IntervalSec: ptr(300)}},
+		BudgetMonthlyCents: ptr.To(500), RuntimeConfig: &config.PaperclipRuntimeConfig{Heartbeat: &config.PaperclipHeartbeat{IntervalSec: ptr.To(300)}},
 		Metadata: map[string]any{"team": "core"}}}
 	tester := config.Agent{Name: "tester", Paperclip: config.PaperclipAgent{ReportsTo: "coder"}}
 	want := Desire(model(tester, coder, lead))[0]
@@ -129,12 +128,12 @@ func TestPlan(t *testing.T) {
 			want: want,
 			live: func() []Agent {
 				l := synced()
-				l[0].Title = ptr("Boss")
-				l[0].Capabilities = ptr("anything") // not declared
+				l[0].Title = ptr.To("Boss")
+				l[0].Capabilities = ptr.To("anything") // not declared
 				l[1].RuntimeConfig["heartbeat"].(map[string]any)["intervalSec"] = float64(60)
 				l[1].RuntimeConfig["heartbeat"].(map[string]any)["enabled"] = true // not declared
 				l[1].Metadata["note"] = "hand"                                     // not declared
-				l[2].ReportsTo = ptr("id-hand")
+				l[2].ReportsTo = ptr.To("id-hand")
 				return l
 			},
 			steps: []step{
@@ -149,7 +148,7 @@ func TestPlan(t *testing.T) {
 			name: "a field no longer declared is reset; a removed agent is paused",
 			want: DesiredCompany{Slug: "acme", ID: "c1", Agents: Desire(model(config.Agent{Name: "lead", Paperclip: config.PaperclipAgent{Role: "cto"}},
 				config.Agent{Name: "coder", Paperclip: config.PaperclipAgent{Role: "engineer", ReportsTo: "lead",
-					BudgetMonthlyCents: ptr(500), RuntimeConfig: &config.PaperclipRuntimeConfig{Heartbeat: &config.PaperclipHeartbeat{IntervalSec: ptr(300)}},
+					BudgetMonthlyCents: ptr.To(500), RuntimeConfig: &config.PaperclipRuntimeConfig{Heartbeat: &config.PaperclipHeartbeat{IntervalSec: ptr.To(300)}},
 					Metadata: map[string]any{"team": "core"}}}))[0].Agents},
 			live: synced,
 			steps: []step{

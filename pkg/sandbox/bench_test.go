@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
+	"k8s.io/utils/ptr"
 
 	"github.com/pcsync/pcsync/internal/kube"
 	"github.com/pcsync/pcsync/pkg/config"
@@ -211,7 +212,7 @@ func barePodRunning(b testing.TB, e *env) time.Duration {
 	}
 	w.Stop()
 	d := time.Since(begin)
-	_ = cs.CoreV1().Pods(e.ns).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))})
+	_ = cs.CoreV1().Pods(e.ns).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))})
 	return d
 }
 

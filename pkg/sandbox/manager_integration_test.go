@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/pcsync/pcsync/internal/testcluster"
 	"github.com/pcsync/pcsync/pkg/config"
@@ -94,7 +95,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 		t.Fatal(err)
 	}
 	if _, err := c.Client().CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{
-		ObjectMeta: metav1.ObjectMeta{Name: "paperclip-tenant-sa"}, AutomountServiceAccountToken: ptr(false),
+		ObjectMeta: metav1.ObjectMeta{Name: "paperclip-tenant-sa"}, AutomountServiceAccountToken: ptr.To(false),
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -382,8 +383,25 @@ func (e *env) acquireAllowing(t testing.TB) LeaseInfo {
 	return e.acquire(t, EnvironmentConfig{EnvAllow: []string{"SECRET_ONE"}})
 }
 
+// processAlive reports whether pid runs 2 s from now at the latest: a
+// process the group kill reached may take a moment to die under load, and a
+// zombie no longer runs.
 func processAlive(pid string) bool {
-	return exec.Command("kill", "-0", pid).Run() == nil
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		stat, err := os.ReadFile("/proc/" + pid + "/stat")
+		if err != nil {
+			return false
+		}
+		// The state follows the command's closing parenthesis.
+		if i := strings.LastIndexByte(string(stat), ')'); i > 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
+			return false
+		}
+		if time.Now().After(deadline) {
+			return true
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // TestAcquireRefusals: a namespace that is not the company's, a bad config,

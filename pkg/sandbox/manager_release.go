@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/pcsync/pcsync/internal/podwait"
 	"github.com/pcsync/pcsync/pkg/sandbox/cmdclient"
@@ -176,9 +177,9 @@ func (m *Manager) stopServer(ctx context.Context, l *lease, c *cmdclient.Client)
 // deletePod deletes the lease pod (guarded by its UID when known) with a
 // short grace: its commands are already stopped.
 func (m *Manager) deletePod(ctx context.Context, ns, name, uid string) error {
-	opts := metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(1))}
+	opts := metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(1))}
 	if uid != "" {
-		opts.Preconditions = &metav1.Preconditions{UID: ptr(types.UID(uid))}
+		opts.Preconditions = &metav1.Preconditions{UID: ptr.To(types.UID(uid))}
 	}
 	err := m.cs.CoreV1().Pods(ns).Delete(ctx, name, opts)
 	switch {

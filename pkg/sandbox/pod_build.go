@@ -7,9 +7,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
+	"github.com/pcsync/pcsync/internal/podsec"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/podsched"
 	"github.com/pcsync/pcsync/pkg/runs/kubeexec"
@@ -26,15 +27,12 @@ const (
 	AnnotationEnvironment = "paperclip.io/environment-id"
 )
 
-// uid is the user and group a lease pod runs as.
-const uid = 1000
-
 // BuildPod returns the lease's pod: the image runs pcsync's command server
 // as its PID 1 (its own binary in pcsync's images, else one copied in by an
-// init container of the record's HelperImage), hardened like an agent Job's
-// pod to pass Pod Security "restricted": non-root, no service-account
+// init container of the record's HelperImage), hardened as an agent Job's
+// pod is (podsec: Pod Security "restricted", non-root, no service-account
 // token, read-only root filesystem, every capability dropped, seccomp
-// RuntimeDefault, requests and limits from the company's agent defaults,
+// RuntimeDefault), requests and limits from the company's agent defaults,
 // and emptyDirs for the workspace, HOME, /tmp and the command server's
 // socket. It runs where the record's Agent's Jobs run (podsched.For: the
 // agent's node selector and tolerations, the company's runtime class), or
@@ -51,38 +49,19 @@ func BuildPod(l *Record, m *config.Model) (*corev1.Pod, error) {
 	if err != nil {
 		return nil, fmt.Errorf("Pod/%s/%s: resources: %w", l.Namespace, l.ID, err)
 	}
-	var sizeLimit *resource.Quantity
-	if q := m.Jobs(c).EmptyDirSizeLimit; q != nil {
-		parsed, err := resource.ParseQuantity(string(*q))
-		if err != nil {
-			return nil, fmt.Errorf("Pod/%s/%s: jobs.emptyDirSizeLimit %q: %w", l.Namespace, l.ID, string(*q), err)
-		}
-		sizeLimit = &parsed
-	}
-	emptyDir := func(name string) corev1.Volume {
-		return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: sizeLimit}}}
+	hard, err := podsec.For(podsec.DefaultServiceAccount, podsec.DefaultUID, m.Jobs(c).EmptyDirSizeLimit)
+	if err != nil {
+		return nil, fmt.Errorf("Pod/%s/%s: %w", l.Namespace, l.ID, err)
 	}
 	deadline := int64(math.Ceil(time.Until(l.ExpiresAt).Seconds()))
 	if deadline < 1 {
 		deadline = 1
-	}
-	var pullSecrets []corev1.LocalObjectReference
-	for _, s := range m.ImagePullSecrets(c) {
-		pullSecrets = append(pullSecrets, corev1.LocalObjectReference{Name: s})
 	}
 	var agent *config.Agent
 	if l.Agent != "" {
 		if agent, ok = c.Agent(l.Agent); !ok {
 			return nil, fmt.Errorf("Pod/%s/%s: Company %s declares no agent %q", l.Namespace, l.ID, c.Slug(), l.Agent)
 		}
-	}
-	secure := &corev1.SecurityContext{
-		AllowPrivilegeEscalation: ptr(false),
-		Privileged:               ptr(false),
-		ReadOnlyRootFilesystem:   ptr(true),
-		RunAsNonRoot:             ptr(true),
-		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 	}
 	labels := map[string]string{
 		kubeexec.LabelManagedBy: kubeexec.ManagedByValue,
@@ -100,6 +79,9 @@ func BuildPod(l *Record, m *config.Model) (*corev1.Pod, error) {
 	if l.AgentID != "" {
 		labels[kubeexec.LabelAgentID] = kubeexec.LabelValue(l.AgentID)
 	}
+	if l.Agent != "" {
+		labels[kubeexec.LabelAgent] = kubeexec.LabelValue(l.Agent)
+	}
 	annotations := map[string]string{
 		AnnotationExpiresAt:                       l.ExpiresAt.UTC().Format(time.RFC3339),
 		"kubectl.kubernetes.io/default-container": ContainerName,
@@ -111,21 +93,9 @@ func BuildPod(l *Record, m *config.Model) (*corev1.Pod, error) {
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: metav1.ObjectMeta{Name: l.ID, Namespace: l.Namespace, Labels: labels, Annotations: annotations},
 		Spec: corev1.PodSpec{
-			ServiceAccountName:            "paperclip-tenant-sa",
-			AutomountServiceAccountToken:  ptr(false),
-			EnableServiceLinks:            ptr(false),
-			RestartPolicy:                 corev1.RestartPolicyNever,
-			ActiveDeadlineSeconds:         ptr(deadline),
-			TerminationGracePeriodSeconds: ptr(int64(5)),
-			ImagePullSecrets:              pullSecrets,
-			SecurityContext: &corev1.PodSecurityContext{
-				RunAsNonRoot:        ptr(true),
-				RunAsUser:           ptr(int64(uid)),
-				RunAsGroup:          ptr(int64(uid)),
-				FSGroup:             ptr(int64(uid)),
-				FSGroupChangePolicy: ptr(corev1.FSGroupChangeOnRootMismatch),
-				SeccompProfile:      &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-			},
+			ActiveDeadlineSeconds:         ptr.To(deadline),
+			TerminationGracePeriodSeconds: ptr.To(int64(5)),
+			ImagePullSecrets:              podsec.PullSecrets(m.ImagePullSecrets(c)),
 			Containers: []corev1.Container{{
 				Name:  ContainerName,
 				Image: l.Image,
@@ -137,8 +107,7 @@ func BuildPod(l *Record, m *config.Model) (*corev1.Pod, error) {
 					{Name: "HOME", Value: PodHome},
 					{Name: "TMPDIR", Value: "/tmp"},
 				},
-				Resources:       res,
-				SecurityContext: secure,
+				Resources: res,
 				VolumeMounts: []corev1.VolumeMount{
 					{Name: "workspace", MountPath: PodWorkspace},
 					{Name: "home", MountPath: PodHome},
@@ -146,9 +115,8 @@ func BuildPod(l *Record, m *config.Model) (*corev1.Pod, error) {
 					{Name: "run", MountPath: PodRunDir},
 				},
 				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-				ImagePullPolicy:          corev1.PullIfNotPresent,
 			}},
-			Volumes: []corev1.Volume{emptyDir("workspace"), emptyDir("home"), emptyDir("tmp"), emptyDir("run")},
+			Volumes: []corev1.Volume{hard.EmptyDir("workspace"), hard.EmptyDir("home"), hard.EmptyDir("tmp"), hard.EmptyDir("run")},
 		},
 	}
 	// Where the pod runs: as the agent's Jobs (its node selector and
@@ -159,19 +127,17 @@ func BuildPod(l *Record, m *config.Model) (*corev1.Pod, error) {
 		// image copies it in (one kubelet cycle more before the lease runs).
 		spec := &pod.Spec
 		spec.InitContainers = []corev1.Container{{
-			Name:            "pcsync-bin",
-			Image:           l.HelperImage,
-			Command:         []string{"/usr/local/bin/pcsync", "sandbox-server", "install", DefaultServerPath},
-			Resources:       res,
-			SecurityContext: secure,
-			VolumeMounts:    []corev1.VolumeMount{{Name: "pcsync-bin", MountPath: PodBinDir}},
-			ImagePullPolicy: corev1.PullIfNotPresent,
+			Name:         "pcsync-bin",
+			Image:        l.HelperImage,
+			Command:      []string{"/usr/local/bin/pcsync", "sandbox-server", "install", DefaultServerPath},
+			Resources:    res,
+			VolumeMounts: []corev1.VolumeMount{{Name: "pcsync-bin", MountPath: PodBinDir}},
 		}}
-		spec.Volumes = append(spec.Volumes, emptyDir("pcsync-bin"))
+		spec.Volumes = append(spec.Volumes, hard.EmptyDir("pcsync-bin"))
 		main := &spec.Containers[0]
 		main.VolumeMounts = append(main.VolumeMounts, corev1.VolumeMount{Name: "pcsync-bin", MountPath: PodBinDir, ReadOnly: true})
 	}
+	// Hardened as an agent Job's pod, init container included.
+	hard.Apply(&pod.Spec)
 	return pod, nil
 }
-
-func ptr[T any](v T) *T { return &v }

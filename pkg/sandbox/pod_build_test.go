@@ -9,7 +9,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
+	"github.com/pcsync/pcsync/internal/podsec"
 	"github.com/pcsync/pcsync/pkg/adapters"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/podsched"
@@ -74,7 +76,7 @@ func TestLeasePodSchedulingIsTheJobs(t *testing.T) {
 			NodeSelector: map[string]string{"pool": "agents", "topology.kubernetes.io/zone": "eu-west-1a"},
 			Tolerations: []corev1.Toleration{
 				{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "agents", Effect: corev1.TaintEffectNoSchedule},
-				{Key: "node.kubernetes.io/not-ready", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr(int64(60))},
+				{Key: "node.kubernetes.io/not-ready", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To(int64(60))},
 			},
 			RuntimeClassName: &gvisor,
 		}},
@@ -105,6 +107,81 @@ func TestLeasePodSchedulingIsTheJobs(t *testing.T) {
 			}
 			if diff := cmp.Diff(podsched.Of(&job.Spec.Template.Spec), lease); diff != "" {
 				t.Errorf("the lease pod's scheduling is not the Job's (-job +lease):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestLeasePodHardeningIsTheJobs: a lease pod is hardened as the run Job
+// of the same agent, field for field, and its init container (when the
+// image holds no pcsync) as its main container.
+func TestLeasePodHardeningIsTheJobs(t *testing.T) {
+	m := schedModel(t)
+	c, _ := m.Company("acme")
+	a, _ := c.Agent("pinned")
+	job, err := kubeexec.BuildJob(kubeexec.Input{Model: m, Company: c, Agent: a, RunID: "run-1",
+		Command: adapters.Command{Args: []string{"claude"}}}, kubeexec.DefaultBuildOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := podsec.Of(&job.Spec.Template.Spec)
+	if jobs.SecurityContext == nil || len(jobs.Containers) != 1 || jobs.Containers[0].SecurityContext == nil {
+		t.Fatalf("the Job is not hardened: %+v", jobs)
+	}
+	withInit := jobs
+	withInit.Containers = append([]podsec.ContainerFields{jobs.Containers[0]}, jobs.Containers...)
+	tests := []struct {
+		name   string
+		server string
+		want   podsec.Fields
+	}{
+		{"pcsync in the image", "/usr/local/bin/pcsync", jobs},
+		{"pcsync copied in by an init container", "", withInit},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := &Record{ID: "pcsync-sbx-1", Namespace: m.Namespace(c), Company: "acme", Image: "img", Agent: "pinned",
+				Server: tt.server, HelperImage: "helper", ExpiresAt: time.Now().Add(time.Hour)}
+			pod, err := BuildPod(l, m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, podsec.Of(&pod.Spec)); diff != "" {
+				t.Errorf("the lease pod's hardening is not the Job's (-job +lease):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestLeasePodLabels: paperclip.io/agent-id holds Paperclip's agent id,
+// pcsync.io/agent the pcsync agent's name, as on the agent's Jobs; a lease
+// of no agent declared in Git has no pcsync.io/agent.
+func TestLeasePodLabels(t *testing.T) {
+	m := schedModel(t)
+	c, _ := m.Company("acme")
+	tests := []struct {
+		name, agent, agentID string
+		want                 map[string]string
+	}{
+		{"a declared agent", "pinned", "0199c0de-0001", map[string]string{kubeexec.LabelAgentID: "0199c0de-0001", kubeexec.LabelAgent: "pinned"}},
+		{"no agent declared in Git", "", "0199c0de-0002", map[string]string{kubeexec.LabelAgentID: "0199c0de-0002"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := &Record{ID: "pcsync-sbx-1", Namespace: m.Namespace(c), Company: "acme", Image: "img", Agent: tt.agent, AgentID: tt.agentID,
+				Server: "/usr/local/bin/pcsync", ExpiresAt: time.Now().Add(time.Hour)}
+			pod, err := BuildPod(l, m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]string{}
+			for _, k := range []string{kubeexec.LabelAgentID, kubeexec.LabelAgent} {
+				if v, ok := pod.Labels[k]; ok {
+					got[k] = v
+				}
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("agent labels (-want +got):\n%s", diff)
 			}
 		})
 	}

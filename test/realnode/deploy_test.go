@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/restmapper"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
@@ -455,7 +456,7 @@ func podLogs(c *testcluster.Cluster, ns, pod string) string {
 	defer cancel()
 	var b strings.Builder
 	for _, ctr := range []string{"pcsync", "git-sync"} {
-		data, err := c.Client().CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: ctr, TailLines: ptr(int64(40))}).DoRaw(ctx)
+		data, err := c.Client().CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: ctr, TailLines: ptr.To(int64(40))}).DoRaw(ctx)
 		if err != nil {
 			fmt.Fprintf(&b, "logs %s/%s: %v\n", pod, ctr, err)
 			continue

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/client-go/util/exec"
+	"k8s.io/utils/ptr"
 
 	"github.com/pcsync/pcsync/internal/testcluster"
 )
@@ -56,12 +57,12 @@ func testContext(t *testing.T) context.Context {
 func podSpec(node *testcluster.RealNode, image string, command []string, restart corev1.RestartPolicy) corev1.PodSpec {
 	spec := corev1.PodSpec{
 		RestartPolicy:                 restart,
-		TerminationGracePeriodSeconds: ptr(int64(2)),
-		AutomountServiceAccountToken:  ptr(false),
+		TerminationGracePeriodSeconds: ptr.To(int64(2)),
+		AutomountServiceAccountToken:  ptr.To(false),
 		SecurityContext: &corev1.PodSecurityContext{
-			RunAsNonRoot:   ptr(true),
-			RunAsUser:      ptr(int64(1000)),
-			RunAsGroup:     ptr(int64(1000)),
+			RunAsNonRoot:   ptr.To(true),
+			RunAsUser:      ptr.To(int64(1000)),
+			RunAsGroup:     ptr.To(int64(1000)),
 			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 		},
 		Containers: []corev1.Container{{
@@ -70,8 +71,8 @@ func podSpec(node *testcluster.RealNode, image string, command []string, restart
 			Command:         command,
 			ImagePullPolicy: corev1.PullIfNotPresent,
 			SecurityContext: &corev1.SecurityContext{
-				AllowPrivilegeEscalation: ptr(false),
-				ReadOnlyRootFilesystem:   ptr(true),
+				AllowPrivilegeEscalation: ptr.To(false),
+				ReadOnlyRootFilesystem:   ptr.To(true),
 				Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 			},
 		}},
@@ -300,7 +301,7 @@ func TestJob(t *testing.T) {
 			job := &batchv1.Job{
 				ObjectMeta: metav1.ObjectMeta{Name: tt.name},
 				Spec: batchv1.JobSpec{
-					BackoffLimit: ptr(int32(0)),
+					BackoffLimit: ptr.To(int32(0)),
 					Template: corev1.PodTemplateSpec{
 						Spec: podSpec(node, node.PauseImage(), []string{"/pause", "-print", "job " + tt.name, "-exit", tt.exit}, corev1.RestartPolicyNever),
 					},
@@ -364,5 +365,3 @@ func TestPodStartLatency(t *testing.T) {
 		t.Logf("%s resident memory: %.0f MB", name, float64(b)/1e6)
 	}
 }
-
-func ptr[T any](v T) *T { return &v }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 )
 
@@ -40,7 +41,7 @@ func TestCallbackBuild(t *testing.T) {
 	}
 	ref := func(name string) *corev1.EnvVarSource {
 		return &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
-			LocalObjectReference: corev1.LocalObjectReference{Name: job.Name}, Key: SecretEnvPrefix + name, Optional: ptr(false)}}
+			LocalObjectReference: corev1.LocalObjectReference{Name: job.Name}, Key: SecretEnvPrefix + name, Optional: ptr.To(false)}}
 	}
 	want := map[string]corev1.EnvVar{
 		"PAPERCLIP_API_KEY":    {Name: "PAPERCLIP_API_KEY", ValueFrom: ref("PAPERCLIP_API_KEY")},

@@ -8,6 +8,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 )
 
 // Release implements runs.Handle: once the result is written, the Job is
@@ -36,9 +37,9 @@ func (h *handle) Release(ctx context.Context) error {
 // its UID is uid (when uid is set); a Job that is already gone (or replaced
 // by another of the same name) counts as deleted.
 func (e *Executor) deleteJob(ctx context.Context, ns, name string, uid types.UID) error {
-	opts := metav1.DeleteOptions{PropagationPolicy: ptr(metav1.DeletePropagationBackground)}
+	opts := metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}
 	if uid != "" {
-		opts.Preconditions = &metav1.Preconditions{UID: ptr(uid)}
+		opts.Preconditions = &metav1.Preconditions{UID: ptr.To(uid)}
 	}
 	err := e.client.BatchV1().Jobs(ns).Delete(ctx, name, opts)
 	if err == nil || isNotFound(err) || isConflict(err) {

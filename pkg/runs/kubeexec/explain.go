@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/pcsync/pcsync/pkg/procinit"
 	"github.com/pcsync/pcsync/pkg/result"
@@ -151,7 +152,7 @@ func explain(o observation) verdict {
 		v.Final, v.PodDone = true, true
 		fillContainer(&v, o)
 		if v.ExitCode == nil {
-			v.ExitCode = ptr(0)
+			v.ExitCode = ptr.To(0)
 		}
 		return v
 	}
@@ -170,7 +171,7 @@ func explain(o observation) verdict {
 		// says so. (A failure waits for the kubelet, whose reason, such as
 		// OOMKilled, explains it.)
 		v.Final, v.PodDone, v.Started = true, true, true
-		v.ExitCode = ptr(0)
+		v.ExitCode = ptr.To(0)
 		v.StartedAt, v.FinishedAt, v.Timed = r.StartedAt, r.FinishedAt, true
 		return v
 	}
@@ -190,7 +191,7 @@ func explain(o observation) verdict {
 			v.Final = true
 			fillContainer(&v, o)
 			if v.ExitCode == nil {
-				v.ExitCode = ptr(0)
+				v.ExitCode = ptr.To(0)
 			}
 			return v
 		}
@@ -375,7 +376,7 @@ func fillContainer(v *verdict, o observation) {
 	if t == nil {
 		return
 	}
-	v.ExitCode = ptr(int(t.ExitCode))
+	v.ExitCode = ptr.To(int(t.ExitCode))
 	v.Signal = signalOf(t)
 	v.StartedAt, v.FinishedAt = t.StartedAt.Time, t.FinishedAt.Time
 	if rec, _, ok := procinit.ParseRecord(t.Message); ok {

@@ -6,6 +6,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/pcsync/pcsync/pkg/result"
 )
@@ -19,7 +20,7 @@ func TestDeadlinePassedWhateverTheReason(t *testing.T) {
 		c := cond(batchv1.JobFailed, batchv1.JobReasonBackoffLimitExceeded, "Job has reached the specified backoff limit")
 		c.LastTransitionTime = metav1.NewTime(start.Add(failedAfter))
 		j := testJob(c)
-		j.Spec.ActiveDeadlineSeconds = ptr(int64(2))
+		j.Spec.ActiveDeadlineSeconds = ptr.To(int64(2))
 		j.Status.StartTime = &metav1.Time{Time: start}
 		return j
 	}

@@ -8,6 +8,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/pcsync/pcsync/pkg/procinit"
 	"github.com/pcsync/pcsync/pkg/result"
@@ -96,12 +97,12 @@ func TestExplain(t *testing.T) {
 		{
 			name: "pod succeeded before the Job's condition",
 			obs:  observation{Job: testJob(), Pod: testPod(corev1.PodSucceeded, terminated("Completed", 0, ""))},
-			want: verdict{Started: true, PodDone: true, Final: true, ExitCode: ptr(0), StartedAt: start, FinishedAt: finish},
+			want: verdict{Started: true, PodDone: true, Final: true, ExitCode: ptr.To(0), StartedAt: start, FinishedAt: finish},
 		},
 		{
 			name: "job complete",
 			obs:  observation{Job: testJob(cond(batchv1.JobComplete, "CompletionsReached", "")), Pod: testPod(corev1.PodSucceeded, terminated("Completed", 0, ""))},
-			want: verdict{Started: true, PodDone: true, Final: true, ExitCode: ptr(0), StartedAt: start, FinishedAt: finish},
+			want: verdict{Started: true, PodDone: true, Final: true, ExitCode: ptr.To(0), StartedAt: start, FinishedAt: finish},
 		},
 		{
 			name: "OOM killed",
@@ -109,7 +110,7 @@ func TestExplain(t *testing.T) {
 			want: verdict{
 				Started: true, PodDone: true, Final: true, Status: result.StatusFailed, Code: result.ErrOOMKilled,
 				Message:  "container agent terminated (OOMKilled) with exit code 137 (SIGKILL): it needed more than its memory limit of 4Gi; raise the agent's resources.limits.memory",
-				ExitCode: ptr(137), Signal: "SIGKILL", StartedAt: start, FinishedAt: finish,
+				ExitCode: ptr.To(137), Signal: "SIGKILL", StartedAt: start, FinishedAt: finish,
 			},
 		},
 		{
@@ -118,7 +119,7 @@ func TestExplain(t *testing.T) {
 			want: verdict{
 				Started: true, PodDone: true, Final: true,
 				Message:  "container agent terminated (Error) with exit code 1: could not reach api",
-				ExitCode: ptr(1), StartedAt: start, FinishedAt: finish,
+				ExitCode: ptr.To(1), StartedAt: start, FinishedAt: finish,
 			},
 		},
 		{
@@ -127,7 +128,7 @@ func TestExplain(t *testing.T) {
 			want: verdict{
 				Started: true, PodDone: true, Final: true,
 				Message:  "container agent terminated (Error) with exit code 137 (SIGKILL), which is SIGKILL: often the memory limit (OOM kill) when pcsync did not stop it",
-				ExitCode: ptr(137), Signal: "SIGKILL", StartedAt: start, FinishedAt: finish,
+				ExitCode: ptr.To(137), Signal: "SIGKILL", StartedAt: start, FinishedAt: finish,
 			},
 		},
 		{
@@ -206,7 +207,7 @@ func TestExplain(t *testing.T) {
 		{
 			name: "job deleted after it completed",
 			obs:  observation{Job: testJob(cond(batchv1.JobComplete, "CompletionsReached", "")), JobDeleted: true},
-			want: verdict{PodDone: true, Final: true, ExitCode: ptr(0)},
+			want: verdict{PodDone: true, Final: true, ExitCode: ptr.To(0)},
 		},
 		{
 			name: "quota refusal within the grace period",
@@ -251,7 +252,7 @@ func TestExplain(t *testing.T) {
 			obs:  observation{Job: testJob(), Pod: testPod(corev1.PodRunning, terminated("Completed", 0, ""))},
 			want: verdict{
 				Started: true, PodDone: true, Final: true,
-				ExitCode: ptr(0), StartedAt: start, FinishedAt: finish,
+				ExitCode: ptr.To(0), StartedAt: start, FinishedAt: finish,
 			},
 		},
 		{
@@ -260,7 +261,7 @@ func TestExplain(t *testing.T) {
 			want: verdict{
 				Started: true, PodDone: true, Final: true,
 				Message:  "container agent terminated (Error) with exit code 3",
-				ExitCode: ptr(3), StartedAt: start, FinishedAt: finish,
+				ExitCode: ptr.To(3), StartedAt: start, FinishedAt: finish,
 			},
 		},
 		{
@@ -269,7 +270,7 @@ func TestExplain(t *testing.T) {
 			want: verdict{
 				Started: true, PodDone: true, Final: true, Status: result.StatusFailed, Code: result.ErrOOMKilled,
 				Message:  "container agent terminated (OOMKilled) with exit code 137 (SIGKILL): it needed more than its memory limit of 2Gi; raise the agent's resources.limits.memory",
-				ExitCode: ptr(137), Signal: "SIGKILL", StartedAt: start, FinishedAt: finish,
+				ExitCode: ptr.To(137), Signal: "SIGKILL", StartedAt: start, FinishedAt: finish,
 			},
 		},
 		{
@@ -281,7 +282,7 @@ func TestExplain(t *testing.T) {
 			want: verdict{
 				Started: true, PodDone: true, Final: true,
 				Message:  "container agent terminated (Error) with exit code 3: disk full",
-				ExitCode: ptr(3), StartedAt: t0.Add(250 * time.Millisecond), FinishedAt: t0.Add(1150 * time.Millisecond), Timed: true,
+				ExitCode: ptr.To(3), StartedAt: t0.Add(250 * time.Millisecond), FinishedAt: t0.Add(1150 * time.Millisecond), Timed: true,
 			},
 		},
 		{
@@ -292,7 +293,7 @@ func TestExplain(t *testing.T) {
 				AgentEnded: &procinit.Record{StartedAt: t0.Add(250 * time.Millisecond), FinishedAt: t0.Add(400 * time.Millisecond)}},
 			want: verdict{
 				Started: true, PodDone: true, Final: true,
-				ExitCode: ptr(0), StartedAt: t0.Add(250 * time.Millisecond), FinishedAt: t0.Add(400 * time.Millisecond), Timed: true,
+				ExitCode: ptr.To(0), StartedAt: t0.Add(250 * time.Millisecond), FinishedAt: t0.Add(400 * time.Millisecond), Timed: true,
 			},
 		},
 		{
@@ -318,7 +319,7 @@ func TestExplain(t *testing.T) {
 			want: verdict{
 				Started: true, PodDone: true, Final: true,
 				Message:  "container agent terminated (Error) with exit code 143 (SIGTERM)",
-				ExitCode: ptr(143), Signal: "SIGTERM", StartedAt: start, FinishedAt: finish,
+				ExitCode: ptr.To(143), Signal: "SIGTERM", StartedAt: start, FinishedAt: finish,
 			},
 		},
 	}

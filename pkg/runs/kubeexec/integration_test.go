@@ -309,18 +309,48 @@ func TestTwentyRunsConcurrencyTwo(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{Labels: testcluster.SucceedAfter(300 * time.Millisecond), Concurrency: 2,
 		LogLines: transcript(t, claudeTranscript)})
+	mostActive := e.watchMostActive()
+	const n = 20
+	for i := range n {
+		e.drop(runName(i), nil)
+	}
+	e.startDaemon(true, nil).wait(t)
+	for i := range n {
+		if res := e.result(runName(i)); res.Status != result.StatusSucceeded {
+			t.Errorf("%s: %s %s %q", runName(i), res.Status, deref(res.ErrorCode), deref(res.ErrorMessage))
+		}
+	}
+	if got := mostActive(); got != 2 {
+		t.Errorf("at most %d of the agent's Jobs were active at once, want exactly 2 (its concurrency)", got)
+	}
+	if got := e.auditCount("create", "jobs", ""); got != n {
+		t.Errorf("%d Job creations, want %d", got, n)
+	}
+}
+
+// watchMostActive watches the namespace's Jobs from now on; the function
+// it returns stops the watch and says how many unfinished Jobs there were
+// at most at once (those already there included), in the order the API
+// server recorded the changes.
+func (e *env) watchMostActive() func() int {
+	e.t.Helper()
 	list, err := e.cs.BatchV1().Jobs(e.ns).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
 	w, err := e.cs.BatchV1().Jobs(e.ns).Watch(context.Background(), metav1.ListOptions{ResourceVersion: list.ResourceVersion})
 	if err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
-	defer w.Stop()
+	active := map[string]bool{}
+	for _, j := range list.Items {
+		if j.DeletionTimestamp == nil && !jobFinished(&j) {
+			active[j.Name] = true
+		}
+	}
 	maxActive := make(chan int, 1)
 	go func() {
-		active, most := map[string]bool{}, 0
+		most := len(active)
 		for ev := range w.ResultChan() {
 			j, ok := ev.Object.(*batchv1.Job)
 			if !ok {
@@ -336,22 +366,39 @@ func TestTwentyRunsConcurrencyTwo(t *testing.T) {
 		}
 		maxActive <- most
 	}()
-	const n = 20
-	for i := range n {
-		e.drop(runName(i), nil)
+	return func() int {
+		w.Stop()
+		return <-maxActive
 	}
-	e.startDaemon(true, nil).wait(t)
-	w.Stop()
-	for i := range n {
-		if res := e.result(runName(i)); res.Status != result.StatusSucceeded {
-			t.Errorf("%s: %s %s %q", runName(i), res.Status, deref(res.ErrorCode), deref(res.ErrorMessage))
+}
+
+// TestJobOfAnOlderPcsyncHoldsItsSlot: a Job that a pcsync before
+// pcsync.io/agent created (its paperclip.io/agent-id then held the agent's
+// name) is adopted by the restarted daemon and holds its agent's slot: with
+// concurrency 1, the next run's Job is created only once it finished.
+func TestJobOfAnOlderPcsyncHoldsItsSlot(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{Labels: testcluster.SucceedAfter(2 * time.Second), LogLines: transcript(t, claudeTranscript)})
+	e.drop("older-1", nil)
+	old := e.createJobAsEarlierDaemon("older-1", func(j *batchv1.Job) {
+		delete(j.Labels, LabelAgent)
+		delete(j.Spec.Template.Labels, LabelAgent)
+	})
+	if got, want := old.Labels[LabelAgentID], e.buildJob("older-1").Labels[LabelAgent]; got != want || want == "" {
+		t.Fatalf("the older Job's %s is %q, want the agent's name %q", LabelAgentID, got, want)
+	}
+	mostActive := e.watchMostActive()
+	e.drop("newer-1", nil)
+	d := e.startDaemon(true, nil)
+	d.wait(t)
+	d.waitEvent(t, "adopted", "older-1")
+	for _, name := range []string{"older-1", "newer-1"} {
+		if res := e.result(name); res.Status != result.StatusSucceeded {
+			t.Errorf("%s: %s %s %q; want succeeded", name, res.Status, deref(res.ErrorCode), deref(res.ErrorMessage))
 		}
 	}
-	if got := <-maxActive; got != 2 {
-		t.Errorf("at most %d of the agent's Jobs were active at once, want exactly 2 (its concurrency)", got)
-	}
-	if got := e.auditCount("create", "jobs", ""); got != n {
-		t.Errorf("%d Job creations, want %d", got, n)
+	if got := mostActive(); got != 1 {
+		t.Errorf("at most %d of the agent's Jobs were active at once, want 1 (its concurrency; the older Job holds its slot)", got)
 	}
 }
 

@@ -1,6 +1,7 @@
 package kubeexec
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"strings"
@@ -10,7 +11,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
+	"github.com/pcsync/pcsync/internal/podsec"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/images"
 	"github.com/pcsync/pcsync/pkg/introspect"
@@ -32,7 +35,8 @@ func (in Input) Labels() map[string]string {
 	return map[string]string{
 		LabelManagedBy: ManagedByValue,
 		LabelRunID:     LabelValue(in.RunID),
-		LabelAgentID:   LabelValue(in.Agent.Name),
+		LabelAgentID:   LabelValue(cmp.Or(in.AgentID, in.Agent.Name)),
+		LabelAgent:     LabelValue(in.Agent.Name),
 		LabelCompanyID: LabelValue(in.Company.Spec.ID),
 		LabelCompany:   LabelValue(in.Company.Slug()),
 		LabelAdapter:   LabelValue(string(in.Agent.Adapter)),
@@ -65,16 +69,9 @@ func BuildJob(in Input, o BuildOptions) (*batchv1.Job, error) {
 		return nil, errf("agent %s resources: %w", in.Agent.Name, err)
 	}
 	jobs := in.Model.Jobs(in.Company)
-	var sizeLimit *resource.Quantity
-	if q := jobs.EmptyDirSizeLimit; q != nil {
-		parsed, err := resource.ParseQuantity(string(*q))
-		if err != nil {
-			return nil, errf("jobs.emptyDirSizeLimit %q: %w", string(*q), err)
-		}
-		sizeLimit = &parsed
-	}
-	emptyDir := func(name string) corev1.Volume {
-		return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: sizeLimit}}}
+	hard, err := podsec.For(o.ServiceAccountName, o.UID, jobs.EmptyDirSizeLimit)
+	if err != nil {
+		return nil, errf("%w", err)
 	}
 	labels := in.Labels()
 	podLabels := maps.Clone(in.Agent.Labels)
@@ -90,7 +87,7 @@ func BuildJob(in Input, o BuildOptions) (*batchv1.Job, error) {
 			v = corev1.EnvVar{Name: e.Name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 				LocalObjectReference: corev1.LocalObjectReference{Name: name},
 				Key:                  SecretEnvPrefix + e.Name,
-				Optional:             ptr(false),
+				Optional:             ptr.To(false),
 			}}}
 		}
 		env = append(env, v)
@@ -99,7 +96,7 @@ func BuildJob(in Input, o BuildOptions) (*batchv1.Job, error) {
 	for _, s := range in.Company.Spec.SecretRefs {
 		envFrom = append(envFrom, corev1.EnvFromSource{SecretRef: &corev1.SecretEnvSource{
 			LocalObjectReference: corev1.LocalObjectReference{Name: s.Name},
-			Optional:             ptr(s.Optional),
+			Optional:             ptr.To(s.Optional),
 		}})
 	}
 
@@ -111,14 +108,14 @@ func BuildJob(in Input, o BuildOptions) (*batchv1.Job, error) {
 		{Name: volInput, MountPath: o.InputDir, ReadOnly: true},
 	}
 	volumes := []corev1.Volume{
-		emptyDir(volWorkspace),
-		emptyDir(volCache),
-		emptyDir(volTmp),
+		hard.EmptyDir(volWorkspace),
+		hard.EmptyDir(volCache),
+		hard.EmptyDir(volTmp),
 		{Name: volInput, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 			SecretName:  name,
 			Items:       []corev1.KeyToPath{{Key: SecretKeyPrompt, Path: SecretKeyPrompt}},
-			DefaultMode: ptr(int32(0o440)),
-			Optional:    ptr(false),
+			DefaultMode: ptr.To(int32(0o440)),
+			Optional:    ptr.To(false),
 		}}},
 	}
 	if in.Company.Spec.Sessions != nil {
@@ -128,7 +125,7 @@ func BuildJob(in Input, o BuildOptions) (*batchv1.Job, error) {
 		}})
 	} else {
 		mounts = append(mounts, corev1.VolumeMount{Name: volHome, MountPath: home})
-		volumes = append(volumes, emptyDir(volHome))
+		volumes = append(volumes, hard.EmptyDir(volHome))
 	}
 
 	inherit := in.Model.Settings.Spec.Inherit
@@ -136,11 +133,6 @@ func BuildJob(in Input, o BuildOptions) (*batchv1.Job, error) {
 	if inherit.ImagePullSecrets {
 		pullNames = introspect.MergePullSecrets(pullNames, o.Inherited.ImagePullSecrets)
 	}
-	var pullSecrets []corev1.LocalObjectReference
-	for _, s := range pullNames {
-		pullSecrets = append(pullSecrets, corev1.LocalObjectReference{Name: s})
-	}
-	uid := o.UID
 	image := in.Model.AgentImage(in.Agent)
 	// PID 1 forwards the kubelet's SIGTERM to the CLI's process group and
 	// reaps orphans: pcsync init in pcsync's own images (which also records
@@ -151,11 +143,11 @@ func BuildJob(in Input, o BuildOptions) (*batchv1.Job, error) {
 	if in.Model.ImageHasServer(image) {
 		command = append([]string{images.ServerPath, "init", "--"}, command...)
 	} else {
-		sharePID = ptr(true)
+		sharePID = ptr.To(true)
 	}
 
 	spec := batchv1.JobSpec{
-		BackoffLimit:            ptr(int32(0)),
+		BackoffLimit:            ptr.To(int32(0)),
 		TTLSecondsAfterFinished: int32Ptr(jobs.TTLSecondsAfterFinished),
 		Template: corev1.PodTemplateSpec{
 			ObjectMeta: metav1.ObjectMeta{
@@ -163,55 +155,36 @@ func BuildJob(in Input, o BuildOptions) (*batchv1.Job, error) {
 				Annotations: map[string]string{"kubectl.kubernetes.io/default-container": o.ContainerName},
 			},
 			Spec: corev1.PodSpec{
-				ServiceAccountName:            o.ServiceAccountName,
-				AutomountServiceAccountToken:  ptr(false),
-				EnableServiceLinks:            ptr(false),
-				RestartPolicy:                 corev1.RestartPolicyNever,
 				ShareProcessNamespace:         sharePID,
-				TerminationGracePeriodSeconds: ptr(int64(in.Agent.GraceSec)),
-				ImagePullSecrets:              pullSecrets,
-				SecurityContext: &corev1.PodSecurityContext{
-					RunAsNonRoot:        ptr(true),
-					RunAsUser:           ptr(uid),
-					RunAsGroup:          ptr(uid),
-					FSGroup:             ptr(uid),
-					FSGroupChangePolicy: ptr(corev1.FSGroupChangeOnRootMismatch),
-					SeccompProfile:      &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-				},
+				TerminationGracePeriodSeconds: ptr.To(int64(in.Agent.GraceSec)),
+				ImagePullSecrets:              podsec.PullSecrets(pullNames),
 				Containers: []corev1.Container{{
-					Name:       o.ContainerName,
-					Image:      image,
-					Command:    command,
-					Args:       escapeAll(in.Command.Args),
-					WorkingDir: o.WorkDir,
-					Env:        env,
-					EnvFrom:    envFrom,
-					Resources:  res,
-					SecurityContext: &corev1.SecurityContext{
-						AllowPrivilegeEscalation: ptr(false),
-						Privileged:               ptr(false),
-						ReadOnlyRootFilesystem:   ptr(true),
-						RunAsNonRoot:             ptr(true),
-						Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-						SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-					},
+					Name:                     o.ContainerName,
+					Image:                    image,
+					Command:                  command,
+					Args:                     escapeAll(in.Command.Args),
+					WorkingDir:               o.WorkDir,
+					Env:                      env,
+					EnvFrom:                  envFrom,
+					Resources:                res,
 					VolumeMounts:             mounts,
 					TerminationMessagePolicy: corev1.TerminationMessageReadFile,
-					ImagePullPolicy:          corev1.PullIfNotPresent,
 				}},
 				Volumes: volumes,
 			},
 		},
 	}
-	// Where the pod runs: the agent's node selector and tolerations, the
-	// company's runtime class (shared with the sandbox's lease pods).
+	// Hardened, and where the pod runs: the agent's node selector and
+	// tolerations, the company's runtime class (both shared with the
+	// sandbox's lease pods).
+	hard.Apply(&spec.Template.Spec)
 	podsched.For(in.Company, in.Agent).Apply(&spec.Template.Spec)
 	if inherit.DNSConfig && o.Inherited.DNSConfig != nil {
 		spec.Template.Spec.DNSConfig = o.Inherited.DNSConfig.DeepCopy()
 		spec.Template.Spec.DNSPolicy = o.Inherited.DNSPolicy
 	}
 	if in.Timeout > 0 {
-		spec.ActiveDeadlineSeconds = ptr(int64((in.Timeout + time.Second - 1) / time.Second))
+		spec.ActiveDeadlineSeconds = ptr.To(int64((in.Timeout + time.Second - 1) / time.Second))
 	}
 	return &batchv1.Job{
 		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
@@ -229,7 +202,7 @@ func int32Ptr(v *int) *int32 {
 	if v == nil {
 		return nil
 	}
-	return ptr(int32(*v))
+	return ptr.To(int32(*v))
 }
 
 // escapeAll doubles every '$' so that the kubelet's $(VAR) expansion of

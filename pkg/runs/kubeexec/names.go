@@ -11,7 +11,16 @@ import (
 const (
 	LabelManagedBy = "app.kubernetes.io/managed-by"
 	LabelRunID     = "paperclip.io/run-id"
-	LabelAgentID   = "paperclip.io/agent-id"
+	// LabelAgentID is the agent's id as Paperclip knows it: the run's
+	// PAPERCLIP_AGENT_ID on Jobs (the request's paperclip.agentId, else the
+	// agent's name), the hook's agentId on sandbox lease pods. Until
+	// LabelAgent existed, Jobs carried the agent's name here (see
+	// AgentOf).
+	LabelAgentID = "paperclip.io/agent-id"
+	// LabelAgent is the name of the pcsync agent (the Git config's
+	// spec.agents[].name) a Job or lease pod serves; the executor counts
+	// an agent's running Jobs by it.
+	LabelAgent     = "pcsync.io/agent"
 	LabelCompanyID = "paperclip.io/company-id"
 	LabelAdapter   = "paperclip.io/adapter"
 	LabelRole      = "paperclip.io/role"
@@ -38,6 +47,18 @@ const (
 	// for the run's own (see checkOwner).
 	AnnotationNonce = "pcsync.io/run-nonce"
 )
+
+// AgentOf returns the label value of the pcsync agent whose run obj (a
+// Job's labels) is: LabelAgent, or, on a Job an older pcsync created
+// before LabelAgent existed, LabelAgentID, which then held the agent's
+// name. So a restarted daemon still counts (and thus adopts within the
+// agent's concurrency) the Jobs of the pcsync before it.
+func AgentOf(labels map[string]string) string {
+	if v, ok := labels[LabelAgent]; ok {
+		return v
+	}
+	return labels[LabelAgentID]
+}
 
 // maxNameLen is the longest Job name: the Job controller copies the name
 // into the pods' job-name label, whose values are at most 63 characters.

@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/pcsync/pcsync/internal/podsec"
 	"github.com/pcsync/pcsync/pkg/introspect"
 )
 
@@ -63,7 +64,7 @@ var DefaultLauncher = []string{"/bin/sh", "-c", `mkdir -p "$HOME" 2>/dev/null; e
 // DefaultBuildOptions returns the defaults of BuildOptions.
 func DefaultBuildOptions() BuildOptions {
 	return BuildOptions{
-		ServiceAccountName: "paperclip-tenant-sa",
+		ServiceAccountName: podsec.DefaultServiceAccount,
 		SessionsClaimName:  "paperclip-sessions",
 		SessionsMountPath:  "/paperclip",
 		ContainerName:      "agent",
@@ -72,7 +73,7 @@ func DefaultBuildOptions() BuildOptions {
 		CacheDir:           "/cache",
 		InputDir:           "/run/pcsync",
 		Launcher:           append([]string(nil), DefaultLauncher...),
-		UID:                1000,
+		UID:                podsec.DefaultUID,
 	}
 }
 

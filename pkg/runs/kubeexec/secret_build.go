@@ -11,6 +11,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/pcsync/pcsync/pkg/adapters"
 	"github.com/pcsync/pcsync/pkg/config"
@@ -184,13 +185,11 @@ func BuildSecret(in Input, job *batchv1.Job, o BuildOptions) (*corev1.Secret, er
 				Kind:       "Job",
 				Name:       job.Name,
 				UID:        job.UID,
-				Controller: ptr(true),
+				Controller: ptr.To(true),
 			}},
 		},
 		Type:      corev1.SecretTypeOpaque,
-		Immutable: ptr(true),
+		Immutable: ptr.To(true),
 		Data:      data,
 	}, nil
 }
-
-func ptr[T any](v T) *T { return &v }

@@ -20,7 +20,7 @@ import (
 const (
 	// byJob indexes pods and events by the namespace/name of their Job.
 	byJob = "job"
-	// byAgent indexes Jobs by namespace/agent label.
+	// byAgent indexes Jobs by namespace/agent label (AgentOf).
 	byAgent = "agent"
 )
 
@@ -97,7 +97,7 @@ func newTracker(client kubernetes.Interface) *tracker {
 		if !ok {
 			return nil, nil
 		}
-		return []string{jobKey(j.Namespace, j.Labels[LabelAgentID])}, nil
+		return []string{jobKey(j.Namespace, AgentOf(j.Labels))}, nil
 	}})
 	_ = t.pods.AddIndexers(cache.Indexers{byJob: func(obj any) ([]string, error) {
 		p, ok := obj.(*corev1.Pod)

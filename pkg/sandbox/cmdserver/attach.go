@@ -13,26 +13,6 @@ import (
 	"time"
 )
 
-// AttachOptions configures Attach.
-type AttachOptions struct {
-	// Socket is the server's Unix socket.
-	Socket string
-	// Spawn starts a detached server when nothing listens on Socket (on a
-	// node where nothing runs in the pod, such as kwok).
-	Spawn bool
-	// SpawnArgv is the server's command line; nil: os.Args[0]
-	// sandbox-server serve --socket Socket. Its output goes to
-	// Socket+".log".
-	SpawnArgv []string
-	// SpawnWait bounds the wait for a spawned server's socket; 0: 2 s.
-	SpawnWait time.Duration
-	// Stdin and Stdout are the stream to relay; nil: os.Stdin, os.Stdout.
-	Stdin  io.Reader
-	Stdout io.Writer
-	// Logger receives structured logs; nil: text to stderr.
-	Logger *slog.Logger
-}
-
 // Attach relays Stdin to the server's socket and the socket to Stdout. It
 // returns nil when the server closes (or resets) the connection, even if Stdin never
 // ends (a kwok exec never sees stdin EOF); when Stdin ends first, it
@@ -42,15 +22,7 @@ func Attach(ctx context.Context, opts AttachOptions) error {
 	if opts.Socket == "" {
 		return errors.New("cmdserver: no socket path")
 	}
-	if opts.Stdin == nil {
-		opts.Stdin = os.Stdin
-	}
-	if opts.Stdout == nil {
-		opts.Stdout = os.Stdout
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
-	}
+	opts.complete()
 	nc, err := dial(ctx, opts.Socket)
 	if err != nil && opts.Spawn && noServer(err) {
 		nc, err = spawnAndDial(ctx, opts)
@@ -105,9 +77,6 @@ func spawnAndDial(ctx context.Context, opts AttachOptions) (net.Conn, error) {
 	}
 	opts.Logger.Info("spawned command server", slog.String("socket", opts.Socket))
 	wait := opts.SpawnWait
-	if wait <= 0 {
-		wait = 2 * time.Second
-	}
 	deadline := time.Now().Add(wait)
 	for {
 		nc, err := dial(ctx, opts.Socket)

@@ -391,3 +391,45 @@ func TestAttachNoServer(t *testing.T) {
 		t.Errorf("Attach without a server and without Spawn: %v, want a connect error", err)
 	}
 }
+
+// TestHelloOfAnotherVersionRefused sends Hellos of other protocol
+// versions: the server answers an Error (id 0) naming both versions and
+// closes the connection; a Hello of its version on a new one still works.
+func TestHelloOfAnotherVersionRefused(t *testing.T) {
+	opts := testOptions(t)
+	serve(t, opts)
+	tests := []struct {
+		name  string
+		hello wire.Frame
+		want  string
+	}{
+		{"newer", wire.JSON(wire.Hello, 0, wire.HelloPayload{Version: wire.Version + 1}),
+			"Hello: the client speaks protocol version " + itoa(wire.Version+1) + ", this server " + itoa(wire.Version) + ": refused"},
+		{"none", wire.Frame{Type: wire.Hello},
+			"Hello: the client speaks protocol version 0, this server " + itoa(wire.Version) + ": refused"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			nc, err := net.Dial("unix", opts.Socket)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nc.Close()
+			c := &rawConn{t: t, nc: nc, r: wire.NewReader(nc)}
+			c.send(tt.hello)
+			want := wire.JSON(wire.Error, 0, wire.ErrorPayload{Message: tt.want})
+			if diff := cmp.Diff(want, c.read()); diff != "" {
+				t.Errorf("answer to Hello (-want +got):\n%s", diff)
+			}
+			nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+			if f, err := c.r.Read(); !errors.Is(err, io.EOF) {
+				t.Errorf("after the refusal: frame %v, error %v; want the connection closed (EOF)", f.Type, err)
+			}
+		})
+	}
+	c, hello := dial(t, opts.Socket)
+	if hello.Version != wire.Version {
+		t.Errorf("HelloOK version %d, want %d", hello.Version, wire.Version)
+	}
+	c.sync()
+}

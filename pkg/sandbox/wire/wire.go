@@ -16,7 +16,10 @@
 // # Conversation
 //
 // The client opens a stream and sends Hello; the server answers HelloOK
-// with its pid and the ids of the commands it still holds. The client picks
+// with its pid and the ids of the commands it still holds. Both carry
+// Version: a server answers a Hello of another version with an Error (id 0)
+// that names both versions and closes the stream, and a client refuses a
+// HelloOK of another version. The client picks
 // command ids itself (unique for the server's life; the server rejects an id
 // it still holds with an Error frame for that id).
 //

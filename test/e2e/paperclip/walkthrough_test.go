@@ -158,11 +158,18 @@ func walkthroughRun(t testing.TB, srv *server, companyID string) heartbeatRun {
 	return heartbeatRun{}
 }
 
-// checkWalkthroughPods checks that the walkthrough's pods ran on the real
-// node from pcsync's claude image in its registry, tagged with the version
-// make build stamped.
-func checkWalkthroughPods(t testing.TB, c *testcluster.Cluster, pods *podWatch, registry string) {
+// checkWalkthroughEnd checks where a walkthrough ends without an API key:
+// its one run failed in Paperclip with the real Claude Code's "Not logged
+// in", and its pods ran on the real node from pcsync's claude image in its
+// registry, tagged with the version make build stamped.
+func checkWalkthroughEnd(t testing.TB, srv *server, c *testcluster.Cluster, companyID string, pods *podWatch, registry string) {
 	t.Helper()
+	run := walkthroughRun(t, srv, companyID)
+	stdout, _ := srv.API.runLog(t, run.ID)
+	if run.Status != "failed" || !strings.Contains(stdout+str(run.Error), "Not logged in") {
+		t.Errorf("run %s: status %s, error %q; want failed with Claude Code's \"Not logged in\"\nrun log:\n%s",
+			run.ID, run.Status, str(run.Error), tail(stdout, 3000))
+	}
 	tag := strings.TrimSpace(runOut(t, getTools(t).Root, "git", "describe", "--tags", "--always", "--dirty"))
 	want := images.Ref(registry, images.Agent("claude"), tag)
 	seen := pods.all()
@@ -219,13 +226,7 @@ func TestWalkthroughSandbox(t *testing.T) {
 	if !strings.Contains(out, `"ok":true`) {
 		t.Errorf("the probe did not answer ok:true")
 	}
-	run := walkthroughRun(t, srv, company.ID)
-	stdout, _ := srv.API.runLog(t, run.ID)
-	if run.Status != "failed" || !strings.Contains(stdout+str(run.Error), "Not logged in") {
-		t.Errorf("run %s: status %s, error %q; want failed with Claude Code's \"Not logged in\" in its log\nrun log:\n%s",
-			run.ID, run.Status, str(run.Error), tail(stdout, 3000))
-	}
-	checkWalkthroughPods(t, c, pods, registry)
+	checkWalkthroughEnd(t, srv, c, company.ID, pods, registry)
 }
 
 // TestWalkthroughREADME follows the README's "Running Paperclip's agents on
@@ -253,13 +254,7 @@ func TestWalkthroughREADME(t *testing.T) {
 			{"/var/spool/pcsync", spool},
 		},
 	}.follow(t, "COMPANY_ID="+company.ID, "KUBECONFIG="+c.KubeconfigPath())
-	run := walkthroughRun(t, srv, company.ID)
-	stdout, _ := srv.API.runLog(t, run.ID)
-	if run.Status != "failed" || !strings.Contains(stdout+str(run.Error), "Not logged in") {
-		t.Errorf("run %s: status %s, error %q; want failed with Claude Code's \"Not logged in\"\nrun log:\n%s",
-			run.ID, run.Status, str(run.Error), tail(stdout, 3000))
-	}
-	checkWalkthroughPods(t, c, pods, registry)
+	checkWalkthroughEnd(t, srv, c, company.ID, pods, registry)
 }
 
 // podWatch keeps the last state of every pod of a namespace.

@@ -1,0 +1,86 @@
+package kubeexec
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+// TestLabelsOneMeaning: paperclip.io/agent-id holds the agent's id as
+// Paperclip knows it (the run's PAPERCLIP_AGENT_ID), pcsync.io/agent the
+// pcsync agent's name, whatever the two are.
+func TestLabelsOneMeaning(t *testing.T) {
+	m := loadModel(t)
+	c, _ := m.Company("acme")
+	a, _ := c.Agent("coder")
+	tests := []struct {
+		name, agentID   string
+		wantID, wantAgt string
+	}{
+		{"a Paperclip agent id", "0199c0de-aaaa-bbbb-cccc-000000000001", "0199c0de-aaaa-bbbb-cccc-000000000001", "coder"},
+		{"a Paperclip agent id that is another agent's name", "reviewer", "reviewer", "coder"},
+		{"no Paperclip agent id: PAPERCLIP_AGENT_ID is the name", "", "coder", "coder"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := Input{Model: m, Company: c, Agent: a, RunID: "r1", AgentID: tt.agentID}.Labels()
+			got := [2]string{l[LabelAgentID], l[LabelAgent]}
+			if diff := cmp.Diff([2]string{tt.wantID, tt.wantAgt}, got); diff != "" {
+				t.Errorf("[agent-id, agent] labels (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestAgentCountsOldAndNewJobs: a restarted daemon counts against an
+// agent's concurrency (and so adopts within it) its unfinished Jobs, those
+// labelled by this pcsync (pcsync.io/agent: the name; paperclip.io/agent-id:
+// Paperclip's id) and those of a pcsync before pcsync.io/agent existed
+// (paperclip.io/agent-id: the name), and no Job of another agent, even one
+// whose Paperclip id reads like the agent's name.
+func TestAgentCountsOldAndNewJobs(t *testing.T) {
+	m := loadModel(t)
+	c, _ := m.Company("acme")
+	a, _ := c.Agent("coder")
+	ns := m.Namespace(c)
+	job := func(name string, labels map[string]string, finished bool) *batchv1.Job {
+		j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels}}
+		if finished {
+			j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
+		}
+		return j
+	}
+	current := func(runID, paperclipID string) map[string]string {
+		return Input{Model: m, Company: c, Agent: a, RunID: runID, AgentID: paperclipID}.Labels()
+	}
+	older := func(runID, agent string) map[string]string {
+		// The labels of a Job created before pcsync.io/agent existed.
+		return map[string]string{LabelManagedBy: ManagedByValue, LabelRunID: runID, LabelAgentID: agent, LabelRole: RoleAgent}
+	}
+	other := current("r5", "coder")
+	other[LabelAgent] = "reviewer"
+	cs := fake.NewClientset(
+		job("new", current("r1", "0199c0de-0001"), false),
+		job("new-finished", current("r2", "0199c0de-0001"), true),
+		job("old", older("r3", "coder"), false),
+		job("old-other-agent", older("r4", "reviewer"), false),
+		job("other-agent-with-an-id-like-coder", other, false),
+	)
+	tr := newTracker(cs)
+	if err := tr.start(t.Context(), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for _, agent := range []string{"coder", "reviewer", "0199c0de-0001"} {
+		got[agent] = tr.occupied(agentKey{ns, agent})
+	}
+	want := map[string]int{"coder": 2, "reviewer": 2, "0199c0de-0001": 0}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("unfinished Jobs per agent (-want +got):\n%s", diff)
+	}
+}

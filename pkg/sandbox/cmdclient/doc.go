@@ -1,0 +1,16 @@
+// Package cmdclient drives a sandbox command server (package cmdserver)
+// over one long-lived byte stream, such as a Kubernetes exec of `pcsync
+// sandbox-server attach`. Many Execs run at once on the one stream; when
+// the stream breaks, the client opens a new one and re-attaches to every
+// running command so that no output is lost or duplicated. A server that
+// answers Hello with another protocol version than wire.Version is refused:
+// New fails, and so does each reconnect to it.
+//
+// Files:
+//
+//	options.go  Opener, Options and their defaults
+//	client.go   Client: New, Start, Exec, Signal, Ping, Shutdown, Close; writing frames; ending commands
+//	process.go  Command, Exit, Process and Wait; the frames that start a command
+//	stream.go   opening a stream and saying Hello; reconnecting and resuming the commands
+//	read.go     the reader: one handler per frame type the server sends
+package cmdclient
