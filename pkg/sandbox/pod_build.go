@@ -63,35 +63,9 @@ func BuildPod(l *Record, m *config.Model) (*corev1.Pod, error) {
 			return nil, fmt.Errorf("Pod/%s/%s: Company %s declares no agent %q", l.Namespace, l.ID, c.Slug(), l.Agent)
 		}
 	}
-	labels := map[string]string{
-		kubeexec.LabelManagedBy: kubeexec.ManagedByValue,
-		kubeexec.LabelCompany:   kubeexec.LabelValue(c.Slug()),
-		kubeexec.LabelCompanyID: kubeexec.LabelValue(c.Spec.ID),
-		kubeexec.LabelRole:      kubeexec.RoleAgent,
-		LabelLease:              l.ID,
-	}
-	if l.AdapterType != "" {
-		labels[kubeexec.LabelAdapter] = kubeexec.LabelValue(l.AdapterType)
-	}
-	if l.RunID != "" {
-		labels[kubeexec.LabelRunID] = kubeexec.LabelValue(l.RunID)
-	}
-	if l.AgentID != "" {
-		labels[kubeexec.LabelAgentID] = kubeexec.LabelValue(l.AgentID)
-	}
-	if l.Agent != "" {
-		labels[kubeexec.LabelAgent] = kubeexec.LabelValue(l.Agent)
-	}
-	annotations := map[string]string{
-		AnnotationExpiresAt:                       l.ExpiresAt.UTC().Format(time.RFC3339),
-		"kubectl.kubernetes.io/default-container": ContainerName,
-	}
-	if l.EnvironmentID != "" {
-		annotations[AnnotationEnvironment] = l.EnvironmentID
-	}
 	pod := &corev1.Pod{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
-		ObjectMeta: metav1.ObjectMeta{Name: l.ID, Namespace: l.Namespace, Labels: labels, Annotations: annotations},
+		ObjectMeta: metav1.ObjectMeta{Name: l.ID, Namespace: l.Namespace, Labels: podLabels(l, c), Annotations: podAnnotations(l)},
 		Spec: corev1.PodSpec{
 			ActiveDeadlineSeconds:         ptr.To(deadline),
 			TerminationGracePeriodSeconds: ptr.To(int64(5)),
@@ -123,21 +97,63 @@ func BuildPod(l *Record, m *config.Model) (*corev1.Pod, error) {
 	// tolerations, the company's runtime class), or the company's defaults.
 	podsched.For(c, agent).Apply(&pod.Spec)
 	if l.Server == "" {
-		// The image does not hold pcsync: an init container of pcsync's
-		// image copies it in (one kubelet cycle more before the lease runs).
-		spec := &pod.Spec
-		spec.InitContainers = []corev1.Container{{
-			Name:         "pcsync-bin",
-			Image:        l.HelperImage,
-			Command:      []string{"/usr/local/bin/pcsync", "sandbox-server", "install", DefaultServerPath},
-			Resources:    res,
-			VolumeMounts: []corev1.VolumeMount{{Name: "pcsync-bin", MountPath: PodBinDir}},
-		}}
-		spec.Volumes = append(spec.Volumes, hard.EmptyDir("pcsync-bin"))
-		main := &spec.Containers[0]
-		main.VolumeMounts = append(main.VolumeMounts, corev1.VolumeMount{Name: "pcsync-bin", MountPath: PodBinDir, ReadOnly: true})
+		addServerInit(&pod.Spec, l.HelperImage, res, hard)
 	}
 	// Hardened as an agent Job's pod, init container included.
 	hard.Apply(&pod.Spec)
 	return pod, nil
+}
+
+// podLabels are a lease pod's labels: pcsync's and the tenant's (role agent,
+// so the company's egress policy applies), and what the lease is for.
+func podLabels(l *Record, c *config.Company) map[string]string {
+	labels := map[string]string{
+		kubeexec.LabelManagedBy: kubeexec.ManagedByValue,
+		kubeexec.LabelCompany:   kubeexec.LabelValue(c.Slug()),
+		kubeexec.LabelCompanyID: kubeexec.LabelValue(c.Spec.ID),
+		kubeexec.LabelRole:      kubeexec.RoleAgent,
+		LabelLease:              l.ID,
+	}
+	if l.AdapterType != "" {
+		labels[kubeexec.LabelAdapter] = kubeexec.LabelValue(l.AdapterType)
+	}
+	if l.RunID != "" {
+		labels[kubeexec.LabelRunID] = kubeexec.LabelValue(l.RunID)
+	}
+	if l.AgentID != "" {
+		labels[kubeexec.LabelAgentID] = kubeexec.LabelValue(l.AgentID)
+	}
+	if l.Agent != "" {
+		labels[kubeexec.LabelAgent] = kubeexec.LabelValue(l.Agent)
+	}
+	return labels
+}
+
+// podAnnotations are a lease pod's annotations: its expiry, its default
+// container and its Paperclip environment.
+func podAnnotations(l *Record) map[string]string {
+	annotations := map[string]string{
+		AnnotationExpiresAt:                       l.ExpiresAt.UTC().Format(time.RFC3339),
+		"kubectl.kubernetes.io/default-container": ContainerName,
+	}
+	if l.EnvironmentID != "" {
+		annotations[AnnotationEnvironment] = l.EnvironmentID
+	}
+	return annotations
+}
+
+// addServerInit gives a pod whose image does not hold pcsync an init
+// container of pcsync's image (helperImage) that copies it in, at the cost
+// of one kubelet cycle more before the lease runs.
+func addServerInit(spec *corev1.PodSpec, helperImage string, res corev1.ResourceRequirements, hard podsec.Hardening) {
+	spec.InitContainers = []corev1.Container{{
+		Name:         "pcsync-bin",
+		Image:        helperImage,
+		Command:      []string{"/usr/local/bin/pcsync", "sandbox-server", "install", DefaultServerPath},
+		Resources:    res,
+		VolumeMounts: []corev1.VolumeMount{{Name: "pcsync-bin", MountPath: PodBinDir}},
+	}}
+	spec.Volumes = append(spec.Volumes, hard.EmptyDir("pcsync-bin"))
+	main := &spec.Containers[0]
+	main.VolumeMounts = append(main.VolumeMounts, corev1.VolumeMount{Name: "pcsync-bin", MountPath: PodBinDir, ReadOnly: true})
 }
