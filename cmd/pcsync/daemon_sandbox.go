@@ -18,6 +18,7 @@ import (
 type sandboxFlags struct {
 	enabled                                   bool
 	socket, serverPath, helperImage, hostRoot string
+	execProtocol                              sandbox.ExecProtocol
 }
 
 func (f *sandboxFlags) add(fl *pflag.FlagSet) {
@@ -30,6 +31,10 @@ func (f *sandboxFlags) add(fl *pflag.FlagSet) {
 	fl.StringVar(&f.helperImage, "sandbox-helper-image", d.HelperImage,
 		"pcsync's own image: the init container that copies pcsync into a lease pod whose image does not hold it "+
 			"(default the image this daemon runs from, else the config's: Settings spec.images.registry/pcsync:<version>)")
+	f.execProtocol = d.ExecProtocol
+	fl.Var(&f.execProtocol, "sandbox-exec-protocol",
+		"protocol of the pod exec that carries each lease's command stream: auto (WebSocket, SPDY when the upgrade fails), "+
+			"websocket, or spdy (for a proxy or load balancer in front of the API server that breaks WebSocket upgrades)")
 	fl.StringVar(&f.hostRoot, "sandbox-host-root", "",
 		"for nodes whose pod execs run on a shared host (kwok): keep each lease's workspace, HOME, /tmp and socket under DIR/<pod>")
 }
@@ -70,6 +75,7 @@ func (f *sandboxFlags) runner(g *globalOptions, stateDir string, self *introspec
 		cfg.UserAgent = "pcsync-sandbox"
 		o := sandbox.DefaultOptions(stateDir)
 		o.ServerPath, o.HelperImage, o.HostRoot, o.Logger, o.Metrics = f.serverPath, f.helperImage, f.hostRoot, g.Logger, m
+		o.ExecProtocol = f.execProtocol
 		// A lease's pod gets the scheduling of the agent it serves, which
 		// Paperclip names by its id: pcsync's marker on it says which.
 		o.Agents = paperclipReconciler(g)

@@ -106,6 +106,18 @@
 // assert that a client made no mutating request by filtering on its user agent or
 // namespace.
 //
+// # A proxy in front of the API server
+//
+// StartHTTPProxy puts a reverse proxy on plain HTTP at 127.0.0.1 in front of the API
+// server; it presents the admin's credentials, so its RESTConfig and KubeconfigPath
+// carry none. HTTPProxyOptions.RefuseWebSocket makes it answer every WebSocket
+// upgrade 403, as a proxy or load balancer that breaks WebSocket upgrades does, while
+// SPDY's upgrade and everything else pass; Counts says which upgrades it saw:
+//
+//	p := c.StartHTTPProxy(t, testcluster.HTTPProxyOptions{RefuseWebSocket: true})
+//	cfg := p.RESTConfig()        // an exec through it falls back to SPDY
+//	n := p.Counts().WebSocket    // WebSocket upgrades asked for (and refused)
+//
 // # Real node
 //
 // Options.RealNode adds a real node beside kwok's: the kubelet (built by

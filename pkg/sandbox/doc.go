@@ -36,7 +36,8 @@
 //	manager_execute.go  Execute: one command on a lease, its env filtered
 //	manager_release.go  Release and the expiry: drain, shutdown, delete, wait gone (internal/podwait)
 //	manager_probe.go    Validate and Probe: an environment's config checked, and what a lease of it needs, without a lease
-//	stream.go           the command stream as a pod exec (WebSocket, SPDY fallback)
+//	stream.go           the command stream as a pod exec
+//	exec_protocol.go    ExecProtocol: the exec's protocol (auto: WebSocket, SPDY fallback; websocket; spdy)
 //	hook.go             the hook contract: each hook's request and response types
 //	api.go              API: the hooks on the Unix socket, a handler table of typed hooks; refusals as HTTP statuses
 //	api_decode.go       decoding a hook's params: a 400 that names the field

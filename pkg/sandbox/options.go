@@ -58,6 +58,10 @@ type Options struct {
 	// DeleteTimeout bounds the wait for a released pod to be gone. Default
 	// 60s.
 	DeleteTimeout time.Duration
+	// ExecProtocol is the protocol of the pod exec that carries each
+	// lease's command stream: ExecAuto (WebSocket, SPDY when the upgrade
+	// fails), ExecWebSocket or ExecSPDY. Default ExecAuto.
+	ExecProtocol ExecProtocol
 	// Agents tells which agent declared in Git a lease's Paperclip agent id
 	// is, so that its pod gets that agent's scheduling (package podsched);
 	// the daemon asks Paperclip (paperclip.Reconciler.ResolveAgent). Nil:
@@ -101,6 +105,7 @@ func DefaultOptions(stateDir string) Options {
 		MaxLeaseTTL:     24 * time.Hour,
 		ReadyTimeout:    270 * time.Second,
 		DeleteTimeout:   60 * time.Second,
+		ExecProtocol:    ExecAuto,
 		Logger:          slog.Default(),
 	}
 }
@@ -112,6 +117,7 @@ func (o *Options) complete() {
 	o.MaxLeaseTTL = cmp.Or(o.MaxLeaseTTL, d.MaxLeaseTTL)
 	o.ReadyTimeout = cmp.Or(o.ReadyTimeout, d.ReadyTimeout)
 	o.DeleteTimeout = cmp.Or(o.DeleteTimeout, d.DeleteTimeout)
+	o.ExecProtocol = cmp.Or(o.ExecProtocol, d.ExecProtocol)
 	if o.Logger == nil {
 		o.Logger = d.Logger
 	}

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
 
@@ -20,8 +19,9 @@ import (
 )
 
 // opener returns how the lease's command stream is opened: one pod exec
-// (WebSocket, SPDY as fallback) of `pcsync sandbox-server attach`, whose
-// stdin and stdout carry the framed commands and their output. The exec's
+// (by Options.ExecProtocol; by default WebSocket, SPDY as fallback) of
+// `pcsync sandbox-server attach`, whose stdin and stdout carry the framed
+// commands and their output. The exec's
 // URL holds only that command line; env values and stdin travel inside the
 // stream, so the API server's audit log never sees them.
 func (m *Manager) opener(l *lease) cmdclient.Opener {
@@ -36,17 +36,7 @@ func (m *Manager) opener(l *lease) cmdclient.Opener {
 			VersionedParams(&corev1.PodExecOptions{
 				Container: ContainerName, Command: argv, Stdin: true, Stdout: true, Stderr: true,
 			}, scheme.ParameterCodec)
-		ws, err := remotecommand.NewWebSocketExecutor(m.rest, "GET", req.URL().String())
-		if err != nil {
-			return nil, fmt.Errorf("Pod/%s/%s exec: %w", l.Namespace, l.ID, err)
-		}
-		spdy, err := remotecommand.NewSPDYExecutor(m.rest, "POST", req.URL())
-		if err != nil {
-			return nil, fmt.Errorf("Pod/%s/%s exec: %w", l.Namespace, l.ID, err)
-		}
-		exec, err := remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
-			return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
-		})
+		exec, err := m.opts.ExecProtocol.executor(m.rest, req.URL(), m.log)
 		if err != nil {
 			return nil, fmt.Errorf("Pod/%s/%s exec: %w", l.Namespace, l.ID, err)
 		}
@@ -58,10 +48,13 @@ func (m *Manager) opener(l *lease) cmdclient.Opener {
 		go func() {
 			defer close(s.done)
 			err := exec.StreamWithContext(sctx, remotecommand.StreamOptions{Stdin: inR, Stdout: discardOnClose{outW}, Stderr: &s.stderr})
-			if err == nil {
+			switch {
+			case err == nil:
 				err = io.EOF
-			} else if msg := s.stderr.String(); msg != "" {
-				err = fmt.Errorf("%w (stderr: %s)", err, lastLine(msg))
+			case s.stderr.String() != "":
+				err = fmt.Errorf("%w (stderr: %s)", err, lastLine(s.stderr.String()))
+			default:
+				err = m.opts.ExecProtocol.explain(err)
 			}
 			_ = outW.CloseWithError(fmt.Errorf("Pod/%s/%s exec stream ended: %w", l.Namespace, l.ID, err))
 			// client-go's stdin copier may still read: it gets EOF, which

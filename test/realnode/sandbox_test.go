@@ -16,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/pcsync/pcsync/internal/testcluster"
 	"github.com/pcsync/pcsync/pkg/config"
@@ -51,7 +52,11 @@ func (a agentIDs) ResolveAgent(_ context.Context, _ *config.Model, _ *config.Com
 	return a[id], nil
 }
 
-func newLeaseEnv(t testing.TB, p pushed) *leaseEnv {
+func newLeaseEnv(t testing.TB, p pushed) *leaseEnv { return newLeaseEnvWith(t, p, nil, nil) }
+
+// newLeaseEnvWith is newLeaseEnv whose Manager reaches the cluster with cfg
+// (nil: the cluster's own) and whose options edit changes.
+func newLeaseEnvWith(t testing.TB, p pushed, cfg *rest.Config, edit func(*sandbox.Options)) *leaseEnv {
 	t.Helper()
 	c := testcluster.Get(t)
 	node := c.RealNode()
@@ -91,7 +96,13 @@ func newLeaseEnv(t testing.TB, p pushed) *leaseEnv {
 	o.ReadyTimeout = 2 * time.Minute
 	o.Agents = agentIDs{pinnedAgentID: "pinned", untoleratingAgentID: "untolerating"}
 	o.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	mgr, err := sandbox.New(context.Background(), c.RESTConfig(), func() *config.Model { return m }, o)
+	if edit != nil {
+		edit(&o)
+	}
+	if cfg == nil {
+		cfg = c.RESTConfig()
+	}
+	mgr, err := sandbox.New(context.Background(), cfg, func() *config.Model { return m }, o)
 	if err != nil {
 		t.Fatal(err)
 	}

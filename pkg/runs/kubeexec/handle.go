@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"slices"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/pcsync/pcsync/internal/redact"
 	"github.com/pcsync/pcsync/internal/safefile"
@@ -198,30 +200,37 @@ func (h *handle) Cancel() {
 	h.mu.Unlock()
 	h.log.Info("cancelling the run: deleting its Job")
 	go func() {
-		backoff := 500 * time.Millisecond
-		for {
-			ctx, cancel := context.WithTimeout(h.e.ctx, h.e.opts.DeleteTimeout)
-			err := h.deleteJob(ctx)
-			cancel()
-			if err == nil {
-				h.mu.Lock()
-				h.cancelled, h.jobGone = true, true
-				h.mu.Unlock()
-				h.wake()
-				return
-			}
-			h.log.Warn("cannot delete the Job to cancel the run; trying again", slog.Any("error", err), slog.Duration("in", backoff))
+		// Until the Job is deleted, the run ends or the executor stops.
+		ctx, stop := context.WithCancel(h.e.ctx)
+		defer stop()
+		go func() {
 			select {
-			case <-time.After(backoff):
-				backoff = min(2*backoff, 30*time.Second)
 			case <-h.done:
-				return
-			case <-h.e.ctx.Done():
-				return
+				stop()
+			case <-ctx.Done():
 			}
+		}()
+		_, err := retry(ctx, cancelBackoff, func() (bool, error) {
+			dctx, cancel := context.WithTimeout(h.e.ctx, h.e.opts.DeleteTimeout)
+			defer cancel()
+			err := h.deleteJob(dctx)
+			return err == nil, err
+		}, func(_ int, err error, in time.Duration) {
+			h.log.Warn("cannot delete the Job to cancel the run; trying again", slog.Any("error", err), slog.Duration("in", in))
+		})
+		if err != nil {
+			return
 		}
+		h.mu.Lock()
+		h.cancelled, h.jobGone = true, true
+		h.mu.Unlock()
+		h.wake()
 	}()
 }
+
+// cancelBackoff paces Cancel's deletes of the Job: 500 ms, doubling to
+// 30 s, then every 30 s.
+var cancelBackoff = wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Steps: math.MaxInt32, Cap: 30 * time.Second}
 
 // start subscribes the handle to its Job's events and takes its first step.
 // When the executor's context ends (the daemon stops), the follower stops

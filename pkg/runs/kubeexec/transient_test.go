@@ -55,7 +55,7 @@ func TestTransient(t *testing.T) {
 // is returned; a final answer ends at once; the context ends the wait.
 func TestUntilAnswered(t *testing.T) {
 	saved := retryBackoff
-	retryBackoff.min, retryBackoff.max = time.Millisecond, 2*time.Millisecond
+	retryBackoff.Duration, retryBackoff.Cap = time.Millisecond, 2*time.Millisecond
 	t.Cleanup(func() { retryBackoff = saved })
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	refused := &url.Error{Op: "Post", URL: "https://127.0.0.1:6443", Err: syscall.ECONNREFUSED}

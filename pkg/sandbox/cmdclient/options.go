@@ -5,8 +5,11 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // Opener opens a new byte stream to the server. ctx lives as long as the
@@ -32,6 +35,12 @@ type Options struct {
 // DefaultOptions returns the options the daemon uses.
 func DefaultOptions() Options {
 	return Options{Backoff: 50 * time.Millisecond, MaxBackoff: time.Second, ReconnectTimeout: 30 * time.Second}
+}
+
+// reconnectBackoff paces the attempts to reopen a broken stream: Backoff,
+// doubling to MaxBackoff, then every MaxBackoff.
+func (o Options) reconnectBackoff() wait.Backoff {
+	return wait.Backoff{Duration: o.Backoff, Factor: 2, Steps: math.MaxInt32, Cap: o.MaxBackoff}
 }
 
 // complete fills the zero (or negative) fields with their defaults; a

@@ -122,33 +122,38 @@ func (c *Client) run(l *link) {
 	}
 }
 
-// reconnect reopens the stream with backoff and resumes every command.
+// reconnect reopens the stream with backoff (Options.reconnectBackoff, the
+// first wait before the first attempt) and resumes every command, until
+// ReconnectTimeout has passed or the client ends.
 func (c *Client) reconnect() (*link, error) {
 	deadline := time.Now().Add(c.opts.ReconnectTimeout)
-	backoff := c.opts.Backoff
-	for {
-		select {
-		case <-c.life.Done():
-			return nil, ErrClosed
-		case <-time.After(backoff):
-		}
+	var l *link
+	err := c.opts.reconnectBackoff().DelayFunc().Until(c.life, false, true, func(context.Context) (bool, error) {
 		bound, cancel := context.WithDeadline(c.life, deadline)
-		l, err := c.connect(bound)
+		var err error
+		l, err = c.connect(bound)
 		cancel()
 		if err == nil {
 			if err = c.resume(l); err == nil {
-				return l, nil
+				return true, nil
 			}
 			l.rwc.Close()
 		}
 		if c.life.Err() != nil {
-			return nil, ErrClosed
+			return false, ErrClosed
 		}
 		if !time.Now().Before(deadline) {
-			return nil, fmt.Errorf("cmdclient: stream broke and could not be reopened within %v: %w", c.opts.ReconnectTimeout, err)
+			return false, fmt.Errorf("cmdclient: stream broke and could not be reopened within %v: %w", c.opts.ReconnectTimeout, err)
 		}
-		backoff = min(backoff*2, c.opts.MaxBackoff)
+		return false, nil
+	})
+	switch {
+	case err == nil:
+		return l, nil
+	case c.life.Err() != nil:
+		return nil, ErrClosed
 	}
+	return nil, err
 }
 
 // resume makes l the client's stream: it re-attaches every started
