@@ -9,6 +9,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -56,10 +57,12 @@ func (m *Manager) opener(l *lease) cmdclient.Opener {
 			default:
 				err = m.opts.ExecProtocol.explain(err)
 			}
-			_ = outW.CloseWithError(fmt.Errorf("Pod/%s/%s exec stream ended: %w", l.Namespace, l.ID, err))
+			end := fmt.Errorf("Pod/%s/%s exec stream ended: %w", l.Namespace, l.ID, err)
+			s.ended.Store(&end)
+			_ = outW.CloseWithError(end)
 			// client-go's stdin copier may still read: it gets EOF, which
 			// ends it quietly (a read error it would log as "Unhandled
-			// Error"), and a Write of ours gets io.ErrClosedPipe.
+			// Error"); a Write of ours gets end (see Write).
 			_ = inW.Close()
 		}()
 		return s, nil
@@ -74,10 +77,23 @@ type execStream struct {
 	done   chan struct{}
 	stderr lockedBuffer
 	once   sync.Once
+	// ended is why the exec ended, once it has.
+	ended atomic.Pointer[error]
 }
 
-func (s *execStream) Read(p []byte) (int, error)  { return s.r.Read(p) }
-func (s *execStream) Write(p []byte) (int, error) { return s.w.Write(p) }
+func (s *execStream) Read(p []byte) (int, error) { return s.r.Read(p) }
+
+// Write writes to the exec's stdin; once the exec has ended it fails with
+// why it ended (a refused upgrade, the pod's end), not io.ErrClosedPipe.
+func (s *execStream) Write(p []byte) (int, error) {
+	n, err := s.w.Write(p)
+	if err != nil {
+		if end := s.ended.Load(); end != nil {
+			return n, *end
+		}
+	}
+	return n, err
+}
 
 // Close ends the exec: it closes the exec's stdin and gives the stream a
 // moment to end by itself (the relay ends when its server has shut down)
