@@ -38,9 +38,10 @@
 //     Start's context.
 //   - Cancel's goroutine (handle.go) deletes the Job until it succeeds, the
 //     run ends or the executor stops, 500 ms doubling to 30 s, whatever the
-//     error. On the work queue's rate limiter each attempt (up to
-//     DeleteTimeout) would hold one of the four step workers, delaying every
-//     other run's steps while the API server is away, and would count in
+//     error (both loops are retry, on apimachinery's wait.Backoff). On the
+//     work queue's rate limiter each attempt (up to DeleteTimeout) would
+//     hold one of the four step workers, delaying every other run's steps
+//     while the API server is away, and would count in
 //     pcsync_workqueue_retries_total.
 //   - finish deletes a Job its verdict stops once, without a loop: it runs
 //     in a goroutine of its own because it waits for the follower to read
@@ -63,7 +64,8 @@
 //	start.go        Start: its steps, each undone by one rollback on failure
 //	start_window.go the start window: how many runs are created at once, cut
 //	                on the API server's pushback (429, timeout, slow create)
-//	transient.go    which failed requests are the API server's absence, to repeat
+//	transient.go    which failed requests are the API server's absence, to repeat;
+//	                retry, the loop of untilAnswered and Cancel (wait.Backoff)
 //	journal.go      the run journal: each run recorded (fdatasync'd, group
 //	                commit) before its Job is created, with the Job's UID after
 //	handle.go       one run once its Job exists: its states, its steps (on
