@@ -11,6 +11,6 @@
 //	options.go  Opener, Options and their defaults
 //	client.go   Client: New, Start, Exec, Signal, Ping, Shutdown, Close; writing frames; ending commands
 //	process.go  Command, Exit, Process and Wait; the frames that start a command
-//	stream.go   opening a stream and saying Hello; reconnecting and resuming the commands
+//	stream.go   opening a stream and saying Hello; reconnecting (wait.Backoff) and resuming the commands
 //	read.go     the reader: one handler per frame type the server sends
 package cmdclient
