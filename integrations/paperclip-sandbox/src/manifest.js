@@ -30,7 +30,12 @@ const manifest = {
       // environment sets reuseLease: Claude's and Codex's sessions resume
       // only in the lease and working directory they were made in. Executes
       // run concurrently and independently on the pod's command server.
-      sandboxCapabilities: { reusableLeases: true, independentControlCommands: true },
+      // An execute's output reaches Paperclip as it is written (the
+      // daemon streams it; the worker passes each chunk on), so the ACP
+      // engine may run its agent as one long execute and read its output
+      // live (incrementalSessionOutput) instead of polling output files
+      // through an execute ten times a second.
+      sandboxCapabilities: { reusableLeases: true, independentControlCommands: true, incrementalSessionOutput: true },
       configSchema: {
         type: "object",
         required: ["company"],
