@@ -21,7 +21,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/pcsync/pcsync/internal/paperclipserver"
-		"github.com/pcsync/pcsync/pkg/sandbox"
+	"github.com/pcsync/pcsync/pkg/sandbox"
 )
 
 // syncEnv is a lease on the real node with the daemon's API on a socket,
@@ -335,17 +335,30 @@ func BenchmarkWorkspaceSync(b *testing.B) {
 	}
 	ms := func(v any) time.Duration { return time.Duration(v.(float64) * float64(time.Millisecond)) }
 	for range b.N {
-		var nativeIn, nativeOut, fallbackIn, fallbackOut []time.Duration
+		// Per figure: native's samples, then the fallback's.
+		figures := map[string]*[2][]time.Duration{}
+		keys := []string{"inMs", "outMs", "transferInMs", "transferOutMs"}
+		for _, k := range keys {
+			figures[k] = &[2][]time.Duration{}
+		}
 		var native, fallback map[string]any
 		for range samples {
-			fallback = run("fallback")
-			fallbackIn, fallbackOut = append(fallbackIn, ms(fallback["inMs"])), append(fallbackOut, ms(fallback["outMs"]))
-			native = run("native")
-			nativeIn, nativeOut = append(nativeIn, ms(native["inMs"])), append(nativeOut, ms(native["outMs"]))
+			fallback, native = run("fallback"), run("native")
+			for _, k := range keys {
+				figures[k][0] = append(figures[k][0], ms(native[k]))
+				figures[k][1] = append(figures[k][1], ms(fallback[k]))
+			}
 		}
-		report(b, "in", "workspace sync in (host → pod), 10 MB / 2,000 files: native vs base64 fallback", nativeIn, fallbackIn)
-		report(b, "out", "workspace sync out (pod → host), 10 MB / 2,000 files: native vs base64 fallback", nativeOut, fallbackOut)
-		b.Logf("executes in/out: native %v/%v (+%v sync hook calls), fallback %v/%v",
-			native["executesIn"], native["executesOut"], native["syncCalls"], fallback["executesIn"], fallback["executesOut"])
+		const what = ", 10 MB / 2,000 files: native vs base64 fallback"
+		report(b, "in", "workspace sync in (host → pod; Paperclip's whole staging)"+what, figures["inMs"][0], figures["inMs"][1])
+		report(b, "out", "workspace sync out (pod → host; Paperclip's whole restore)"+what, figures["outMs"][0], figures["outMs"][1])
+		report(b, "in-transfer", "the same in, time inside execute and the sync hooks only"+what, figures["transferInMs"][0], figures["transferInMs"][1])
+		report(b, "out-transfer", "the same out, time inside execute and the sync hooks only"+what, figures["transferOutMs"][0], figures["transferOutMs"][1])
+		b.Run("executes", func(b *testing.B) {
+			b.ReportMetric(native["executesIn"].(float64)+native["executesOut"].(float64)+native["syncCalls"].(float64), "native-calls")
+			b.ReportMetric(fallback["executesIn"].(float64)+fallback["executesOut"].(float64), "fallback-calls")
+			b.Logf("plugin calls in/out: native %v/%v executes + %v sync hook calls, fallback %v/%v executes",
+				native["executesIn"], native["executesOut"], native["syncCalls"], fallback["executesIn"], fallback["executesOut"])
+		})
 	}
 }

@@ -8,7 +8,8 @@
 //
 //   {"plugin": ..., "socket": ..., "leaseId": ..., "bench": {"adapterUtils": "<dir>",
 //    "workspace": "<host dir>", "remoteCwd": "/workspace", "mode": "fallback"|"native", "samples": N}}
-//     → one JSON line per sample: {"inMs", "outMs", "executesIn", "executesOut", "syncCalls"}
+//     → one JSON line per sample: {"inMs", "outMs", "transferInMs", "transferOutMs",
+//       "executesIn", "executesOut", "syncCalls"}
 //
 // The benchmark runs Paperclip's own code: adapter-utils'
 // prepareCommandManagedRuntime (the workspace staged through the client's
@@ -44,24 +45,27 @@ async function bench(b) {
   const { prepareCommandManagedRuntime } = await import(pathToFileURL(path.join(b.adapterUtils, "dist", "command-managed-runtime.js")).href);
   let executes = 0;
   let syncCalls = 0;
+  let transferMs = 0; // time inside execute and the sync hooks: the transport, without the host's hashing, tar and merge
+  const timed = async (f) => { const t = performance.now(); try { return await f(); } finally { transferMs += performance.now() - t; } };
   const runner = {
     supportsSingleStreamStdinProgress: false,
     allowConcurrentSyncOperations: false,
     execute: async (input) => {
       executes++;
-      return hooks.onEnvironmentExecute({ ...base, command: input.command, args: input.args, cwd: input.cwd ?? b.remoteCwd,
-        env: input.env, stdin: input.stdin, timeoutMs: input.timeoutMs });
+      return timed(() => hooks.onEnvironmentExecute({ ...base, command: input.command, args: input.args, cwd: input.cwd ?? b.remoteCwd,
+        env: input.env, stdin: input.stdin, timeoutMs: input.timeoutMs }));
     },
     ...(b.mode === "native"
       ? {
-          syncIn: (operations) => { syncCalls++; return hooks.onEnvironmentSyncIn({ ...base, operations }); },
-          syncOut: (operations) => { syncCalls++; return hooks.onEnvironmentSyncOut({ ...base, operations }); },
+          syncIn: (operations) => { syncCalls++; return timed(() => hooks.onEnvironmentSyncIn({ ...base, operations })); },
+          syncOut: (operations) => { syncCalls++; return timed(() => hooks.onEnvironmentSyncOut({ ...base, operations })); },
         }
       : {}),
   };
   for (let i = 0; i < b.samples; i++) {
     executes = 0;
     syncCalls = 0;
+    transferMs = 0;
     let t = performance.now();
     const prepared = await prepareCommandManagedRuntime({
       runner,
@@ -71,9 +75,11 @@ async function bench(b) {
     });
     const inMs = performance.now() - t;
     const executesIn = executes;
+    const transferInMs = transferMs;
     t = performance.now();
     await prepared.restoreWorkspace();
     const outMs = performance.now() - t;
-    console.log(JSON.stringify({ inMs, outMs, executesIn, executesOut: executes - executesIn, syncCalls }));
+    console.log(JSON.stringify({ inMs, outMs, transferInMs, transferOutMs: transferMs - transferInMs,
+      executesIn, executesOut: executes - executesIn, syncCalls }));
   }
 }
