@@ -206,3 +206,61 @@ function lineReader(hook, onLine) {
     },
   };
 }
+
+/**
+ * Posts body (bytes) to route of the daemon and returns the answer's bytes;
+ * a non-2xx answer throws the daemon's refusal, and a lost or missing
+ * daemon a DaemonError, as callHook does. The workspace sync's bytes go
+ * this way (pkg/sandbox, api_sync.go).
+ * @param {string} socket
+ * @param {string} route
+ * @param {Buffer[]} body the parts of the body, sent in order
+ * @returns {Promise<Buffer>}
+ */
+export function send(socket, route, body) {
+  const length = body.reduce((n, b) => n + b.length, 0);
+  return new Promise((resolve, reject) => {
+    let connected = false;
+    let settled = false;
+    const req = http.request({
+      socketPath: socket,
+      method: "POST",
+      path: route,
+      headers: { "content-type": "application/octet-stream", "content-length": length },
+      agent: false,
+    });
+    /** @param {unknown} err */
+    const fail = (err) => {
+      if (settled) return;
+      settled = true;
+      reject(err);
+      req.destroy();
+    };
+    const timer = setTimeout(() => {
+      if (!connected) req.destroy(Object.assign(new Error("connect timeout"), { code: "ETIMEDOUT" }));
+    }, CONNECT_TIMEOUT_MS);
+    req.on("socket", (s) => s.on("connect", () => { connected = true; clearTimeout(timer); }));
+    req.on("error", (err) => {
+      clearTimeout(timer);
+      fail(connected ? new DaemonError(`pcsync daemon: ${route}: ${err.message}`, "daemon_connection_lost") : unreachable(socket, err));
+    });
+    req.on("response", (res) => {
+      connected = true;
+      clearTimeout(timer);
+      /** @type {Buffer[]} */
+      const chunks = [];
+      res.on("data", (chunk) => chunks.push(chunk));
+      res.on("error", (err) => fail(new DaemonError(`pcsync daemon: ${route}: ${err.message}`, "daemon_connection_lost")));
+      res.on("end", () => {
+        if (settled) return;
+        const answer = Buffer.concat(chunks);
+        if (res.statusCode !== 200) return fail(refusal(res.statusCode, answer.toString("utf8")));
+        if (!res.complete) return fail(new DaemonError(`pcsync daemon: ${route}: the answer was cut off`, "daemon_connection_lost"));
+        settled = true;
+        resolve(answer);
+      });
+    });
+    for (const b of body) req.write(b);
+    req.end();
+  });
+}

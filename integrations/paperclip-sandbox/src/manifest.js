@@ -34,8 +34,17 @@ const manifest = {
       // daemon streams it; the worker passes each chunk on), so the ACP
       // engine may run its agent as one long execute and read its output
       // live (incrementalSessionOutput) instead of polling output files
-      // through an execute ten times a second.
-      sandboxCapabilities: { reusableLeases: true, independentControlCommands: true, incrementalSessionOutput: true },
+      // through an execute ten times a second. Workspace sync is native
+      // (src/sync.js): one raw tar per mapping over the daemon's socket and
+      // one command of the lease's stream, in place of Paperclip's base64
+      // chunks through execute.
+      sandboxCapabilities: {
+        reusableLeases: true,
+        independentControlCommands: true,
+        incrementalSessionOutput: true,
+        nativeSyncIn: true,
+        nativeSyncOut: true,
+      },
       configSchema: {
         type: "object",
         required: ["company"],
