@@ -135,7 +135,7 @@ func (m *Manager) Put(ctx context.Context, p PutParams) error {
 	if cmd.Stdin == nil {
 		cmd.Stdin = []byte{}
 	}
-	_, err := m.syncRun(ctx, p.LeaseID, "put "+string(p.Kind)+" "+p.Target, cmd)
+	_, err := m.syncRun(ctx, p.LeaseID, SyncIn, "put "+string(p.Kind)+" "+p.Target, cmd)
 	return err
 }
 
@@ -154,7 +154,7 @@ func (m *Manager) Get(ctx context.Context, p GetParams) ([]byte, error) {
 		}
 		cmd = syncCommand(p.Timeout, getDirScript, append([]string{p.Source, h}, p.Exclude...)...)
 	}
-	out, err := m.syncRun(ctx, p.LeaseID, "get "+string(p.Kind)+" "+p.Source, cmd)
+	out, err := m.syncRun(ctx, p.LeaseID, SyncOut, "get "+string(p.Kind)+" "+p.Source, cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -194,11 +194,18 @@ func syncCommand(timeout time.Duration, script string, args ...string) cmdclient
 // syncRun runs cmd on the lease's command stream and returns its stdout;
 // a command that does not exit 0 is a UserError (CodeSyncFailed) that
 // names what (the verb and path) with the tail of its stderr.
-func (m *Manager) syncRun(ctx context.Context, id, what string, cmd cmdclient.Command) ([]byte, error) {
+func (m *Manager) syncRun(ctx context.Context, id string, dir SyncDirection, what string, cmd cmdclient.Command) (out []byte, err error) {
 	l := m.lookup(id)
 	if l == nil {
 		return nil, fmt.Errorf("lease %s: %w: it was released, expired or never pcsync's", id, ErrNoLease)
 	}
+	defer func() {
+		outcome, n := ExecCompleted, len(cmd.Stdin)+len(out)
+		if err != nil {
+			outcome, n = ExecFailed, 0
+		}
+		m.opts.Metrics.SandboxSync(l.Company, string(dir), string(outcome), n)
+	}()
 	if err := l.begin(); err != nil {
 		return nil, err
 	}

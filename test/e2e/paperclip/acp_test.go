@@ -98,6 +98,13 @@ func freeAddr(t testing.TB) string {
 // daemon serving /metrics on addr reports.
 func sandboxExecutes(t testing.TB, addr string) float64 {
 	t.Helper()
+	return metricSum(t, addr, "pcsync_sandbox_executes_total{")
+}
+
+// metricSum is the sum of the daemon's series (on addr) whose line starts
+// with prefix (a metric's name and "{", and maybe some of its labels).
+func metricSum(t testing.TB, addr, prefix string) float64 {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/metrics", nil)
@@ -113,7 +120,7 @@ func sandboxExecutes(t testing.TB, addr string) float64 {
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
 		line := sc.Text()
-		if !strings.HasPrefix(line, "pcsync_sandbox_executes_total{") {
+		if !strings.HasPrefix(line, prefix) {
 			continue
 		}
 		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)

@@ -22,7 +22,11 @@ func TestSandboxLeaseReuse(t *testing.T) {
 	// A warm runner lifecycle: Paperclip keeps the lease running after
 	// the run (its provider resource disposition keep_running) instead of
 	// releasing it.
-	sw := newSandboxWorld(t, srv, sandboxOptions{EnvConfig: map[string]any{"reuseLease": true, "runnerLifecycleMode": "warm"}})
+	metrics := freeAddr(t)
+	sw := newSandboxWorld(t, srv, sandboxOptions{
+		EnvConfig:  map[string]any{"reuseLease": true, "runnerLifecycleMode": "warm"},
+		DaemonArgs: []string{"--metrics-bind-address", metrics},
+	})
 	coder := sw.sandboxAgent(t, "Coder", "claude_local", tr, nil, nil)
 
 	// The project's workspace: a directory of this host that Paperclip
@@ -62,6 +66,21 @@ func TestSandboxLeaseReuse(t *testing.T) {
 		t.Errorf("first run's CLI got --resume: %q", args1)
 	}
 	pods1, _ := sw.leasePods()
+
+	// The project's workspace went into the pod and came back through
+	// pcsync's native sync (one tar through the lease's stream each way),
+	// not base64 chunks through executes.
+	syncedIn := metricSum(t, metrics, `pcsync_sandbox_syncs_total{company="`+sw.pc.Slug+`",direction="in",outcome="completed"}`)
+	syncedOut := metricSum(t, metrics, `pcsync_sandbox_syncs_total{company="`+sw.pc.Slug+`",direction="out",outcome="completed"}`)
+	if syncedIn == 0 || syncedOut == 0 {
+		t.Errorf("native sync mappings of the first run: %v in, %v out; want some each way", syncedIn, syncedOut)
+	}
+	if len(pods1) == 1 {
+		got, err := os.ReadFile(filepath.Join(sw.hostDir, pods1[0], "workspace", "README.md"))
+		if err != nil || string(got) != "# the project\n" {
+			t.Errorf("the project's README.md in the lease's workspace: %q, %v", got, err)
+		}
+	}
 
 	var wake heartbeatRun
 	srv.API.must(t, "POST", "/api/agents/"+coder.ID+"/wakeup", map[string]any{
