@@ -211,7 +211,19 @@ func (d *daemon) stop(t testing.TB) {
 	case err := <-d.done:
 		d.done <- err
 	case <-time.After(30 * time.Second):
-		_ = d.cmd.Process.Kill()
+		// SIGQUIT: the Go runtime writes every goroutine's stack, which
+		// says where the shutdown hangs.
+		_ = d.cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case err := <-d.done:
+			d.done <- err
+		case <-time.After(5 * time.Second):
+			_ = d.cmd.Process.Kill()
+		}
+		out := d.out.String()
+		if i := strings.Index(out, "SIGQUIT"); i >= 0 {
+			t.Logf("pcsync daemon's goroutines at SIGQUIT:\n%s", out[i:])
+		}
 		t.Errorf("pcsync daemon did not stop within 30 s of SIGTERM")
 	}
 }

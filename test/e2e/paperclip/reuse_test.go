@@ -3,6 +3,7 @@
 package paperclip
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -82,6 +83,10 @@ func TestSandboxLeaseReuse(t *testing.T) {
 		}
 	}
 
+	// Paperclip records the run's session for the issue just after the
+	// run ends: wait for it, so the second wake is handed it.
+	sw.waitTaskSession(t, coder.ID, tr.SessionID, time.Minute)
+
 	var wake heartbeatRun
 	srv.API.must(t, "POST", "/api/agents/"+coder.ID+"/wakeup", map[string]any{
 		"source": "on_demand", "triggerDetail": "manual", "reason": "e2e: reuse",
@@ -151,6 +156,26 @@ func (sw *sandboxWorld) waitAgentRun(t testing.TB, agentID, not string, within t
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("no run of agent %s within %s", agentID, within)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitTaskSession waits until Paperclip holds a task session of the agent
+// whose session id is want.
+func (sw *sandboxWorld) waitTaskSession(t testing.TB, agentID, want string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		var sessions []map[string]any
+		sw.srv.API.must(t, "GET", "/api/agents/"+agentID+"/task-sessions", nil, &sessions)
+		for _, s := range sessions {
+			if strings.Contains(fmt.Sprint(s), want) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no task session %s of agent %s within %s: %v", want, agentID, within, sessions)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
