@@ -27,7 +27,30 @@ type Metrics interface {
 	// SandboxEnvKeysKept counts n env keys of one execute of company's
 	// lease kept from its pod by the lease's EnvRule.
 	SandboxEnvKeysKept(company string, n int)
+	// SandboxPool sets company's warm pools: the members its config
+	// declares, those that exist, and those of them Ready.
+	SandboxPool(company string, declared, members, ready int)
+	// SandboxPoolClaim counts an acquire of company's lease by where its
+	// pod came from (a ClaimOutcome).
+	SandboxPoolClaim(company, outcome string)
+	// SandboxPoolReady observes a warm pool member of company that took d
+	// from its create to Ready: the pool's refill time.
+	SandboxPoolReady(company string, d time.Duration)
 }
+
+// ClaimOutcome is where an acquire's pod came from.
+type ClaimOutcome string
+
+// The claim outcomes.
+const (
+	// ClaimWarm: a Ready member of a warm pool.
+	ClaimWarm ClaimOutcome = "warm"
+	// ClaimMiss: a cold start though the lease's pod has a warm pool (no
+	// member was Ready).
+	ClaimMiss ClaimOutcome = "miss"
+	// ClaimCold: a cold start: no warm pool declares the lease's pod.
+	ClaimCold ClaimOutcome = "cold"
+)
 
 // AcquireOutcome is how an acquire ended.
 type AcquireOutcome string
@@ -83,6 +106,9 @@ func (noMetrics) SandboxRelease(string)                        {}
 func (noMetrics) SandboxExecute(string, time.Duration, string) {}
 func (noMetrics) SandboxStreamReopen()                         {}
 func (noMetrics) SandboxEnvKeysKept(string, int)               {}
+func (noMetrics) SandboxPool(string, int, int, int)            {}
+func (noMetrics) SandboxPoolClaim(string, string)              {}
+func (noMetrics) SandboxPoolReady(string, time.Duration)       {}
 
 // observeAcquire records an acquire that began at began and returned err.
 func (m *Manager) observeAcquire(began time.Time, err error) {

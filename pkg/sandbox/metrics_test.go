@@ -26,6 +26,15 @@ func (r *recorder) SandboxStreamReopen() { r.calls = append(r.calls, "reopen") }
 func (r *recorder) SandboxEnvKeysKept(company string, n int) {
 	r.calls = append(r.calls, fmt.Sprintf("kept %s %d", company, n))
 }
+func (r *recorder) SandboxPool(company string, declared, members, ready int) {
+	r.calls = append(r.calls, fmt.Sprintf("pool %s %d %d %d", company, declared, members, ready))
+}
+func (r *recorder) SandboxPoolClaim(company, outcome string) {
+	r.calls = append(r.calls, fmt.Sprintf("claim %s %s", company, outcome))
+}
+func (r *recorder) SandboxPoolReady(company string, _ time.Duration) {
+	r.calls = append(r.calls, "pool ready "+company)
+}
 
 func TestObserveAcquire(t *testing.T) {
 	tests := []struct {
