@@ -75,7 +75,7 @@ func (e *poolEnv) write(t testing.TB, prefix, companySpec string, withCompany bo
 	}
 	settings := fmt.Sprintf("apiVersion: pcsync.io/v1alpha1\nkind: Settings\nmetadata: {name: s}\nspec:\n"+
 		"  namespacePrefix: %s\n  images: {registry: %s, allowList: ['%s/*/*']}\n"+
-		"  defaults:\n    limitRange: {min: {cpu: 10m, memory: 16Mi}}\n    resources: {requests: {cpu: 20m, memory: 32Mi}}\n",
+		"  defaults:\n    limitRange: {min: {cpu: 10m, memory: 16Mi}}\n    resources: {requests: {cpu: 20m, memory: 32Mi}, limits: {cpu: 200m, memory: 128Mi}}\n",
 		prefix, e.p.Registry, e.c.RealNode().Registry().Host())
 	company := fmt.Sprintf("apiVersion: pcsync.io/v1alpha1\nkind: Company\nmetadata: {name: %s}\nspec:\n  id: company-%s\n  agents:\n"+
 		"    - {name: pinned, adapter: claude_local, nodeSelector: %s, tolerations: [{key: %q, operator: %s, effect: %s}]}\n%s",

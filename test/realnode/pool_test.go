@@ -249,15 +249,25 @@ func TestPoolLife(t *testing.T) {
 	}
 
 	e.write(t, "", pool(p.Foreign), true)
-	waitPool(t, m, "the members of the new image", func(ready, members int) bool { return ready == 2 && members == 2 })
-	for _, pod := range e.members(t) {
-		if slices.Contains(first, pod.Name) || pod.Spec.Containers[0].Image != p.Foreign {
-			t.Errorf("member %s of image %s after the image changed; want new pods of %s", pod.Name, pod.Spec.Containers[0].Image, p.Foreign)
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		members, replaced := e.members(t), 0
+		for _, pod := range members {
+			if !slices.Contains(first, pod.Name) && pod.Spec.Containers[0].Image == p.Foreign && pod.Status.Phase == corev1.PodRunning {
+				replaced++
+			}
 		}
+		if len(members) == 2 && replaced == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the image changed 3m ago; members %v, %d of them new and running of %s", memberNames(members), replaced, p.Foreign)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 
 	e.write(t, "", "", false)
-	deadline := time.Now().Add(2 * time.Minute)
+	deadline = time.Now().Add(2 * time.Minute)
 	for len(e.members(t)) > 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("the company is removed and %d members remain", len(e.members(t)))
