@@ -27,7 +27,7 @@ import (
 // one claim.
 func BenchmarkPool(b *testing.B) {
 	p := pushImages(b)
-	e := newPoolEnv(b, p, "  quota: {pods: 60}\n  sandbox:\n    warmPool:\n      - {adapterType: claude_local, count: 5, agent: pinned}\n")
+	e := newPoolEnv(b, p, "  quota: {pods: 60, limitsEphemeralStorage: 1Ti}\n  sandbox:\n    warmPool:\n      - {adapterType: claude_local, count: 5, agent: pinned}\n")
 	var requests atomic.Int64
 	warmM := e.manager(b, func(o *sandbox.Options) { o.Logger = discardLogger() })
 	coldM := e.manager(b, func(o *sandbox.Options) {
@@ -49,7 +49,7 @@ func BenchmarkPool(b *testing.B) {
 	}
 	var warm, cold []time.Duration
 	for range samples {
-		waitPool(b, warmM, "5 Ready members", func(ready, _ int) bool { return ready == 5 })
+		e.waitPool(b, warmM, "5 Ready members", func(ready, _ int) bool { return ready == 5 })
 		warm = append(warm, one(warmM))
 		cold = append(cold, one(coldM))
 	}
@@ -77,7 +77,7 @@ func BenchmarkPool(b *testing.B) {
 		}
 		return ds
 	}
-	waitPool(b, warmM, "5 Ready members", func(ready, _ int) bool { return ready == 5 })
+	e.waitPool(b, warmM, "5 Ready members", func(ready, _ int) bool { return ready == 5 })
 	withPool := burst(warmM)
 	noPool := burst(coldM)
 	b.Run("burst-20-pool-5-vs-none", func(b *testing.B) {
@@ -94,7 +94,7 @@ func BenchmarkPool(b *testing.B) {
 
 	// The pool's cost: its idle members' CPU over 10 s and memory, from
 	// their cgroups on the node.
-	waitPool(b, warmM, "5 Ready members", func(ready, _ int) bool { return ready == 5 })
+	e.waitPool(b, warmM, "5 Ready members", func(ready, _ int) bool { return ready == 5 })
 	time.Sleep(2 * time.Second)
 	var uids []string
 	for _, pod := range e.members(b) {
@@ -129,7 +129,7 @@ func BenchmarkPool(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer counted.Close()
-	waitPool(b, counted, "5 Ready members", func(ready, _ int) bool { return ready == 5 })
+	e.waitPool(b, counted, "5 Ready members", func(ready, _ int) bool { return ready == 5 })
 	time.Sleep(time.Second)
 	before := requests.Load()
 	info, err := e.acquire(ctx, counted, "")
@@ -140,7 +140,7 @@ func BenchmarkPool(b *testing.B) {
 	if _, err := counted.Execute(ctx, sandbox.ExecParams{LeaseID: info.ID, Command: "true"}, nil); err != nil {
 		b.Fatal(err)
 	}
-	waitPool(b, counted, "the refill", func(ready, members int) bool { return ready == 5 && members == 5 })
+	e.waitPool(b, counted, "the refill", func(ready, members int) bool { return ready == 5 && members == 5 })
 	total := requests.Load() - before
 	b.Run("api-requests-per-claim", func(b *testing.B) {
 		b.ReportMetric(float64(atAcquire), "requests-to-ready")

@@ -149,15 +149,18 @@ func (e *poolEnv) members(t testing.TB) []corev1.Pod {
 	return out
 }
 
-// waitPool waits until the namespace's pools satisfy ok, and returns them.
-func waitPool(t testing.TB, m *sandbox.Manager, what string, ok func(ready, members int) bool) {
+// waitPool waits until the pools of the env's namespace satisfy ok (the
+// Manager also sees, and drains, the members other tests left elsewhere).
+func (e *poolEnv) waitPool(t testing.TB, m *sandbox.Manager, what string, ok func(ready, members int) bool) {
 	t.Helper()
 	deadline := time.Now().Add(4 * time.Minute)
 	for {
 		ready, members := 0, 0
 		for _, s := range m.Pools() {
-			ready += s.Ready
-			members += s.Members
+			if s.Namespace == e.ns {
+				ready += s.Ready
+				members += s.Members
+			}
 		}
 		if ok(ready, members) {
 			return

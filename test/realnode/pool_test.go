@@ -26,9 +26,9 @@ import (
 // leases'; the pool refills with new pods, none of them a claimed one.
 func TestPoolClaimRace(t *testing.T) {
 	p := pushImages(t)
-	e := newPoolEnv(t, p, "  quota: {pods: 40}\n  sandbox:\n    warmPool:\n      - {adapterType: claude_local, count: 5, agent: pinned}\n")
+	e := newPoolEnv(t, p, "  quota: {pods: 40, limitsEphemeralStorage: 1Ti}\n  sandbox:\n    warmPool:\n      - {adapterType: claude_local, count: 5, agent: pinned}\n")
 	m := e.manager(t, nil)
-	waitPool(t, m, "5 Ready members", func(ready, _ int) bool { return ready == 5 })
+	e.waitPool(t, m, "5 Ready members", func(ready, _ int) bool { return ready == 5 })
 	warm := map[string]bool{}
 	for _, pod := range e.members(t) {
 		warm[pod.Name] = true
@@ -65,7 +65,7 @@ func TestPoolClaimRace(t *testing.T) {
 	if distinct := len(slices.Compact(slices.Sorted(slices.Values(ids)))); distinct != 20 || claimed != 5 {
 		t.Errorf("20 acquires got %d distinct pods, %d of them pool members; want 20 and 5 (ids %v)", distinct, claimed, ids)
 	}
-	waitPool(t, m, "the pool refilled", func(ready, members int) bool { return ready == 5 && members == 5 })
+	e.waitPool(t, m, "the pool refilled", func(ready, members int) bool { return ready == 5 && members == 5 })
 	for _, pod := range e.members(t) {
 		if warm[pod.Name] || slices.Contains(ids, pod.Name) {
 			t.Errorf("member %s after the refill was a claimed member or a lease's pod", pod.Name)
@@ -81,7 +81,7 @@ func TestPoolEgressUntilClaimed(t *testing.T) {
 	p := pushImages(t)
 	e := newPoolEnv(t, p, "  sandbox:\n    warmPool:\n      - {adapterType: claude_local, count: 1, agent: pinned}\n")
 	m := e.manager(t, func(o *sandbox.Options) { o.Pool.Resync = time.Hour }) // no refill during the test
-	waitPool(t, m, "1 Ready member", func(ready, _ int) bool { return ready == 1 })
+	e.waitPool(t, m, "1 Ready member", func(ready, _ int) bool { return ready == 1 })
 	member := e.members(t)[0]
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -153,7 +153,7 @@ func TestPoolQuotaPressure(t *testing.T) {
 	p := pushImages(t)
 	e := newPoolEnv(t, p, "  quota: {pods: 2}\n  sandbox:\n    warmPool:\n      - {adapterType: claude_local, count: 2, agent: pinned}\n")
 	m := e.manager(t, func(o *sandbox.Options) { o.Pool.QuotaBackoff = 10 * time.Minute })
-	waitPool(t, m, "2 Ready members", func(ready, _ int) bool { return ready == 2 })
+	e.waitPool(t, m, "2 Ready members", func(ready, _ int) bool { return ready == 2 })
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -205,7 +205,7 @@ func TestPoolDaemonKilledMidRefill(t *testing.T) {
 	}
 
 	m := e.manager(t, nil)
-	waitPool(t, m, "4 Ready members", func(ready, members int) bool { return ready == 4 && members == 4 })
+	e.waitPool(t, m, "4 Ready members", func(ready, members int) bool { return ready == 4 && members == 4 })
 	time.Sleep(3 * time.Second) // a resync or two: nothing more may come
 	after := e.members(t)
 	all, err := e.c.Client().CoreV1().Pods(e.ns).List(context.Background(), metav1.ListOptions{})
@@ -237,12 +237,12 @@ func TestPoolLife(t *testing.T) {
 	claude := images.Ref(p.Registry, images.Agent("claude"), imageTag)
 	e := newPoolEnv(t, p, pool(claude))
 	m := e.manager(t, nil)
-	waitPool(t, m, "2 Ready members", func(ready, _ int) bool { return ready == 2 })
+	e.waitPool(t, m, "2 Ready members", func(ready, _ int) bool { return ready == 2 })
 	first := memberNames(e.members(t))
 	m.Close()
 
 	m = e.manager(t, nil)
-	waitPool(t, m, "the adopted members", func(ready, _ int) bool { return ready == 2 })
+	e.waitPool(t, m, "the adopted members", func(ready, _ int) bool { return ready == 2 })
 	time.Sleep(3 * time.Second)
 	if got := memberNames(e.members(t)); !slices.Equal(got, first) {
 		t.Errorf("after a restart the members are %v, want the adopted %v", got, first)
