@@ -27,6 +27,10 @@ type Metrics interface {
 	// SandboxEnvKeysKept counts n env keys of one execute of company's
 	// lease kept from its pod by the lease's EnvRule.
 	SandboxEnvKeysKept(company string, n int)
+	// SandboxSync counts a native sync mapping of company's lease in
+	// direction (a SyncDirection) that ended with outcome (an ExecOutcome)
+	// and moved n bytes.
+	SandboxSync(company, direction, outcome string, n int)
 	// SandboxPool sets company's warm pools: the members its config
 	// declares, those that exist, and those of them Ready.
 	SandboxPool(company string, declared, members, ready int)
@@ -37,6 +41,17 @@ type Metrics interface {
 	// from its create to Ready: the pool's refill time.
 	SandboxPoolReady(company string, d time.Duration)
 }
+
+// SyncDirection is the way a native sync mapping goes.
+type SyncDirection string
+
+// The sync directions.
+const (
+	// SyncIn: host → lease pod (Paperclip's syncIn).
+	SyncIn SyncDirection = "in"
+	// SyncOut: lease pod → host (Paperclip's syncOut).
+	SyncOut SyncDirection = "out"
+)
 
 // ClaimOutcome is where an acquire's pod came from.
 type ClaimOutcome string
@@ -106,6 +121,7 @@ func (noMetrics) SandboxRelease(string)                        {}
 func (noMetrics) SandboxExecute(string, time.Duration, string) {}
 func (noMetrics) SandboxStreamReopen()                         {}
 func (noMetrics) SandboxEnvKeysKept(string, int)               {}
+func (noMetrics) SandboxSync(string, string, string, int)      {}
 func (noMetrics) SandboxPool(string, int, int, int)            {}
 func (noMetrics) SandboxPoolClaim(string, string)              {}
 func (noMetrics) SandboxPoolReady(string, time.Duration)       {}

@@ -22,6 +22,11 @@
 //	sandbox_test.go   sandbox leases: pcsync's image with no init container,
 //	                  executes, the filesystem, release; a user's image with
 //	                  the init container; a missing image
+//	workspace_sync_test.go  Paperclip's native workspace sync through the
+//	                  plugin's hooks (testdata/workspace-sync.mjs), the daemon
+//	                  and a lease pod: modes, excludes, symlinks, post-upload
+//	                  commands, a 10 MB tree byte for byte; and its benchmark
+//	                  against adapter-utils' base64 fallback
 //	pool_env_test.go  a tenant with warm pools whose config the test rewrites,
 //	                  and the pool daemon subprocess a test SIGKILLs
 //	pool_test.go      warm pools: 20 acquires against a pool of 5, egress
