@@ -28,7 +28,7 @@ func main() {
 
 // order is the order of the definitions in the reference; any other
 // definition follows, sorted.
-var order = []string{"#Settings", "#SettingsSpec", "#PaperclipSettings", "#Company", "#CompanySpec", "#Agent", "#PaperclipAgent", "#PaperclipRole", "#CIDRRule", "#Run",
+var order = []string{"#Settings", "#SettingsSpec", "#PaperclipSettings", "#Company", "#CompanySpec", "#Agent", "#PaperclipAgent", "#PaperclipRole", "#CIDRRule", "#WarmPool", "#Run",
 	"#Quota", "#QuotaDefaults", "#LimitRange", "#LimitRangeDefaults", "#Jobs", "#JobsDefaults", "#Resources", "#ResourcesDefaults", "#ResourceList",
 	"#Patch", "#UnsafePatch", "#Toleration", "#Metadata", "#AdapterType", "#AdapterDefaults", "#AdapterOverride"}
 

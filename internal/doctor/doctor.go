@@ -2,8 +2,8 @@
 // cluster is reachable, pcsync holds every permission it uses, the kinds
 // the config renders are served (Cilium's CRDs in egress mode cilium), the
 // sessions volumes are bound and ReadWriteMany, the Secrets the config
-// names exist, the spool directory is writable, and what agent Jobs
-// inherit from pcsync's own pod. Each check gives one row of a Report.
+// names exist, each warm pool against its declaration, the spool directory
+// is writable, and what agent Jobs inherit from pcsync's own pod. Each check gives one row of a Report.
 package doctor
 
 import (
@@ -189,6 +189,7 @@ func (d *doctor) run(ctx context.Context) {
 	inherited := d.checkInherit(ctx, reachable)
 	if reachable {
 		d.checkSessions(ctx)
+		d.checkPools(ctx)
 		d.checkSecrets(ctx, inherited)
 	}
 	d.checkImages(ctx, reachable, inherited)

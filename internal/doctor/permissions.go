@@ -106,7 +106,7 @@ func DefaultPermissions() []Permission {
 	add("", []string{"pods"}, []string{"get", "list", "watch"}, ScopeCluster, "agent runs; reading its own pod", nil)
 	add("", []string{"pods/log"}, []string{"get"}, ScopeCluster, "agent logs; granted to tenants by their Role", nil)
 	add("", []string{"events"}, []string{"list", "watch"}, ScopeCluster, "explaining runs the Job controller cannot start", nil)
-	add("", []string{"pods"}, []string{"create", "delete"}, ScopeTenant, "sandbox leases (pcsync daemon --sandbox)", nil)
+	add("", []string{"pods"}, []string{"create", "delete", "patch"}, ScopeTenant, "sandbox leases (pcsync daemon --sandbox); patch claims a warm pool member", nil)
 	add("", []string{"pods/exec"}, []string{"get", "create"}, ScopeTenant, "sandbox leases' command streams", nil)
 	add("coordination.k8s.io", []string{"leases"}, []string{"get", "create", "update"}, ScopeOwnNamespace, "leader election", nil)
 	add("", []string{"secrets"}, []string{"get", "create", "patch"}, ScopeOwnNamespace,

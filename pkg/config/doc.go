@@ -16,6 +16,7 @@
 //	positions.go  user field paths (spec.agents[1].adapter) and their positions
 //	errors.go     Error and Errors: "path:line:col: field.path: message"
 //	rules.go      the rules the schema cannot express (across documents, Kubernetes' own)
+//	rules_pool.go the rules of a company's warm pools: image or adapter type, agent, and the fit in its quota
 //	model.go      the Go types of a loaded Model
 //	resolve.go    lookups on a Model (company by slug or id, agent, adapter defaults)
 //	run.go        ParseRun: one run request against #Run

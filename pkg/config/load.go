@@ -326,6 +326,7 @@ func assemble(dir string, results []fileResult, opts LoadOptions) (*Model, error
 	}
 	chk := &checker{m: m, errs: errs, protected: opts.ProtectedNamespaces}
 	if settingsDoc != nil {
+		chk.settingsDoc = settingsDoc.doc
 		chk.settings(settingsDoc.doc)
 	}
 	chk.companies(companyDocs)

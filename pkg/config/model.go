@@ -381,6 +381,7 @@ type CompanySpec struct {
 	SecretRefs                []SecretRef       `json:"secretRefs"`
 	Patches                   []Patch           `json:"patches"`
 	Paperclip                 CompanyPaperclip  `json:"paperclip"`
+	Sandbox                   *CompanySandbox   `json:"sandbox,omitempty"`
 	AllowUnsafePatches        []UnsafePatch     `json:"allowUnsafePatches"`
 	Agents                    []Agent           `json:"agents"`
 }
@@ -392,6 +393,25 @@ type CompanyPaperclip struct {
 	// Environments are the sandbox environments of provider "pcsync" kept
 	// in Paperclip for the company.
 	Environments []PaperclipEnvironment `json:"environments"`
+}
+
+// CompanySandbox is a company's sandbox leases (schema spec.sandbox).
+type CompanySandbox struct {
+	// WarmPool are the pools of Ready pods kept for its leases.
+	WarmPool []WarmPool `json:"warmPool"`
+}
+
+// WarmPool is one pool of Ready pods of one image (schema #WarmPool).
+type WarmPool struct {
+	// Image is the members' image; empty: AdapterType's.
+	Image string `json:"image,omitempty"`
+	// AdapterType is the adapter type whose image the members run.
+	AdapterType AdapterType `json:"adapterType,omitempty"`
+	// Count is how many Ready members to keep.
+	Count int `json:"count"`
+	// Agent is the agent whose scheduling the members get; empty: the
+	// company's.
+	Agent string `json:"agent,omitempty"`
 }
 
 // PaperclipEnvironment is a Paperclip sandbox environment of provider

@@ -152,6 +152,15 @@ func (m *Model) AgentImage(a *Agent) string {
 	return m.Adapter(a.Adapter).Image
 }
 
+// WarmPoolImage is the image of a warm pool's members: its own, or its
+// adapter type's.
+func (m *Model) WarmPoolImage(p WarmPool) string {
+	if p.Image != "" {
+		return p.Image
+	}
+	return m.Adapter(p.AdapterType).Image
+}
+
 // Quota is the company's effective quota: Settings defaults, overridden
 // field by field by the company.
 func (m *Model) Quota(c *Company) Quota {

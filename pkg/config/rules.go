@@ -22,6 +22,8 @@ type checker struct {
 	errs *Errors
 	// protected are LoadOptions.ProtectedNamespaces.
 	protected map[string]string
+	// settingsDoc is the Settings document, nil when there is none.
+	settingsDoc *document
 }
 
 func (k *checker) settings(d *document) {
@@ -156,6 +158,7 @@ func (k *checker) company(d *document, c *Company) {
 		}
 	}
 	k.reportsTo(d, c)
+	k.warmPool(d, c)
 	if c.Spec.Paperclip.Manage && k.m.Settings.Spec.Paperclip == nil {
 		p := keys("spec", "paperclip", "manage")
 		k.errs.add(d.posIn(p, false), p.String(),

@@ -21,6 +21,11 @@ type sandboxMetrics struct {
 	envKeysKept     *prometheus.CounterVec
 	syncs           *prometheus.CounterVec
 	syncBytes       *prometheus.CounterVec
+	poolDeclared    *prometheus.GaugeVec
+	poolMembers     *prometheus.GaugeVec
+	poolReady       *prometheus.GaugeVec
+	poolClaims      *prometheus.CounterVec
+	poolRefill      prometheus.Histogram
 }
 
 func newSandboxMetrics() *sandboxMetrics {
@@ -48,6 +53,17 @@ func newSandboxMetrics() *sandboxMetrics {
 			Help: "Native workspace sync mappings moved to (in) or from (out) lease pods, by company, direction and outcome (completed, failed)."}, []string{"company", "direction", "outcome"}),
 		syncBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: sub, Name: "sync_bytes_total",
 			Help: "Bytes of native workspace sync mappings moved to (in) or from (out) lease pods, by company and direction."}, []string{"company", "direction"}),
+		poolDeclared: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Subsystem: sub, Name: "pool_declared",
+			Help: "Warm pool members the config declares (Company spec.sandbox.warmPool), by company."}, []string{"company"}),
+		poolMembers: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Subsystem: sub, Name: "pool_members",
+			Help: "Warm pool members that exist (not being deleted or claimed), by company; a pool being drained counts here, not in pool_declared."}, []string{"company"}),
+		poolReady: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Subsystem: sub, Name: "pool_ready",
+			Help: "Warm pool members Ready to be claimed, by company."}, []string{"company"}),
+		poolClaims: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: sub, Name: "pool_claims_total",
+			Help: "Lease pods by where they came from, by company and outcome (warm: a claimed pool member; miss: a cold start though a pool declares the pod; cold: no pool declares it)."}, []string{"company", "outcome"}),
+		poolRefill: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Subsystem: sub, Name: "pool_refill_seconds",
+			Help:    "Time from a warm pool member's create to Ready: how soon a pool is whole again after a claim.",
+			Buckets: []float64{.25, .5, 1, 2, 5, 10, 30, 60, 180}}),
 	}
 }
 
@@ -63,7 +79,8 @@ func (s *sandboxMetrics) initLabels() {
 }
 
 func (s *sandboxMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{s.leases, s.acquireDuration, s.refusals, s.releases, s.executes, s.executeDuration, s.reopens, s.envKeysKept, s.syncs, s.syncBytes}
+	return []prometheus.Collector{s.leases, s.acquireDuration, s.refusals, s.releases, s.executes, s.executeDuration, s.reopens, s.envKeysKept, s.syncs, s.syncBytes,
+		s.poolDeclared, s.poolMembers, s.poolReady, s.poolClaims, s.poolRefill}
 }
 
 // SandboxLeases adds delta to pcsync_sandbox_leases_active{company}
@@ -108,4 +125,24 @@ func (m *Metrics) SandboxEnvKeysKept(company string, n int) {
 func (m *Metrics) SandboxSync(company, direction, outcome string, n int) {
 	m.sandbox.syncs.WithLabelValues(company, direction, outcome).Inc()
 	m.sandbox.syncBytes.WithLabelValues(company, direction).Add(float64(n))
+}
+
+// SandboxPool sets pcsync_sandbox_pool_{declared,members,ready}{company}
+// (sandbox.Metrics).
+func (m *Metrics) SandboxPool(company string, declared, members, ready int) {
+	m.sandbox.poolDeclared.WithLabelValues(company).Set(float64(declared))
+	m.sandbox.poolMembers.WithLabelValues(company).Set(float64(members))
+	m.sandbox.poolReady.WithLabelValues(company).Set(float64(ready))
+}
+
+// SandboxPoolClaim counts an acquire's pod by where it came from (warm,
+// miss, cold) (sandbox.Metrics).
+func (m *Metrics) SandboxPoolClaim(company, outcome string) {
+	m.sandbox.poolClaims.WithLabelValues(company, outcome).Inc()
+}
+
+// SandboxPoolReady observes a warm pool member's create → Ready
+// (sandbox.Metrics).
+func (m *Metrics) SandboxPoolReady(_ string, d time.Duration) {
+	m.sandbox.poolRefill.Observe(d.Seconds())
 }

@@ -18,6 +18,15 @@
 // receipt). A cancel, the expiry or a failure skips draining. The expiry deletes the pod too, and the
 // pod's activeDeadlineSeconds stops it even with no pcsync left.
 //
+// A warm pool (Company spec.sandbox.warmPool) keeps pods Ready that a
+// lease claims instead of waiting for a pod start (pool_*.go): a member is
+// the pod BuildPod makes, with no role, run, agent or lease label (no
+// egress policy selects it, the tenant's deny-all does) and nothing of a
+// run in its spec. An acquire whose pod spec is a pool's (the members' spec
+// hash) takes a Ready member with one patch whose resourceVersion is a
+// precondition, and the pool refills at once; a claimed member is the
+// lease's pod and ends with it, never back in the pool.
+//
 // The command protocol's frames are in pkg/sandbox/wire, shared by the
 // command server and its client.
 //
@@ -45,4 +54,9 @@
 //	api_hooks.go        each hook: its request to the Manager's call, the call's outcome to its response
 //	api_sync.go         the workspace sync's routes: a mapping's raw bytes in (put) and out (get) of a lease
 //	metrics.go          Metrics the manager reports to (pcsync_sandbox_*), its outcome and end words
+//	pool.go             warm pools: the declared pools, a member's spec hash, a member built by BuildPod with a member's labels
+//	pool_options.go     PoolOptions and their defaults
+//	pool_controller.go  the pools' controller: a watch of the members; create, replace, drain, adopt
+//	pool_claim.go       startPod: claim a Ready member (a patch with a resourceVersion precondition), else create; the pool shrinks for quota room
+//	pool_status.go      Pools: each pool against its declaration (doctor, the metrics)
 package sandbox

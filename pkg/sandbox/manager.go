@@ -33,6 +33,9 @@ type Manager struct {
 	// tenants confirms that a lease's namespace is its company's.
 	tenants *tenantns.Guard
 
+	// pools keeps the warm pools; nil when the daemon keeps none.
+	pools *warmPools
+
 	mu     sync.Mutex
 	leases map[string]*lease
 	closed bool
@@ -47,6 +50,7 @@ var ErrNoLease = errors.New("no such lease")
 // still exist and are not expired, and deletes the pods of expired ones.
 func New(ctx context.Context, cfg *rest.Config, model func() *config.Model, o Options) (*Manager, error) {
 	o.complete()
+	o.Pool.complete()
 	if o.StateDir == "" {
 		return nil, errors.New("sandbox: no state directory")
 	}
@@ -63,6 +67,7 @@ func New(ctx context.Context, cfg *rest.Config, model func() *config.Model, o Op
 	if err := m.adopt(ctx); err != nil {
 		return nil, err
 	}
+	m.startPools(ctx)
 	return m, nil
 }
 
@@ -85,6 +90,15 @@ func (m *Manager) adopt(ctx context.Context) error {
 			continue
 		case err != nil:
 			return fmt.Errorf("sandbox: Pod/%s/%s: adopt: %w", r.Namespace, r.ID, err)
+		}
+		if _, member := pod.Labels[LabelPool]; member {
+			// A claim that never patched its member: the pod is still the
+			// pool's (the pool adopts it), the lease never was.
+			m.log.Info("sandbox lease forgotten: its claim of a warm pool member did not happen", slog.String("lease", r.ID))
+			if err := m.j.drop(r.ID); err != nil {
+				return err
+			}
+			continue
 		}
 		if r.PodUID != "" && string(pod.UID) != r.PodUID {
 			m.log.Warn("sandbox lease forgotten: its pod was replaced by another of the same name", slog.String("lease", r.ID))
@@ -163,6 +177,10 @@ func (m *Manager) forget(id string) {
 // every command stream. Lease pods stay (the next daemon adopts them) and
 // end at their expiry at the latest.
 func (m *Manager) Close() {
+	if m.pools != nil {
+		// Members stay: the next daemon adopts them.
+		m.pools.close()
+	}
 	m.mu.Lock()
 	m.closed = true
 	ls := make([]*lease, 0, len(m.leases))

@@ -47,8 +47,9 @@ type LeaseInfo struct {
 }
 
 // Acquire creates a lease: it checks the company and the image against the
-// config, records the lease, creates its pod, waits until the pod runs and
-// its command server answers, and arms the expiry. Nothing is created for a
+// config, records the lease, claims a Ready member of a warm pool of its
+// pod or creates its pod, waits until the pod runs and its command server
+// answers, and arms the expiry. Nothing is created for a
 // refused lease, and a lease that fails after its pod was created has its
 // pod deleted.
 func (m *Manager) Acquire(ctx context.Context, p AcquireParams) (_ LeaseInfo, err error) {
@@ -63,7 +64,7 @@ func (m *Manager) Acquire(ctx context.Context, p AcquireParams) (_ LeaseInfo, er
 	if err != nil {
 		return LeaseInfo{}, err
 	}
-	created, err := m.createPod(ctx, model, &r)
+	created, warm, err := m.startPod(ctx, model, &r)
 	if err != nil {
 		return LeaseInfo{}, err
 	}
@@ -71,7 +72,7 @@ func (m *Manager) Acquire(ctx context.Context, p AcquireParams) (_ LeaseInfo, er
 	l.rule = rule
 	m.log.Info("sandbox lease pod created", slog.String("lease", r.ID), slog.String("namespace", r.Namespace),
 		slog.String("image", r.Image), slog.String("adapterType", p.AdapterType), slog.String("run", p.RunID), slog.String("agent", r.Agent),
-		slog.Time("expiresAt", r.ExpiresAt))
+		slog.Time("expiresAt", r.ExpiresAt), slog.Bool("warm", warm))
 
 	patience := m.opts.ReadyTimeout
 	if p.Config.TimeoutMs > 0 {
@@ -79,9 +80,12 @@ func (m *Manager) Acquire(ctx context.Context, p AcquireParams) (_ LeaseInfo, er
 	}
 	rctx, cancel := context.WithTimeout(ctx, patience)
 	defer cancel()
-	if err := m.waitRunning(rctx, created); err != nil {
-		m.releaseAsync(l, EndFailed)
-		return LeaseInfo{}, explainUnschedulable(err, model, &r)
+	// A claimed member runs already: no wait.
+	if running, _ := podRunning(created); !warm || !running {
+		if err := m.waitRunning(rctx, created); err != nil {
+			m.releaseAsync(l, EndFailed)
+			return LeaseInfo{}, explainUnschedulable(err, model, &r)
+		}
 	}
 	if !l.to(LeasePending, LeaseReady) {
 		return LeaseInfo{}, fmt.Errorf("lease %s is %s: it ended while its pod started", l.ID, l.State())

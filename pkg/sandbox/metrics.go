@@ -31,6 +31,15 @@ type Metrics interface {
 	// direction (a SyncDirection) that ended with outcome (an ExecOutcome)
 	// and moved n bytes.
 	SandboxSync(company, direction, outcome string, n int)
+	// SandboxPool sets company's warm pools: the members its config
+	// declares, those that exist, and those of them Ready.
+	SandboxPool(company string, declared, members, ready int)
+	// SandboxPoolClaim counts an acquire of company's lease by where its
+	// pod came from (a ClaimOutcome).
+	SandboxPoolClaim(company, outcome string)
+	// SandboxPoolReady observes a warm pool member of company that took d
+	// from its create to Ready: the pool's refill time.
+	SandboxPoolReady(company string, d time.Duration)
 }
 
 // SyncDirection is the way a native sync mapping goes.
@@ -42,6 +51,20 @@ const (
 	SyncIn SyncDirection = "in"
 	// SyncOut: lease pod → host (Paperclip's syncOut).
 	SyncOut SyncDirection = "out"
+)
+
+// ClaimOutcome is where an acquire's pod came from.
+type ClaimOutcome string
+
+// The claim outcomes.
+const (
+	// ClaimWarm: a Ready member of a warm pool.
+	ClaimWarm ClaimOutcome = "warm"
+	// ClaimMiss: a cold start though the lease's pod has a warm pool (no
+	// member was Ready).
+	ClaimMiss ClaimOutcome = "miss"
+	// ClaimCold: a cold start: no warm pool declares the lease's pod.
+	ClaimCold ClaimOutcome = "cold"
 )
 
 // AcquireOutcome is how an acquire ended.
@@ -99,6 +122,9 @@ func (noMetrics) SandboxExecute(string, time.Duration, string) {}
 func (noMetrics) SandboxStreamReopen()                         {}
 func (noMetrics) SandboxEnvKeysKept(string, int)               {}
 func (noMetrics) SandboxSync(string, string, string, int)      {}
+func (noMetrics) SandboxPool(string, int, int, int)            {}
+func (noMetrics) SandboxPoolClaim(string, string)              {}
+func (noMetrics) SandboxPoolReady(string, time.Duration)       {}
 
 // observeAcquire records an acquire that began at began and returned err.
 func (m *Manager) observeAcquire(began time.Time, err error) {

@@ -29,6 +29,15 @@ func (r *recorder) SandboxEnvKeysKept(company string, n int) {
 func (r *recorder) SandboxSync(company, direction, outcome string, n int) {
 	r.calls = append(r.calls, fmt.Sprintf("sync %s %s %s %d", company, direction, outcome, n))
 }
+func (r *recorder) SandboxPool(company string, declared, members, ready int) {
+	r.calls = append(r.calls, fmt.Sprintf("pool %s %d %d %d", company, declared, members, ready))
+}
+func (r *recorder) SandboxPoolClaim(company, outcome string) {
+	r.calls = append(r.calls, fmt.Sprintf("claim %s %s", company, outcome))
+}
+func (r *recorder) SandboxPoolReady(company string, _ time.Duration) {
+	r.calls = append(r.calls, "pool ready "+company)
+}
 
 func TestObserveAcquire(t *testing.T) {
 	tests := []struct {

@@ -72,6 +72,9 @@ type Options struct {
 	// Metrics receives the manager's leases, acquires, releases and
 	// executes (the daemon's *metrics.Metrics). Default none.
 	Metrics Metrics
+	// Pool configures the warm pools of Company spec.sandbox.warmPool.
+	// Zero fields take DefaultPoolOptions' values.
+	Pool PoolOptions
 }
 
 // AgentResolver finds the agent declared in Git behind a Paperclip agent

@@ -27,6 +27,14 @@
 //	                  and a lease pod: modes, excludes, symlinks, post-upload
 //	                  commands, a 10 MB tree byte for byte; and its benchmark
 //	                  against adapter-utils' base64 fallback
+//	pool_env_test.go  a tenant with warm pools whose config the test rewrites,
+//	                  and the pool daemon subprocess a test SIGKILLs
+//	pool_test.go      warm pools: 20 acquires against a pool of 5, egress
+//	                  not selected until a claim, quota pressure, a daemon
+//	                  killed mid-refill, adoption, a changed image, removal
+//	pool_bench_test.go make bench's pool figures: warm vs cold acquire, a
+//	                  burst with and without a pool, the idle members' cost
+//	                  and the API requests of a claim
 //	deploy_test.go    pcsync's own Deployment (deploy/base, an overlay swapping
 //	                  only what cannot run here) from its own image: both
 //	                  replicas Ready, the leader reconciles through its

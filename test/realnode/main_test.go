@@ -10,6 +10,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(poolDaemonConfig) != "" {
+		os.Exit(runPoolDaemon())
+	}
 	os.Exit(testcluster.MainWith(m, func(o *testcluster.Options) {
 		o.RealNode = &testcluster.RealNodeOptions{}
 	}))

@@ -1,0 +1,38 @@
+package config_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/pcsync/pcsync/pkg/config"
+)
+
+// A company's warm pools load as declared, each with the image its
+// members run: its own, or its adapter type's; a pool that fills the
+// quota exactly is allowed.
+func TestLoadWarmPool(t *testing.T) {
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{
+		"settings.yaml": "apiVersion: pcsync.io/v1alpha1\nkind: Settings\nmetadata: {name: s}\nspec:\n  images: {allowList: ['registry.example/*']}\n",
+		"acme.yaml": companyDoc("acme") + "  quota: {pods: 5}\n  agents:\n    - {name: coder, adapter: claude_local}\n" +
+			"  sandbox:\n    warmPool:\n      - {adapterType: codex_local, count: 2}\n      - {image: registry.example/tools, count: 3, agent: coder}\n",
+	})
+	m, err := config.Load(context.Background(), dir, config.DefaultLoadOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := m.Company("acme")
+	want := []config.WarmPool{{AdapterType: "codex_local", Count: 2}, {Image: "registry.example/tools", Count: 3, Agent: "coder"}}
+	if diff := cmp.Diff(want, c.Spec.Sandbox.WarmPool); diff != "" {
+		t.Errorf("warm pools (-want +got):\n%s", diff)
+	}
+	var images []string
+	for _, p := range c.Spec.Sandbox.WarmPool {
+		images = append(images, m.WarmPoolImage(p))
+	}
+	if diff := cmp.Diff([]string{"pcsync-agent-codex:dev", "registry.example/tools"}, images); diff != "" {
+		t.Errorf("pool images (-want +got):\n%s", diff)
+	}
+}

@@ -1,0 +1,58 @@
+package sandbox
+
+import (
+	"cmp"
+	"time"
+)
+
+// PoolOptions configure the warm pools a Manager keeps (Company
+// spec.sandbox.warmPool). Zero fields take DefaultPoolOptions' values.
+type PoolOptions struct {
+	// Disabled keeps no warm pool whatever the config declares, and leaves
+	// the members of earlier daemons alone.
+	Disabled bool
+	// ReadyDeadline is how long a new member may take to be Ready; one
+	// that is not by then is replaced. Default 3m.
+	ReadyDeadline time.Duration
+	// MemberMaxAge is how long a member waits for a claim before it is
+	// replaced: its activeDeadlineSeconds covers this and MaxLeaseTTL.
+	// Default 12h.
+	MemberMaxAge time.Duration
+	// Resync is how often the pools are compared with the config besides
+	// on every change of a member: from the daemon's cache, with no
+	// request unless a member is missing or surplus. Default 2s.
+	Resync time.Duration
+	// QuotaBackoff is how long no member is created in a namespace after a
+	// quota refusal there, a member's own or a lease's that shrank its
+	// pool. Default 15s.
+	QuotaBackoff time.Duration
+	// RoomWait bounds how long a lease that shrank its pool for room in the
+	// quota retries its create while the quota's usage catches up with the
+	// member's delete. Default 15s.
+	RoomWait time.Duration
+	// PendingTTL is how long a created member not yet in the daemon's
+	// cache counts as a member. Default 30s.
+	PendingTTL time.Duration
+}
+
+// DefaultPoolOptions returns the warm pools' defaults.
+func DefaultPoolOptions() PoolOptions {
+	return PoolOptions{
+		ReadyDeadline: 3 * time.Minute,
+		MemberMaxAge:  12 * time.Hour,
+		Resync:        2 * time.Second,
+		QuotaBackoff:  15 * time.Second,
+		RoomWait:      15 * time.Second,
+		PendingTTL:    30 * time.Second,
+	}
+}
+
+func (o *PoolOptions) complete() {
+	d := DefaultPoolOptions()
+	o.ReadyDeadline = cmp.Or(o.ReadyDeadline, d.ReadyDeadline)
+	o.MemberMaxAge = cmp.Or(o.MemberMaxAge, d.MemberMaxAge)
+	o.Resync = cmp.Or(o.Resync, d.Resync)
+	o.QuotaBackoff = cmp.Or(o.QuotaBackoff, d.QuotaBackoff)
+	o.RoomWait = cmp.Or(o.RoomWait, d.RoomWait)
+	o.PendingTTL = cmp.Or(o.PendingTTL, d.PendingTTL)
+}

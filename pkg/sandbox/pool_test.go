@@ -1,0 +1,72 @@
+package sandbox
+
+import (
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/pcsync/pcsync/pkg/runs/kubeexec"
+)
+
+// A member is the pod BuildPod makes for a lease of its pool, but for its
+// labels (no role, run or lease: no egress policy selects it), its
+// annotations and its deadline; a lease claims it only where its own pod
+// would have the same spec hash: same image, same agent's scheduling.
+func TestPoolMember(t *testing.T) {
+	model := schedModel(t)
+	m := &Manager{opts: DefaultOptions(t.TempDir()), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	m.opts.Pool.complete()
+	d := &poolDecl{count: 1, rec: Record{Namespace: "paperclip-acme", Company: "acme", Image: "img:1", Agent: "pinned"}}
+	m.placeServer(&d.rec, model)
+	hash, err := specHash(d.rec, model, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.key = poolKey{Namespace: "paperclip-acme", Hash: hash}
+	member, r, err := m.buildMember(d, model, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{kubeexec.LabelManagedBy: kubeexec.ManagedByValue, kubeexec.LabelCompany: "acme",
+		kubeexec.LabelCompanyID: "acme-id", LabelPool: hash}
+	if diff := cmp.Diff(want, member.Labels); diff != "" {
+		t.Errorf("member labels (-want +got):\n%s", diff)
+	}
+	lease := Record{ID: r.ID, Namespace: "paperclip-acme", Company: "acme", Image: "img:1", Agent: "pinned", RunID: "run-1",
+		AdapterType: "claude_local", ExpiresAt: r.ExpiresAt}
+	m.placeServer(&lease, model)
+	leasePod, err := BuildPod(&lease, model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(leasePod.Spec, member.Spec); diff != "" {
+		t.Errorf("member spec is not a lease pod's (-lease +member):\n%s", diff)
+	}
+	tests := []struct {
+		name  string
+		edit  func(*Record)
+		claim bool
+	}{
+		{"the same pod", func(*Record) {}, true},
+		{"another run", func(r *Record) { r.RunID, r.EnvironmentID = "run-2", "env" }, true},
+		{"another image", func(r *Record) { r.Image = "img:2" }, false},
+		{"another agent's scheduling", func(r *Record) { r.Agent = "zoned" }, false},
+		{"the company's scheduling", func(r *Record) { r.Agent = "" }, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := lease
+			tt.edit(&r)
+			h, err := specHash(r, model, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := h == hash; got != tt.claim {
+				t.Errorf("claims the member: %v, want %v", got, tt.claim)
+			}
+		})
+	}
+}
