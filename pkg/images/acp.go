@@ -6,6 +6,9 @@ package images
 // no network.
 const ACPInitializeRequest = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1,"clientCapabilities":{}}}`
 
+// nodePath is where every image holds Node.js (BaseSpec.NodeVersion).
+const nodePath = "/usr/local/bin/node"
+
 // acpProbeScript is the Node.js program of ACPProbe. It runs the server
 // argv[1] (by name, on PATH), writes argv[2] and a newline on its stdin and
 // keeps stdin open, as an ACP client does, until a line answers id 1 (a
@@ -40,11 +43,12 @@ setTimeout(() => { child.kill("SIGKILL"); fail("no answer in 60 s"); }, 60000);
 // its bare name, as Paperclip's ACP engine does, sends it
 // ACPInitializeRequest, and prints its answer, one JSON-RPC line, on
 // stdout (see acpProbeScript); nil when the image has no ACP server. It
-// runs on the image's own Node; both the Go builder's verification and the
-// real-node tests run it.
+// runs on the image's own Node, by its absolute path (the Go builder looks
+// a command up before it enters the image's chroot); both the Go builder's
+// verification and the real-node tests run it.
 func (s Spec) ACPProbe() []string {
 	if s.ACP.Name == "" {
 		return nil
 	}
-	return []string{"node", "-e", acpProbeScript, s.ACP.Binary, ACPInitializeRequest}
+	return []string{nodePath, "-e", acpProbeScript, s.ACP.Binary, ACPInitializeRequest}
 }

@@ -98,7 +98,7 @@ func TestAgentsACP(t *testing.T) {
 			t.Errorf("%s: npm %q installs (-want +got):\n%s", s.Name, args, diff)
 		}
 		probe := s.ACPProbe()
-		if diff := cmp.Diff([]string{"node", "-e", s.ACP.Binary, ACPInitializeRequest}, []string{probe[0], probe[1], probe[3], probe[4]}); diff != "" {
+		if diff := cmp.Diff([]string{"/usr/local/bin/node", "-e", s.ACP.Binary, ACPInitializeRequest}, []string{probe[0], probe[1], probe[3], probe[4]}); diff != "" {
 			t.Errorf("%s: ACPProbe (-want +got):\n%s", s.Name, diff)
 		}
 	}

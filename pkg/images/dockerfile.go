@@ -93,7 +93,7 @@ func writeBase(w *bytes.Buffer, b BaseSpec) {
 	fmt.Fprintf(w, "RUN apt-get update \\\n")
 	fmt.Fprintf(w, " && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends %s \\\n", strings.Join(b.Packages, " "))
 	fmt.Fprintf(w, " && %s\n", strings.ReplaceAll(b.SetupScript(), " && ", " \\\n && "))
-	fmt.Fprintf(w, "COPY --from=node /out/node /usr/local/bin/node\n")
+	fmt.Fprintf(w, "COPY --from=node /out/node %s\n", nodePath)
 	fmt.Fprintf(w, "COPY --from=pcsync /out/pcsync %s\n", ServerPath)
 }
 
