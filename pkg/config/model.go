@@ -404,6 +404,9 @@ type PaperclipEnvironment struct {
 	EnvAllow    []string `json:"envAllow,omitempty"`
 	SocketPath  string   `json:"socketPath,omitempty"`
 	ReuseLease  *bool    `json:"reuseLease,omitempty"`
+	// RunnerLifecycleMode is Paperclip's runnerLifecycleMode: "warm",
+	// "per_turn" or "inherit" ("" leaves it unset).
+	RunnerLifecycleMode string `json:"runnerLifecycleMode,omitempty"`
 }
 
 // CompanyEgress is a company's egress allowance.

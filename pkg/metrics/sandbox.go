@@ -19,6 +19,8 @@ type sandboxMetrics struct {
 	executeDuration prometheus.Histogram
 	reopens         prometheus.Counter
 	envKeysKept     *prometheus.CounterVec
+	syncs           *prometheus.CounterVec
+	syncBytes       *prometheus.CounterVec
 }
 
 func newSandboxMetrics() *sandboxMetrics {
@@ -42,6 +44,10 @@ func newSandboxMetrics() *sandboxMetrics {
 			Help: "Lease command streams (pod execs) that broke and were reopened with their commands resumed."}),
 		envKeysKept: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: sub, Name: "env_keys_kept_total",
 			Help: "Env keys of executes kept from the lease pods by the env rule (a count; the names are logged once per lease, values never), by company."}, []string{"company"}),
+		syncs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: sub, Name: "syncs_total",
+			Help: "Native workspace sync mappings moved to (in) or from (out) lease pods, by company, direction and outcome (completed, failed)."}, []string{"company", "direction", "outcome"}),
+		syncBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: sub, Name: "sync_bytes_total",
+			Help: "Bytes of native workspace sync mappings moved to (in) or from (out) lease pods, by company and direction."}, []string{"company", "direction"}),
 	}
 }
 
@@ -57,7 +63,7 @@ func (s *sandboxMetrics) initLabels() {
 }
 
 func (s *sandboxMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{s.leases, s.acquireDuration, s.refusals, s.releases, s.executes, s.executeDuration, s.reopens, s.envKeysKept}
+	return []prometheus.Collector{s.leases, s.acquireDuration, s.refusals, s.releases, s.executes, s.executeDuration, s.reopens, s.envKeysKept, s.syncs, s.syncBytes}
 }
 
 // SandboxLeases adds delta to pcsync_sandbox_leases_active{company}
@@ -94,4 +100,12 @@ func (m *Metrics) SandboxStreamReopen() { m.sandbox.reopens.Inc() }
 // kept from its pod (sandbox.Metrics).
 func (m *Metrics) SandboxEnvKeysKept(company string, n int) {
 	m.sandbox.envKeysKept.WithLabelValues(company).Add(float64(n))
+}
+
+// SandboxSync counts a native sync mapping of company's lease in direction
+// (in, out) that ended with outcome (completed, failed) and moved n bytes
+// (sandbox.Metrics).
+func (m *Metrics) SandboxSync(company, direction, outcome string, n int) {
+	m.sandbox.syncs.WithLabelValues(company, direction, outcome).Inc()
+	m.sandbox.syncBytes.WithLabelValues(company, direction).Add(float64(n))
 }

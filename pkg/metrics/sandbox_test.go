@@ -25,6 +25,8 @@ func TestSandbox(t *testing.T) {
 	m.SandboxExecute("acme", 300*time.Millisecond, "completed")
 	m.SandboxStreamReopen()
 	m.SandboxEnvKeysKept("acme", 3)
+	m.SandboxSync("acme", "in", "completed", 2048)
+	m.SandboxSync("acme", "out", "failed", 0)
 
 	want := `
 # HELP pcsync_sandbox_leases_active Sandbox leases this daemon holds (a pod each), by company.
@@ -50,10 +52,19 @@ pcsync_sandbox_stream_reopens_total 1
 # HELP pcsync_sandbox_env_keys_kept_total Env keys of executes kept from the lease pods by the env rule (a count; the names are logged once per lease, values never), by company.
 # TYPE pcsync_sandbox_env_keys_kept_total counter
 pcsync_sandbox_env_keys_kept_total{company="acme"} 3
+# HELP pcsync_sandbox_syncs_total Native workspace sync mappings moved to (in) or from (out) lease pods, by company, direction and outcome (completed, failed).
+# TYPE pcsync_sandbox_syncs_total counter
+pcsync_sandbox_syncs_total{company="acme",direction="in",outcome="completed"} 1
+pcsync_sandbox_syncs_total{company="acme",direction="out",outcome="failed"} 1
+# HELP pcsync_sandbox_sync_bytes_total Bytes of native workspace sync mappings moved to (in) or from (out) lease pods, by company and direction.
+# TYPE pcsync_sandbox_sync_bytes_total counter
+pcsync_sandbox_sync_bytes_total{company="acme",direction="in"} 2048
+pcsync_sandbox_sync_bytes_total{company="acme",direction="out"} 0
 `
 	if err := testutil.GatherAndCompare(m.Registry, strings.NewReader(want),
 		"pcsync_sandbox_leases_active", "pcsync_sandbox_acquire_refusals_total", "pcsync_sandbox_releases_total",
-		"pcsync_sandbox_executes_total", "pcsync_sandbox_stream_reopens_total", "pcsync_sandbox_env_keys_kept_total"); err != nil {
+		"pcsync_sandbox_executes_total", "pcsync_sandbox_stream_reopens_total", "pcsync_sandbox_env_keys_kept_total",
+		"pcsync_sandbox_syncs_total", "pcsync_sandbox_sync_bytes_total"); err != nil {
 		t.Error(err)
 	}
 	if got := testutil.CollectAndCount(m.sandbox.acquireDuration); got != 3 {

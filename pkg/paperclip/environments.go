@@ -59,6 +59,9 @@ func desireEnvironments(c *config.Company) []DesiredEnvironment {
 		if e.ReuseLease != nil {
 			cfg["reuseLease"] = *e.ReuseLease
 		}
+		if e.RunnerLifecycleMode != "" {
+			cfg["runnerLifecycleMode"] = e.RunnerLifecycleMode
+		}
 		out = append(out, DesiredEnvironment{Name: e.Name, Config: cfg})
 	}
 	return out

@@ -18,7 +18,9 @@ import (
 // (integrations/paperclip-sandbox) on a Unix socket: POST /v1/hooks/<hook>
 // with the hook's params as Paperclip passes them (the request types of
 // hook.go), answered with the hook's result (the response types);
-// runCancelled ({runId}) ends a cancelled run's leases. execute answers
+// runCancelled ({runId}) ends a cancelled run's leases. The workspace
+// sync's bytes have routes of their own (api_sync.go): POST /v1/sync/put
+// and /v1/sync/get. execute answers
 // NDJSON: ExecuteLine chunks while the command runs, then one result or
 // error line. Params that do not decode are a 400 naming the field; any
 // other refusal is a non-2xx status with an ErrorResponse. Nothing of a
@@ -73,6 +75,8 @@ func (a *API) Serve(ctx context.Context) error {
 func (a *API) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/hooks/{hook}", a.hook)
+	mux.HandleFunc("POST /v1/sync/put", a.syncPut)
+	mux.HandleFunc("POST /v1/sync/get", a.syncGet)
 	return mux
 }
 

@@ -50,6 +50,9 @@ const (
 	CodeNoLease Code = "no_lease"
 	// CodeExecuteFailed: an execute got no exit status.
 	CodeExecuteFailed Code = "execute_failed"
+	// CodeSyncFailed: a workspace sync's command in the pod failed (a
+	// missing source, a full disk, a tar that does not extract).
+	CodeSyncFailed Code = "sync_failed"
 	// CodeInternal: any other failure.
 	CodeInternal Code = "internal"
 )

@@ -34,6 +34,7 @@
 //	manager.go          Manager: adoption at start, lease registry, Close
 //	manager_acquire.go  Acquire, Resume, Workspace; waiting for the pod (internal/podwait); opening the command stream (wait.Backoff)
 //	manager_execute.go  Execute: one command on a lease, its env filtered
+//	manager_sync.go     Put and Get: one mapping of Paperclip's native workspace sync as one command of the lease's stream (a file, or a tree as a tar)
 //	manager_release.go  Release and the expiry: drain, shutdown, delete, wait gone (internal/podwait)
 //	manager_probe.go    Validate and Probe: an environment's config checked, and what a lease of it needs, without a lease
 //	stream.go           the command stream as a pod exec (WebSocket, SPDY fallback)
@@ -41,5 +42,6 @@
 //	api.go              API: the hooks on the Unix socket, a handler table of typed hooks; refusals as HTTP statuses
 //	api_decode.go       decoding a hook's params: a 400 that names the field
 //	api_hooks.go        each hook: its request to the Manager's call, the call's outcome to its response
+//	api_sync.go         the workspace sync's routes: a mapping's raw bytes in (put) and out (get) of a lease
 //	metrics.go          Metrics the manager reports to (pcsync_sandbox_*), its outcome and end words
 package sandbox

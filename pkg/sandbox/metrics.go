@@ -27,7 +27,22 @@ type Metrics interface {
 	// SandboxEnvKeysKept counts n env keys of one execute of company's
 	// lease kept from its pod by the lease's EnvRule.
 	SandboxEnvKeysKept(company string, n int)
+	// SandboxSync counts a native sync mapping of company's lease in
+	// direction (a SyncDirection) that ended with outcome (an ExecOutcome)
+	// and moved n bytes.
+	SandboxSync(company, direction, outcome string, n int)
 }
+
+// SyncDirection is the way a native sync mapping goes.
+type SyncDirection string
+
+// The sync directions.
+const (
+	// SyncIn: host → lease pod (Paperclip's syncIn).
+	SyncIn SyncDirection = "in"
+	// SyncOut: lease pod → host (Paperclip's syncOut).
+	SyncOut SyncDirection = "out"
+)
 
 // AcquireOutcome is how an acquire ended.
 type AcquireOutcome string
@@ -83,6 +98,7 @@ func (noMetrics) SandboxRelease(string)                        {}
 func (noMetrics) SandboxExecute(string, time.Duration, string) {}
 func (noMetrics) SandboxStreamReopen()                         {}
 func (noMetrics) SandboxEnvKeysKept(string, int)               {}
+func (noMetrics) SandboxSync(string, string, string, int)      {}
 
 // observeAcquire records an acquire that began at began and returned err.
 func (m *Manager) observeAcquire(began time.Time, err error) {

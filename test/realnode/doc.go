@@ -24,6 +24,11 @@
 //	sandbox_test.go   sandbox leases: pcsync's image with no init container,
 //	                  executes, the filesystem, release; a user's image with
 //	                  the init container; a missing image
+//	workspace_sync_test.go  Paperclip's native workspace sync through the
+//	                  plugin's hooks (testdata/workspace-sync.mjs), the daemon
+//	                  and a lease pod: modes, excludes, symlinks, post-upload
+//	                  commands, a 10 MB tree byte for byte; and its benchmark
+//	                  against adapter-utils' base64 fallback
 //	deploy_test.go    pcsync's own Deployment (deploy/base, an overlay swapping
 //	                  only what cannot run here) from its own image: both
 //	                  replicas Ready, the leader reconciles through its

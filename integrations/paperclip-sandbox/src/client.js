@@ -77,6 +77,33 @@ export function parseAnswer(hook, text) {
 }
 
 /**
+ * Arms req's connect timeout and maps its errors to fail: before the
+ * connection the daemon is unreachable at socket; after it, the connection
+ * to the daemon was lost (what names the hook or route).
+ * @param {http.ClientRequest} req
+ * @param {string} socket
+ * @param {string} what
+ * @param {(err: unknown) => void} fail
+ * @returns {() => void} marks the connection made (call it on the response)
+ */
+function guardConnect(req, socket, what, fail) {
+  let connected = false;
+  const timer = setTimeout(() => {
+    if (!connected) req.destroy(Object.assign(new Error("connect timeout"), { code: "ETIMEDOUT" }));
+  }, CONNECT_TIMEOUT_MS);
+  const up = () => {
+    connected = true;
+    clearTimeout(timer);
+  };
+  req.on("socket", (s) => s.on("connect", up));
+  req.on("error", (err) => {
+    clearTimeout(timer);
+    fail(connected ? new DaemonError(`pcsync daemon: ${what}: ${err.message}`, "daemon_connection_lost") : unreachable(socket, err));
+  });
+  return up;
+}
+
+/**
  * Calls one hook. With onLine, the answer is read as NDJSON: every line but
  * the last goes to onLine, and the final {"result"} is returned (an
  * {"error"} line throws). Any failure rejects the returned promise.
@@ -89,7 +116,6 @@ export function parseAnswer(hook, text) {
 export function callHook(socket, hook, params, onLine) {
   const body = Buffer.from(JSON.stringify(params ?? {}));
   return new Promise((resolve, reject) => {
-    let connected = false;
     let settled = false;
     const req = http.request({
       socketPath: socket,
@@ -111,17 +137,9 @@ export function callHook(socket, hook, params, onLine) {
       settled = true;
       resolve(v);
     };
-    const timer = setTimeout(() => {
-      if (!connected) req.destroy(Object.assign(new Error("connect timeout"), { code: "ETIMEDOUT" }));
-    }, CONNECT_TIMEOUT_MS);
-    req.on("socket", (s) => s.on("connect", () => { connected = true; clearTimeout(timer); }));
-    req.on("error", (err) => {
-      clearTimeout(timer);
-      fail(connected ? new DaemonError(`pcsync daemon: ${hook}: ${err.message}`, "daemon_connection_lost") : unreachable(socket, err));
-    });
+    const connected = guardConnect(req, socket, hook, fail);
     req.on("response", (res) => {
-      connected = true;
-      clearTimeout(timer);
+      connected();
       res.setEncoding("utf8");
       const streaming = onLine !== undefined && res.statusCode === 200;
       const reader = streaming ? lineReader(hook, onLine) : null;
@@ -205,4 +223,53 @@ function lineReader(hook, onLine) {
       return final.result;
     },
   };
+}
+
+/**
+ * Posts body (bytes) to route of the daemon and returns the answer's bytes;
+ * a non-2xx answer throws the daemon's refusal, and a lost or missing
+ * daemon a DaemonError, as callHook does. The workspace sync's bytes go
+ * this way (pkg/sandbox, api_sync.go).
+ * @param {string} socket
+ * @param {string} route
+ * @param {Buffer[]} body the parts of the body, sent in order
+ * @returns {Promise<Buffer>}
+ */
+export function send(socket, route, body) {
+  const length = body.reduce((n, b) => n + b.length, 0);
+  return new Promise((resolve, reject) => {
+    let settled = false;
+    const req = http.request({
+      socketPath: socket,
+      method: "POST",
+      path: route,
+      headers: { "content-type": "application/octet-stream", "content-length": length },
+      agent: false,
+    });
+    /** @param {unknown} err */
+    const fail = (err) => {
+      if (settled) return;
+      settled = true;
+      reject(err);
+      req.destroy();
+    };
+    const connected = guardConnect(req, socket, route, fail);
+    req.on("response", (res) => {
+      connected();
+      /** @type {Buffer[]} */
+      const chunks = [];
+      res.on("data", (chunk) => chunks.push(chunk));
+      res.on("error", (err) => fail(new DaemonError(`pcsync daemon: ${route}: ${err.message}`, "daemon_connection_lost")));
+      res.on("end", () => {
+        if (settled) return;
+        const answer = Buffer.concat(chunks);
+        if (res.statusCode !== 200) return fail(refusal(res.statusCode, answer.toString("utf8")));
+        if (!res.complete) return fail(new DaemonError(`pcsync daemon: ${route}: the answer was cut off`, "daemon_connection_lost"));
+        settled = true;
+        resolve(answer);
+      });
+    });
+    for (const b of body) req.write(b);
+    req.end();
+  });
 }

@@ -1,8 +1,11 @@
 // @ts-check
 // The environment-driver hooks: each is forwarded to the pcsync daemon as
-// it is. getContext returns the plugin context (for ctx.execution.log).
+// it is, but the workspace sync's (src/sync.js), which read and write the
+// host's paths. getContext returns the plugin context (for
+// ctx.execution.log).
 import { AsyncResource } from "node:async_hooks";
 import { callHook, DaemonError, socketPath } from "./client.js";
+import { createSyncHooks } from "./sync.js";
 
 /** @typedef {import("@paperclipai/plugin-sdk").PluginContext} PluginContext */
 /** @typedef {import("@paperclipai/plugin-sdk").PluginEvent} PluginEvent */
@@ -12,7 +15,8 @@ import { callHook, DaemonError, socketPath } from "./client.js";
  * cancelled run's event.
  * @typedef {Required<Pick<PluginDefinition, "onEnvironmentValidateConfig" | "onEnvironmentProbe" |
  *   "onEnvironmentAcquireLease" | "onEnvironmentResumeLease" | "onEnvironmentReleaseLease" |
- *   "onEnvironmentDestroyLease" | "onEnvironmentRealizeWorkspace" | "onEnvironmentExecute">> &
+ *   "onEnvironmentDestroyLease" | "onEnvironmentRealizeWorkspace" | "onEnvironmentExecute" |
+ *   "onEnvironmentSyncIn" | "onEnvironmentSyncOut">> &
  *   { onRunCancelled(event: PluginEvent): Promise<void> }} Hooks
  */
 
@@ -51,7 +55,7 @@ export function createHooks(getContext) {
       if (runSockets.size > 10000 && oldest !== undefined) runSockets.delete(oldest);
     }
   };
-  /** @type {Omit<Hooks, keyof typeof forwarded>} */
+  /** @type {Omit<Hooks, keyof typeof forwarded | "onEnvironmentSyncIn" | "onEnvironmentSyncOut">} */
   const own = {
     async onRunCancelled(event) {
       const payload = /** @type {{ runId?: string } | undefined} */ (event?.payload);
@@ -107,6 +111,7 @@ export function createHooks(getContext) {
   };
   return {
     ...own,
+    ...createSyncHooks(),
     onEnvironmentAcquireLease: forward(forwarded.onEnvironmentAcquireLease),
     onEnvironmentResumeLease: forward(forwarded.onEnvironmentResumeLease),
     onEnvironmentReleaseLease: forward(forwarded.onEnvironmentReleaseLease),

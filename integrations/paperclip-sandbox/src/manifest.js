@@ -30,7 +30,21 @@ const manifest = {
       // environment sets reuseLease: Claude's and Codex's sessions resume
       // only in the lease and working directory they were made in. Executes
       // run concurrently and independently on the pod's command server.
-      sandboxCapabilities: { reusableLeases: true, independentControlCommands: true },
+      // An execute's output reaches Paperclip as it is written (the
+      // daemon streams it; the worker passes each chunk on), so the ACP
+      // engine may run its agent as one long execute and read its output
+      // live (incrementalSessionOutput) instead of polling output files
+      // through an execute ten times a second. Workspace sync is native
+      // (src/sync.js): one raw tar per mapping over the daemon's socket and
+      // one command of the lease's stream, in place of Paperclip's base64
+      // chunks through execute.
+      sandboxCapabilities: {
+        reusableLeases: true,
+        independentControlCommands: true,
+        incrementalSessionOutput: true,
+        nativeSyncIn: true,
+        nativeSyncOut: true,
+      },
       configSchema: {
         type: "object",
         required: ["company"],

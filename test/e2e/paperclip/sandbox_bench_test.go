@@ -3,6 +3,7 @@
 package paperclip
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -19,18 +20,38 @@ import (
 // With init, every execute runs as init's last arguments (e.g. tini -s --).
 func (sw *sandboxWorld) installLocalProvider(t testing.TB, init ...string) string {
 	t.Helper()
+	return sw.installLocalEnv(t, localEnvOptions{Init: init})
+}
+
+// localEnvOptions shape an environment of the local-process provider.
+type localEnvOptions struct {
+	// Driver is the provider's driver key: "benchlocal" (the default) or
+	// "benchlocal-stream", which declares incrementalSessionOutput.
+	Driver string
+	// Init is run with each execute as its last arguments.
+	Init []string
+	// Log is a file that gets one line per execute.
+	Log string
+}
+
+// installLocalEnv is installLocalProvider with options.
+func (sw *sandboxWorld) installLocalEnv(t testing.TB, o localEnvOptions) string {
+	t.Helper()
 	tl := getTools(t)
 	sw.srv.localOnce.Do(func() { sw.srv.localErr = installLocalPlugin(sw.srv, tl) })
 	if sw.srv.localErr != nil {
 		t.Fatalf("install the local-process provider: %v", sw.srv.localErr)
 	}
+	cfg := map[string]any{"provider": cmp.Or(o.Driver, "benchlocal"), "root": shortDir(t, "pcl-"), "timeoutMs": 120000,
+		"path": tl.StandinBin + ":" + tl.NodeBin + ":/usr/local/bin:/usr/bin:/bin", "init": o.Init}
+	if o.Log != "" {
+		cfg["log"] = o.Log
+	}
 	var env struct {
 		ID string `json:"id"`
 	}
 	sw.srv.API.must(t, "POST", "/api/companies/"+sw.company.ID+"/environments", map[string]any{
-		"name": "local processes", "driver": "sandbox",
-		"config": map[string]any{"provider": "benchlocal", "root": shortDir(t, "pcl-"), "timeoutMs": 120000,
-			"path": tl.StandinBin + ":" + tl.NodeBin + ":/usr/local/bin:/usr/bin:/bin", "init": init},
+		"name": "local processes " + cmp.Or(o.Driver, "benchlocal"), "driver": "sandbox", "config": cfg,
 	}, &env)
 	return env.ID
 }

@@ -11,10 +11,15 @@ export default {
   categories: ["automation"],
   capabilities: ["environment.drivers.register"],
   entrypoints: { worker: "./worker.js" },
-  environmentDrivers: [{
-    driverKey: "benchlocal",
+  // Two drivers of one worker: "benchlocal" as a provider that declares no
+  // opt-in capability (the ACP engine polls its agent's output files), and
+  // "benchlocal-stream", whose executes' output reaches Paperclip live
+  // (incrementalSessionOutput: the ACP engine reads it from one execute).
+  environmentDrivers: ["benchlocal", "benchlocal-stream"].map((driverKey) => ({
+    driverKey,
     kind: "sandbox_provider",
-    displayName: "Local processes (benchmark)",
+    displayName: `Local processes (benchmark, ${driverKey})`,
+    ...(driverKey === "benchlocal-stream" ? { sandboxCapabilities: { incrementalSessionOutput: true } } : {}),
     configSchema: { type: "object", properties: { root: { type: "string" }, path: { type: "string" } } },
-  }],
+  })),
 };

@@ -1,6 +1,6 @@
 // Each lease is a directory; each execute a process group of its own.
 import { spawn } from "node:child_process";
-import { mkdtempSync, mkdirSync, rmSync } from "node:fs";
+import { appendFileSync, mkdtempSync, mkdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { definePlugin, runWorker } from "@paperclipai/plugin-sdk";
@@ -45,6 +45,9 @@ const plugin = definePlugin({
     // reaping init, as a container's PID 1 would.
     const init = Array.isArray(config.init) ? config.init : [];
     const argv = [...init, command, ...args];
+    // config.log (a file) gets one line per execute: what ran, for the
+    // bench's count of executes by kind.
+    if (config.log) appendFileSync(config.log, JSON.stringify({ argv: [command, ...args].map((a) => String(a).slice(0, 160)), stdin: (stdin ?? "").length }) + "\n");
     const child = spawn(argv[0], argv.slice(1), {
       cwd: cwd || lease.metadata.remoteCwd,
       env: { HOME: join(id, "home"), TMPDIR: join(id, "tmp"), PATH: config.path || process.env.PATH || "/usr/bin:/bin", ...env },

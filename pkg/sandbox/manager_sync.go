@@ -1,0 +1,249 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pcsync/pcsync/pkg/sandbox/cmdclient"
+)
+
+// SyncKind is what one mapping of a workspace sync moves: Paperclip's
+// PluginSyncFileMapping kind.
+type SyncKind string
+
+// The kinds of a sync mapping.
+const (
+	// SyncFile is one regular file: its bytes as they are.
+	SyncFile SyncKind = "file"
+	// SyncDirectory is a directory tree: a tar of its entries (no "."
+	// entry), which replaces the target as a whole.
+	SyncDirectory SyncKind = "directory"
+)
+
+// MaxSyncBytes is the most one mapping of a sync may move. The daemon holds
+// a mapping's bytes in memory while they cross the lease's command stream.
+const MaxSyncBytes = 1 << 30
+
+// defaultSyncTimeout bounds a sync command that Paperclip gives no timeout.
+const defaultSyncTimeout = 5 * time.Minute
+
+// PutParams place bytes at a path of the lease's pod (one mapping of
+// Paperclip's syncIn).
+type PutParams struct {
+	LeaseID string
+	// Target is an absolute POSIX path in the pod.
+	Target string
+	Kind   SyncKind
+	// Data is the file's bytes (SyncFile) or a tar of the tree (SyncDirectory).
+	Data []byte
+	// Mode, if not nil, is the target's permission bits (at most 07777).
+	Mode *uint32
+	// Timeout bounds the command that places the bytes; 0: 5 minutes.
+	Timeout time.Duration
+}
+
+// GetParams read a path of the lease's pod (one mapping of Paperclip's
+// syncOut).
+type GetParams struct {
+	LeaseID string
+	// Source is an absolute POSIX path in the pod.
+	Source string
+	Kind   SyncKind
+	// Exclude are tar --exclude globs of a SyncDirectory.
+	Exclude []string
+	// FollowSymlinks archives what a symlink of a SyncDirectory points to
+	// (tar -h) instead of the link.
+	FollowSymlinks bool
+	// Timeout bounds the command that reads the bytes; 0: 5 minutes.
+	Timeout time.Duration
+}
+
+// The pod-side commands of a sync. Each is one `sh -c` of the lease's
+// command stream whose paths and globs are positional arguments, never
+// text of the script. A file lands under a hidden temporary name with its
+// mode and is renamed into place; a tree is extracted into a temporary
+// sibling and replaces the target whole.
+const (
+	putFileScript = `set -e
+t=$1 m=$2
+mkdir -p -- "$(dirname -- "$t")"
+tmp=$t.pcsync-sync.$$
+trap 'rm -f -- "$tmp"' EXIT
+if [ -n "$m" ]; then (umask 077; cat >"$tmp"); chmod "$m" "$tmp"; else cat >"$tmp"; fi
+mv -f -- "$tmp" "$t"
+trap - EXIT`
+	putDirScript = `set -e
+t=$1 m=$2
+mkdir -p -- "$(dirname -- "$t")"
+tmp=$t.pcsync-sync.$$
+trap 'rm -rf -- "$tmp"' EXIT
+mkdir -- "$tmp"
+tar -xf - -C "$tmp"
+[ -z "$m" ] || chmod "$m" "$tmp"
+rm -rf -- "$t"
+mv -- "$tmp" "$t"
+trap - EXIT`
+	getFileScript = `exec cat -- "$1"`
+	// getDirScript archives the entries of $1 by name (so no "." entry
+	// carries the pod directory's mode to the host) with --exclude for
+	// "._*" and each further argument; an empty directory is an empty tar.
+	getDirScript = `cd -- "$1" || exit 1
+h=$2
+shift 2
+n=$#
+for p in '._*' "$@"; do set -- "$@" "--exclude=$p"; done
+shift "$n"
+set -- "$@" --
+k=0
+for e in * .[!.]* ..?*; do
+  [ -e "$e" ] || [ -L "$e" ] || continue
+  set -- "$@" "$e"
+  k=$((k+1))
+done
+[ "$k" -gt 0 ] || exec dd if=/dev/zero bs=1024 count=1 2>/dev/null
+exec tar -c $h -f - "$@"`
+)
+
+// Put places p.Data at p.Target in the lease's pod in one command of its
+// stream: a file with its mode, renamed into place; a tree extracted from
+// its tar, replacing the target. The bytes travel as the command's stdin
+// frames, never as text.
+func (m *Manager) Put(ctx context.Context, p PutParams) error {
+	if err := checkSyncPath("targetPath", p.Target, p.Kind); err != nil {
+		return err
+	}
+	if len(p.Data) > MaxSyncBytes {
+		return userErrorf(CodeSyncFailed, "%s: %d bytes, more than a sync mapping may move (%d)", p.Target, len(p.Data), MaxSyncBytes)
+	}
+	mode := ""
+	if p.Mode != nil {
+		if *p.Mode > 0o7777 {
+			return &BadRequestError{Field: "mode", Err: fmt.Errorf("%#o is no permission mode", *p.Mode)}
+		}
+		mode = strconv.FormatUint(uint64(*p.Mode), 8)
+	}
+	script := putFileScript
+	if p.Kind == SyncDirectory {
+		script = putDirScript
+	}
+	cmd := syncCommand(p.Timeout, script, p.Target, mode)
+	cmd.Stdin = p.Data
+	if cmd.Stdin == nil {
+		cmd.Stdin = []byte{}
+	}
+	_, err := m.syncRun(ctx, p.LeaseID, SyncIn, "put "+string(p.Kind)+" "+p.Target, cmd)
+	return err
+}
+
+// Get reads p.Source of the lease's pod in one command of its stream: a
+// file's bytes, or a tar of a tree's entries without what p.Exclude
+// matches.
+func (m *Manager) Get(ctx context.Context, p GetParams) ([]byte, error) {
+	if err := checkSyncPath("sourcePath", p.Source, p.Kind); err != nil {
+		return nil, err
+	}
+	cmd := syncCommand(p.Timeout, getFileScript, p.Source)
+	if p.Kind == SyncDirectory {
+		h := ""
+		if p.FollowSymlinks {
+			h = "-h"
+		}
+		cmd = syncCommand(p.Timeout, getDirScript, append([]string{p.Source, h}, p.Exclude...)...)
+	}
+	out, err := m.syncRun(ctx, p.LeaseID, SyncOut, "get "+string(p.Kind)+" "+p.Source, cmd)
+	if err != nil {
+		return nil, err
+	}
+	if len(out) > MaxSyncBytes {
+		return nil, userErrorf(CodeSyncFailed, "%s: %d bytes, more than a sync mapping may move (%d)", p.Source, len(out), MaxSyncBytes)
+	}
+	return out, nil
+}
+
+// checkSyncPath refuses a path that is not absolute and clean, and a kind
+// that is neither file nor directory.
+func checkSyncPath(field, p string, kind SyncKind) error {
+	if kind != SyncFile && kind != SyncDirectory {
+		return &BadRequestError{Field: "kind", Err: fmt.Errorf("%q is neither %q nor %q", kind, SyncFile, SyncDirectory)}
+	}
+	if !path.IsAbs(p) || path.Clean(p) != p || p == "/" {
+		return &BadRequestError{Field: field, Err: fmt.Errorf("%q is not a clean absolute POSIX path below /", p)}
+	}
+	return nil
+}
+
+// syncCommand runs script with args under sh, in the pod's own
+// environment, from "/".
+func syncCommand(timeout time.Duration, script string, args ...string) cmdclient.Command {
+	if timeout <= 0 {
+		timeout = defaultSyncTimeout
+	}
+	return cmdclient.Command{
+		Argv:    append([]string{"sh", "-c", script, "sh"}, args...),
+		Cwd:     "/",
+		Env:     map[string]string{},
+		BaseEnv: true,
+		Timeout: timeout,
+	}
+}
+
+// syncRun runs cmd on the lease's command stream and returns its stdout;
+// a command that does not exit 0 is a UserError (CodeSyncFailed) that
+// names what (the verb and path) with the tail of its stderr.
+func (m *Manager) syncRun(ctx context.Context, id string, dir SyncDirection, what string, cmd cmdclient.Command) (out []byte, err error) {
+	l := m.lookup(id)
+	if l == nil {
+		return nil, fmt.Errorf("lease %s: %w: it was released, expired or never pcsync's", id, ErrNoLease)
+	}
+	defer func() {
+		outcome, n := ExecCompleted, len(cmd.Stdin)+len(out)
+		if err != nil {
+			outcome, n = ExecFailed, 0
+		}
+		m.opts.Metrics.SandboxSync(l.Company, string(dir), string(outcome), n)
+	}()
+	if err := l.begin(); err != nil {
+		return nil, err
+	}
+	defer l.done()
+	c, err := m.client(ctx, l)
+	if err != nil {
+		return nil, fmt.Errorf("lease %s: command stream: %w", l.ID, err)
+	}
+	exit, err := c.Exec(ctx, cmd, nil)
+	if err != nil {
+		return nil, fmt.Errorf("lease %s: sync %s: %w", l.ID, what, err)
+	}
+	if exit.Code != 0 || exit.Signal != "" || exit.TimedOut {
+		return nil, userErrorf(CodeSyncFailed, "lease %s: sync %s: %s%s", l.ID, what, exitWords(exit), stderrTail(exit))
+	}
+	return exit.Stdout, nil
+}
+
+// exitWords says how a failed command ended.
+func exitWords(e cmdclient.Exit) string {
+	switch {
+	case e.TimedOut:
+		return "timed out"
+	case e.Signal != "":
+		return "killed by " + e.Signal
+	}
+	return "exit status " + strconv.Itoa(e.Code)
+}
+
+// stderrTail is ": " and the last 500 bytes of the command's stderr (and
+// the server's error), or "".
+func stderrTail(e cmdclient.Exit) string {
+	s := strings.TrimSpace(strings.Join([]string{string(e.Stderr), e.Error}, "\n"))
+	if len(s) > 500 {
+		s = "…" + s[len(s)-500:]
+	}
+	if s == "" {
+		return ""
+	}
+	return ": " + s
+}
