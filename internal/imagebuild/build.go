@@ -97,8 +97,14 @@ func Build(ctx context.Context, o Options) ([]Built, error) {
 				return nil, fmt.Errorf("image %s: %w", s.Name, err)
 			}
 			if o.Verify {
-				if got.CLIVersion, err = b.verify(ctx, s, []string{cliTree, pcsyncTree, nodeTree, rootfs}, []string{"/usr/local/bin/" + s.Binary, "--version"}, s.Version); err != nil {
+				trees := []string{cliTree, pcsyncTree, nodeTree, rootfs}
+				if got.CLIVersion, err = b.verify(ctx, s, trees, []string{"/usr/local/bin/" + s.Binary, "--version"}, s.Version); err != nil {
 					return nil, err
+				}
+				if probe := s.ACPProbe(); probe != nil {
+					if _, err := b.verify(ctx, s, trees, probe, `"version":"`+s.ACP.Version+`"`); err != nil {
+						return nil, err
+					}
 				}
 			}
 		default:

@@ -63,8 +63,9 @@ func (b *builder) node(ctx context.Context) (string, v1.Layer, error) {
 }
 
 // cli returns the cache entry of an agent CLI's layer: npm's
-// NPMInstallArgs under usr/local, run by the host's npm on the image's
-// Node (nodeTree, the node layer's tree), its directory and its layer.
+// NPMInstallArgs (the CLI and its ACP server, when it has one) under
+// usr/local, run by the host's npm on the image's Node (nodeTree, the node
+// layer's tree), its directory and its layer.
 func (b *builder) cli(ctx context.Context, s images.Spec, nodeTree string) (string, v1.Layer, error) {
 	key := cacheKey("cli-"+strings.TrimPrefix(s.Name, "pcsync-agent-"), struct {
 		Args       []string
@@ -75,16 +76,21 @@ func (b *builder) cli(ctx context.Context, s images.Spec, nodeTree string) (stri
 		if err := os.MkdirAll(prefix, 0o755); err != nil {
 			return err
 		}
-		b.o.Logger.Info("npm install", "package", s.Package, "version", s.Version)
+		var specs []string
+		for _, p := range s.NPMPackages() {
+			specs = append(specs, p.Spec())
+		}
+		b.o.Logger.Info("npm install", "packages", strings.Join(specs, " "))
 		install := exec.CommandContext(ctx, "npm", s.NPMInstallArgs(prefix)...)
 		install.Dir = tmp
 		install.Env = b.npmEnv(filepath.Join(nodeTree, "usr", "local", "bin"))
 		if err := run(install); err != nil {
 			return err
 		}
-		link := filepath.Join(prefix, "bin", s.Binary)
-		if _, err := os.Lstat(link); err != nil {
-			return fmt.Errorf("%s: npm installed no %s: %w", s.Package, s.Binary, err)
+		for _, p := range s.NPMPackages() {
+			if _, err := os.Lstat(filepath.Join(prefix, "bin", p.Binary)); err != nil {
+				return fmt.Errorf("%s: npm installed no %s: %w", p.Name, p.Binary, err)
+			}
 		}
 		_, err := writeLayer(filepath.Join(tmp, treeDir), tmp, tarOptions{Root: true})
 		return err

@@ -30,9 +30,10 @@ type Options struct {
 	// Images names the images to build (default: all of images.All()); the
 	// base is built whenever another image needs it.
 	Images []string
-	// Verify runs each agent image's CLI with --version in a chroot of the
-	// image, as its user, and fails the build when it does not run
-	// (DefaultOptions: true).
+	// Verify runs each agent image's CLI with --version, and sends its ACP
+	// server (when it has one) the ACP initialize request
+	// (images.Spec.ACPProbe), in a chroot of the image, as its user, and
+	// fails the build when either does not answer (DefaultOptions: true).
 	Verify bool
 	// Logger gets a line per step (default slog.Default()).
 	Logger *slog.Logger

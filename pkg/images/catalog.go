@@ -110,9 +110,45 @@ type Spec struct {
 	// Package and Version are the CLI's npm package and pinned release, and
 	// Binary the executable it links into /usr/local/bin.
 	Package, Version, Binary string
+	// ACP is the adapter's ACP agent server, installed beside the CLI by
+	// the same npm command (NPMInstallArgs), or the zero NPMPackage when
+	// the image needs none (see acpServers).
+	ACP NPMPackage
 	// Unavailable, when set, says why the image cannot be built: it is left
 	// out of All.
 	Unavailable string
+}
+
+// NPMPackage is one npm package an image installs.
+type NPMPackage struct {
+	// Name is the package's name and Version its pinned release.
+	Name, Version string
+	// Binary is the executable (a bin of the package) npm links into
+	// /usr/local/bin, on every image's PATH.
+	Binary string
+}
+
+// Spec returns "<name>@<version>", npm's spec of the package.
+func (p NPMPackage) Spec() string {
+	return p.Name + "@" + p.Version
+}
+
+// acpServers are the ACP agent servers that Paperclip's ACP engine (the
+// default engine of its claude_local and codex_local adapters) runs inside
+// a sandbox: adapter-claude-local's and adapter-codex-local's
+// dist/server/acp.js run the bare command Binary on the sandbox's PATH. The
+// releases are those Paperclip 2026.916.1 bundles
+// (node_modules/@agentclientprotocol/*; acp_integration_test.go checks them
+// against the installed Paperclip). Each bundles the engine it drives:
+// claude-agent-acp the Claude Agent SDK's own Claude Code binary,
+// codex-acp its own @openai/codex. The other adapters' ACP engines need no
+// server of their own (gemini_local runs `gemini --acp`, acpx_local is
+// one), or Paperclip gives them none.
+func acpServers() map[adapters.Type]NPMPackage {
+	return map[adapters.Type]NPMPackage{
+		adapters.ClaudeLocal: {Name: "@agentclientprotocol/claude-agent-acp", Version: "0.73.0", Binary: "claude-agent-acp"},
+		adapters.CodexLocal:  {Name: "@agentclientprotocol/codex-acp", Version: "1.13.1", Binary: "codex-acp"},
+	}
 }
 
 // cursorUnavailable is why there is no pcsync-agent-cursor image (checked
@@ -125,21 +161,21 @@ const cursorUnavailable = "no npm package ships cursor-agent: Cursor distributes
 // including those whose image cannot be built (Unavailable set). The CLI's
 // package and version come from adapters.CheckedVersions, its binary from
 // adapters.BuiltinDefaults, so the images run the releases the adapters were
-// checked against.
+// checked against; the ACP server from acpServers.
 func Agents() []Spec {
 	versions := adapters.CheckedVersions()
 	defaults := adapters.BuiltinDefaults()
 	var out []Spec
 	for _, t := range adapters.Types() {
 		cli := cliName(t)
-		s := Spec{Name: Agent(cli), Dir: "images/agent-" + cli, From: Base, Adapter: t}
+		s := Spec{Name: Agent(cli), Dir: "images/agent-" + cli, From: Base, Adapter: t, ACP: acpServers()[t]}
 		if cmd := defaults[t].Command; len(cmd) > 0 {
 			s.Binary = cmd[0]
 		}
 		fields := strings.Fields(versions[t])
 		switch {
 		case t == adapters.CursorLocal:
-			s.Unavailable = cursorUnavailable
+			s.Unavailable, s.ACP = cursorUnavailable, NPMPackage{}
 		case len(fields) != 2:
 			s.Unavailable = fmt.Sprintf("adapters.CheckedVersions()[%s] = %q is not \"<npm package> <version>\"", t, versions[t])
 		default:

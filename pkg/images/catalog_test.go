@@ -75,6 +75,38 @@ func TestAgentsPinCheckedVersions(t *testing.T) {
 	}
 }
 
+// TestAgentsACP fails when the claude or codex image loses the ACP agent
+// server that Paperclip's default engine runs in a sandbox (by the bare
+// name Binary), or another image gains one; and when npm's command, which
+// both builds run, does not install it beside the CLI.
+func TestAgentsACP(t *testing.T) {
+	want := map[string]string{
+		Agent("claude"): "@agentclientprotocol/claude-agent-acp@0.73.0 claude-agent-acp",
+		Agent("codex"):  "@agentclientprotocol/codex-acp@1.13.1 codex-acp",
+	}
+	got := map[string]string{}
+	for _, s := range Agents() {
+		if s.ACP == (NPMPackage{}) {
+			if s.ACPProbe() != nil {
+				t.Errorf("%s: no ACP server, but ACPProbe = %q", s.Name, s.ACPProbe())
+			}
+			continue
+		}
+		got[s.Name] = s.ACP.Spec() + " " + s.ACP.Binary
+		args := s.NPMInstallArgs("/usr/local")
+		if diff := cmp.Diff([]string{s.Package + "@" + s.Version, s.ACP.Spec()}, args[len(args)-2:]); diff != "" {
+			t.Errorf("%s: npm %q installs (-want +got):\n%s", s.Name, args, diff)
+		}
+		probe := s.ACPProbe()
+		if diff := cmp.Diff([]string{"/usr/local/bin/node", "-e", s.ACP.Binary, ACPInitializeRequest}, []string{probe[0], probe[1], probe[3], probe[4]}); diff != "" {
+			t.Errorf("%s: ACPProbe (-want +got):\n%s", s.Name, diff)
+		}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ACP servers of the agent images (-want +got):\n%s", diff)
+	}
+}
+
 func TestAllAndLookup(t *testing.T) {
 	var names []string
 	for _, s := range All() {
@@ -113,7 +145,8 @@ func TestConfig(t *testing.T) {
 			Entrypoint: []string{"/usr/bin/tini", "-g", "--"}, Labels: labels}},
 		{claude, Config{User: "1000:1000", Env: []string{"PATH=" + b.Path, "HOME=/home/agent"}, WorkingDir: "/workspace",
 			Entrypoint: []string{"/usr/bin/tini", "-g", "--"},
-			Labels:     map[string]string{SourceLabel: labels[SourceLabel], VersionLabel: "v1", ServerLabel: ServerPath, CLILabel: "@anthropic-ai/claude-code@2.1.197"}}},
+			Labels: map[string]string{SourceLabel: labels[SourceLabel], VersionLabel: "v1", ServerLabel: ServerPath, CLILabel: "@anthropic-ai/claude-code@2.1.197",
+				ACPLabel: "@agentclientprotocol/claude-agent-acp@0.73.0"}}},
 		{Spec{Name: Pcsync, From: Base}, Config{User: "65532:65532", Env: []string{"PATH=" + b.Path, "HOME=/home/agent"}, WorkingDir: "/workspace",
 			Entrypoint: []string{"/usr/bin/tini", "--", ServerPath}, Labels: labels}},
 	}

@@ -29,6 +29,9 @@ const (
 	VersionLabel = "org.opencontainers.image.version"
 	// CLILabel holds an agent image's CLI as "<npm package>@<version>".
 	CLILabel = "io.pcsync.cli"
+	// ACPLabel holds an agent image's ACP agent server (Spec.ACP) as
+	// "<npm package>@<version>".
+	ACPLabel = "io.pcsync.acp"
 )
 
 // PcsyncUser is the user of the Pcsync image, the one pcsync's Deployment
@@ -52,6 +55,9 @@ func (s Spec) Config(b BaseSpec, version string) Config {
 	if s.Package != "" {
 		c.Labels[CLILabel] = s.Package + "@" + s.Version
 	}
+	if s.ACP.Name != "" {
+		c.Labels[ACPLabel] = s.ACP.Spec()
+	}
 	if s.Name == Pcsync {
 		c.User = PcsyncUser
 		c.Entrypoint = []string{"/usr/bin/tini", "--", ServerPath}
@@ -74,10 +80,27 @@ func (b BaseSpec) SetupScript() string {
 	return strings.Join(lines, " && ")
 }
 
-// NPMInstallArgs returns npm's arguments that install the image's CLI
-// under prefix (prefix/lib/node_modules, bin links in prefix/bin); both
-// builds run them, with prefix standing for the image's /usr/local.
+// NPMPackages returns the npm packages of an agent image: its CLI, then
+// its ACP server when it has one; none for another image.
+func (s Spec) NPMPackages() []NPMPackage {
+	if s.Package == "" {
+		return nil
+	}
+	out := []NPMPackage{{Name: s.Package, Version: s.Version, Binary: s.Binary}}
+	if s.ACP.Name != "" {
+		out = append(out, s.ACP)
+	}
+	return out
+}
+
+// NPMInstallArgs returns npm's arguments that install the image's
+// NPMPackages, with their dependencies, under prefix
+// (prefix/lib/node_modules, bin links in prefix/bin); both builds run
+// them, with prefix standing for the image's /usr/local.
 func (s Spec) NPMInstallArgs(prefix string) []string {
-	return []string{"install", "--global", "--prefix", prefix, "--no-audit", "--no-fund", "--no-update-notifier",
-		s.Package + "@" + s.Version}
+	args := []string{"install", "--global", "--prefix", prefix, "--no-audit", "--no-fund", "--no-update-notifier"}
+	for _, p := range s.NPMPackages() {
+		args = append(args, p.Spec())
+	}
+	return args
 }

@@ -66,7 +66,11 @@ func summary(s Spec, b BaseSpec) string {
 		return fmt.Sprintf("Debian %s (%s), Node.js %s, %s, user %s (%d:%d), pcsync at %s.",
 			b.Suite, b.Variant, b.NodeVersion, strings.Join(b.Packages, ", "), b.User, b.UID, b.GID, ServerPath)
 	case s.Package != "":
-		return fmt.Sprintf("%s plus %s %s (/usr/local/bin/%s).", s.From, s.Package, s.Version, s.Binary)
+		var parts []string
+		for _, p := range s.NPMPackages() {
+			parts = append(parts, fmt.Sprintf("%s %s (/usr/local/bin/%s)", p.Name, p.Version, p.Binary))
+		}
+		return fmt.Sprintf("%s plus %s.", s.From, strings.Join(parts, " and "))
 	default:
 		return fmt.Sprintf("%s with pcsync as its entrypoint, as user %s.", s.From, PcsyncUser)
 	}
@@ -89,12 +93,13 @@ func writeBase(w *bytes.Buffer, b BaseSpec) {
 	fmt.Fprintf(w, "RUN apt-get update \\\n")
 	fmt.Fprintf(w, " && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends %s \\\n", strings.Join(b.Packages, " "))
 	fmt.Fprintf(w, " && %s\n", strings.ReplaceAll(b.SetupScript(), " && ", " \\\n && "))
-	fmt.Fprintf(w, "COPY --from=node /out/node /usr/local/bin/node\n")
+	fmt.Fprintf(w, "COPY --from=node /out/node %s\n", nodePath)
 	fmt.Fprintf(w, "COPY --from=pcsync /out/pcsync %s\n", ServerPath)
 }
 
-// writeCLIStage writes the stage that installs an agent's CLI with npm
-// under /out/usr/local (npm runs from its tarball on the base's node).
+// writeCLIStage writes the stage that installs an agent's CLI, and its ACP
+// server, with npm under /out/usr/local (npm runs from its tarball on the
+// base's node).
 func writeCLIStage(w *bytes.Buffer, s Spec, b BaseSpec) {
 	fmt.Fprintf(w, "\nFROM ${REGISTRY}/%s:${TAG} AS cli\nUSER root\n", s.From)
 	fmt.Fprintf(w, "ADD https://registry.npmjs.org/npm/-/npm-%s.tgz /tmp/npm.tgz\n", b.NPMVersion)

@@ -19,6 +19,8 @@
 //	                  a classified failure, cancel and timeout of a CLI with no
 //	                  SIGTERM handler and of one that ignores SIGTERM, a
 //	                  missing image, the real Claude Code CLI without a key
+//	acp_test.go       the ACP agent servers of the real claude and codex
+//	                  images answer ACP's initialize in a lease pod
 //	sandbox_test.go   sandbox leases: pcsync's image with no init container,
 //	                  executes, the filesystem, release; a user's image with
 //	                  the init container; a missing image
