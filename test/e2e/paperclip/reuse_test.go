@@ -92,6 +92,11 @@ func TestSandboxLeaseReuse(t *testing.T) {
 		"source": "on_demand", "triggerDetail": "manual", "reason": "e2e: reuse",
 		"payload": map[string]any{"issueId": issue.ID},
 	}, &wake)
+	if wake.ID == "" {
+		// Paperclip folded the wake into a run of the issue it had
+		// queued itself: that run is the second.
+		wake = sw.waitAgentRun(t, coder.ID, run1.ID, 2*time.Minute)
+	}
 	got2 := srv.API.waitRun(t, wake.ID, 3*time.Minute)
 	if got2.Status != "succeeded" || str(got2.SessionIDBefore) != tr.SessionID {
 		t.Fatalf("second run %s: status %s, sessionIdBefore %q, error %q; want succeeded, %q", wake.ID, got2.Status, str(got2.SessionIDBefore), str(got2.Error), tr.SessionID)
