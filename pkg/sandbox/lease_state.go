@@ -61,10 +61,10 @@ type lease struct {
 	// idle is made when the lease starts draining and closed once running
 	// is 0 then: every release of the lease waits on the same channel.
 	idle chan struct{}
-	// client is the open command stream; opening, while one is opened, is
-	// closed once that open is over.
+	// client is the open command stream; opening is the open under way,
+	// if any: every caller that waits on it gets its outcome.
 	client  *cmdclient.Client
-	opening chan struct{}
+	opening *openAttempt
 	warned  map[string]bool
 	// held: counted in the metrics' leases held (from track to the end).
 	held bool

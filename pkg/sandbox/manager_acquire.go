@@ -403,7 +403,7 @@ func (m *Manager) client(ctx context.Context, l *lease) (*cmdclient.Client, erro
 		l.mu.Lock()
 		c, opening, state := l.client, l.opening, l.state
 		if c == nil && opening == nil && state != LeaseEnding && state != LeaseGone {
-			l.opening = make(chan struct{})
+			l.opening = &openAttempt{done: make(chan struct{})}
 		}
 		l.mu.Unlock()
 		switch {
@@ -413,7 +413,14 @@ func (m *Manager) client(ctx context.Context, l *lease) (*cmdclient.Client, erro
 			return nil, fmt.Errorf("lease %s is %s", l.ID, state)
 		case opening != nil:
 			select {
-			case <-opening:
+			case <-opening.done:
+				// The open this caller waited on failed: its error is
+				// this caller's too (not a wait until its own deadline),
+				// unless the opener merely stopped waiting (its own
+				// context ended): then this caller opens.
+				if err := opening.err; err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+					return nil, err
+				}
 				continue
 			case <-ctx.Done():
 				return nil, fmt.Errorf("lease %s: waiting for its command stream: %w", l.ID, ctx.Err())
@@ -423,20 +430,29 @@ func (m *Manager) client(ctx context.Context, l *lease) (*cmdclient.Client, erro
 	}
 }
 
+// openAttempt is one open of a lease's command stream that other callers
+// may wait on: done is closed when it is over, err is then its failure.
+type openAttempt struct {
+	done chan struct{}
+	err  error
+}
+
 // openShared opens the lease's command stream for client, which made
 // l.opening, and keeps it unless the lease's end began meanwhile.
 func (m *Manager) openShared(ctx context.Context, l *lease) (*cmdclient.Client, error) {
 	c, err := m.open(ctx, l)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	close(l.opening)
+	op := l.opening
 	l.opening = nil
+	if err == nil && (l.state == LeaseEnding || l.state == LeaseGone) {
+		_ = c.Close()
+		err = fmt.Errorf("lease %s is %s", l.ID, l.state)
+	}
+	op.err = err
+	close(op.done)
 	if err != nil {
 		return nil, err
-	}
-	if l.state == LeaseEnding || l.state == LeaseGone {
-		_ = c.Close()
-		return nil, fmt.Errorf("lease %s is %s", l.ID, l.state)
 	}
 	l.client = c
 	return c, nil
