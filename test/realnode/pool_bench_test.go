@@ -164,7 +164,7 @@ func podCgroups(b *testing.B, uids []string) (cpu, mem int64) {
 		for _, c := range []struct {
 			root, file string
 			sum        *int64
-		}{{"/sys/fs/cgroup/cpu,cpuacct", "cpuacct.usage", &cpu}, {"/sys/fs/cgroup/memory", "memory.usage_in_bytes", &mem}} {
+		}{{cgroupV1Dir("cpuacct"), "cpuacct.usage", &cpu}, {cgroupV1Dir("memory"), "memory.usage_in_bytes", &mem}} {
 			dir := findPodCgroup(c.root, "pod"+uid)
 			if dir == "" {
 				dir = findPodCgroup(c.root, "pod"+strings.ReplaceAll(uid, "-", "_"))
@@ -191,8 +191,11 @@ func podCgroups(b *testing.B, uids []string) (cpu, mem int64) {
 func findPodCgroup(root, name string) string {
 	var found string
 	_ = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
-		if err != nil || !d.IsDir() || found != "" {
+		switch {
+		case err != nil || found != "":
 			return filepath.SkipDir
+		case !d.IsDir():
+			return nil
 		}
 		if strings.Count(strings.TrimPrefix(path, root), "/") > 5 {
 			return filepath.SkipDir
@@ -207,3 +210,17 @@ func findPodCgroup(root, name string) string {
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// cgroupV1Dir is the cgroup v1 hierarchy of controller: mounted on its own
+// (/sys/fs/cgroup/cpuacct) or joined with others (/sys/fs/cgroup/cpu,cpuacct).
+func cgroupV1Dir(controller string) string {
+	dirs, _ := filepath.Glob("/sys/fs/cgroup/*" + controller + "*")
+	for _, d := range dirs {
+		for _, c := range strings.Split(filepath.Base(d), ",") {
+			if c == controller {
+				return d
+			}
+		}
+	}
+	return filepath.Join("/sys/fs/cgroup", controller)
+}
