@@ -51,7 +51,7 @@ func (sw *sandboxWorld) installLocalEnv(t testing.TB, o localEnvOptions) string 
 		ID string `json:"id"`
 	}
 	sw.srv.API.must(t, "POST", "/api/companies/"+sw.company.ID+"/environments", map[string]any{
-		"name": "local processes " + cmp.Or(o.Driver, "benchlocal"), "driver": "sandbox", "config": cfg,
+		"name": "local processes " + cmp.Or(o.Driver, "benchlocal") + " " + sw.pc.Slug, "driver": "sandbox", "config": cfg,
 	}, &env)
 	return env.ID
 }
