@@ -72,12 +72,18 @@ func Gone(ctx context.Context, cs kubernetes.Interface, ns, name string) error {
 	return err
 }
 
-// listWatch lists and watches the one pod ns/name.
+// listWatch lists and watches the one pod ns/name. Its list is a
+// consistent read: a reflector lists at resourceVersion "0", which the API
+// server may answer from a watch cache that does not yet hold a pod just
+// created, and a pod missing from the first list reads as deleted. (Under
+// a burst of 20 lease creates on the real node, three acquires failed so,
+// "deleted before it was ready", and then deleted their own pods.)
 func listWatch(cs kubernetes.Interface, ns, name string) cache.ListerWatcher {
 	byName := fields.OneTermEqualSelector("metadata.name", name).String()
 	return &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = byName
+			o.ResourceVersion, o.ResourceVersionMatch = "", ""
 			return cs.CoreV1().Pods(ns).List(ctx, o)
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
