@@ -40,6 +40,10 @@ type Manager struct {
 	leases map[string]*lease
 	closed bool
 	wg     sync.WaitGroup
+	// stopping ends when Close begins: the background opens of lease
+	// streams stop with it, so Close does not wait out their deadlines.
+	stopping context.Context
+	stop     context.CancelFunc
 }
 
 // ErrNoLease is returned (wrapped) for a lease id the daemon does not hold.
@@ -64,6 +68,7 @@ func New(ctx context.Context, cfg *rest.Config, model func() *config.Model, o Op
 	}
 	m := &Manager{opts: o, cs: cs, rest: cfg, model: model, j: j, log: o.Logger, leases: map[string]*lease{},
 		tenants: tenantns.New(cs, 0)}
+	m.stopping, m.stop = context.WithCancel(context.Background())
 	if err := m.adopt(ctx); err != nil {
 		return nil, err
 	}
@@ -204,5 +209,17 @@ func (m *Manager) Close() {
 			m.unhold(l)
 		}
 	}
+	if m.stop != nil {
+		m.stop()
+	}
 	m.wg.Wait()
+}
+
+// base is the context of the manager's background work: it ends when
+// Close begins.
+func (m *Manager) base() context.Context {
+	if m.stopping == nil {
+		return context.Background()
+	}
+	return m.stopping
 }

@@ -239,9 +239,12 @@ func (m *Manager) connect(l *lease, wait time.Duration) {
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
-		cctx, cancel := context.WithTimeout(context.Background(), wait)
+		cctx, cancel := context.WithTimeout(m.base(), wait)
 		defer cancel()
 		if _, err := m.client(cctx, l); err != nil {
+			if m.base().Err() != nil {
+				return // the daemon is stopping: the pod stays for the next one
+			}
 			m.log.Error("sandbox lease: the command server does not answer; ending the lease", slog.String("lease", l.ID), slog.Any("error", err))
 			m.releaseAsync(l, EndFailed)
 			return
