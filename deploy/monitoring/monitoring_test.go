@@ -65,7 +65,7 @@ func readRules(t *testing.T) ruleFile {
 var wantAlerts = []string{
 	"PcsyncConfigInvalid", "PcsyncDaemonDown", "PcsyncLeaseAcquiresRefused", "PcsyncNoLeader",
 	"PcsyncPaperclipUnreachable", "PcsyncPruneBlocked", "PcsyncReconcileFailing", "PcsyncRunsQueuedTooLong",
-	"PcsyncStartWindowCollapsed",
+	"PcsyncStartWindowCollapsed", "PcsyncWarmPoolShort",
 }
 
 // TestPrometheusRuleWrapsRulesFile: prometheusrule.yaml's spec.groups are

@@ -46,10 +46,12 @@ const burst = 6
 //
 //   - a run burst (burst runs per company for two companies, concurrency
 //     2): runs queued, in flight, finished, tokens and cost move;
-//   - a lease: acquired (leases active 1), two executes with env keys
-//     the env rule keeps from the pod, the lease's command stream broken
-//     (its exec process killed) and reopened, a refused acquire, a drained
-//     release (leases active 0);
+//   - a warm pool of one member in the first company, Ready before the
+//     lease, claimed by it (a warm claim) and refilled;
+//   - a lease: acquired (leases active 1), a file synced in and out, two
+//     executes with env keys the env rule keeps from the pod, the lease's
+//     command stream broken (its exec process killed) and reopened, a
+//     refused acquire, a drained release (leases active 0);
 //   - every company removed from Git: the prune guard holds the empty
 //     render, and the alert PcsyncPruneBlocked fires, read back from
 //     Prometheus' alerts API.
@@ -101,8 +103,12 @@ spec:
   namespacePrefix: mon-
   images: {allowList: ["ghcr.io/paperclipai/*"]}
 `)
-	for _, slug := range slugs {
-		writeFile(t, filepath.Join(cfgDir, slug+".yaml"), company(slug))
+	for i, slug := range slugs {
+		doc := company(slug)
+		if i == 0 {
+			doc += "  sandbox:\n    warmPool:\n    - {adapterType: claude_local, count: 1}\n"
+		}
+		writeFile(t, filepath.Join(cfgDir, slug+".yaml"), doc)
 	}
 
 	d := startDaemon(t, bin, c.KubeconfigPath(), "daemon", "--executor", "kubernetes", "--config", cfgDir,
@@ -152,7 +158,10 @@ spec:
 	}
 	p.expect(t, "the start window", `pcsync_start_window`, gt(0))
 
-	// A lease.
+	// A lease, from the first company's warm pool of one.
+	pool := func(metric string) string { return fmt.Sprintf(`pcsync_sandbox_pool_%s{company=%q}`, metric, slugs[0]) }
+	p.wait(t, "the pool declared", pool("declared"), eq(1))
+	p.wait(t, "the pool's member Ready", pool("ready"), eq(1))
 	sb := sandboxClient(filepath.Join(state, "sandbox.sock"))
 	env := map[string]any{"company": slugs[0]}
 	var lease struct {
@@ -167,6 +176,17 @@ spec:
 	leased := fmt.Sprintf(`pcsync_sandbox_leases_active{company=%q}`, slugs[0])
 	p.wait(t, "the lease held", leased, eq(1))
 	p.wait(t, "an acquire ready", `pcsync_sandbox_acquire_duration_seconds_count{outcome="ready"}`, eq(1))
+	p.wait(t, "a warm claim", fmt.Sprintf(`pcsync_sandbox_pool_claims_total{company=%q,outcome="warm"}`, slugs[0]), eq(1))
+	p.wait(t, "the pool refilled", pool("ready"), eq(1))
+	p.wait(t, "two members' refill times", `pcsync_sandbox_pool_refill_seconds_count`, eq(2))
+	// A workspace sync: a file in, and back out.
+	target := filepath.Join(hostDir, "synced.txt") // kwok: the lease's commands run on this host
+	sb.syncPut(t, lease.ProviderLeaseID, target, "synced\n")
+	if got := sb.syncGet(t, lease.ProviderLeaseID, target); got != "synced\n" {
+		t.Errorf("sync get %s: %q", target, got)
+	}
+	p.wait(t, "a sync in", fmt.Sprintf(`pcsync_sandbox_sync_bytes_total{company=%q,direction="in"}`, slugs[0]), eq(7))
+	p.wait(t, "a sync out", fmt.Sprintf(`pcsync_sandbox_syncs_total{company=%q,direction="out",outcome="completed"}`, slugs[0]), eq(1))
 	execEnv := map[string]string{"PATH": "/usr/bin:/bin", "MONITORING_DB_PASSWORD": "kept-out", "UNLISTED_KEY": "kept-out"}
 	if out := sb.execute(t, lease.ProviderLeaseID, execEnv, "echo", "one"); out != "one\n" {
 		t.Errorf("execute: stdout %q", out)
@@ -676,6 +696,47 @@ func (s *sandbox) call(t *testing.T, hook string, params any, want int, out any)
 			t.Fatalf("%s: %v: %s", hook, err, body)
 		}
 	}
+}
+
+// syncPut writes content to the file target in the lease's pod by the
+// native workspace sync.
+func (s *sandbox) syncPut(t *testing.T, lease, target, content string) {
+	t.Helper()
+	head, err := json.Marshal(map[string]any{"lease": map[string]any{"providerLeaseId": lease},
+		"targetPath": target, "kind": "file", "timeoutMs": 60000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := s.hc.Post("http://pcsync/v1/sync/put", "application/octet-stream",
+		io.MultiReader(bytes.NewReader(head), strings.NewReader("\n"+content)))
+	if err != nil {
+		t.Fatalf("sync put: %v", err)
+	}
+	defer resp.Body.Close()
+	if out, _ := io.ReadAll(resp.Body); resp.StatusCode != http.StatusOK {
+		t.Fatalf("sync put %s: status %d: %s", target, resp.StatusCode, out)
+	}
+}
+
+// syncGet reads the file source of the lease's pod by the native
+// workspace sync.
+func (s *sandbox) syncGet(t *testing.T, lease, source string) string {
+	t.Helper()
+	body, err := json.Marshal(map[string]any{"lease": map[string]any{"providerLeaseId": lease},
+		"sourcePath": source, "kind": "file", "timeoutMs": 60000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := s.hc.Post("http://pcsync/v1/sync/get", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("sync get: %v", err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("sync get %s: status %d: %s", source, resp.StatusCode, out)
+	}
+	return string(out)
 }
 
 // execute runs a command on the lease and returns its stdout.

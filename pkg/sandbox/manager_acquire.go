@@ -64,6 +64,11 @@ func (m *Manager) Acquire(ctx context.Context, p AcquireParams) (_ LeaseInfo, er
 	if err != nil {
 		return LeaseInfo{}, err
 	}
+	started := func() {}
+	if m.pools != nil {
+		started = m.pools.acquiring(r.Namespace)
+	}
+	defer started()
 	created, warm, err := m.startPod(ctx, model, &r)
 	if err != nil {
 		return LeaseInfo{}, err
@@ -87,6 +92,7 @@ func (m *Manager) Acquire(ctx context.Context, p AcquireParams) (_ LeaseInfo, er
 			return LeaseInfo{}, explainUnschedulable(err, model, &r)
 		}
 	}
+	started()
 	if !l.to(LeasePending, LeaseReady) {
 		return LeaseInfo{}, fmt.Errorf("lease %s is %s: it ended while its pod started", l.ID, l.State())
 	}

@@ -46,6 +46,12 @@ type warmPools struct {
 	// pressure holds, per namespace, the time before which no member is
 	// created there (a quota refusal).
 	pressure map[string]time.Time
+	// cold counts, per namespace, the acquires in flight (most of them
+	// starting a pod of their own once the members are claimed): their pods
+	// and the refill's would compete for the node, so no member is created
+	// there while any is, for at most ColdHold from coldSince.
+	cold      map[string]int
+	coldSince map[string]time.Time
 	// born are the members this daemon created and has not yet seen
 	// Ready: when each create began.
 	born map[string]time.Time
@@ -89,7 +95,7 @@ func (m *Manager) startPools(ctx context.Context) {
 		return []string{poolKey{Namespace: p.Namespace, Hash: p.Labels[LabelPool]}.String()}, nil
 	}})
 	p := &warmPools{m: m, inf: inf, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
-		taken: map[string]bool{}, pending: map[string]pendingMember{}, pressure: map[string]time.Time{}, born: map[string]time.Time{}, reported: map[string]bool{}, declared: map[poolKey]*poolDecl{}}
+		taken: map[string]bool{}, pending: map[string]pendingMember{}, pressure: map[string]time.Time{}, cold: map[string]int{}, coldSince: map[string]time.Time{}, born: map[string]time.Time{}, reported: map[string]bool{}, declared: map[poolKey]*poolDecl{}}
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { p.poke() },
 		UpdateFunc: func(_, obj any) { p.seen(obj); p.poke() },
@@ -218,13 +224,10 @@ func (p *warmPools) unfit(pod *corev1.Pod, declared bool, now time.Time) string 
 	return ""
 }
 
-// refill creates n members of pool d, unless a quota refusal in its
-// namespace is recent.
+// refill creates n members of pool d, one at a time, while its namespace
+// is not held (held).
 func (p *warmPools) refill(ctx context.Context, d *poolDecl, n int) {
-	p.mu.Lock()
-	held := time.Now().Before(p.pressure[d.key.Namespace])
-	p.mu.Unlock()
-	if held {
+	if p.held(d.key.Namespace, time.Now()) {
 		return
 	}
 	model := p.m.model()
@@ -234,7 +237,10 @@ func (p *warmPools) refill(ctx context.Context, d *poolDecl, n int) {
 		}
 		return
 	}
-	for range n {
+	for i := range n {
+		if i > 0 && p.held(d.key.Namespace, time.Now()) {
+			return
+		}
 		pod, r, err := p.m.buildMember(d, model, time.Now())
 		if err != nil {
 			p.m.log.Warn("sandbox: warm pool member not built", slog.String("pool", d.key.String()), slog.Any("error", err))
@@ -261,6 +267,48 @@ func (p *warmPools) refill(ctx context.Context, d *poolDecl, n int) {
 		}
 		p.m.log.Debug("sandbox: warm pool member created", slog.String("pod", pod.Namespace+"/"+pod.Name),
 			slog.String("image", r.Image), slog.Duration("took", time.Since(began).Round(time.Millisecond)))
+	}
+}
+
+// held says no member may be created in namespace ns now: a quota
+// refusal there is recent (QuotaBackoff), or acquires of ns are in flight
+// and have been for less than ColdHold.
+func (p *warmPools) held(ns string, now time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if now.Before(p.pressure[ns]) {
+		return true
+	}
+	return p.cold[ns] > 0 && now.Sub(p.coldSince[ns]) < p.m.opts.Pool.ColdHold
+}
+
+// acquiring counts an acquire of namespace ns in flight until the
+// returned func is called (once its pod runs, or it failed); the last
+// one's end asks for a reconcile, which refills what the burst claimed. A
+// claim is done in milliseconds; a cold start holds the refills until its
+// pod runs.
+func (p *warmPools) acquiring(ns string) func() {
+	p.mu.Lock()
+	if p.cold[ns] == 0 {
+		p.coldSince[ns] = time.Now()
+	}
+	p.cold[ns]++
+	p.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			p.mu.Lock()
+			p.cold[ns]--
+			last := p.cold[ns] == 0
+			if last {
+				delete(p.cold, ns)
+				delete(p.coldSince, ns)
+			}
+			p.mu.Unlock()
+			if last {
+				p.poke()
+			}
+		})
 	}
 }
 

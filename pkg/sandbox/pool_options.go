@@ -26,6 +26,11 @@ type PoolOptions struct {
 	// quota refusal there, a member's own or a lease's that shrank its
 	// pool. Default 15s.
 	QuotaBackoff time.Duration
+	// ColdHold bounds how long a namespace's refills wait while leases
+	// there start pods of their own (a burst larger than its pools): those
+	// pods and the refill's would share the node, and each lease waits for
+	// its own. Default 30s.
+	ColdHold time.Duration
 	// RoomWait bounds how long a lease that shrank its pool for room in the
 	// quota retries its create while the quota's usage catches up with the
 	// member's delete. Default 15s.
@@ -42,6 +47,7 @@ func DefaultPoolOptions() PoolOptions {
 		MemberMaxAge:  12 * time.Hour,
 		Resync:        2 * time.Second,
 		QuotaBackoff:  15 * time.Second,
+		ColdHold:      30 * time.Second,
 		RoomWait:      15 * time.Second,
 		PendingTTL:    30 * time.Second,
 	}
@@ -53,6 +59,7 @@ func (o *PoolOptions) complete() {
 	o.MemberMaxAge = cmp.Or(o.MemberMaxAge, d.MemberMaxAge)
 	o.Resync = cmp.Or(o.Resync, d.Resync)
 	o.QuotaBackoff = cmp.Or(o.QuotaBackoff, d.QuotaBackoff)
+	o.ColdHold = cmp.Or(o.ColdHold, d.ColdHold)
 	o.RoomWait = cmp.Or(o.RoomWait, d.RoomWait)
 	o.PendingTTL = cmp.Or(o.PendingTTL, d.PendingTTL)
 }

@@ -70,3 +70,51 @@ func TestPoolMember(t *testing.T) {
 		})
 	}
 }
+
+// A namespace's refills wait while its acquires are in flight (their cold
+// pods and the refill's would share the node), at most ColdHold, and while
+// a quota refusal there is recent; the last acquire's end asks for a
+// reconcile.
+func TestPoolHeld(t *testing.T) {
+	m := &Manager{opts: DefaultOptions(t.TempDir())}
+	m.opts.Pool.complete()
+	hold := m.opts.Pool.ColdHold
+	p := &warmPools{m: m, kick: make(chan struct{}, 1), cold: map[string]int{}, coldSince: map[string]time.Time{}, pressure: map[string]time.Time{}}
+	now := time.Now()
+	type state struct{ A, B bool }
+	heldNow := func(at time.Time) state { return state{p.held("a", at), p.held("b", at)} }
+
+	if diff := cmp.Diff(state{}, heldNow(now)); diff != "" {
+		t.Errorf("no acquire in flight (-want +got):\n%s", diff)
+	}
+	one, two := p.acquiring("a"), p.acquiring("a")
+	if diff := cmp.Diff(state{A: true}, heldNow(time.Now())); diff != "" {
+		t.Errorf("two acquires in flight in a (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(state{}, heldNow(time.Now().Add(hold+time.Second))); diff != "" {
+		t.Errorf("after ColdHold (-want +got):\n%s", diff)
+	}
+	one()
+	one() // a second call is a no-op
+	if diff := cmp.Diff(state{A: true}, heldNow(time.Now())); diff != "" {
+		t.Errorf("one acquire left (-want +got):\n%s", diff)
+	}
+	select {
+	case <-p.kick:
+		t.Error("a reconcile was asked for with an acquire still in flight")
+	default:
+	}
+	two()
+	if diff := cmp.Diff(state{}, heldNow(time.Now())); diff != "" {
+		t.Errorf("every acquire ended (-want +got):\n%s", diff)
+	}
+	select {
+	case <-p.kick:
+	default:
+		t.Error("the last acquire's end asked for no reconcile")
+	}
+	p.pressure["b"] = time.Now().Add(m.opts.Pool.QuotaBackoff)
+	if diff := cmp.Diff(state{B: true}, heldNow(time.Now())); diff != "" {
+		t.Errorf("a quota refusal in b (-want +got):\n%s", diff)
+	}
+}

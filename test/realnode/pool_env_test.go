@@ -172,6 +172,37 @@ func (e *poolEnv) waitPool(t testing.TB, m *sandbox.Manager, what string, ok fun
 	}
 }
 
+// waitQuiet waits until the namespace holds no lease pod and no pod being
+// deleted, and, when pool, until m's pool has its 5 members Ready; then it
+// lets the node settle.
+func (e *poolEnv) waitQuiet(t testing.TB, m *sandbox.Manager, pool bool) {
+	t.Helper()
+	if pool {
+		e.waitPool(t, m, "5 Ready members", func(ready, _ int) bool { return ready == 5 })
+	}
+	deadline := time.Now().Add(4 * time.Minute)
+	for {
+		l, err := e.c.Client().CoreV1().Pods(e.ns).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		others := 0
+		for _, p := range l.Items {
+			if _, member := p.Labels[sandbox.LabelPool]; !member || p.DeletionTimestamp != nil {
+				others++
+			}
+		}
+		if others == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for the namespace to hold only the pool: %d other pods", others)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	time.Sleep(5 * time.Second)
+}
+
 // runPoolDaemon is the body of a subprocess that stands for a daemon to
 // SIGKILL: a Manager on the config directory and state directory of its
 // environment whose every pod create waits half a second, so that its

@@ -91,11 +91,18 @@ func realNodeImages(t testing.TB) string {
 // real node, from the stand-in images.
 func newRealNodeSandboxWorld(t testing.TB, srv *server) *sandboxWorld {
 	t.Helper()
+	return newRealNodeSandboxWorldWith(t, srv, sandboxOptions{})
+}
+
+// newRealNodeSandboxWorldWith is newRealNodeSandboxWorld with options (its
+// images' Settings and RealNode are set here).
+func newRealNodeSandboxWorldWith(t testing.TB, srv *server, o sandboxOptions) *sandboxWorld {
+	t.Helper()
 	registry := realNodeImages(t)
 	host, _, _ := strings.Cut(registry, "/")
-	sw := newSandboxWorld(t, srv, sandboxOptions{RealNode: true, Settings: map[string]any{
-		"images": map[string]any{"registry": registry, "allowList": []any{host + "/*/*"}},
-	}})
+	o.RealNode = true
+	o.Settings = map[string]any{"images": map[string]any{"registry": registry, "allowList": []any{host + "/*/*"}}}
+	sw := newSandboxWorld(t, srv, o)
 	onlyRealNode(t, sw.c)
 	return sw
 }

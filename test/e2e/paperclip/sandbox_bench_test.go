@@ -153,31 +153,40 @@ func loadAvg() string {
 // BenchmarkPaperclipSandboxRealNode: whole runs of a stock claude_local
 // agent, wake → succeeded by Paperclip's own timestamps, through pcsync's
 // sandbox with its lease pods on the real kubelet (the stand-in CLI in an
-// image built from pcsync's base), beside the same agent in an environment
-// whose provider runs each execute as a local process under a reaping init
-// (tini -s, as a container's PID 1 would be): the floor, in alternating
-// rounds.
+// image built from pcsync's base), cold and from a warm pool of one member
+// (a second company whose Git config declares it), beside the same agent
+// in an environment whose provider runs each execute as a local process
+// under a reaping init (tini -s, as a container's PID 1 would be): the
+// floor, in alternating rounds.
 func BenchmarkPaperclipSandboxRealNode(b *testing.B) {
 	srv := sharedServer(b)
 	tr := readTranscript(b, realNodeTranscript)
 	sw := newRealNodeSandboxWorld(b, srv)
+	metrics := freeAddr(b)
+	pw := newRealNodeSandboxWorldWith(b, srv, sandboxOptions{
+		DaemonArgs: []string{"--metrics-bind-address", metrics},
+		Company:    map[string]any{"sandbox": map[string]any{"warmPool": []any{map[string]any{"adapterType": "claude_local", "count": 1}}}},
+	})
 	tini, err := exec.LookPath("tini")
 	if err != nil {
 		b.Fatalf("the floor runs its executes under tini -s: %v (apt-get install tini)", err)
 	}
 	localEnv := sw.installLocalProvider(b, tini, "-s", "--")
-	inPod := sw.realNodeAgent(b, "InPod", tr)
 	var local agent
 	srv.API.must(b, "POST", "/api/companies/"+sw.company.ID+"/agents", map[string]any{
 		"name": "Local", "adapterType": "claude_local", "defaultEnvironmentId": localEnv,
 		"adapterConfig": map[string]any{"engine": "cli", "timeoutSec": 120,
 			"env": map[string]any{"STANDIN_TRANSCRIPT": tr.Path}},
 	}, &local)
+	agents := map[string]agent{"pcsync": sw.realNodeAgent(b, "InPod", tr), "pool": pw.realNodeAgent(b, "InPoolPod", tr), "local": local}
+	claims := func(outcome string) float64 {
+		return metricSum(b, metrics, `pcsync_sandbox_pool_claims_total{company="`+pw.pc.Slug+`",outcome="`+outcome+`"}`)
+	}
 	for range b.N {
 		const rounds = 8
 		took := map[string][]time.Duration{}
-		order := [][]string{{"local", "pcsync"}, {"pcsync", "local"}}
-		agents := map[string]agent{"pcsync": inPod, "local": local}
+		order := [][]string{{"local", "pcsync", "pool"}, {"pool", "pcsync", "local"}}
+		warm0, cold0 := claims("warm"), claims("miss")
 		for i := range rounds {
 			for _, who := range order[i%2] {
 				run := srv.API.wake(b, agents[who].ID, fmt.Sprintf("bench %s %d", who, i))
@@ -188,17 +197,22 @@ func BenchmarkPaperclipSandboxRealNode(b *testing.B) {
 				took[who] = append(took[who], got.FinishedAt.Sub(*got.CreatedAt))
 			}
 		}
+		warm, cold := claims("warm")-warm0, claims("miss")-cold0
 		p50 := func(who string) time.Duration { return pct(took[who], 0.5) }
 		fmt.Fprintf(os.Stderr, `
 BenchmarkPaperclipSandboxRealNode: a stock claude_local run, wake → succeeded (Paperclip's createdAt → finishedAt), %d runs each, load %s
-  pcsync sandbox (lease pod on the real node)          p50 %6d ms  p99 %6d ms
+  pcsync sandbox, warm pool of 1 (lease pod claimed)   p50 %6d ms  p99 %6d ms  (%.0f warm claims, %.0f misses)
+  pcsync sandbox, no pool (lease pod started cold)     p50 %6d ms  p99 %6d ms
   local-process provider under tini -s (the floor)     p50 %6d ms  p99 %6d ms
-  ratio p50 %.2f
-`, len(took["pcsync"]), loadAvg(), p50("pcsync").Milliseconds(), pct(took["pcsync"], 0.99).Milliseconds(),
+  ratio p50: cold/local %.2f, pool/local %.2f, pool/cold %.2f
+`, len(took["pcsync"]), loadAvg(), p50("pool").Milliseconds(), pct(took["pool"], 0.99).Milliseconds(), warm, cold,
+			p50("pcsync").Milliseconds(), pct(took["pcsync"], 0.99).Milliseconds(),
 			p50("local").Milliseconds(), pct(took["local"], 0.99).Milliseconds(),
-			float64(p50("pcsync"))/float64(p50("local")))
+			float64(p50("pcsync"))/float64(p50("local")), float64(p50("pool"))/float64(p50("local")), float64(p50("pool"))/float64(p50("pcsync")))
 		b.ReportMetric(float64(p50("pcsync"))/float64(p50("local")), "sandbox/local-p50")
+		b.ReportMetric(float64(p50("pool"))/float64(p50("pcsync")), "pool/cold-p50")
 		b.ReportMetric(float64(p50("pcsync").Milliseconds()), "sandbox-p50-ms")
+		b.ReportMetric(float64(p50("pool").Milliseconds()), "pool-p50-ms")
 		b.ReportMetric(float64(p50("local").Milliseconds()), "local-p50-ms")
 	}
 }

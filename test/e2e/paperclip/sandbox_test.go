@@ -60,6 +60,8 @@ type sandboxOptions struct {
 	DaemonArgs []string
 	// Settings is merged into the Settings spec.
 	Settings map[string]any
+	// Company is merged into the Company spec (beside its quota).
+	Company map[string]any
 	// RealNode makes lease pods real pods of the cluster's real node, from
 	// the images in its registry, instead of kwok pods whose executes run
 	// on this host.
@@ -87,10 +89,14 @@ func newSandboxWorld(t testing.TB, srv *server, o sandboxOptions) *sandboxWorld 
 	for k, v := range o.Settings {
 		settings[k] = v
 	}
+	company := map[string]any{"quota": big}
+	for k, v := range o.Company {
+		company[k] = v
+	}
 	sw.world = newWorld(t, srv, worldOptions{
 		Slug: slug, Executor: "kubernetes",
 		Settings:   settings,
-		Company:    map[string]any{"quota": big},
+		Company:    company,
 		DaemonArgs: args,
 		Before: func(w *world) {
 			out, err := runCmd(w.pc.Config, nil, tl.Pcsync, "apply", w.pc.Config,
