@@ -1,11 +1,15 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
@@ -105,4 +109,25 @@ func (p ExecProtocol) explain(err error) error {
 			"an API server before 1.30 or a proxy that refuses WebSocket upgrades needs auto or spdy)", err)
 	}
 	return err
+}
+
+// refusedForGood says err is an exec refused with 401 or 403, by the API
+// server (credentials, RBAC on pods/exec) or by a proxy in front of it (one
+// that refuses WebSocket upgrades, with the protocol forced to websocket):
+// opening again does not help until an operator acts.
+func refusedForGood(err error) bool {
+	if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
+		return true
+	}
+	var uf *httpstream.UpgradeFailureError
+	if !errors.As(err, &uf) || uf.Cause == nil {
+		return false
+	}
+	if apierrors.IsForbidden(uf.Cause) || apierrors.IsUnauthorized(uf.Cause) {
+		return true
+	}
+	// A refusal that is no Kubernetes Status: client-go adds the
+	// response's status line to the handshake's error.
+	msg := uf.Cause.Error()
+	return strings.Contains(msg, "("+strconv.Itoa(http.StatusForbidden)+" ") || strings.Contains(msg, "("+strconv.Itoa(http.StatusUnauthorized)+" ")
 }

@@ -2,10 +2,14 @@ package sandbox
 
 import (
 	"errors"
+	"fmt"
+	"io"
 	"net/url"
 	"strings"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/rest"
 )
@@ -92,4 +96,37 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// TestRefusedForGood: 401 and 403, from the API server (a Status) or a
+// proxy (a status line), through every wrapping a lease's open adds, end
+// the open's retries; an upgrade the server could not do now (503), a
+// dropped connection or a closed pipe do not.
+func TestRefusedForGood(t *testing.T) {
+	wrap := func(err error) error {
+		return fmt.Errorf("cmdclient: hello: %w", fmt.Errorf("Pod/ns/p exec stream ended: %w", err))
+	}
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "pods/exec"}, "p", errors.New("RBAC"))
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"RBAC on pods/exec", wrap(forbidden), true},
+		{"credentials", wrap(apierrors.NewUnauthorized("token expired")), true},
+		{"a Status in a refused upgrade", wrap(&httpstream.UpgradeFailureError{Cause: forbidden}), true},
+		{"a proxy's 403", wrap(&httpstream.UpgradeFailureError{Cause: errors.New("websocket: bad handshake (403 Forbidden)")}), true},
+		{"a proxy's 401", wrap(&httpstream.UpgradeFailureError{Cause: errors.New("websocket: bad handshake (401 Unauthorized): no")}), true},
+		{"an API server starting", wrap(&httpstream.UpgradeFailureError{Cause: errors.New("websocket: bad handshake (503 Service Unavailable)")}), false},
+		{"a Status 503", wrap(apierrors.NewServiceUnavailable("starting")), false},
+		{"a closed pipe", wrap(io.ErrClosedPipe), false},
+		{"a refused connection", wrap(errors.New("dial tcp 127.0.0.1:6443: connect: connection refused")), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := refusedForGood(tt.err); got != tt.want {
+				t.Errorf("refusedForGood(%v) = %v, want %v", tt.err, got, tt.want)
+			}
+		})
+	}
 }

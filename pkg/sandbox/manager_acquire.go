@@ -479,6 +479,9 @@ func (m *Manager) open(ctx context.Context, l *lease) (*cmdclient.Client, error)
 	var last error
 	err := openBackoff.DelayFunc().Until(ctx, true, true, func(ctx context.Context) (bool, error) {
 		c, last = cmdclient.New(ctx, m.opener(l), o)
+		if last != nil && refusedForGood(last) {
+			return false, last // no open will do better until an operator acts
+		}
 		return last == nil, nil
 	})
 	if err != nil {
