@@ -4,6 +4,7 @@ package paperclip
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,7 +18,7 @@ import (
 // TestSandboxWarmPoolRun: a company whose Git config declares a warm pool
 // of one claude_local pod (kwok lease pods, executes on this host through
 // --sandbox-host-root). Before any run the member is there, Ready, with no
-// role label and no run's env; a stock claude_local run through the real
+// role label, no run's env and no secret; a stock claude_local run through the real
 // Paperclip claims it (the daemon counts one warm claim, no miss) and
 // succeeds with the transcript's figures; after the run that pod is gone
 // and the pool is whole again with a new member.
@@ -33,9 +34,16 @@ func TestSandboxWarmPoolRun(t *testing.T) {
 	if role, ok := first.Labels["paperclip.io/role"]; ok {
 		t.Errorf("member %s has role %q: an egress policy selects it before a claim", first.Name, role)
 	}
-	for _, c := range first.Spec.Containers {
-		if len(c.Env) > 0 || len(c.EnvFrom) > 0 {
-			t.Errorf("member %s container %s has a run's env: %v %v", first.Name, c.Name, c.Env, c.EnvFrom)
+	// A member's env is the pod's own (HOME, TMPDIR): nothing of a run, no
+	// secret reference; each execute brings its env over the stream.
+	for _, c := range append(first.Spec.InitContainers, first.Spec.Containers...) {
+		if len(c.EnvFrom) > 0 {
+			t.Errorf("member %s container %s takes env from %v", first.Name, c.Name, c.EnvFrom)
+		}
+		for _, e := range c.Env {
+			if e.ValueFrom != nil || strings.HasPrefix(e.Name, "PAPERCLIP_") || strings.HasPrefix(e.Name, "STANDIN_") {
+				t.Errorf("member %s container %s has a run's env or a secret: %s", first.Name, c.Name, e.Name)
+			}
 		}
 	}
 
