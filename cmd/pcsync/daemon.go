@@ -258,7 +258,7 @@ func (f *daemonFlags) options(ctx context.Context, g *globalOptions, lim apply.A
 		opts.Runs, opts.NewExecutor = f.runs(g, opts.Metrics, self)
 	}
 	if f.sandbox.enabled {
-		opts.Sandbox = f.sandbox.runner(g, f.stateDirectory(), self, opts.Metrics)
+		opts.Sandbox = f.sandbox.runner(g, f, self, opts.Metrics)
 	}
 	if f.leaderElect {
 		cs, err := f.clientset(g, "pcsync-leader-election")

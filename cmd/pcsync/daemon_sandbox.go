@@ -6,6 +6,8 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/pcsync/pcsync/pkg/apply"
+
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/introspect"
 	"github.com/pcsync/pcsync/pkg/metrics"
@@ -64,9 +66,12 @@ func (d *daemonFlags) stateDirectory() string {
 	return ""
 }
 
-// runner returns the daemon's sandbox loop: the lease manager and its API,
-// reporting into the daemon's metrics m.
-func (f *sandboxFlags) runner(g *globalOptions, stateDir string, self *introspect.Self, m *metrics.Metrics) func(context.Context, func() *config.Model) error {
+// runner returns the daemon d's sandbox loop: the lease manager and its
+// API, reporting into the daemon's metrics m. Its warm pools' owner is the
+// daemon's ApplySet ID: the replicas of one deployment share it, another
+// deployment on the cluster has its own.
+func (f *sandboxFlags) runner(g *globalOptions, d *daemonFlags, self *introspect.Self, m *metrics.Metrics) func(context.Context, func() *config.Model) error {
+	stateDir := d.stateDirectory()
 	return func(ctx context.Context, model func() *config.Model) error {
 		cfg, err := g.Kube.RESTConfig()
 		if err != nil {
@@ -76,6 +81,7 @@ func (f *sandboxFlags) runner(g *globalOptions, stateDir string, self *introspec
 		o := sandbox.DefaultOptions(stateDir)
 		o.ServerPath, o.HelperImage, o.HostRoot, o.Logger, o.Metrics = f.serverPath, f.helperImage, f.hostRoot, g.Logger, m
 		o.ExecProtocol = f.execProtocol
+		o.Pool.Owner = apply.ParentID(d.set.name, d.set.namespace)
 		// A lease's pod gets the scheduling of the agent it serves, which
 		// Paperclip names by its id: pcsync's marker on it says which.
 		o.Agents = paperclipReconciler(g)

@@ -112,7 +112,9 @@
 // server; it presents the admin's credentials, so its RESTConfig and KubeconfigPath
 // carry none. HTTPProxyOptions.RefuseWebSocket makes it answer every WebSocket
 // upgrade 403, as a proxy or load balancer that breaks WebSocket upgrades does, while
-// SPDY's upgrade and everything else pass; Counts says which upgrades it saw:
+// SPDY's upgrade and everything else pass; HoldUpgrades makes it never answer an
+// upgrade (every pod exec hangs until its client gives up); Counts says which
+// upgrades it saw:
 //
 //	p := c.StartHTTPProxy(t, testcluster.HTTPProxyOptions{RefuseWebSocket: true})
 //	cfg := p.RESTConfig()        // an exec through it falls back to SPDY

@@ -24,6 +24,10 @@ type HTTPProxyOptions struct {
 	// balancer that breaks WebSocket upgrades does; every other request,
 	// SPDY's upgrade among them, passes.
 	RefuseWebSocket bool
+	// HoldUpgrades never answers a request that asks for an upgrade
+	// (WebSocket or SPDY: every pod exec): it waits until the client gives
+	// up or the proxy stops, as an API server or a proxy that hangs does.
+	HoldUpgrades bool
 }
 
 // HTTPProxy is a reverse proxy in front of the cluster's API server, on
@@ -47,6 +51,9 @@ type ProxyCounts struct {
 	// SPDY counts the requests that asked for a SPDY upgrade,
 	// SPDYSwitched those the API server switched (101).
 	SPDY, SPDYSwitched int
+	// Held counts the upgrades held unanswered (HoldUpgrades), Released
+	// those whose client gave up.
+	Held, Released int
 }
 
 // StartHTTPProxy starts an HTTPProxy in front of the cluster's API server;
@@ -87,6 +94,7 @@ func (c *Cluster) StartHTTPProxy(t testing.TB, o HTTPProxyOptions) *HTTPProxy {
 	if err != nil {
 		t.Fatalf("HTTP proxy: %v", err)
 	}
+	stop := make(chan struct{})
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ws, spdy := isUpgrade(r.Header, "websocket"), isUpgrade(r.Header, "spdy/")
 		refuse := ws && o.RefuseWebSocket
@@ -106,10 +114,22 @@ func (c *Cluster) StartHTTPProxy(t testing.TB, o HTTPProxyOptions) *HTTPProxy {
 			http.Error(w, "this proxy refuses WebSocket upgrades", http.StatusForbidden)
 			return
 		}
+		if (ws || spdy) && o.HoldUpgrades {
+			p.count(func(c *ProxyCounts) { c.Held++ })
+			select {
+			case <-r.Context().Done():
+				p.count(func(c *ProxyCounts) { c.Released++ })
+			case <-stop:
+			}
+			return
+		}
 		rp.ServeHTTP(w, r)
 	})}
 	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
+	t.Cleanup(func() {
+		close(stop)
+		_ = srv.Close()
+	})
 	p.url = "http://" + ln.Addr().String()
 
 	kc := clientcmdapi.NewConfig()
@@ -164,6 +184,6 @@ func (p *HTTPProxy) Counts() ProxyCounts {
 
 // String describes the counts, for a test's failure message.
 func (c ProxyCounts) String() string {
-	return fmt.Sprintf("%d requests; WebSocket upgrades %d (%d refused); SPDY upgrades %d (%d switched)",
-		c.Requests, c.WebSocket, c.WebSocketRefused, c.SPDY, c.SPDYSwitched)
+	return fmt.Sprintf("%d requests; WebSocket upgrades %d (%d refused); SPDY upgrades %d (%d switched); upgrades held %d (%d given up)",
+		c.Requests, c.WebSocket, c.WebSocketRefused, c.SPDY, c.SPDYSwitched, c.Held, c.Released)
 }

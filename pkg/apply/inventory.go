@@ -65,8 +65,13 @@ func (m *Manager) parentRef() ObjectRef {
 
 // applySetID returns this Manager's set ID.
 func (m *Manager) applySetID() string {
-	p := m.opts.ApplySet
-	return ApplySetID(p.Name, p.Namespace, schema.GroupKind{Kind: "Secret"})
+	return ParentID(m.opts.ApplySet.Name, m.opts.ApplySet.Namespace)
+}
+
+// ParentID is the ApplySet ID of pcsync's parent, the Secret name in
+// namespace: what names a deployment of pcsync on a cluster.
+func ParentID(name, namespace string) string {
+	return ApplySetID(name, namespace, schema.GroupKind{Kind: "Secret"})
 }
 
 // readInventory reads and checks the parent. A missing parent (or namespace) is an

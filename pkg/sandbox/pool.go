@@ -22,6 +22,10 @@ import (
 // the tenant's deny-all policy does.
 const LabelPool = "pcsync.io/sandbox-pool"
 
+// LabelPoolOwner is the deployment of pcsync that keeps a warm pool member
+// (PoolOptions.Owner): a daemon keeps, adopts and drains only its own.
+const LabelPoolOwner = "pcsync.io/sandbox-pool-owner"
+
 // poolDecl is one warm pool the config declares: count members of one
 // pod spec in a company's namespace. Pools of one company whose members
 // would be the same pod are one pool of their counts' sum.
@@ -115,26 +119,28 @@ func (m *Manager) buildMember(d *poolDecl, model *config.Model, now time.Time) (
 		return nil, Record{}, err
 	}
 	c, _ := model.Company(r.Company)
-	pod.Labels = memberLabels(c, d.key.Hash)
+	pod.Labels = memberLabels(c, d.key.Hash, m.opts.Pool.Owner)
 	pod.Annotations = map[string]string{"kubectl.kubernetes.io/default-container": ContainerName}
 	return pod, r, nil
 }
 
-// memberLabels are a member's labels: pcsync's, its company's and its
-// pool's; no role (no egress policy selects it) and nothing of a run.
-func memberLabels(c *config.Company, hash string) map[string]string {
+// memberLabels are a member's labels: pcsync's, its company's, its pool's
+// and its owner's; no role (no egress policy selects it) and nothing of a
+// run.
+func memberLabels(c *config.Company, hash, owner string) map[string]string {
 	return map[string]string{
 		kubeexec.LabelManagedBy: kubeexec.ManagedByValue,
 		kubeexec.LabelCompany:   kubeexec.LabelValue(c.Slug()),
 		kubeexec.LabelCompanyID: kubeexec.LabelValue(c.Spec.ID),
 		LabelPool:               hash,
+		LabelPoolOwner:          owner,
 	}
 }
 
 // claimLabels is the label patch of a claim: the lease's labels, and the
-// member's pool label removed (null in a merge patch).
+// member's pool and owner labels removed (null in a merge patch).
 func claimLabels(r *Record, c *config.Company) map[string]any {
-	out := map[string]any{LabelPool: nil}
+	out := map[string]any{LabelPool: nil, LabelPoolOwner: nil}
 	for k, v := range podLabels(r, c) {
 		out[k] = v
 	}

@@ -22,13 +22,15 @@ import (
 const poolIndex = "pool"
 
 // warmPools keeps every declared warm pool at its count of members: it
-// watches the members (pods labelled LabelPool, in every namespace), and on
-// each change, and every Resync, creates the missing ones and deletes those
-// whose pool is no longer declared (a company, its pool, or its image,
-// spec or company changed), that ended, that were not Ready within
-// ReadyDeadline, that are older than MemberMaxAge, or that are surplus. A
-// restarted daemon's cache lists the members of the one before: it adopts
-// them, and creates only what is missing.
+// watches the members (pods labelled LabelPool and its own LabelPoolOwner,
+// in every namespace), and on each change, and every Resync, creates the
+// missing ones and deletes those whose pool is no longer declared (a
+// company, its pool, or its image, spec or company changed), that ended,
+// that were not Ready within ReadyDeadline, that are older than
+// MemberMaxAge, or that are surplus. A restarted daemon's cache lists the
+// members of the one before: it adopts them, and creates only what is
+// missing. Members of another owner (another deployment of pcsync) it
+// never sees.
 type warmPools struct {
 	m    *Manager
 	inf  cache.SharedIndexInformer
@@ -75,7 +77,7 @@ func (m *Manager) startPools(ctx context.Context) {
 	if m.opts.Pool.Disabled {
 		return
 	}
-	selector := kubeexec.LabelManagedBy + "=" + kubeexec.ManagedByValue + "," + LabelPool
+	selector := kubeexec.LabelManagedBy + "=" + kubeexec.ManagedByValue + "," + LabelPool + "," + LabelPoolOwner + "=" + m.opts.Pool.Owner
 	pods := m.cs.CoreV1().Pods(metav1.NamespaceAll)
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {

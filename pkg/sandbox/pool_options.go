@@ -11,6 +11,13 @@ type PoolOptions struct {
 	// Disabled keeps no warm pool whatever the config declares, and leaves
 	// the members of earlier daemons alone.
 	Disabled bool
+	// Owner names the deployment of pcsync this daemon is (the daemon gives
+	// its ApplySet ID): the members it creates carry it (LabelPoolOwner),
+	// and it keeps, adopts and drains only the members that do, so that
+	// two deployments on one cluster leave each other's pools alone. The
+	// replicas of one deployment share it. It must be a label value.
+	// Default "pcsync".
+	Owner string
 	// ReadyDeadline is how long a new member may take to be Ready; one
 	// that is not by then is replaced. Default 3m.
 	ReadyDeadline time.Duration
@@ -43,6 +50,7 @@ type PoolOptions struct {
 // DefaultPoolOptions returns the warm pools' defaults.
 func DefaultPoolOptions() PoolOptions {
 	return PoolOptions{
+		Owner:         "pcsync",
 		ReadyDeadline: 3 * time.Minute,
 		MemberMaxAge:  12 * time.Hour,
 		Resync:        2 * time.Second,
@@ -55,6 +63,7 @@ func DefaultPoolOptions() PoolOptions {
 
 func (o *PoolOptions) complete() {
 	d := DefaultPoolOptions()
+	o.Owner = cmp.Or(o.Owner, d.Owner)
 	o.ReadyDeadline = cmp.Or(o.ReadyDeadline, d.ReadyDeadline)
 	o.MemberMaxAge = cmp.Or(o.MemberMaxAge, d.MemberMaxAge)
 	o.Resync = cmp.Or(o.Resync, d.Resync)

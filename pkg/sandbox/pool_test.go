@@ -31,7 +31,7 @@ func TestPoolMember(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]string{kubeexec.LabelManagedBy: kubeexec.ManagedByValue, kubeexec.LabelCompany: "acme",
-		kubeexec.LabelCompanyID: "acme-id", LabelPool: hash}
+		kubeexec.LabelCompanyID: "acme-id", LabelPool: hash, LabelPoolOwner: "pcsync"}
 	if diff := cmp.Diff(want, member.Labels); diff != "" {
 		t.Errorf("member labels (-want +got):\n%s", diff)
 	}

@@ -97,7 +97,10 @@ func (s *execStream) Write(p []byte) (int, error) {
 
 // Close ends the exec: it closes the exec's stdin and gives the stream a
 // moment to end by itself (the relay ends when its server has shut down)
-// before it cuts the connection.
+// before it cuts the connection, and waits for the exec to end, at most
+// streamAbandon: an exec whose upgrade the API server (or a proxy before
+// it) never answers does not see its context end (client-go's handshake
+// has no deadline), and is left to end when that connection does.
 func (s *execStream) Close() error {
 	s.once.Do(func() {
 		_ = s.w.Close()
@@ -108,9 +111,15 @@ func (s *execStream) Close() error {
 		s.cancel()
 		_ = s.r.CloseWithError(errors.New("stream closed"))
 	})
-	<-s.done
+	select {
+	case <-s.done:
+	case <-time.After(streamAbandon):
+	}
 	return nil
 }
+
+// streamAbandon bounds how long Close waits for a cut exec to end.
+const streamAbandon = 5 * time.Second
 
 // discardOnClose is the exec's stdout once the stream's reader is closed:
 // what still arrives is dropped rather than failed, which client-go would

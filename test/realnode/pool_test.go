@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -16,6 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/pcsync/pcsync/internal/podwait"
+	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/images"
 	"github.com/pcsync/pcsync/pkg/render"
 	"github.com/pcsync/pcsync/pkg/sandbox"
@@ -283,4 +286,60 @@ func memberNames(pods []corev1.Pod) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// Two deployments of pcsync on one cluster (daemons of two owners, their
+// ApplySet IDs) leave each other's pools alone: beside a daemon keeping a
+// pool of 2, a daemon of another owner whose config declares no company
+// drains a member of its own that no pool of its declares, and leaves the
+// first one's members as they were.
+func TestPoolOwners(t *testing.T) {
+	p := pushImages(t)
+	e := newPoolEnv(t, p, "  sandbox:\n    warmPool:\n      - {adapterType: claude_local, count: 2, agent: pinned}\n")
+	m := e.manager(t, func(o *sandbox.Options) { o.Pool.Owner = "deployment-a" })
+	e.waitPool(t, m, "2 Ready members", func(ready, _ int) bool { return ready == 2 })
+	members := e.members(t)
+	before := memberNames(members)
+	for _, pod := range members {
+		if got := pod.Labels[sandbox.LabelPoolOwner]; got != "deployment-a" {
+			t.Errorf("member %s has owner %q, want deployment-a", pod.Name, got)
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	// A member of deployment-b that no pool of deployment-b declares.
+	orphan := members[0].DeepCopy()
+	orphan.ObjectMeta = metav1.ObjectMeta{Name: "orphan-of-b", Namespace: e.ns, Labels: orphan.Labels, Annotations: orphan.Annotations}
+	orphan.Labels[sandbox.LabelPoolOwner] = "deployment-b"
+	orphan.Status = corev1.PodStatus{}
+	if _, err := e.c.Client().CoreV1().Pods(e.ns).Create(ctx, orphan, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Deployment-b: Settings only, its own state.
+	dir := t.TempDir()
+	settings, err := os.ReadFile(filepath.Join(e.dir, "settings.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "settings.yaml"), settings, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	model, err := loadConfig(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := sandbox.DefaultOptions(t.TempDir())
+	o.Pool.Owner, o.Pool.Resync, o.Logger = "deployment-b", 100*time.Millisecond, discardLogger()
+	other, err := sandbox.New(ctx, e.c.RESTConfig(), func() *config.Model { return model }, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if err := podwait.Gone(ctx, e.c.Client(), e.ns, orphan.Name); err != nil {
+		t.Fatalf("deployment-b did not drain its own undeclared member: %v", err)
+	}
+	if got := memberNames(e.members(t)); !slices.Equal(got, before) {
+		t.Errorf("with deployment-b running, deployment-a's members are %v, want %v", got, before)
+	}
 }

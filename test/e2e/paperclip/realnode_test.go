@@ -159,16 +159,31 @@ func TestSandboxClaudeRunOnRealNode(t *testing.T) {
 		t.Fatalf("probe of the pcsync environment: %v", probe)
 	}
 
+	sw.runOnRealNode(t, tr, "e2e: sandbox on the real node")
+	want := images.Ref(realNodeRegistry, images.Agent("claude"), realNodeTag)
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	for name, p := range sw.pods {
+		if len(p.Spec.Containers) == 0 || p.Spec.Containers[0].Image != want || len(p.Spec.InitContainers) != 0 {
+			t.Errorf("lease pod %s: containers %v, init containers %d; want one of %s and no init container", name, containerImages(p), len(p.Spec.InitContainers), want)
+		}
+	}
+}
+
+// runOnRealNode wakes a new stock claude_local agent of the world (its
+// stand-in CLI replaying tr from its image) and checks its run: succeeded
+// with the transcript's tokens, cost and session and its lines in
+// Paperclip's log; every lease pod seen ran on the real node and is gone.
+func (sw *sandboxWorld) runOnRealNode(t *testing.T, tr transcript, why string) {
+	t.Helper()
 	coder := sw.realNodeAgent(t, "Coder", tr)
-	run := srv.API.wake(t, coder.ID, "e2e: sandbox on the real node")
-	got := srv.API.waitRun(t, run.ID, 3*time.Minute)
+	run := sw.srv.API.wake(t, coder.ID, why)
+	got := sw.srv.API.waitRun(t, run.ID, 3*time.Minute)
 	if diff := cmp.Diff(stockFigures(t, tr), figuresOf(got)); diff != "" {
 		t.Errorf("Paperclip's run %s (-transcript +Paperclip):\n%s\nrun: %+v\ndaemon log:\n%s", run.ID, diff, got, tail(sw.daemon.out.String(), 6000))
 	}
-	checkRunLog(t, srv, run.ID, tr)
-
+	checkRunLog(t, sw.srv, run.ID, tr)
 	sw.waitNoPods(t, time.Minute)
-	want := images.Ref(realNodeRegistry, images.Agent("claude"), realNodeTag)
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
 	if len(sw.pods) == 0 {
@@ -177,9 +192,6 @@ func TestSandboxClaudeRunOnRealNode(t *testing.T) {
 	for name, p := range sw.pods {
 		if p.Spec.NodeName != sw.c.RealNode().Name() {
 			t.Errorf("lease pod %s ran on node %q, want the real node %s", name, p.Spec.NodeName, sw.c.RealNode().Name())
-		}
-		if len(p.Spec.Containers) == 0 || p.Spec.Containers[0].Image != want || len(p.Spec.InitContainers) != 0 {
-			t.Errorf("lease pod %s: containers %v, init containers %d; want one of %s and no init container", name, containerImages(p), len(p.Spec.InitContainers), want)
 		}
 	}
 }
