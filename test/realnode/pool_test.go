@@ -5,10 +5,12 @@ package realnode
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -343,3 +345,50 @@ func TestPoolOwners(t *testing.T) {
 		t.Errorf("with deployment-b running, deployment-a's members are %v, want %v", got, before)
 	}
 }
+
+// A member that is not Ready within the ReadyDeadline (its image is in no
+// registry: it stays pulling) is replaced by a new one, and the daemon says
+// why; the replaced member is deleted.
+func TestPoolMemberNotReady(t *testing.T) {
+	p := pushImages(t)
+	missing := missingImage(p)
+	e := newPoolEnv(t, p, "  sandbox:\n    warmPool:\n      - {image: "+missing+", count: 1, agent: pinned}\n")
+	var log lockedBuffer
+	e.manager(t, func(o *sandbox.Options) {
+		o.Pool.ReadyDeadline, o.Pool.Resync = 3*time.Second, 200*time.Millisecond
+		o.Logger = slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	})
+	seen := map[string]bool{}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		for _, pod := range e.members(t) {
+			seen[pod.Name] = true
+		}
+		if len(seen) >= 2 && strings.Contains(log.String(), "not Ready within 3s") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("members seen %v in 2m, none replaced for not being Ready; log:\n%s", seen, log.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	var first string
+	for _, l := range strings.Split(log.String(), "\n") {
+		if strings.Contains(l, "warm pool member removed") && strings.Contains(l, "not Ready within 3s") {
+			_, rest, _ := strings.Cut(l, "pod="+e.ns+"/")
+			first, _, _ = strings.Cut(rest, " ")
+			break
+		}
+	}
+	if first == "" || !seen[first] {
+		t.Fatalf("the removal does not name a member seen (%v):\n%s", seen, log.String())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := podwait.Gone(ctx, e.c.Client(), e.ns, first); err != nil {
+		t.Errorf("the member not Ready in time is not deleted: %v", err)
+	}
+}
+
+// missingImage is an image of the env's registry that nobody pushed.
+func missingImage(p pushed) string { return p.Registry + "/no-such-image:1" }
