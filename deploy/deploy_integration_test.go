@@ -468,7 +468,7 @@ func writeConfig(t *testing.T, dir, prefix string, slugs ...string) {
 	t.Helper()
 	files := map[string]string{"settings.yaml": "apiVersion: pcsync.io/v1alpha1\nkind: Settings\nmetadata: {name: s}\nspec:\n  namespacePrefix: " + prefix + "\n"}
 	for _, s := range slugs {
-		files[s+".yaml"] = fmt.Sprintf("apiVersion: pcsync.io/v1alpha1\nkind: Company\nmetadata: {name: %s}\nspec:\n  id: id-%s\n  sessions: {size: 1Gi}\n"+
+		files[s+".yaml"] = fmt.Sprintf("apiVersion: pcsync.io/v1alpha1\nkind: Company\nmetadata: {name: %q}\nspec:\n  id: id-%s\n  sessions: {size: 1Gi}\n"+
 			"  secretRefs: [{name: api-keys}, {name: not-there}]\n  agents: [{name: coder, adapter: claude_local}]\n", s, s)
 	}
 	for name, content := range files {

@@ -255,7 +255,7 @@ spec:
 func company(slug string) string {
 	return fmt.Sprintf(`apiVersion: pcsync.io/v1alpha1
 kind: Company
-metadata: {name: %s}
+metadata: {name: %q}
 spec:
   id: company-%s
   agents:

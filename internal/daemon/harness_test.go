@@ -65,7 +65,7 @@ func newEnv(t *testing.T) *env {
 func company(slug, extra string) string {
 	return fmt.Sprintf(`apiVersion: pcsync.io/v1alpha1
 kind: Company
-metadata: {name: %s}
+metadata: {name: %q}
 spec:
   id: id-%s
   agents:

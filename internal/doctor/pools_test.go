@@ -32,7 +32,7 @@ func TestDoctorWarmPools(t *testing.T) {
 		"apiVersion: pcsync.io/v1alpha1\nkind: Settings\nmetadata: {name: s}\nspec:\n  namespacePrefix: %s\n  images: {registry: reg.example/pcsync}\n", prefix))
 	writeFile(t, filepath.Join(dir, "acme.yaml"), fmt.Sprintf(`apiVersion: pcsync.io/v1alpha1
 kind: Company
-metadata: {name: %s}
+metadata: {name: %q}
 spec:
   id: acme-1
   agents: [{name: coder, adapter: claude_local, nodeSelector: {disk: ssd}}]

@@ -57,7 +57,7 @@ func (f *fakeApplier) set(a apply.Action) {
 }
 
 func company(slug string) string {
-	return fmt.Sprintf("apiVersion: pcsync.io/v1alpha1\nkind: Company\nmetadata: {name: %s}\nspec:\n  id: id-%s\n  agents: [{name: coder, adapter: claude_local}]\n", slug, slug)
+	return fmt.Sprintf("apiVersion: pcsync.io/v1alpha1\nkind: Company\nmetadata: {name: %q}\nspec:\n  id: id-%s\n  agents: [{name: coder, adapter: claude_local}]\n", slug, slug)
 }
 
 // loopHarness runs a Loop on a temp config directory with a fake applier

@@ -135,7 +135,7 @@ spec:
 `, prefix, allow, settingsPaperclip),
 		"company.yaml": fmt.Sprintf(`apiVersion: pcsync.io/v1alpha1
 kind: Company
-metadata: {name: %s}
+metadata: {name: %q}
 spec:
   id: company-%s%s
   agents: %s

@@ -77,7 +77,7 @@ func (e *poolEnv) write(t testing.TB, prefix, companySpec string, withCompany bo
 		"  namespacePrefix: %s\n  images: {registry: %s, allowList: ['%s/*/*']}\n"+
 		"  defaults:\n    limitRange: {min: {cpu: 10m, memory: 16Mi}}\n    resources: {requests: {cpu: 20m, memory: 32Mi}, limits: {cpu: 200m, memory: 128Mi}}\n",
 		prefix, e.p.Registry, e.c.RealNode().Registry().Host())
-	company := fmt.Sprintf("apiVersion: pcsync.io/v1alpha1\nkind: Company\nmetadata: {name: %s}\nspec:\n  id: company-%s\n  agents:\n"+
+	company := fmt.Sprintf("apiVersion: pcsync.io/v1alpha1\nkind: Company\nmetadata: {name: %q}\nspec:\n  id: company-%s\n  agents:\n"+
 		"    - {name: pinned, adapter: claude_local, nodeSelector: %s, tolerations: [{key: %q, operator: %s, effect: %s}]}\n%s",
 		e.slug, e.slug, selector, tol.Key, tol.Operator, tol.Effect, companySpec)
 	if err := os.WriteFile(filepath.Join(e.dir, "settings.yaml"), []byte(settings), 0o644); err != nil {

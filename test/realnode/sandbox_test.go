@@ -73,7 +73,7 @@ func newLeaseEnvWith(t testing.TB, p pushed, cfg *rest.Config, edit func(*sandbo
 	files := map[string]string{
 		"settings.yaml": fmt.Sprintf("apiVersion: pcsync.io/v1alpha1\nkind: Settings\nmetadata: {name: s}\nspec:\n"+
 			"  namespacePrefix: %s\n  images: {registry: %s, allowList: ['%s/*/*']}\n", prefix, p.Registry, c.RealNode().Registry().Host()),
-		"company.yaml": fmt.Sprintf("apiVersion: pcsync.io/v1alpha1\nkind: Company\nmetadata: {name: %s}\nspec:\n  id: company-%s\n  agents:\n"+
+		"company.yaml": fmt.Sprintf("apiVersion: pcsync.io/v1alpha1\nkind: Company\nmetadata: {name: %q}\nspec:\n  id: company-%s\n  agents:\n"+
 			"    - {name: pinned, adapter: claude_local, nodeSelector: %s, tolerations: [{key: %q, operator: %s, effect: %s}]}\n"+
 			"    - {name: untolerating, adapter: claude_local, nodeSelector: %s}\n",
 			slug, slug, selector, tol.Key, tol.Operator, tol.Effect, selector),
