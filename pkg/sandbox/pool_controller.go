@@ -48,12 +48,12 @@ type warmPools struct {
 	// pressure holds, per namespace, the time before which no member is
 	// created there (a quota refusal).
 	pressure map[string]time.Time
-	// cold counts, per namespace, the acquires in flight (most of them
+	// inflight counts, per namespace, the acquires in flight (most of them
 	// starting a pod of their own once the members are claimed): their pods
 	// and the refill's would compete for the node, so no member is created
-	// there while any is, for at most ColdHold from coldSince.
-	cold      map[string]int
-	coldSince map[string]time.Time
+	// there while any is, for at most ColdHold from inflightSince.
+	inflight      map[string]int
+	inflightSince map[string]time.Time
 	// born are the members this daemon created and has not yet seen
 	// Ready: when each create began.
 	born map[string]time.Time
@@ -97,7 +97,7 @@ func (m *Manager) startPools(ctx context.Context) {
 		return []string{poolKey{Namespace: p.Namespace, Hash: p.Labels[LabelPool]}.String()}, nil
 	}})
 	p := &warmPools{m: m, inf: inf, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
-		taken: map[string]bool{}, pending: map[string]pendingMember{}, pressure: map[string]time.Time{}, cold: map[string]int{}, coldSince: map[string]time.Time{}, born: map[string]time.Time{}, reported: map[string]bool{}, declared: map[poolKey]*poolDecl{}}
+		taken: map[string]bool{}, pending: map[string]pendingMember{}, pressure: map[string]time.Time{}, inflight: map[string]int{}, inflightSince: map[string]time.Time{}, born: map[string]time.Time{}, reported: map[string]bool{}, declared: map[poolKey]*poolDecl{}}
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { p.poke() },
 		UpdateFunc: func(_, obj any) { p.seen(obj); p.poke() },
@@ -281,7 +281,7 @@ func (p *warmPools) held(ns string, now time.Time) bool {
 	if now.Before(p.pressure[ns]) {
 		return true
 	}
-	return p.cold[ns] > 0 && now.Sub(p.coldSince[ns]) < p.m.opts.Pool.ColdHold
+	return p.inflight[ns] > 0 && now.Sub(p.inflightSince[ns]) < p.m.opts.Pool.ColdHold
 }
 
 // acquiring counts an acquire of namespace ns in flight until the
@@ -291,20 +291,20 @@ func (p *warmPools) held(ns string, now time.Time) bool {
 // pod runs.
 func (p *warmPools) acquiring(ns string) func() {
 	p.mu.Lock()
-	if p.cold[ns] == 0 {
-		p.coldSince[ns] = time.Now()
+	if p.inflight[ns] == 0 {
+		p.inflightSince[ns] = time.Now()
 	}
-	p.cold[ns]++
+	p.inflight[ns]++
 	p.mu.Unlock()
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			p.mu.Lock()
-			p.cold[ns]--
-			last := p.cold[ns] == 0
+			p.inflight[ns]--
+			last := p.inflight[ns] == 0
 			if last {
-				delete(p.cold, ns)
-				delete(p.coldSince, ns)
+				delete(p.inflight, ns)
+				delete(p.inflightSince, ns)
 			}
 			p.mu.Unlock()
 			if last {

@@ -79,7 +79,7 @@ func TestPoolHeld(t *testing.T) {
 	m := &Manager{opts: DefaultOptions(t.TempDir())}
 	m.opts.Pool.complete()
 	hold := m.opts.Pool.ColdHold
-	p := &warmPools{m: m, kick: make(chan struct{}, 1), cold: map[string]int{}, coldSince: map[string]time.Time{}, pressure: map[string]time.Time{}}
+	p := &warmPools{m: m, kick: make(chan struct{}, 1), inflight: map[string]int{}, inflightSince: map[string]time.Time{}, pressure: map[string]time.Time{}}
 	now := time.Now()
 	type state struct{ A, B bool }
 	heldNow := func(at time.Time) state { return state{p.held("a", at), p.held("b", at)} }
