@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
@@ -65,7 +66,9 @@ const claudeTranscript = "claude-obers-small-success.jsonl"
 // TestRunSucceedsWithClaudeTranscript: the pod's log is a real Claude Code
 // stream-json transcript; the result's session, usage, cost and summary come
 // from it, the log file is the transcript byte for byte, the API key reached
-// only the Secret, and the Job is deleted once the result is written.
+// only the Secret, and once the result is written the Secret is deleted and
+// the finished Job kept for its ttlSecondsAfterFinished (a late create of it
+// is refused: see TestDaemonKilledDuringJobCreate).
 func TestRunSucceedsWithClaudeTranscript(t *testing.T) {
 	t.Parallel()
 	lines := transcript(t, claudeTranscript)
@@ -96,14 +99,14 @@ func TestRunSucceedsWithClaudeTranscript(t *testing.T) {
 	if strings.Contains(string(data), testAPIKey) {
 		t.Error("the API key appears in the result")
 	}
-	if !e.jobGone(job) {
-		t.Errorf("Job %s still exists after its result was written", job)
+	if _, err := e.cs.CoreV1().Secrets(e.ns).Get(context.Background(), job, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the run's Secret after its result was written: %v, want NotFound (deleted by pcsync)", err)
 	}
-	// The Secret goes with the Job (owner reference, garbage collector).
-	e.waitUntil("the run's Secret to be garbage-collected", func() bool {
-		_, err := e.cs.CoreV1().Secrets(e.ns).Get(context.Background(), job, metav1.GetOptions{})
-		return err != nil
-	})
+	if e.jobGone(job) {
+		t.Errorf("Job %s is deleted after its result was written; want it kept until its ttlSecondsAfterFinished", job)
+	} else if j, err := e.cs.BatchV1().Jobs(e.ns).Get(context.Background(), job, metav1.GetOptions{}); err != nil || j.Spec.TTLSecondsAfterFinished == nil || *j.Spec.TTLSecondsAfterFinished <= 0 {
+		t.Errorf("the kept Job %s: %v; want it with a ttlSecondsAfterFinished", job, err)
+	}
 	if n := e.auditCount("create", "jobs", job); n != 1 {
 		t.Errorf("%d Job creations, want 1", n)
 	}
