@@ -112,6 +112,58 @@ func TestRunSucceedsWithClaudeTranscript(t *testing.T) {
 	}
 }
 
+// TestRerunWhileTheFinishedJobIsKept: deleting a run's result makes its
+// request pending again, which runs it once more, also while its finished
+// Job is kept for its ttlSecondsAfterFinished: the next daemon (adoption
+// finds the kept Job) and a running daemon (its create is answered
+// AlreadyExists) replace the kept Job with a new one.
+func TestRerunWhileTheFinishedJobIsKept(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEnv(t, envOptions{Labels: testcluster.SucceedAfter(time.Second), LogLines: transcript(t, claudeTranscript)})
+	job := e.jobName("again-1")
+	resultPath := filepath.Join(e.spool, "again-1"+result.Suffix)
+	kept := func(what string) string {
+		t.Helper()
+		res := e.result("again-1")
+		if res.Status != result.StatusSucceeded {
+			t.Fatalf("%s: %s %s %q; want succeeded", what, res.Status, deref(res.ErrorCode), deref(res.ErrorMessage))
+		}
+		j, err := e.cs.BatchV1().Jobs(e.ns).Get(ctx, job, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("%s: the kept Job: %v", what, err)
+		}
+		return string(j.UID)
+	}
+	e.drop("again-1", nil)
+	e.startDaemon(true, nil).wait(t)
+	first := kept("the first run")
+
+	if err := os.Remove(resultPath); err != nil {
+		t.Fatal(err)
+	}
+	e.startDaemon(true, nil).wait(t)
+	second := kept("the run again, by the next daemon")
+
+	d := e.startDaemon(false, nil)
+	if err := os.Remove(resultPath); err != nil {
+		t.Fatal(err)
+	}
+	e.waitUntil("the third run's result", func() bool {
+		_, err := os.Stat(resultPath)
+		return err == nil
+	})
+	d.stop(t)
+	third := kept("the run again, by a running daemon")
+
+	if first == second || second == third {
+		t.Errorf("the kept Jobs' UIDs %s, %s, %s: want a new Job for each run", first, second, third)
+	}
+	if n := e.auditCount("create", "pods", ""); n != 3 {
+		t.Errorf("%d pods created, want 3 (three runs)", n)
+	}
+}
+
 // TestOOMKilled: the container ends OOMKilled with 137; the result says so,
 // with the signal and the memory limit.
 func TestOOMKilled(t *testing.T) {
