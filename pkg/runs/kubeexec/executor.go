@@ -155,7 +155,7 @@ func (e *Executor) Adopt(ctx context.Context, r *runs.Run) (runs.Handle, error) 
 		}
 		m, ok := e.journal.get(r.Name())
 		if err := checkOwner(job, m, ok); err != nil {
-			if earlierRun(job) && !m.Created {
+			if e.earlierRun(job) && !m.Created {
 				// Kept from an earlier run of the request, whose result
 				// was deleted to run it again: Start replaces it.
 				log.Info("the run's name holds the finished Job of an earlier run of this request; starting the run again", slog.String("job", ns+"/"+name))

@@ -135,14 +135,19 @@ func TestRerunWhileTheFinishedJobIsKept(t *testing.T) {
 		}
 		return string(j.UID)
 	}
+	once := func() {
+		d := e.startDaemon(true, nil)
+		d.wait(t)
+		d.stop(t)
+	}
 	e.drop("again-1", nil)
-	e.startDaemon(true, nil).wait(t)
+	once()
 	first := kept("the first run")
 
 	if err := os.Remove(resultPath); err != nil {
 		t.Fatal(err)
 	}
-	e.startDaemon(true, nil).wait(t)
+	once()
 	second := kept("the run again, by the next daemon")
 
 	d := e.startDaemon(false, nil)

@@ -244,7 +244,7 @@ func (s *start) existingJob(ctx context.Context, replace bool) (*batchv1.Job, er
 			s.ns, s.name, req, s.r.RunID, s.r.Company.Slug(), s.r.Agent.Name)}
 	}
 	if err := checkOwner(job, s.m, true); err != nil {
-		if replace && earlierRun(job) {
+		if replace && s.e.earlierRun(job) {
 			return s.replaceJob(ctx, job)
 		}
 		return nil, &runs.StartError{Code: result.ErrInternal, Err: err}
@@ -257,9 +257,22 @@ func (s *start) existingJob(ctx context.Context, replace bool) (*batchv1.Job, er
 // start's (checkOwner), is the finished Job of an earlier run of the same
 // request, kept until its ttlSecondsAfterFinished: the request was made
 // pending again (its result deleted) to run it once more. It must have
-// finished: a Job still running is never replaced.
-func earlierRun(job *batchv1.Job) bool {
-	return jobFinished(job) && job.DeletionTimestamp == nil && job.Annotations[AnnotationNonce] != ""
+// finished, or its pod (the cache's) must be done (the Job controller
+// marks the Job finished a moment later): a Job still running is never
+// replaced.
+func (e *Executor) earlierRun(job *batchv1.Job) bool {
+	if job.DeletionTimestamp != nil || job.Annotations[AnnotationNonce] == "" {
+		return false
+	}
+	if jobFinished(job) {
+		return true
+	}
+	p := e.tracker.pod(jobKey(job.Namespace, job.Name))
+	if p == nil {
+		return false
+	}
+	ref := metav1.GetControllerOf(p)
+	return ref != nil && ref.UID == job.UID && (p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed)
 }
 
 // replaceJob deletes the finished Job of an earlier run of the request (see
