@@ -362,9 +362,9 @@ func TestAdoptionRepairsAMissingSecret(t *testing.T) {
 }
 
 // TestTwentyRunsConcurrencyTwo: twenty requests for an agent of
-// concurrency 2 all succeed, and the cluster never holds more than two of
-// its unfinished Jobs at once (watched from the test, in the order the API
-// server recorded the changes).
+// concurrency 2 all succeed, and the cluster never runs more than two of
+// its pods at once (watched from the test, in the order the API server
+// recorded the changes).
 func TestTwentyRunsConcurrencyTwo(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{Labels: testcluster.SucceedAfter(300 * time.Millisecond), Concurrency: 2,
@@ -381,46 +381,51 @@ func TestTwentyRunsConcurrencyTwo(t *testing.T) {
 		}
 	}
 	if got := mostActive(); got != 2 {
-		t.Errorf("at most %d of the agent's Jobs were active at once, want exactly 2 (its concurrency)", got)
+		t.Errorf("at most %d of the agent's pods ran at once, want exactly 2 (its concurrency)", got)
 	}
 	if got := e.auditCount("create", "jobs", ""); got != n {
 		t.Errorf("%d Job creations, want %d", got, n)
 	}
 }
 
-// watchMostActive watches the namespace's Jobs from now on; the function
-// it returns stops the watch and says how many unfinished Jobs there were
-// at most at once (those already there included), in the order the API
-// server recorded the changes.
+// watchMostActive watches the namespace's pods from now on; the function
+// it returns stops the watch and says how many of them ran at once at most
+// (not in a terminal phase, not being deleted; those already there
+// included), in the order the API server recorded the changes. Pods, not
+// Jobs: a run's slot is free once its agent ended, and its finished Job is
+// kept (the Job controller marks it finished up to a second after its pod).
 func (e *env) watchMostActive() func() int {
 	e.t.Helper()
-	list, err := e.cs.BatchV1().Jobs(e.ns).List(context.Background(), metav1.ListOptions{})
+	list, err := e.cs.CoreV1().Pods(e.ns).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	w, err := e.cs.BatchV1().Jobs(e.ns).Watch(context.Background(), metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	w, err := e.cs.CoreV1().Pods(e.ns).Watch(context.Background(), metav1.ListOptions{ResourceVersion: list.ResourceVersion})
 	if err != nil {
 		e.t.Fatal(err)
+	}
+	running := func(p *corev1.Pod) bool {
+		return p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
 	}
 	active := map[string]bool{}
-	for _, j := range list.Items {
-		if j.DeletionTimestamp == nil && !jobFinished(&j) {
-			active[j.Name] = true
+	for _, p := range list.Items {
+		if running(&p) {
+			active[p.Name] = true
 		}
 	}
 	maxActive := make(chan int, 1)
 	go func() {
 		most := len(active)
 		for ev := range w.ResultChan() {
-			j, ok := ev.Object.(*batchv1.Job)
+			p, ok := ev.Object.(*corev1.Pod)
 			if !ok {
 				continue
 			}
 			switch {
-			case ev.Type == watch.Deleted || j.DeletionTimestamp != nil || jobFinished(j):
-				delete(active, j.Name)
+			case ev.Type == watch.Deleted || !running(p):
+				delete(active, p.Name)
 			case ev.Type == watch.Added || ev.Type == watch.Modified:
-				active[j.Name] = true
+				active[p.Name] = true
 			}
 			most = max(most, len(active))
 		}
@@ -458,7 +463,7 @@ func TestJobOfAnOlderPcsyncHoldsItsSlot(t *testing.T) {
 		}
 	}
 	if got := mostActive(); got != 1 {
-		t.Errorf("at most %d of the agent's Jobs were active at once, want 1 (its concurrency; the older Job holds its slot)", got)
+		t.Errorf("at most %d of the agent's pods ran at once, want 1 (its concurrency; the older Job holds its slot)", got)
 	}
 }
 
