@@ -98,9 +98,11 @@ func DefaultPermissions() []Permission {
 	add("networking.k8s.io", []string{"networkpolicies"}, applyVerbs, ScopeCluster, "apply and prune tenant manifests", nil)
 	add("cilium.io", []string{"ciliumnetworkpolicies"}, applyVerbs, ScopeCluster, "egress mode cilium",
 		func(p *Permission) { p.CiliumOnly = true })
-	// Secrets are created, never read, outside pcsync's own namespace.
+	// Secrets are created and deleted, never read, outside pcsync's own namespace.
 	add("", []string{"secrets"}, []string{"create"}, ScopeTenant,
 		"per-run Secrets; doctor's dry-run checks that the Secrets the config names exist", nil)
+	add("", []string{"secrets"}, []string{"delete"}, ScopeTenant,
+		"per-run Secrets, deleted once the run's result is written", nil)
 	add("batch", []string{"jobs"}, []string{"get", "list", "watch"}, ScopeCluster, "watching agent runs", nil)
 	add("batch", []string{"jobs"}, []string{"create", "delete"}, ScopeTenant, "agent runs", nil)
 	add("", []string{"pods"}, []string{"get", "list", "watch"}, ScopeCluster, "agent runs; reading its own pod", nil)

@@ -109,7 +109,28 @@ type Job struct {
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
 	Pod       string `json:"pod"`
+	// TimedBy says where the run's startedAt and finishedAt come from
+	// (TimedByInit, TimedByWatch, TimedByKubelet); null when the agent
+	// container never started.
+	TimedBy *TimedBy `json:"timedBy"`
 }
+
+// TimedBy names the source of a Kubernetes run's times.
+type TimedBy string
+
+const (
+	// TimedByInit: pcsync init's record of the CLI's start and end, to the
+	// millisecond (pcsync's own images, where it is the container's PID 1).
+	TimedByInit TimedBy = "pcsync-init"
+	// TimedByWatch: when the daemon's watch saw the agent container start
+	// and end, to the millisecond on the daemon's clock (images without
+	// pcsync).
+	TimedByWatch TimedBy = "watch"
+	// TimedByKubelet: the container's times as the kubelet reports them, in
+	// whole seconds: the daemon saw neither change happen (it adopted the
+	// run after the container had started).
+	TimedByKubelet TimedBy = "kubelet"
+)
 
 // RunResult is the content of <name>.result.json. Pointer fields are written
 // as null when unknown.
@@ -183,6 +204,10 @@ func (r *RunResult) MapStrings(f func(string) string) {
 	if r.Job != nil {
 		j := *r.Job
 		j.Namespace, j.Name, j.Pod = f(j.Namespace), f(j.Name), f(j.Pod)
+		if j.TimedBy != nil {
+			b := TimedBy(f(string(*j.TimedBy)))
+			j.TimedBy = &b
+		}
 		r.Job = &j
 	}
 }

@@ -50,6 +50,13 @@ type runEnv struct {
 // tenant.
 func newRunEnv(t testing.TB, registry string, grace int) *runEnv {
 	t.Helper()
+	return newRunEnvImage(t, registry, grace, "")
+}
+
+// newRunEnvImage is newRunEnv with the agent's image set to image (allowed
+// by Settings spec.images.allowList) when it is not empty.
+func newRunEnvImage(t testing.TB, registry string, grace int, image string) *runEnv {
+	t.Helper()
 	c := testcluster.Get(t)
 	node := c.RealNode()
 	ns := c.Namespace(t, "rn", nil)
@@ -57,16 +64,21 @@ func newRunEnv(t testing.TB, registry string, grace int) *runEnv {
 	prefix, slug := ns[:i+1], ns[i+1:]
 	e := &runEnv{t: t, c: c, slug: slug, ns: ns, cfgDir: t.TempDir(), spool: t.TempDir()}
 	tol := node.Toleration()
+	images := map[string]any{"registry": registry}
+	agent := map[string]any{
+		"name": "coder", "adapter": "claude_local", "model": "claude-sonnet-4-6", "concurrency": 4,
+		"graceSec": grace, "nodeSelector": node.NodeSelector(),
+		"tolerations": []any{map[string]any{"key": tol.Key, "operator": string(tol.Operator), "effect": string(tol.Effect)}},
+	}
+	if image != "" {
+		images["allowList"] = []any{image}
+		agent["image"] = image
+	}
 	docs := []map[string]any{
 		{"apiVersion": config.APIVersion, "kind": "Settings", "metadata": map[string]any{"name": "fleet"},
-			"spec": map[string]any{"namespacePrefix": prefix, "images": map[string]any{"registry": registry}}},
+			"spec": map[string]any{"namespacePrefix": prefix, "images": images}},
 		{"apiVersion": config.APIVersion, "kind": "Company", "metadata": map[string]any{"name": slug}, "spec": map[string]any{
-			"id": "company-" + slug,
-			"agents": []any{map[string]any{
-				"name": "coder", "adapter": "claude_local", "model": "claude-sonnet-4-6", "concurrency": 4,
-				"graceSec": grace, "nodeSelector": node.NodeSelector(),
-				"tolerations": []any{map[string]any{"key": tol.Key, "operator": string(tol.Operator), "effect": string(tol.Effect)}},
-			}},
+			"id": "company-" + slug, "agents": []any{agent},
 		}},
 	}
 	for i, d := range docs {
@@ -260,7 +272,42 @@ func TestRunJobSucceeds(t *testing.T) {
 	if r.StartedAt == nil || r.StartedAt.Nanosecond() == 0 {
 		t.Errorf("startedAt %v has no sub-second part: not pcsync init's record", r.StartedAt)
 	}
+	if r.Job == nil || deref(r.Job.TimedBy) != result.TimedByInit {
+		t.Errorf("job %+v: want the times timed by %s", r.Job, result.TimedByInit)
+	}
 	e.waitLog("ok-1", `"type":"result"`)
+}
+
+// A sub-second run of a user's own image (the same stand-in CLI under a
+// name that is none of pcsync's: pcsync init is not its PID 1 and records
+// nothing) reports more than 0 ms, timed by the daemon's watch, not the
+// kubelet's whole seconds (which gave 0 ms). Three runs, each one pod that
+// starts and ends on the real kubelet.
+func TestRunJobForeignImageDurationMs(t *testing.T) {
+	p := pushImages(t)
+	e := newRunEnvImage(t, p.Registry, 30, p.Foreign)
+	e.serve()
+	names := []string{"foreign-1", "foreign-2", "foreign-3"}
+	for _, n := range names {
+		e.drop(n, "please succeed", nil)
+	}
+	for _, n := range names {
+		r := e.result(n)
+		if r.Status != result.StatusSucceeded {
+			t.Fatalf("%s: status %s (%s: %s), want succeeded", n, r.Status, deref(r.ErrorCode), deref(r.ErrorMessage))
+		}
+		d := deref(r.DurationMs)
+		t.Logf("%s: durationMs %d, startedAt %v, finishedAt %v, job %+v", n, d, r.StartedAt, r.FinishedAt, r.Job)
+		if r.Job == nil || deref(r.Job.TimedBy) != result.TimedByWatch {
+			t.Errorf("%s: job %+v: want the times timed by %s (the image has no pcsync init)", n, r.Job, result.TimedByWatch)
+		}
+		if d <= 0 {
+			t.Errorf("%s: durationMs %d, want more than 0", n, d)
+		}
+		if r.StartedAt == nil || r.StartedAt.Nanosecond() == 0 || r.FinishedAt == nil || r.FinishedAt.Nanosecond() == 0 {
+			t.Errorf("%s: startedAt %v, finishedAt %v: want sub-second parts (the daemon's watch), not the kubelet's whole seconds", n, r.StartedAt, r.FinishedAt)
+		}
+	}
 }
 
 // A CLI that fails is classified from its output: Claude Code's real

@@ -113,13 +113,25 @@ func jsonField(line, key string) string {
 }
 
 // waitIdle waits until the env's namespace has no Job and no pod left, so
-// that each round of a benchmark starts on an idle cluster.
+// that each round of a benchmark starts on an idle cluster. The finished
+// Jobs pcsync keeps for their ttlSecondsAfterFinished are deleted here.
 func (e *env) waitIdle(b *testing.B) {
 	b.Helper()
 	ctx := context.Background()
+	bg := metav1.DeletePropagationBackground
 	e.waitUntil("the namespace to hold no Job and no pod", func() bool {
 		jobs, err := e.cs.BatchV1().Jobs(e.ns).List(ctx, metav1.ListOptions{})
-		if err != nil || len(jobs.Items) > 0 {
+		if err != nil {
+			return false
+		}
+		for _, j := range jobs.Items {
+			if j.DeletionTimestamp == nil && jobFinished(&j) {
+				if err := e.cs.BatchV1().Jobs(e.ns).Delete(ctx, j.Name, metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil && !isNotFound(err) {
+					b.Fatal(err)
+				}
+			}
+		}
+		if len(jobs.Items) > 0 {
 			return false
 		}
 		pods, err := e.cs.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{})

@@ -11,10 +11,14 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// Release implements runs.Handle: once the result is written, the Job is
-// deleted (in the background: the garbage collector removes its pod and
-// Secret) unless the company retains Jobs, and the run's journal record
-// ends.
+// Release implements runs.Handle: once the result is written, the run's
+// Secret is deleted at once and its finished Job is kept until the
+// company's ttlSecondsAfterFinished removes it (with its pod), so that a
+// create of the Job that an earlier daemon sent and that reaches the API
+// server only now is answered AlreadyExists instead of storing the Job (and
+// running the agent) again. A company that retains Jobs keeps its Secret
+// too; one whose Jobs have no TTL has its Job deleted at once, as nothing
+// else would remove it. The run's journal record ends.
 func (h *handle) Release(ctx context.Context) error {
 	h.mu.Lock()
 	gone := h.jobGone
@@ -22,8 +26,13 @@ func (h *handle) Release(ctx context.Context) error {
 	var errs []error
 	if !gone && !h.retain {
 		dctx, cancel := context.WithTimeout(ctx, h.e.opts.DeleteTimeout)
-		if err := h.deleteJob(dctx); err != nil {
-			errs = append(errs, fmt.Errorf("%w (its ttlSecondsAfterFinished removes it later)", err))
+		if err := h.e.deleteSecret(dctx, h.ns, h.name); err != nil {
+			errs = append(errs, fmt.Errorf("%w (it goes with its Job)", err))
+		}
+		if !h.keepJob {
+			if err := h.deleteJob(dctx); err != nil {
+				errs = append(errs, fmt.Errorf("%w (its ttlSecondsAfterFinished removes it later)", err))
+			}
 		}
 		cancel()
 	}
@@ -31,6 +40,16 @@ func (h *handle) Release(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// deleteSecret deletes the run's Secret ns/name; one that is gone already
+// counts as deleted.
+func (e *Executor) deleteSecret(ctx context.Context, ns, name string) error {
+	err := e.client.CoreV1().Secrets(ns).Delete(ctx, name, metav1.DeleteOptions{})
+	if err == nil || isNotFound(err) {
+		return nil
+	}
+	return fmt.Errorf("Secret/%s/%s delete failed: %w", ns, name, err)
 }
 
 // deleteJob deletes the Job ns/name with background propagation, only if

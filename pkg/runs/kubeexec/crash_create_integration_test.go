@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/pcsync/pcsync/internal/testcluster"
@@ -28,24 +30,28 @@ import (
 // TestDaemonKilledDuringJobCreate: the daemon (the real binary) is
 // SIGKILLed while its Job create is on the way to the API server (a proxy
 // holds the request), after it recorded the run. The create either never
-// arrives (the kill cut the connection first) or arrives late, after the
-// next daemon has started. Either way the next daemon must run the run
-// once: it succeeds, with one Job stored (one create answered 201, a late
-// one answered AlreadyExists) and one pod. This is the deterministic form
-// of what TestSIGKILLedDaemonRuns500ExactlyOnce finds by chance.
+// arrives (the kill cut the connection first) or arrives late: while the
+// next daemon runs the run, or after it finished the run and released it
+// (as a proxy that buffers whole requests may deliver it). Either way the
+// agent runs once: the run succeeds, with one Job stored (one create
+// answered 201, a late one answered AlreadyExists) and one pod. This is the
+// deterministic form of what TestSIGKILLedDaemonRuns500ExactlyOnce finds by
+// chance.
 func TestDaemonKilledDuringJobCreate(t *testing.T) {
 	t.Parallel()
 	bin := buildPcsync(t)
 	for _, tc := range []struct {
 		name string
 		// late: the held create reaches the API server once the next
-		// daemon has stored the run's Job, while it runs. (One that
-		// arrives after the run ended and its Job was deleted would store
-		// it again: pcsync deletes a finished Job at once.)
-		late bool
+		// daemon has stored the run's Job, while it runs; afterEnd: once
+		// the next daemon has written the run's result and released it
+		// (deleted its Secret; before, it deleted the Job, and the late
+		// create stored it again).
+		late, afterEnd bool
 	}{
-		{"the create never arrives", false},
-		{"the create arrives after the next daemon started", true},
+		{"the create never arrives", false, false},
+		{"the create arrives after the next daemon started", true, false},
+		{"the create arrives after the next daemon finished the run", true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -81,7 +87,17 @@ func TestDaemonKilledDuringJobCreate(t *testing.T) {
 			k.kubeconfig = ""
 			second, _, exited := k.start(logf)
 			lateCode := 0
-			if tc.late {
+			if tc.afterEnd {
+				e.waitUntil("the next daemon to finish the run and release it (its result written, its Secret gone)", func() bool {
+					if _, err := os.Stat(filepath.Join(e.spool, "held-1"+result.Suffix)); err != nil {
+						return false
+					}
+					_, err := e.cs.CoreV1().Secrets(e.ns).Get(context.Background(), job, metav1.GetOptions{})
+					return apierrors.IsNotFound(err)
+				})
+				held.forward <- true
+				lateCode = <-held.answered
+			} else if tc.late {
 				// Only the next daemon can have stored the Job (the first
 				// one's create is held): a get, not a scan of the audit log,
 				// which under load took longer than the Job lived.
@@ -137,6 +153,11 @@ func TestDaemonKilledDuringJobCreate(t *testing.T) {
 			}
 			if tc.late && lateCode != http.StatusConflict {
 				t.Errorf("the late create was answered %d, want %d (AlreadyExists): it stored the run's Job after the next daemon had handled the run", lateCode, http.StatusConflict)
+			}
+			if tc.afterEnd && lateCode == http.StatusCreated {
+				// The Job controller makes the stored Job's pod: the agent
+				// runs a second time.
+				e.waitUntil("the late Job's pod", func() bool { return e.auditCount("create", "pods", "") > 1 })
 			}
 			if n := e.auditCount("create", "pods", ""); n != 1 {
 				t.Errorf("%d pods created, want 1", n)

@@ -131,7 +131,9 @@ func (e *Executor) Running(namespace, agent string) int {
 // answered) is followed from where it is (the Secret is created again if an
 // earlier daemon stopped before creating it, and the Job's UID recorded if
 // the marker has none); a Job under the run's name without them is not
-// pcsync's and fails the run, left in place (see checkOwner). A run with a marker but no Job ended while no daemon
+// pcsync's and fails the run, left in place (see checkOwner), unless it is
+// the finished Job of an earlier run of the request (see earlierRun), which
+// Start replaces. A run with a marker but no Job ended while no daemon
 // watched: its handle reports failed (or cancelled, when <name>.cancel
 // exists) saying so. A run with neither was never started.
 func (e *Executor) Adopt(ctx context.Context, r *runs.Run) (runs.Handle, error) {
@@ -153,6 +155,12 @@ func (e *Executor) Adopt(ctx context.Context, r *runs.Run) (runs.Handle, error) 
 		}
 		m, ok := e.journal.get(r.Name())
 		if err := checkOwner(job, m, ok); err != nil {
+			if e.earlierRun(job) && !m.Created {
+				// Kept from an earlier run of the request, whose result
+				// was deleted to run it again: Start replaces it.
+				log.Info("the run's name holds the finished Job of an earlier run of this request; starting the run again", slog.String("job", ns+"/"+name))
+				return nil, runs.ErrNotStarted
+			}
 			log.Error("not adopting a Job that pcsync did not create for this run", slog.Any("error", err))
 			res := r.NewResult()
 			res.Fail(result.StatusFailed, result.ErrInternal, err.Error())

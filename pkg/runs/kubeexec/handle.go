@@ -29,8 +29,8 @@ import (
 // on every event of the Job, start the log follower once the container
 // runs) → finishing (a step found the run final; finish stops the Job if
 // the verdict says so, reads the rest of the log and builds the result) →
-// finished (Wait returns the result; Release deletes the Job and ends the
-// journal record). When the executor stops first (the daemon stops) the
+// finished (Wait returns the result; Release deletes the Secret, leaves the
+// finished Job to its TTL and ends the journal record). When the executor stops first (the daemon stops) the
 // handle is stopped instead: no more steps, no result; the Job goes on and
 // the next daemon adopts it. Every change of state goes through to.
 type handle struct {
@@ -41,8 +41,11 @@ type handle struct {
 	uid           types.UID
 	log           *slog.Logger
 	// red redacts the run's secrets from the log and the result.
-	red         *redact.Redactor
-	retain      bool
+	red    *redact.Redactor
+	retain bool
+	// keepJob: Release leaves the finished Job to its
+	// ttlSecondsAfterFinished (see Release).
+	keepJob     bool
 	memoryLimit string
 	// parser reads the agent's log: the follower feeds it, then finish
 	// (once the follower is done) asks it for the outcome.
@@ -81,6 +84,9 @@ type handle struct {
 	podName   string
 	// runningAt is the agent container's start as its Running state said.
 	runningAt time.Time
+	// watched is what this daemon's watch saw of the container's start and
+	// end, to the millisecond.
+	watched watchedTimes
 
 	// Set by start before the first step; finish calls it: it unregisters
 	// the executor's stop callback once the run is final.
@@ -152,6 +158,7 @@ func (e *Executor) newHandle(r *runs.Run, in Input, job *batchv1.Job) *handle {
 		uid:         job.UID,
 		log:         e.opts.Logger.With(append(r.LogAttrs(), slog.String("job", job.Namespace+"/"+job.Name))...),
 		retain:      jobs.Retain != nil && *jobs.Retain,
+		keepJob:     jobs.TTLSecondsAfterFinished != nil && *jobs.TTLSecondsAfterFinished > 0,
 		memoryLimit: mem,
 		done:        make(chan struct{}),
 		state:       stateFollowing,
@@ -259,9 +266,11 @@ func (h *handle) step() (recheck time.Duration) {
 	}
 	obs := h.observe()
 	v := explain(obs)
+	cs := containerStatus(obs.Pod, obs.Container)
+	h.watched.observe(cs, obs.Now)
 	if obs.Pod != nil {
 		h.podName = obs.Pod.Name
-		if cs := containerStatus(obs.Pod, obs.Container); cs != nil && cs.State.Running != nil && h.runningAt.IsZero() {
+		if cs != nil && cs.State.Running != nil && h.runningAt.IsZero() {
 			h.runningAt = cs.State.Running.StartedAt.Time
 		}
 	}
@@ -468,23 +477,14 @@ func (h *handle) buildEnding(obs observation, v verdict, tail string) runs.Endin
 			res.ErrorMessage = result.Ptr(msg + runs.LastLine(h.red.String(tail)))
 		}
 	}
-	now := time.Now()
-	started := v.StartedAt
-	if !v.Timed {
-		started = earliest(h.runningAt, v.StartedAt)
+	t := runTimes{verdict: v, runningAt: h.runningAt, watch: h.watched, now: time.Now(),
+		endNow: v.Stop || v.Status == result.StatusCancelled}
+	if obs.Job != nil {
+		t.created = obs.Job.CreationTimestamp.Time
 	}
-	if started.IsZero() && obs.Job != nil {
-		started = obs.Job.CreationTimestamp.Time
-	}
-	if started.IsZero() {
-		started = now
-	}
-	finished := v.FinishedAt
-	if finished.IsZero() || finished.Before(started) || v.Stop || v.Status == result.StatusCancelled {
-		finished = now
-	}
+	started, finished, by := t.resolve()
 	res.SetTimes(started, finished)
-	res.Job = &result.Job{Namespace: h.ns, Name: h.name, Pod: h.podName}
+	res.Job = &result.Job{Namespace: h.ns, Name: h.name, Pod: h.podName, TimedBy: by}
 	// Every string of the result, whatever the agent echoed into it.
 	res.MapStrings(h.red.String)
 	return runs.Ending{Result: res, SessionTotal: o.SessionCumulativeUsage}

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
@@ -65,7 +66,9 @@ const claudeTranscript = "claude-obers-small-success.jsonl"
 // TestRunSucceedsWithClaudeTranscript: the pod's log is a real Claude Code
 // stream-json transcript; the result's session, usage, cost and summary come
 // from it, the log file is the transcript byte for byte, the API key reached
-// only the Secret, and the Job is deleted once the result is written.
+// only the Secret, and once the result is written the Secret is deleted and
+// the finished Job kept for its ttlSecondsAfterFinished (a late create of it
+// is refused: see TestDaemonKilledDuringJobCreate).
 func TestRunSucceedsWithClaudeTranscript(t *testing.T) {
 	t.Parallel()
 	lines := transcript(t, claudeTranscript)
@@ -96,16 +99,73 @@ func TestRunSucceedsWithClaudeTranscript(t *testing.T) {
 	if strings.Contains(string(data), testAPIKey) {
 		t.Error("the API key appears in the result")
 	}
-	if !e.jobGone(job) {
-		t.Errorf("Job %s still exists after its result was written", job)
+	if _, err := e.cs.CoreV1().Secrets(e.ns).Get(context.Background(), job, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the run's Secret after its result was written: %v, want NotFound (deleted by pcsync)", err)
 	}
-	// The Secret goes with the Job (owner reference, garbage collector).
-	e.waitUntil("the run's Secret to be garbage-collected", func() bool {
-		_, err := e.cs.CoreV1().Secrets(e.ns).Get(context.Background(), job, metav1.GetOptions{})
-		return err != nil
-	})
+	if e.jobGone(job) {
+		t.Errorf("Job %s is deleted after its result was written; want it kept until its ttlSecondsAfterFinished", job)
+	} else if j, err := e.cs.BatchV1().Jobs(e.ns).Get(context.Background(), job, metav1.GetOptions{}); err != nil || j.Spec.TTLSecondsAfterFinished == nil || *j.Spec.TTLSecondsAfterFinished <= 0 {
+		t.Errorf("the kept Job %s: %v; want it with a ttlSecondsAfterFinished", job, err)
+	}
 	if n := e.auditCount("create", "jobs", job); n != 1 {
 		t.Errorf("%d Job creations, want 1", n)
+	}
+}
+
+// TestRerunWhileTheFinishedJobIsKept: deleting a run's result makes its
+// request pending again, which runs it once more, also while its finished
+// Job is kept for its ttlSecondsAfterFinished: the next daemon (adoption
+// finds the kept Job) and a running daemon (its create is answered
+// AlreadyExists) replace the kept Job with a new one.
+func TestRerunWhileTheFinishedJobIsKept(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newEnv(t, envOptions{Labels: testcluster.SucceedAfter(time.Second), LogLines: transcript(t, claudeTranscript)})
+	job := e.jobName("again-1")
+	resultPath := filepath.Join(e.spool, "again-1"+result.Suffix)
+	kept := func(what string) string {
+		t.Helper()
+		res := e.result("again-1")
+		if res.Status != result.StatusSucceeded {
+			t.Fatalf("%s: %s %s %q; want succeeded", what, res.Status, deref(res.ErrorCode), deref(res.ErrorMessage))
+		}
+		j, err := e.cs.BatchV1().Jobs(e.ns).Get(ctx, job, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("%s: the kept Job: %v", what, err)
+		}
+		return string(j.UID)
+	}
+	once := func() {
+		d := e.startDaemon(true, nil)
+		d.wait(t)
+		d.stop(t)
+	}
+	e.drop("again-1", nil)
+	once()
+	first := kept("the first run")
+
+	if err := os.Remove(resultPath); err != nil {
+		t.Fatal(err)
+	}
+	once()
+	second := kept("the run again, by the next daemon")
+
+	d := e.startDaemon(false, nil)
+	if err := os.Remove(resultPath); err != nil {
+		t.Fatal(err)
+	}
+	e.waitUntil("the third run's result", func() bool {
+		_, err := os.Stat(resultPath)
+		return err == nil
+	})
+	d.stop(t)
+	third := kept("the run again, by a running daemon")
+
+	if first == second || second == third {
+		t.Errorf("the kept Jobs' UIDs %s, %s, %s: want a new Job for each run", first, second, third)
+	}
+	if n := e.auditCount("create", "pods", ""); n != 3 {
+		t.Errorf("%d pods created, want 3 (three runs)", n)
 	}
 }
 
@@ -302,9 +362,9 @@ func TestAdoptionRepairsAMissingSecret(t *testing.T) {
 }
 
 // TestTwentyRunsConcurrencyTwo: twenty requests for an agent of
-// concurrency 2 all succeed, and the cluster never holds more than two of
-// its unfinished Jobs at once (watched from the test, in the order the API
-// server recorded the changes).
+// concurrency 2 all succeed, and the cluster never runs more than two of
+// its pods at once (watched from the test, in the order the API server
+// recorded the changes).
 func TestTwentyRunsConcurrencyTwo(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{Labels: testcluster.SucceedAfter(300 * time.Millisecond), Concurrency: 2,
@@ -321,46 +381,51 @@ func TestTwentyRunsConcurrencyTwo(t *testing.T) {
 		}
 	}
 	if got := mostActive(); got != 2 {
-		t.Errorf("at most %d of the agent's Jobs were active at once, want exactly 2 (its concurrency)", got)
+		t.Errorf("at most %d of the agent's pods ran at once, want exactly 2 (its concurrency)", got)
 	}
 	if got := e.auditCount("create", "jobs", ""); got != n {
 		t.Errorf("%d Job creations, want %d", got, n)
 	}
 }
 
-// watchMostActive watches the namespace's Jobs from now on; the function
-// it returns stops the watch and says how many unfinished Jobs there were
-// at most at once (those already there included), in the order the API
-// server recorded the changes.
+// watchMostActive watches the namespace's pods from now on; the function
+// it returns stops the watch and says how many of them ran at once at most
+// (not in a terminal phase, not being deleted; those already there
+// included), in the order the API server recorded the changes. Pods, not
+// Jobs: a run's slot is free once its agent ended, and its finished Job is
+// kept (the Job controller marks it finished up to a second after its pod).
 func (e *env) watchMostActive() func() int {
 	e.t.Helper()
-	list, err := e.cs.BatchV1().Jobs(e.ns).List(context.Background(), metav1.ListOptions{})
+	list, err := e.cs.CoreV1().Pods(e.ns).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	w, err := e.cs.BatchV1().Jobs(e.ns).Watch(context.Background(), metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	w, err := e.cs.CoreV1().Pods(e.ns).Watch(context.Background(), metav1.ListOptions{ResourceVersion: list.ResourceVersion})
 	if err != nil {
 		e.t.Fatal(err)
+	}
+	running := func(p *corev1.Pod) bool {
+		return p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
 	}
 	active := map[string]bool{}
-	for _, j := range list.Items {
-		if j.DeletionTimestamp == nil && !jobFinished(&j) {
-			active[j.Name] = true
+	for _, p := range list.Items {
+		if running(&p) {
+			active[p.Name] = true
 		}
 	}
 	maxActive := make(chan int, 1)
 	go func() {
 		most := len(active)
 		for ev := range w.ResultChan() {
-			j, ok := ev.Object.(*batchv1.Job)
+			p, ok := ev.Object.(*corev1.Pod)
 			if !ok {
 				continue
 			}
 			switch {
-			case ev.Type == watch.Deleted || j.DeletionTimestamp != nil || jobFinished(j):
-				delete(active, j.Name)
+			case ev.Type == watch.Deleted || !running(p):
+				delete(active, p.Name)
 			case ev.Type == watch.Added || ev.Type == watch.Modified:
-				active[j.Name] = true
+				active[p.Name] = true
 			}
 			most = max(most, len(active))
 		}
@@ -398,7 +463,7 @@ func TestJobOfAnOlderPcsyncHoldsItsSlot(t *testing.T) {
 		}
 	}
 	if got := mostActive(); got != 1 {
-		t.Errorf("at most %d of the agent's Jobs were active at once, want 1 (its concurrency; the older Job holds its slot)", got)
+		t.Errorf("at most %d of the agent's pods ran at once, want 1 (its concurrency; the older Job holds its slot)", got)
 	}
 }
 

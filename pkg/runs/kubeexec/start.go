@@ -199,8 +199,9 @@ func (s *start) createJob(ctx context.Context) error {
 		}
 	} else if isAlreadyExists(err) {
 		// Created by an earlier daemon that stopped before recording it,
-		// or by a second request with the same runId.
-		created, err = s.existingJob(ctx)
+		// by a second request with the same runId, or kept from an
+		// earlier run of this request.
+		created, err = s.existingJob(ctx, true)
 	}
 	if err != nil {
 		var refused *runs.StartError
@@ -226,8 +227,9 @@ func (s *start) createJob(ctx context.Context) error {
 
 // existingJob reads the Job that holds the run's name and follows it if it
 // is the run's own (its request and the run's nonce); a Job of another
-// request, or one pcsync did not create, is a runs.StartError.
-func (s *start) existingJob(ctx context.Context) (*batchv1.Job, error) {
+// request, or one pcsync did not create, is a runs.StartError. The finished
+// Job of an earlier run of the request is replaced when replace is set.
+func (s *start) existingJob(ctx context.Context, replace bool) (*batchv1.Job, error) {
 	var job *batchv1.Job
 	err := untilAnswered(ctx, s.log, "get Job/"+s.key, func() (err error) {
 		job, err = s.e.client.BatchV1().Jobs(s.ns).Get(ctx, s.name, metav1.GetOptions{})
@@ -242,10 +244,56 @@ func (s *start) existingJob(ctx context.Context) (*batchv1.Job, error) {
 			s.ns, s.name, req, s.r.RunID, s.r.Company.Slug(), s.r.Agent.Name)}
 	}
 	if err := checkOwner(job, s.m, true); err != nil {
+		if replace && s.e.earlierRun(job) {
+			return s.replaceJob(ctx, job)
+		}
 		return nil, &runs.StartError{Code: result.ErrInternal, Err: err}
 	}
 	s.log.Info("the run's Job exists already; following it")
 	return job, nil
+}
+
+// earlierRun says whether job, which holds the run's name and is not this
+// start's (checkOwner), is the finished Job of an earlier run of the same
+// request, kept until its ttlSecondsAfterFinished: the request was made
+// pending again (its result deleted) to run it once more. It must have
+// finished, or its pod (the cache's) must be done (the Job controller
+// marks the Job finished a moment later): a Job still running is never
+// replaced.
+func (e *Executor) earlierRun(job *batchv1.Job) bool {
+	if job.DeletionTimestamp != nil || job.Annotations[AnnotationNonce] == "" {
+		return false
+	}
+	if jobFinished(job) {
+		return true
+	}
+	p := e.tracker.pod(jobKey(job.Namespace, job.Name))
+	if p == nil {
+		return false
+	}
+	ref := metav1.GetControllerOf(p)
+	return ref != nil && ref.UID == job.UID && (p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed)
+}
+
+// replaceJob deletes the finished Job of an earlier run of the request (see
+// earlierRun; by its UID) and creates the run's own.
+func (s *start) replaceJob(ctx context.Context, old *batchv1.Job) (*batchv1.Job, error) {
+	s.log.Info("the Job of an earlier run of this request is kept under the run's name; replacing it", slog.String("job", s.key))
+	dctx, cancel := context.WithTimeout(ctx, s.e.opts.DeleteTimeout)
+	err := s.e.deleteJob(dctx, s.ns, s.name, old.UID)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	var created *batchv1.Job
+	err = untilAnswered(ctx, s.log, "create Job/"+s.key, func() (err error) {
+		created, err = s.e.client.BatchV1().Jobs(s.ns).Create(ctx, s.job, metav1.CreateOptions{})
+		return err
+	})
+	if isAlreadyExists(err) {
+		return s.existingJob(ctx, false)
+	}
+	return created, err
 }
 
 // createSecret creates the run's Secret, owned by its Job; one that exists
