@@ -344,7 +344,7 @@ func (c *Cluster) start(ctx context.Context, begin time.Time) error {
 		"--tls-cert-file=" + p.apiserverCert,
 		"--tls-private-key-file=" + p.apiserverKey,
 		"--client-ca-file=" + p.caCert,
-		"--service-cluster-ip-range=10.0.0.0/24",
+		"--service-cluster-ip-range=" + ServiceCIDR,
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file=" + p.saPub,
 		"--service-account-signing-key-file=" + p.saKey,
