@@ -916,7 +916,7 @@ func (c *Cluster) Close() error {
 }
 
 // componentsLocked returns the control plane's components and the real node's
-// (kubelet, containerd). c.compsMu must be held.
+// (kubelet, containerd, kube-proxy, kube-router while it runs). c.compsMu must be held.
 func (c *Cluster) componentsLocked() []*component {
 	comps := append([]*component(nil), c.comps...)
 	if c.node != nil {
@@ -924,6 +924,9 @@ func (c *Cluster) componentsLocked() []*component {
 			if comp != nil {
 				comps = append(comps, comp)
 			}
+		}
+		if c.node.net != nil {
+			comps = append(comps, c.node.net.components()...)
 		}
 	}
 	return comps

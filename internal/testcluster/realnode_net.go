@@ -23,7 +23,7 @@ const ServiceCIDR = "10.0.0.0/24"
 type nodeNet struct {
 	binDir, kubeconfig, logDir string
 	name, nodeIP, podSubnet    string
-	iptablesSave               string
+	tools                      netTools
 
 	mu         sync.Mutex
 	kubeProxy  *component
@@ -114,8 +114,8 @@ func (nn *nodeNet) startRouter(ctx context.Context) error {
 	return nil
 }
 
-// stopRouter stops kube-router and removes its chains and ipsets with
-// `kube-router --cleanup-config`: the node stops enforcing.
+// stopRouter stops kube-router and removes its chains and ipsets
+// (cleanupKubeRouter): the node stops enforcing.
 func (nn *nodeNet) stopRouter(ctx context.Context, grace time.Duration) error {
 	nn.mu.Lock()
 	defer nn.mu.Unlock()
@@ -126,11 +126,13 @@ func (nn *nodeNet) stopRouter(ctx context.Context, grace time.Duration) error {
 		}
 		nn.kubeRouter = nil
 	}
-	if err := cleanupNetBinary(ctx, nn.binDir, "kube-router"); err != nil {
+	if err := cleanupKubeRouter(ctx, nn.tools); err != nil {
 		errs = append(errs, err)
 	}
-	if err := nn.checkNoChain(ctx, "KUBE-ROUTER-"); err != nil {
-		errs = append(errs, err)
+	for _, prefix := range kubeRouterChainPrefixes {
+		if err := nn.checkNoChain(ctx, prefix); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -146,7 +148,7 @@ func (nn *nodeNet) stop(ctx context.Context, grace time.Duration) error {
 		}
 		nn.kubeProxy = nil
 	}
-	if err := cleanupNetBinary(ctx, nn.binDir, "kube-proxy"); err != nil {
+	if err := cleanupKubeProxy(ctx, nn.binDir); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -177,7 +179,7 @@ func (nn *nodeNet) waitChain(ctx context.Context, comp *component, table, chain 
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	return poll(ctx, comp, 100*time.Millisecond, func(ctx context.Context) (bool, string, error) {
-		rules, err := iptablesSave(ctx, nn.iptablesSave, table)
+		rules, err := iptablesSave(ctx, nn.tools.iptablesSave, table)
 		if err != nil {
 			return false, err.Error(), nil
 		}
@@ -190,7 +192,7 @@ func (nn *nodeNet) waitChain(ctx context.Context, comp *component, table, chain 
 
 // checkNoChain fails if the filter table still holds a chain whose name has prefix.
 func (nn *nodeNet) checkNoChain(ctx context.Context, prefix string) error {
-	rules, err := iptablesSave(ctx, nn.iptablesSave, "filter")
+	rules, err := iptablesSave(ctx, nn.tools.iptablesSave, "filter")
 	if err != nil {
 		return err
 	}
@@ -215,22 +217,18 @@ func iptablesSave(ctx context.Context, bin, table string) (string, error) {
 	return string(out), nil
 }
 
-// cleanupNetBinary runs `kube-router --cleanup-config` or `kube-proxy --cleanup`,
-// which remove the program's chains (and kube-router's ipsets), if the binary exists.
-func cleanupNetBinary(ctx context.Context, binDir, name string) error {
-	bin := filepath.Join(binDir, name)
+// cleanupKubeProxy runs `kube-proxy --cleanup`, which removes its chains, if the
+// binary exists.
+func cleanupKubeProxy(ctx context.Context, binDir string) error {
+	bin := filepath.Join(binDir, "kube-proxy")
 	if _, err := os.Stat(bin); err != nil {
 		return nil
 	}
-	flag := "--cleanup"
-	if name == "kube-router" {
-		flag = "--cleanup-config"
-	}
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, bin, flag).CombinedOutput()
+	out, err := exec.CommandContext(ctx, bin, "--cleanup").CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("%s %s: %w: %s", name, flag, err, lastLines(string(out), 10))
+		return fmt.Errorf("kube-proxy --cleanup: %w: %s", err, lastLines(string(out), 10))
 	}
 	return nil
 }
@@ -247,23 +245,13 @@ func lastLines(s string, n int) string {
 // firewalled reports whether kube-router has put the pod's egress or ingress
 // behind its own firewall chain (it does so for pods some NetworkPolicy selects).
 func (nn *nodeNet) firewalled(ctx context.Context, namespace, name string) (bool, error) {
-	rules, err := iptablesSave(ctx, nn.iptablesSave, "filter")
+	rules, err := iptablesSave(ctx, nn.tools.iptablesSave, "filter")
 	if err != nil {
 		return false, err
 	}
 	pod := "POD name:" + name + " namespace: " + namespace + " to chain "
 	return strings.Contains(rules, "rule to jump traffic from "+pod) ||
 		strings.Contains(rules, "rule to jump traffic destined to "+pod), nil
-}
-
-// hostIPTablesSave finds iptables-save (in PATH, /usr/sbin or /sbin).
-func hostIPTablesSave() (string, error) {
-	for _, p := range []string{"iptables-save", "/usr/sbin/iptables-save", "/sbin/iptables-save"} {
-		if bin, err := exec.LookPath(p); err == nil {
-			return bin, nil
-		}
-	}
-	return "", errors.New("iptables-save (not in PATH; apt-get install iptables)")
 }
 
 // ipForwardFile is where the node's directory keeps the host's net.ipv4.ip_forward
@@ -302,36 +290,29 @@ func restoreIPForward(dir string) error {
 	return nil
 }
 
-// leftChains are the marks of each program's chains in iptables-save's output.
-var leftChains = map[string][]string{
-	"kube-router": {":KUBE-ROUTER-", ":KUBE-POD-FW-", ":KUBE-NWPLCY-"},
-	"kube-proxy":  {":KUBE-SERVICES ", ":KUBE-PROXY-", ":KUBE-SVC-", ":KUBE-SEP-", ":KUBE-FORWARD "},
-}
+// kubeProxyChains are the marks of kube-proxy's chains in iptables-save's output.
+var kubeProxyChains = []string{":KUBE-SERVICES ", ":KUBE-PROXY-", ":KUBE-SVC-", ":KUBE-SEP-", ":KUBE-FORWARD "}
 
-// sweepNodeNet removes what kube-proxy and kube-router leave when a run crashed
-// (their chains; kube-router's ipsets with them) and restores ip_forward as dirs
-// recorded it. A program's cleanup runs only if its chains are there.
-func sweepNodeNet(iptablesSaveBin, binDir string, dirs []string) error {
+// sweepNodeNet removes what kube-router and kube-proxy leave when a run crashed
+// (kube-router's chains and ipsets; kube-proxy's chains, with `kube-proxy --cleanup`
+// if they are there) and restores ip_forward as dirs recorded it.
+func sweepNodeNet(tools netTools, binDir string, dirs []string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var errs []error
+	if err := cleanupKubeRouter(ctx, tools); err != nil {
+		errs = append(errs, err)
+	}
 	var rules string
 	for _, table := range []string{"filter", "nat"} {
-		r, err := iptablesSave(ctx, iptablesSaveBin, table)
+		r, err := iptablesSave(ctx, tools.iptablesSave, table)
 		if err != nil {
 			errs = append(errs, err)
 		}
 		rules += r
 	}
-	for _, name := range []string{"kube-router", "kube-proxy"} {
-		left := false
-		for _, mark := range leftChains[name] {
-			left = left || strings.Contains(rules, mark)
-		}
-		if !left {
-			continue
-		}
-		if err := cleanupNetBinary(ctx, binDir, name); err != nil {
+	if hasAnyMark(rules, kubeProxyChains) {
+		if err := cleanupKubeProxy(ctx, binDir); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -341,4 +322,14 @@ func sweepNodeNet(iptablesSaveBin, binDir string, dirs []string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// hasAnyMark reports whether s contains one of marks.
+func hasAnyMark(s string, marks []string) bool {
+	for _, m := range marks {
+		if strings.Contains(s, m) {
+			return true
+		}
+	}
+	return false
 }

@@ -30,9 +30,10 @@ func (n *RealNode) StartNetworkPolicy(ctx context.Context) error {
 	return nil
 }
 
-// StopNetworkPolicy stops kube-router and removes its chains and ipsets
-// (`kube-router --cleanup-config`): from its return the node enforces nothing, the
-// policies stay in the API. It fails if a chain of kube-router is left.
+// StopNetworkPolicy stops kube-router and removes its chains and ipsets (what
+// `kube-router --cleanup-config` should do, and in v2.1.0 does not: see
+// cleanupKubeRouter): from its return the node enforces nothing, the policies stay
+// in the API. It fails if a chain of kube-router is left.
 func (n *RealNode) StopNetworkPolicy(ctx context.Context) error {
 	if n.net == nil {
 		return fmt.Errorf("real node %s: stop NetworkPolicy: %w", n.opts.Name, errNotStarted)

@@ -34,7 +34,7 @@ func (c *Cluster) prepareRealNode(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("real node: %w", err)
 	}
-	save, err := hostIPTablesSave()
+	nt, err := findNetTools()
 	if err != nil {
 		return fmt.Errorf("real node: this machine lacks %w", err)
 	}
@@ -45,7 +45,7 @@ func (c *Cluster) prepareRealNode(ctx context.Context) error {
 		return fmt.Errorf("real node: %w", err)
 	}
 	c.node = &RealNode{opts: o, tools: tools, lock: lock, net: &nodeNet{
-		binDir: o.NetBinDir, name: o.Name, nodeIP: o.NodeIP, podSubnet: o.PodSubnet, iptablesSave: save,
+		binDir: o.NetBinDir, name: o.Name, nodeIP: o.NodeIP, podSubnet: o.PodSubnet, tools: nt,
 	}}
 	return nil
 }
@@ -73,7 +73,7 @@ func (c *Cluster) startRealNode(ctx context.Context, begin time.Time) error {
 	if err := sweepNode(n.tools.ip, sweepDirs, logf); err != nil {
 		return fmt.Errorf("real node: sweep: %w", err)
 	}
-	if err := sweepNodeNet(n.net.iptablesSave, o.NetBinDir, sweepDirs); err != nil {
+	if err := sweepNodeNet(n.net.tools, o.NetBinDir, sweepDirs); err != nil {
 		return fmt.Errorf("real node: sweep: %w", err)
 	}
 	if err := n.lock.record(n.dir); err != nil {
