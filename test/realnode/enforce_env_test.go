@@ -34,6 +34,10 @@ const (
 	serverPort      = 3100
 	serverOtherPort = 5432
 	serverApp       = "paperclip-server-standin"
+	// allowedCIDRPort is the port of tenant a's allowCidrs entry (198.51.100.0/24):
+	// not 443, so that standard mode's rule for any public address on TCP 443 does
+	// not open it too.
+	allowedCIDRPort = 8443
 )
 
 // enfTarget is one destination of the enforcement matrix: spec is the probe's
@@ -66,8 +70,8 @@ type enfEnv struct {
 	targets         []enfTarget
 }
 
-// enfSettings and enfCompany are the config: tenant a allows 198.51.100.0/24 on TCP
-// 443 in egress mode mode; both agents run on the real node; a keeps a warm pool
+// writeConfig writes the config: tenant a allows 198.51.100.0/24 on TCP
+// allowedCIDRPort in egress mode mode; both agents run on the real node; a keeps a warm pool
 // of one when pool is set.
 func (e *enfEnv) writeConfig(t *testing.T, prefix, mode string, pool bool) {
 	t.Helper()
@@ -85,8 +89,8 @@ func (e *enfEnv) writeConfig(t *testing.T, prefix, mode string, pool bool) {
 		warm = "  sandbox:\n    warmPool:\n      - {adapterType: claude_local, count: 1, agent: pinned}\n"
 	}
 	companyA := fmt.Sprintf("apiVersion: pcsync.io/v1alpha1\nkind: Company\nmetadata: {name: %q}\nspec:\n  id: company-%s\n  agents:\n%s"+
-		"  egress:\n    mode: %s\n    allowCidrs: [{cidr: 198.51.100.0/24, ports: [443], protocol: TCP}]\n%s",
-		e.slugA, e.slugA, agent, mode, warm)
+		"  egress:\n    mode: %s\n    allowCidrs: [{cidr: 198.51.100.0/24, ports: [%d], protocol: TCP}]\n%s",
+		e.slugA, e.slugA, agent, mode, allowedCIDRPort, warm)
 	companyB := fmt.Sprintf("apiVersion: pcsync.io/v1alpha1\nkind: Company\nmetadata: {name: %q}\nspec:\n  id: company-%s\n  agents:\n%s"+
 		"  egress:\n    mode: %s\n", e.slugB, e.slugB, agent, mode)
 	for name, text := range map[string]string{"settings.yaml": settings, "a.yaml": companyA, "b.yaml": companyB} {
@@ -146,18 +150,20 @@ func (e *enfEnv) startNetns(t *testing.T) {
 		}
 	})
 	e.tn = tn
-	for _, l := range []struct{ addr, port, banner string }{
-		{testnet.PublicAddress, "443", "public"},
-		{testnet.AllowedAddress, "443", "allowed-cidr"},
-		{testnet.MetadataStandIn, "80", "metadata"},
+	for _, l := range []struct{ name, addr, port string }{
+		{"public-443", testnet.PublicAddress, "443"},
+		{"public-80", testnet.PublicAddress, "80"},
+		{"allowed-cidr", testnet.AllowedAddress, strconv.Itoa(allowedCIDRPort)},
+		{"metadata-80", testnet.MetadataStandIn, "80"},
+		{"metadata-443", testnet.MetadataStandIn, "443"},
 	} {
 		ln, err := tn.Listen("tcp4", net.JoinHostPort(l.addr, l.port))
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = ln.Close() })
-		testnet.ServeBanner(ln, l.banner)
-		e.targets = append(e.targets, enfTarget{name: l.banner, spec: "tcp:" + net.JoinHostPort(l.addr, l.port), banner: l.banner})
+		testnet.ServeBanner(ln, l.name)
+		e.targets = append(e.targets, enfTarget{name: l.name, spec: "tcp:" + net.JoinHostPort(l.addr, l.port), banner: l.name})
 	}
 }
 

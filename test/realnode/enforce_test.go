@@ -13,33 +13,39 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/render"
 )
 
 // enforceCase is what one prober may reach with the enforcer on: every target not
-// in allowed must be refused.
+// in allowed must be refused. publicHTTPS adds public-443 when the prober's tenant
+// has standard mode's rule for any public IPv4 address on TCP 443 (rendered when
+// its agents want host names: claude_local's adapter does).
 type enforceCase struct {
-	prober  string
-	allowed []string
+	prober      string
+	allowed     []string
+	publicHTTPS string // the namespace whose egress-allow policy decides it ("a", "b")
 }
 
 // nonTenantTargets are the targets outside the tenants: a pod in a namespace
 // without policies reaches them all.
-var nonTenantTargets = []string{"public", "allowed-cidr", "metadata", "dns-udp", "dns-tcp", "server",
-	"server-other-port", "node-kubelet", "apiserver"}
+var nonTenantTargets = []string{"public-443", "public-80", "allowed-cidr", "metadata-80", "metadata-443",
+	"dns-udp", "dns-tcp", "server", "server-other-port", "node-kubelet", "apiserver"}
 
 // standardCases is the matrix of egress mode standard with an allowCidrs entry for
-// 198.51.100.0/24 (TCP 443): agents (a Job's pod, a lease pod) reach DNS, the
-// server's port and the allowed range only; a warm pool member nothing, DNS
-// included; another tenant's agent does not reach tenant a's pods (ingress); a
-// pod without policies reaches everything but the tenants' pods (their deny-all
-// ingress). Another mode adds its own table (and targets) beside this one.
+// 198.51.100.0/24: agents (a Job's pod, a lease pod) reach DNS, the server's port,
+// the allowed range and, with the any-public-443 rule, a public address on 443;
+// a warm pool member reaches nothing, DNS included; another tenant's agent does not
+// reach tenant a's pods (ingress); a pod without policies reaches everything but
+// the tenants' pods (their deny-all ingress). Another mode adds its own table (and
+// targets) beside this one.
 var standardCases = []enforceCase{
-	{prober: "job", allowed: []string{"dns-udp", "dns-tcp", "server", "allowed-cidr"}},
-	{prober: "lease", allowed: []string{"dns-udp", "dns-tcp", "server", "allowed-cidr"}},
+	{prober: "job", allowed: []string{"dns-udp", "dns-tcp", "server", "allowed-cidr"}, publicHTTPS: "a"},
+	{prober: "lease", allowed: []string{"dns-udp", "dns-tcp", "server", "allowed-cidr"}, publicHTTPS: "a"},
 	{prober: "pool-member", allowed: nil},
-	{prober: "tenant-b-agent", allowed: []string{"dns-udp", "dns-tcp", "server"}},
+	{prober: "tenant-b-agent", allowed: []string{"dns-udp", "dns-tcp", "server"}, publicHTTPS: "b"},
 	{prober: "control", allowed: nonTenantTargets},
 }
 
@@ -49,8 +55,10 @@ var standardCases = []enforceCase{
 // that each refusal below means the policy. Then, enforcing: each prober reaches
 // exactly its allowed targets, and is refused (kube-router's REJECT) the others:
 // another tenant's pods, the server's other port, the node's kubelet port, the API
-// server as pods reach it, the metadata stand-in (169.254.77.77) and a public
-// address the company does not allow (203.0.113.10). Targets off the node live in
+// server as pods reach it, the metadata stand-in (169.254.77.77, on 80 and 443) and
+// a public address (203.0.113.10) on a port the company does not allow. In this
+// mode a company whose agents want host names reaches any public address on 443
+// (asserted as it is: the hole the proxy mode closes). Targets off the node live in
 // a network namespace the test made, checked by `ip route get` before any packet.
 func TestNetworkPolicyEnforced(t *testing.T) {
 	runEnforceMatrix(t, string(config.EgressStandard), standardCases)
@@ -126,10 +134,18 @@ func runEnforceMatrix(t *testing.T, mode string, cases []enforceCase) {
 			if !ok {
 				t.Fatalf("no prober %s", tc.prober)
 			}
+			allowedNames := slices.Clone(tc.allowed)
+			if tc.publicHTTPS != "" {
+				ns := map[string]string{"a": e.nsA, "b": e.nsB}[tc.publicHTTPS]
+				if e.allowsAnyPublicHTTPS(ctx, t, ns) {
+					t.Logf("%s's egress-allow has the rule for any public IPv4 address on TCP 443: public-443 is allowed", ns)
+					allowedNames = append(allowedNames, "public-443")
+				}
+			}
 			got := e.probe(ctx, t, p)
 			want, have := map[string]string{}, map[string]string{}
 			for _, tg := range e.targets {
-				allowed := slices.Contains(tc.allowed, tg.name)
+				allowed := slices.Contains(allowedNames, tg.name)
 				want[tg.name] = verdict(allowed)
 				have[tg.name] = verdict(reached(got[tg.spec], tg))
 				if !allowed && !strings.HasPrefix(got[tg.spec], "refused") && !strings.HasPrefix(got[tg.spec], "ok") {
@@ -188,4 +204,22 @@ func outcomes(targets []enfTarget, got map[string]string) string {
 	}
 	sort.Strings(lines)
 	return strings.Join(lines, "\n")
+}
+
+// allowsAnyPublicHTTPS reports whether ns's egress-allow policy, as applied, has an
+// ipBlock of 0.0.0.0/0 (standard mode's rule for public addresses on TCP 443).
+func (e *enfEnv) allowsAnyPublicHTTPS(ctx context.Context, t *testing.T, ns string) bool {
+	t.Helper()
+	np, err := e.c.Client().NetworkingV1().NetworkPolicies(ns).Get(ctx, render.EgressAllowName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range np.Spec.Egress {
+		for _, to := range r.To {
+			if to.IPBlock != nil && to.IPBlock.CIDR == "0.0.0.0/0" {
+				return true
+			}
+		}
+	}
+	return false
 }

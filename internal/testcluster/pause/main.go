@@ -15,7 +15,8 @@
 //	-cat              copy stdin to stdout until EOF
 //	-dial NET:HOST:PORT  connect (tcp) or send a datagram (udp) and print one line,
 //	                  "dial NET HOST:PORT: OUTCOME", where OUTCOME is "ok ANSWER"
-//	                  (the first line the peer sent), "refused", "timeout",
+//	                  (the first line the peer sent; plain "ok" for a TCP peer that
+//	                  sends nothing within half a second), "refused", "timeout",
 //	                  "unreachable" or "error: …" (repeatable, in order; each bounded
 //	                  by -timeout)
 //	-timeout D        bound of each -dial (default 2s)
@@ -159,18 +160,33 @@ func dial(spec string, timeout time.Duration) string {
 		return head + outcome(err)
 	}
 	defer c.Close()
-	_ = c.SetDeadline(deadline)
 	if network == "udp" {
+		_ = c.SetDeadline(deadline)
 		if _, err := c.Write([]byte("probe\n")); err != nil {
 			return head + outcome(err)
 		}
+		buf := make([]byte, 256)
+		n, err := c.Read(buf)
+		if n == 0 && err != nil {
+			return head + outcome(err)
+		}
+		return head + "ok " + firstLine(buf[:n])
 	}
+	// Connected is reached; a peer that speaks first (a banner) is named by its
+	// first line, one that waits (a TLS server) is just "ok".
+	_ = c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
 	buf := make([]byte, 256)
-	n, err := c.Read(buf)
-	if n == 0 && err != nil {
-		return head + outcome(err)
+	n, _ := c.Read(buf)
+	if n == 0 {
+		return head + "ok"
 	}
-	return head + "ok " + strings.TrimSpace(string(buf[:n]))
+	return head + "ok " + firstLine(buf[:n])
+}
+
+// firstLine is b's first line, trimmed.
+func firstLine(b []byte) string {
+	line, _, _ := strings.Cut(string(b), "\n")
+	return strings.TrimSpace(line)
 }
 
 // outcome names a dial error: refused (a REJECT, or nothing listening), timeout (a
