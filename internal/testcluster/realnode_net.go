@@ -333,3 +333,17 @@ func hasAnyMark(s string, marks []string) bool {
 	}
 	return false
 }
+
+// routeServiceCIDR routes the Service range to the node bridge, which has no ports:
+// a packet to a Service IP that kube-proxy did not translate (no such Service, or
+// one that kube-router accepts before kube-proxy's REJECT) goes nowhere instead of
+// following the default route out of the machine. Translated packets are routed to
+// their pod (PREROUTING, and OUTPUT for the host's own, come before the route). The
+// route goes with the bridge when the node is swept.
+func routeServiceCIDR(ipBin string) error {
+	args := []string{"route", "replace", ServiceCIDR, "dev", nodeBridge}
+	if out, err := exec.Command(ipBin, args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("service range: ip %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}

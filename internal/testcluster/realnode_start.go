@@ -127,6 +127,9 @@ func (c *Cluster) startRealNode(ctx context.Context, begin time.Time) error {
 	if err := setupNodeBridge(n.tools.ip, o.NodeIP); err != nil {
 		return fmt.Errorf("real node: %w", err)
 	}
+	if err := routeServiceCIDR(n.tools.ip); err != nil {
+		return fmt.Errorf("real node: %w", err)
+	}
 	if err := prepareCgroups(); err != nil {
 		return fmt.Errorf("real node: %w", err)
 	}
