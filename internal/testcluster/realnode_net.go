@@ -316,6 +316,9 @@ func sweepNodeNet(tools netTools, binDir string, dirs []string) error {
 			errs = append(errs, err)
 		}
 	}
+	if err := cleanupKubeletChains(ctx, tools); err != nil {
+		errs = append(errs, err)
+	}
 	for _, d := range dirs {
 		if err := restoreIPForward(d); err != nil {
 			errs = append(errs, err)

@@ -53,7 +53,7 @@ func cleanupKubeRouter(ctx context.Context, t netTools) error {
 	if err != nil {
 		return err
 	}
-	script := kubeRouterCleanupScript(rules)
+	script := chainCleanupScript("filter", rules, kubeRouterChainPrefixes)
 	if script != "" {
 		cmd := exec.CommandContext(ctx, t.iptablesRestore, "--noflush", "-w", "5")
 		cmd.Stdin = strings.NewReader(script)
@@ -77,24 +77,25 @@ func cleanupKubeRouter(ctx context.Context, t netTools) error {
 	return errors.Join(errs...)
 }
 
-// kubeRouterCleanupScript is the iptables-restore --noflush input that deletes, from
-// `iptables-save -t filter` output, every rule of another chain jumping to one of
-// kube-router's chains, then flushes and deletes those chains ("" if there are none).
-func kubeRouterCleanupScript(save string) string {
+// chainCleanupScript is the iptables-restore --noflush input that deletes, from
+// `iptables-save -t table` output, every rule of another chain jumping to a chain
+// whose name has one of prefixes, then flushes and deletes those chains ("" if
+// there are none).
+func chainCleanupScript(table, save string, prefixes []string) string {
 	var chains, deletes []string
 	for _, line := range strings.Split(save, "\n") {
 		switch {
 		case strings.HasPrefix(line, ":"):
 			name := strings.Fields(line[1:])[0]
-			if hasAnyPrefix(name, kubeRouterChainPrefixes) {
+			if hasAnyPrefix(name, prefixes) {
 				chains = append(chains, name)
 			}
 		case strings.HasPrefix(line, "-A "):
 			f := strings.Fields(line)
-			if len(f) < 2 || hasAnyPrefix(f[1], kubeRouterChainPrefixes) {
-				continue // a rule of one of its own chains goes with the chain
+			if len(f) < 2 || hasAnyPrefix(f[1], prefixes) {
+				continue // a rule of one of the chains goes with the chain
 			}
-			if target := jumpTarget(f); target != "" && hasAnyPrefix(target, kubeRouterChainPrefixes) {
+			if target := jumpTarget(f); target != "" && hasAnyPrefix(target, prefixes) {
 				deletes = append(deletes, "-D"+strings.TrimPrefix(line, "-A"))
 			}
 		}
@@ -103,7 +104,7 @@ func kubeRouterCleanupScript(save string) string {
 		return ""
 	}
 	var b strings.Builder
-	b.WriteString("*filter\n")
+	b.WriteString("*" + table + "\n")
 	for _, c := range chains {
 		fmt.Fprintf(&b, ":%s - [0:0]\n", c) // with --noflush, declaring a chain flushes it
 	}
@@ -134,4 +135,60 @@ func hasAnyPrefix(s string, prefixes []string) bool {
 		}
 	}
 	return false
+}
+
+// kubeletChains are the chains the kubelet leaves in iptables, by table: its
+// canaries, the iptables-mode hint and KUBE-FIREWALL (which drops packets to
+// 127.0.0.0/8 from elsewhere). A stopped node removes them with kube-proxy's.
+var kubeletChains = map[string][]string{
+	"filter": {"KUBE-FIREWALL", "KUBE-KUBELET-CANARY"},
+	"nat":    {"KUBE-KUBELET-CANARY"},
+	"mangle": {"KUBE-KUBELET-CANARY", "KUBE-IPTABLES-HINT"},
+}
+
+// cleanupKubeletChains removes kubeletChains (exact names) from the host.
+func cleanupKubeletChains(ctx context.Context, t netTools) error {
+	var errs []error
+	for _, table := range []string{"filter", "nat", "mangle"} {
+		rules, err := iptablesSave(ctx, t.iptablesSave, table)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		script := chainCleanupScript(table, rules, exactNames(rules, kubeletChains[table]))
+		if script == "" {
+			continue
+		}
+		cmd := exec.CommandContext(ctx, t.iptablesRestore, "--noflush", "-w", "5")
+		cmd.Stdin = strings.NewReader(script)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			errs = append(errs, fmt.Errorf("kubelet chains: iptables-restore: %w: %s", err, strings.TrimSpace(string(out))))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// exactNames returns those of names that are chains of save, each as a prefix that
+// matches only itself (a space-free name followed by nothing): chainCleanupScript
+// matches by prefix, so a name that prefixes another chain is left out.
+func exactNames(save string, names []string) []string {
+	var chains []string
+	for _, line := range strings.Split(save, "\n") {
+		if strings.HasPrefix(line, ":") {
+			chains = append(chains, strings.Fields(line[1:])[0])
+		}
+	}
+	var out []string
+	for _, n := range names {
+		unique := true
+		for _, c := range chains {
+			if c != n && strings.HasPrefix(c, n) {
+				unique = false
+			}
+		}
+		if unique {
+			out = append(out, n)
+		}
+	}
+	return out
 }

@@ -46,7 +46,7 @@ func TestKubeRouterCleanupScript(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if diff := cmp.Diff(tt.want, kubeRouterCleanupScript(tt.save)); diff != "" {
+			if diff := cmp.Diff(tt.want, chainCleanupScript("filter", tt.save, kubeRouterChainPrefixes)); diff != "" {
 				t.Errorf("script (-want +got):\n%s", diff)
 			}
 		})

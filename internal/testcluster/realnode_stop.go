@@ -53,6 +53,13 @@ func (c *Cluster) stopRealNode() error {
 		if err := restoreIPForward(n.dir); err != nil {
 			errs = append(errs, fmt.Errorf("sweep: %w", err))
 		}
+		if n.net != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			if err := cleanupKubeletChains(ctx, n.net.tools); err != nil {
+				errs = append(errs, fmt.Errorf("sweep: %w", err))
+			}
+			cancel()
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -94,7 +94,7 @@ func runEnforceMatrix(t *testing.T, mode string, cases []enforceCase) {
 		}
 	}
 
-	t.Run("control", func(t *testing.T) {
+	t.Run("enforcer-off", func(t *testing.T) {
 		for _, p := range probers {
 			got := e.probe(ctx, t, p)
 			for _, tg := range e.targets {
@@ -129,7 +129,7 @@ func runEnforceMatrix(t *testing.T, mode string, cases []enforceCase) {
 		byName[p.name] = p
 	}
 	for _, tc := range cases {
-		t.Run(tc.prober, func(t *testing.T) {
+		t.Run("enforcing/"+tc.prober, func(t *testing.T) {
 			p, ok := byName[tc.prober]
 			if !ok {
 				t.Fatalf("no prober %s", tc.prober)

@@ -68,6 +68,7 @@ func TestNetworkPolicyStopStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	probe("enforcing", "refused")
+	t.Logf("resident memory while enforcing: %v", node.ResidentMemory())
 	if err := node.StopNetworkPolicy(ctx); err != nil {
 		t.Fatal(err)
 	}
