@@ -319,6 +319,9 @@ func sweepNodeNet(tools netTools, binDir string, dirs []string) error {
 	if err := cleanupKubeletChains(ctx, tools); err != nil {
 		errs = append(errs, err)
 	}
+	if err := removeUplinkGuard(ctx, tools); err != nil {
+		errs = append(errs, err)
+	}
 	for _, d := range dirs {
 		if err := restoreIPForward(d); err != nil {
 			errs = append(errs, err)

@@ -17,7 +17,7 @@ var (
 
 // netTools are the host programs that remove kube-router's rules.
 type netTools struct {
-	iptablesSave, iptablesRestore, ipset string
+	iptables, iptablesSave, iptablesRestore, ipset string
 }
 
 // findNetTools finds iptables-save, iptables-restore and ipset (in PATH, /usr/sbin
@@ -25,7 +25,8 @@ type netTools struct {
 func findNetTools() (netTools, error) {
 	var t netTools
 	var missing []string
-	for name, dst := range map[string]*string{"iptables-save": &t.iptablesSave, "iptables-restore": &t.iptablesRestore, "ipset": &t.ipset} {
+	for name, dst := range map[string]*string{"iptables": &t.iptables, "iptables-save": &t.iptablesSave,
+		"iptables-restore": &t.iptablesRestore, "ipset": &t.ipset} {
 		for _, p := range []string{name, filepath.Join("/usr/sbin", name), filepath.Join("/sbin", name)} {
 			if bin, err := exec.LookPath(p); err == nil {
 				*dst = bin
@@ -191,4 +192,68 @@ func exactNames(save string, names []string) []string {
 		}
 	}
 	return out
+}
+
+// leakComment marks the rules that keep the node's pods from routing out of the
+// machine (guardUplinks).
+const leakComment = "pcsync real node: no pod traffic leaves the machine"
+
+// guardUplinks drops, in mangle FORWARD (before any filter rule, so before
+// kube-router's ACCEPTs), every packet from the pod bridge to an interface of a
+// default route. The CNI bridge plugin turns on net.ipv4.ip_forward with the first
+// pod, and pods are not masqueraded: without this, a pod's packet to an address
+// that is not on the machine would leave by the uplink.
+func guardUplinks(ctx context.Context, ipBin string, t netTools) error {
+	out, err := exec.CommandContext(ctx, ipBin, "-o", "-4", "route", "show", "default").Output()
+	if err != nil {
+		return fmt.Errorf("uplink guard: ip route show default: %w", err)
+	}
+	seen := map[string]bool{}
+	for _, line := range strings.Split(string(out), "\n") {
+		dev := routeDevice(line)
+		if dev == "" || dev == podBridge || seen[dev] {
+			continue
+		}
+		seen[dev] = true
+		args := []string{"-w", "5", "-t", "mangle", "-I", "FORWARD", "-i", podBridge, "-o", dev,
+			"-m", "comment", "--comment", leakComment, "-j", "DROP"}
+		if out, err := exec.CommandContext(ctx, t.iptables, args...).CombinedOutput(); err != nil {
+			return fmt.Errorf("uplink guard: iptables %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+		}
+	}
+	return nil
+}
+
+// removeUplinkGuard deletes the rules guardUplinks made.
+func removeUplinkGuard(ctx context.Context, t netTools) error {
+	rules, err := iptablesSave(ctx, t.iptablesSave, "mangle")
+	if err != nil {
+		return err
+	}
+	var dels []string
+	for _, line := range strings.Split(rules, "\n") {
+		if strings.HasPrefix(line, "-A ") && strings.Contains(line, leakComment) {
+			dels = append(dels, "-D"+strings.TrimPrefix(line, "-A"))
+		}
+	}
+	if len(dels) == 0 {
+		return nil
+	}
+	cmd := exec.CommandContext(ctx, t.iptablesRestore, "--noflush", "-w", "5")
+	cmd.Stdin = strings.NewReader("*mangle\n" + strings.Join(dels, "\n") + "\nCOMMIT\n")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("uplink guard: iptables-restore: %w: %s", err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// routeDevice returns the word after "dev" in a line of `ip route` output.
+func routeDevice(line string) string {
+	f := strings.Fields(line)
+	for i := 0; i+1 < len(f); i++ {
+		if f[i] == "dev" {
+			return f[i+1]
+		}
+	}
+	return ""
 }

@@ -52,3 +52,25 @@ func TestKubeRouterCleanupScript(t *testing.T) {
 		})
 	}
 }
+
+func TestExactNames(t *testing.T) {
+	save := ":KUBE-FIREWALL - [0:0]\n:KUBE-FIREWALL-X - [0:0]\n:KUBE-KUBELET-CANARY - [0:0]\n-A INPUT -j KUBE-FIREWALL\n"
+	got := exactNames(save, []string{"KUBE-FIREWALL", "KUBE-KUBELET-CANARY", "KUBE-IPTABLES-HINT"})
+	// KUBE-FIREWALL prefixes another chain: removing it by prefix would take that one too.
+	want := []string{"KUBE-KUBELET-CANARY", "KUBE-IPTABLES-HINT"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("exactNames (-want +got):\n%s", diff)
+	}
+}
+
+func TestRouteDevice(t *testing.T) {
+	for line, want := range map[string]string{
+		"default via 192.0.2.1 dev eth0 proto static": "eth0",
+		"default dev ppp0 scope link":                 "ppp0",
+		"":                                            "",
+	} {
+		if got := routeDevice(line); got != want {
+			t.Errorf("routeDevice(%q) = %q, want %q", line, got, want)
+		}
+	}
+}

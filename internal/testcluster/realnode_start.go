@@ -130,6 +130,9 @@ func (c *Cluster) startRealNode(ctx context.Context, begin time.Time) error {
 	if err := routeServiceCIDR(n.tools.ip); err != nil {
 		return fmt.Errorf("real node: %w", err)
 	}
+	if err := guardUplinks(ctx, n.tools.ip, n.net.tools); err != nil {
+		return fmt.Errorf("real node: %w", err)
+	}
 	if err := prepareCgroups(); err != nil {
 		return fmt.Errorf("real node: %w", err)
 	}

@@ -58,6 +58,9 @@ func (c *Cluster) stopRealNode() error {
 			if err := cleanupKubeletChains(ctx, n.net.tools); err != nil {
 				errs = append(errs, fmt.Errorf("sweep: %w", err))
 			}
+			if err := removeUplinkGuard(ctx, n.net.tools); err != nil {
+				errs = append(errs, fmt.Errorf("sweep: %w", err))
+			}
 			cancel()
 		}
 	}
