@@ -16,7 +16,7 @@ import (
 )
 
 // installHint is what an error about a missing host program says to do.
-const installHint = "install them with `apt-get install containerd runc containernetworking-plugins iproute2`"
+const installHint = "install them with `apt-get install containerd runc containernetworking-plugins iproute2 iptables ipset` (hack/realnode/install.sh)"
 
 // hostTools are the host programs the real node runs, found in PATH.
 type hostTools struct {

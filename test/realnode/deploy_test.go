@@ -52,7 +52,7 @@ type deployOverlay struct {
 // renderDeployment renders deploy/base with an overlay (kustomize, in memory)
 // that makes it run here: pcsync's image from the real node's registry, the
 // pod pinned to the real node, the API server at the address the pods reach
-// (no Service IPs, no DNS), a ConfigMap for the config directory git-sync
+// (its Service IP has no endpoint pods can use, and there is no DNS), a ConfigMap for the config directory git-sync
 // would keep (no internet: git-sync's image cannot be pulled, the pause
 // image stands in), an emptyDir for the spool (no storage provisioner), and
 // pcsync's namespace renamed (the spool's PersistentVolumeClaim dropped). The rest of deploy/base stays as it is: RBAC,

@@ -1,7 +1,8 @@
 // Package realnode proves, on a real kubelet, what kwok cannot: that pcsync's
-// pods run. TestMain starts internal/testcluster with its real node (kubelet,
-// containerd, runc and a CNI bridge; root and Debian's packages needed: Start
-// says what to install; nothing is skipped). Every test is in a file tagged
+// pods run, and what their NetworkPolicies isolate. TestMain starts
+// internal/testcluster with its real node (kubelet, containerd, runc, a CNI
+// bridge, kube-proxy, and kube-router enforcing NetworkPolicies; root and
+// Debian's packages needed: Start says what to install; nothing is skipped). Every test is in a file tagged
 // `integration`, and they run one at a time: one real node per machine.
 //
 // Its files:
@@ -44,4 +45,15 @@
 //	bench_test.go     make bench's figures on the real node, each beside its
 //	                  peer (a plain pod, a bare exec, a bare delete, a bare
 //	                  Job)
+//	service_test.go   a pod reaches another through a ClusterIP Service
+//	enforce_test.go   the enforcement matrix of egress mode standard: from a
+//	                  Job's pod, a lease pod, an unclaimed pool member,
+//	                  another tenant's agent and a pod without policies, to
+//	                  DNS, the server's port and another, allowCidrs, a public
+//	                  and a metadata stand-in (in a network namespace the test
+//	                  makes: internal/testnet), tenants' pods, the kubelet and
+//	                  the API server; every target first reached with the
+//	                  enforcer stopped (enforce_env_test.go builds the world)
+//	enforcer_switch_test.go  the enforcer stopped and started at run time
+//	probe_test.go     the probes: exec, /pause -dial and its Node.js twin
 package realnode
