@@ -1,0 +1,62 @@
+package allow
+
+import (
+	"fmt"
+	"slices"
+
+	"sigs.k8s.io/yaml"
+)
+
+// FileName is the key of the allow-list in the proxy's ConfigMap and the
+// file's name where the proxy mounts it.
+const FileName = "allow.yaml"
+
+// DefaultPorts are the ports the proxy connects to: 443 only. The hosts
+// pcsync knows (the adapters' APIs) speak HTTPS; plain HTTP on 80 would
+// carry an agent's requests in the clear past the cluster, and egress mode
+// cilium allows TCP 443 only, so that a company's egress means the same in
+// both modes.
+var DefaultPorts = []int{443}
+
+// List is a tenant proxy's allow-list file.
+type List struct {
+	// Company is the company slug, for logs and metrics.
+	Company string `json:"company"`
+	// Hosts are the names and patterns the company's agents may reach.
+	Hosts []string `json:"hosts"`
+	// Ports are the destination ports allowed; default DefaultPorts.
+	Ports []int `json:"ports,omitempty"`
+}
+
+// Parse reads a List, refusing unknown fields and bad patterns.
+func Parse(b []byte) (List, error) {
+	var l List
+	if err := yaml.UnmarshalStrict(b, &l); err != nil {
+		return List{}, fmt.Errorf("allow-list: %w", err)
+	}
+	if l.Company == "" {
+		return List{}, fmt.Errorf("allow-list: company is empty")
+	}
+	if len(l.Ports) == 0 {
+		l.Ports = slices.Clone(DefaultPorts)
+	}
+	for _, p := range l.Ports {
+		if p < 1 || p > 65535 {
+			return List{}, fmt.Errorf("allow-list: port %d is out of range", p)
+		}
+	}
+	if _, err := Compile(l.Hosts); err != nil {
+		return List{}, fmt.Errorf("allow-list: %w", err)
+	}
+	return l, nil
+}
+
+// Marshal is the file's YAML: the hosts sorted and without duplicates.
+func (l List) Marshal() ([]byte, error) {
+	l.Hosts = slices.Compact(slices.Sorted(slices.Values(l.Hosts)))
+	b, err := yaml.Marshal(l)
+	if err != nil {
+		return nil, fmt.Errorf("allow-list %s: %w", l.Company, err)
+	}
+	return b, nil
+}
