@@ -19,4 +19,10 @@
 // company, the agent ("unknown" when none is given), the host and port and
 // the reason — never a URL path or query — and counted in
 // pcsync_egress_proxy_refused_total{company,reason}.
+//
+// Files: proxy.go (New, Serve, the refusal log and metrics), decide.go
+// (the ACL and the agent's name), tunnel.go (a CONNECT tunnel's copy),
+// options.go, metrics.go. Subpackages: allow (the allow-list file and its
+// host patterns, shared with config and render) and agentenv (the agents'
+// HTTPS_PROXY/NO_PROXY and the proxy Services' addresses).
 package egressproxy

@@ -1,6 +1,7 @@
 package allow
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 
@@ -8,8 +9,17 @@ import (
 )
 
 // FileName is the key of the allow-list in the proxy's ConfigMap and the
-// file's name where the proxy mounts it.
-const FileName = "allow.yaml"
+// file's name where the proxy mounts it. Marshal writes JSON on one line
+// (it reads well in a rendered ConfigMap); Parse also takes YAML.
+const FileName = "allow.json"
+
+// The proxy's names: its ServiceAccount, ConfigMap, Deployment, Service
+// and NetworkPolicy in a tenant namespace are all ProxyName; its Service
+// listens on ProxyPort.
+const (
+	ProxyName = "paperclip-egress-proxy"
+	ProxyPort = 3128
+)
 
 // DefaultPorts are the ports the proxy connects to: 443 only. The hosts
 // pcsync knows (the adapters' APIs) speak HTTPS; plain HTTP on 80 would
@@ -51,10 +61,14 @@ func Parse(b []byte) (List, error) {
 	return l, nil
 }
 
-// Marshal is the file's YAML: the hosts sorted and without duplicates.
+// Marshal is the file's JSON, on one line: the hosts sorted and without
+// duplicates.
 func (l List) Marshal() ([]byte, error) {
 	l.Hosts = slices.Compact(slices.Sorted(slices.Values(l.Hosts)))
-	b, err := yaml.Marshal(l)
+	if l.Hosts == nil {
+		l.Hosts = []string{}
+	}
+	b, err := json.Marshal(l)
 	if err != nil {
 		return nil, fmt.Errorf("allow-list %s: %w", l.Company, err)
 	}
