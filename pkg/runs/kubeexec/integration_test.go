@@ -444,13 +444,11 @@ func TestPodSecurityRestricted(t *testing.T) {
 
 // TestQuotaRefusal: with room for one pod in the company's quota, the second
 // run's pod is refused by the ResourceQuota; after the grace period the run
-// fails with quota_exceeded and the quota's message. Egress mode standard:
-// in mode proxy the egress proxy's pod would take the one place (and
-// validate refuses such a quota).
+// fails with quota_exceeded and the quota's message.
 func TestQuotaRefusal(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envOptions{Labels: testcluster.RunForever(), Concurrency: 2,
-		Company: map[string]any{"quota": map[string]any{"pods": 1}, "egress": map[string]any{"mode": "standard"}}})
+		Company: map[string]any{"quota": map[string]any{"pods": 1}}})
 	e.drop("quota-a", nil)
 	e.drop("quota-b", nil)
 	d := e.startDaemon(true, nil)

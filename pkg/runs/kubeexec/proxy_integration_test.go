@@ -20,6 +20,10 @@ import (
 	"github.com/pcsync/pcsync/pkg/result"
 )
 
+// proxyCompany puts the test's company in egress mode proxy (the schema's
+// default; newEnv's is standard).
+var proxyCompany = map[string]any{"egress": map[string]any{"mode": "proxy"}}
+
 // TestProxyModeTenant: a company in egress mode proxy (the default) is
 // applied through the real API server: the egress proxy's objects are
 // accepted, its pod passes Pod Security restricted and the tenant's
@@ -29,7 +33,7 @@ import (
 // them from the run's Secret.
 func TestProxyModeTenant(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{Labels: testcluster.RunForever()})
+	e := newEnv(t, envOptions{Labels: testcluster.RunForever(), Company: proxyCompany})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
@@ -112,7 +116,7 @@ func TestProxyModeTenant(t *testing.T) {
 // saying the tenant is not applied; no Job is created.
 func TestProxyModeWithoutService(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envOptions{Labels: testcluster.RunForever()})
+	e := newEnv(t, envOptions{Labels: testcluster.RunForever(), Company: proxyCompany})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := e.cs.CoreV1().Services(e.ns).Delete(ctx, allow.ProxyName, metav1.DeleteOptions{}); err != nil {
