@@ -20,7 +20,7 @@ import (
 )
 
 type egressProxyFlags struct {
-	config, listen, metrics string
+	config, allowList, listen, metrics string
 }
 
 // newEgressProxyCmd is `pcsync egress-proxy`: a tenant's egress proxy
@@ -28,11 +28,11 @@ type egressProxyFlags struct {
 func newEgressProxyCmd(g *globalOptions) *cobra.Command {
 	f := &egressProxyFlags{}
 	cmd := &cobra.Command{
-		Use:   "egress-proxy --config FILE",
+		Use:   "egress-proxy (--allow-list JSON | --config FILE)",
 		Short: "Run a tenant's egress proxy: agents reach the allow-list's hosts, nothing else",
 		Long: `egress-proxy serves an HTTP proxy (CONNECT and plain requests) that lets a
-company's agents reach the hosts of its allow-list (the file pcsync render puts in
-the ConfigMap paperclip-egress-proxy, key allow.json) on the allowed ports, and
+company's agents reach the hosts of its allow-list (--allow-list, the JSON pcsync
+render gives the Deployment paperclip-egress-proxy, or a file) on the allowed ports, and
 refuses every other host, and every address that is not public (private,
 loopback, link-local such as the cloud metadata address) even when an allowed
 name resolves to it. A refusal is logged ("egress refused": company, agent,
@@ -45,21 +45,27 @@ Agents name themselves in the proxy URL's user info: http://AGENT@HOST:3128.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.config, "config", "", "the allow-list file (required)")
+	fl.StringVar(&f.allowList, "allow-list", "", `the allow-list: {"company":…,"hosts":[…],"ports":[…]}`)
+	fl.StringVar(&f.config, "config", "", "the allow-list from a file (JSON or YAML)")
 	fl.StringVar(&f.listen, "listen", ":3128", "the proxy's address")
 	fl.StringVar(&f.metrics, "metrics", ":9090", "serve /metrics and /healthz on this address (off when empty)")
-	_ = cmd.MarkFlagRequired("config")
+	cmd.MarkFlagsOneRequired("allow-list", "config")
+	cmd.MarkFlagsMutuallyExclusive("allow-list", "config")
 	return cmd
 }
 
 func (f *egressProxyFlags) run(ctx context.Context, g *globalOptions) error {
-	b, err := os.ReadFile(f.config)
-	if err != nil {
-		return fmt.Errorf("egress-proxy: %w", err)
+	b, src := []byte(f.allowList), "--allow-list"
+	if f.config != "" {
+		var err error
+		if b, err = os.ReadFile(f.config); err != nil {
+			return fmt.Errorf("egress-proxy: %w", err)
+		}
+		src = f.config
 	}
 	list, err := allow.Parse(b)
 	if err != nil {
-		return fmt.Errorf("egress-proxy: %s: %w", f.config, err)
+		return fmt.Errorf("egress-proxy: %s: %w", src, err)
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -65,7 +65,8 @@ func connect(t *testing.T, proxy, target, agent string) int {
 	return resp.StatusCode
 }
 
-// TestEgressProxyCommand: `pcsync egress-proxy` reads the allow-list file,
+// TestEgressProxyCommand: `pcsync egress-proxy` reads the allow-list (a
+// file here; render passes it as --allow-list, as TestEgressProxyAllowListFlag checks),
 // serves the proxy and its metrics, refuses a host outside the list and an
 // allowed name that resolves to loopback (localhost: nothing is sent
 // anywhere), logs both refusals with the agent and host, and counts them
@@ -131,5 +132,21 @@ func TestEgressProxyCommand(t *testing.T) {
 		if !strings.Contains(logs, want) {
 			t.Errorf("stderr lacks %s:\n%s", want, logs)
 		}
+	}
+}
+
+// TestEgressProxyAllowListFlag: the allow-list as render passes it (the
+// Deployment's --allow-list) is read; a bad one stops the command before
+// it listens; --config and --allow-list exclude each other.
+func TestEgressProxyAllowListFlag(t *testing.T) {
+	var stderr bytes.Buffer
+	code := run(context.Background(), []string{"egress-proxy", "--allow-list", `{"company":"acme","hosts":["*"]}`, "--listen", freeAddr(t)}, io.Discard, &stderr)
+	if code == 0 || !strings.Contains(stderr.String(), "--allow-list") || !strings.Contains(stderr.String(), "matches every host") {
+		t.Errorf("a pattern of wildcards only: exit %d, stderr %q; want a refusal naming --allow-list", code, stderr.String())
+	}
+	stderr.Reset()
+	code = run(context.Background(), []string{"egress-proxy", "--allow-list", "{}", "--config", "x"}, io.Discard, &stderr)
+	if code == 0 {
+		t.Errorf("--allow-list with --config: exit 0, want a usage error; stderr %q", stderr.String())
 	}
 }

@@ -97,7 +97,6 @@ func DefaultPermissions() []Permission {
 		"granting itself the per-tenant rights in each tenant's RoleBinding "+render.PcsyncRoleBindingName,
 		func(p *Permission) { p.Name = render.PcsyncTenantClusterRole })
 	add("networking.k8s.io", []string{"networkpolicies"}, applyVerbs, ScopeCluster, "apply and prune tenant manifests", nil)
-	add("", []string{"configmaps"}, applyVerbs, ScopeCluster, "egress mode proxy: the egress proxy's allow-list", nil)
 	add("", []string{"services"}, append(slices.Clone(applyVerbs), "watch"), ScopeCluster,
 		"egress mode proxy: the egress proxy's Service, whose ClusterIP agents get", nil)
 	add("apps", []string{"deployments"}, applyVerbs, ScopeCluster, "egress mode proxy: the egress proxy", nil)

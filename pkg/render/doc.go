@@ -1,8 +1,8 @@
 // Package render turns a loaded config Model into tenant manifests: per
 // company a Namespace, ServiceAccount, Role, RoleBinding, ResourceQuota,
 // LimitRange, NetworkPolicies (in cilium mode a CiliumNetworkPolicy, in
-// proxy mode the egress proxy's ServiceAccount, ConfigMap, Deployment,
-// Service and NetworkPolicy) and an optional sessions PVC, named and labelled as docs/design.md says. User
+// proxy mode the egress proxy's ServiceAccount, Deployment, Service and
+// NetworkPolicy) and an optional sessions PVC, named and labelled as docs/design.md says. User
 // patches (Settings spec.patches for every tenant, Company spec.patches for
 // one) are applied by kustomize (krusty on an in-memory file system), so
 // they behave exactly as in kustomize. Output is deterministic: the same

@@ -31,13 +31,9 @@ const (
 	// EgressFQDNName is the CiliumNetworkPolicy that allows agent egress to
 	// host names (cilium mode).
 	EgressFQDNName = "paperclip-egress-fqdn"
-	// EgressProxyName names the egress proxy's ServiceAccount, ConfigMap
-	// (its allow-list), Deployment, Service and NetworkPolicy (egress mode
-	// proxy).
+	// EgressProxyName names the egress proxy's ServiceAccount,
+	// Deployment, Service and NetworkPolicy (egress mode proxy).
 	EgressProxyName = allow.ProxyName
-	// AnnotationAllowListSum on the proxy's pod template is the SHA-256 of
-	// its allow-list, so that a changed list rolls the pod.
-	AnnotationAllowListSum = "paperclip.io/allow-list-sha256"
 	// SessionsPVCName is the ReadWriteMany volume for agent sessions.
 	SessionsPVCName = "paperclip-sessions"
 

@@ -1,8 +1,6 @@
 package render
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"slices"
 
 	"github.com/pcsync/pcsync/pkg/adapters"
@@ -17,8 +15,6 @@ const (
 	EgressProxyPort = allow.ProxyPort
 	// EgressProxyMetricsPort serves the proxy's /metrics and /healthz.
 	EgressProxyMetricsPort = 9090
-	// egressProxyConfigDir is where the allow-list is mounted.
-	egressProxyConfigDir = "/etc/pcsync-egress-proxy"
 	// egressProxyUID is the proxy's user: pcsync's image's
 	// (images.PcsyncUser).
 	egressProxyUID = 65532
@@ -55,8 +51,10 @@ func egressPorts(c *config.Company) []int {
 }
 
 // egressProxyObjects are, in egress mode proxy, the proxy's
-// ServiceAccount, allow-list ConfigMap, Deployment, Service and
-// NetworkPolicy; nil in another mode.
+// ServiceAccount, Deployment, Service and NetworkPolicy; nil in another
+// mode. The allow-list is an argument of the proxy's command (no
+// ConfigMap: pcsync would need to read every ConfigMap of the cluster to
+// apply one; a changed list changes the pod template, which rolls the pod).
 func (t tenant) egressProxyObjects() []map[string]any {
 	if !t.proxyMode() {
 		return nil
@@ -67,34 +65,29 @@ func (t tenant) egressProxyObjects() []map[string]any {
 		// A List of strings and ints always marshals.
 		panic(err)
 	}
-	sum := sha256.Sum256(data)
 	sa := t.object("v1", "ServiceAccount", EgressProxyName)
 	sa["automountServiceAccountToken"] = false
-	cm := t.object("v1", "ConfigMap", EgressProxyName)
-	cm["data"] = map[string]any{allow.FileName: string(data)}
-	return []map[string]any{sa, cm, t.egressProxyDeployment(hex.EncodeToString(sum[:])), t.egressProxyService(), t.egressProxyPolicy(list.Ports)}
+	return []map[string]any{sa, t.egressProxyDeployment(string(data)), t.egressProxyService(), t.egressProxyPolicy(list.Ports)}
 }
 
-// egressProxyDeployment runs `pcsync egress-proxy` from pcsync's image,
-// hardened as agent pods are (Pod Security restricted, read-only root, no
-// ServiceAccount token, no Service links), with requests and limits that
-// count against the tenant's quota. configSum, the allow-list's SHA-256,
-// rolls the pod when the list changes.
-func (t tenant) egressProxyDeployment(configSum string) map[string]any {
+// egressProxyDeployment runs `pcsync egress-proxy --allow-list LIST` from
+// pcsync's image, hardened as agent pods are (Pod Security restricted,
+// read-only root, no ServiceAccount token, no Service links), with
+// requests and limits that count against the tenant's quota.
+func (t tenant) egressProxyDeployment(list string) map[string]any {
 	res := config.EgressProxyResources()
 	container := map[string]any{
 		"name":            "egress-proxy",
 		"image":           t.m.BuiltinImage(images.Pcsync),
 		"imagePullPolicy": "IfNotPresent",
 		"command":         []any{images.ServerPath},
-		"args": []any{"egress-proxy", "--config", egressProxyConfigDir + "/" + allow.FileName,
+		"args": []any{"egress-proxy", "--allow-list", list,
 			"--listen", ":" + itoa(EgressProxyPort), "--metrics", ":" + itoa(EgressProxyMetricsPort)},
 		"ports": []any{
 			map[string]any{"name": "proxy", "containerPort": int64(EgressProxyPort), "protocol": "TCP"},
 			map[string]any{"name": "metrics", "containerPort": int64(EgressProxyMetricsPort), "protocol": "TCP"},
 		},
-		"resources":    map[string]any{"requests": resourceList(res.Requests), "limits": resourceList(res.Limits)},
-		"volumeMounts": []any{map[string]any{"name": "allow-list", "mountPath": egressProxyConfigDir, "readOnly": true}},
+		"resources": map[string]any{"requests": resourceList(res.Requests), "limits": resourceList(res.Limits)},
 		"securityContext": map[string]any{
 			"allowPrivilegeEscalation": false,
 			"privileged":               false,
@@ -115,9 +108,6 @@ func (t tenant) egressProxyDeployment(configSum string) map[string]any {
 			"seccompProfile": map[string]any{"type": "RuntimeDefault"},
 		},
 		"containers": []any{container},
-		"volumes": []any{map[string]any{"name": "allow-list", "configMap": map[string]any{
-			"name": EgressProxyName, "defaultMode": int64(0o444),
-		}}},
 	}
 	if secrets := t.m.ImagePullSecrets(t.c); len(secrets) > 0 {
 		refs := make([]any, len(secrets))
@@ -135,11 +125,8 @@ func (t tenant) egressProxyDeployment(configSum string) map[string]any {
 		"replicas": int64(1),
 		"selector": map[string]any{"matchLabels": t.egressProxyLabels()},
 		"template": map[string]any{
-			"metadata": map[string]any{
-				"labels":      podLabels,
-				"annotations": map[string]any{AnnotationAllowListSum: configSum},
-			},
-			"spec": pod,
+			"metadata": map[string]any{"labels": podLabels},
+			"spec":     pod,
 		},
 	}
 	return o

@@ -98,14 +98,14 @@ func TestProxyModeEnforced(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = srv.Close() })
+	// The pod bridge exists once a pod runs on the node.
+	proxyPod := waitRunning(ctx, t, c, ns, render.LabelRole+"="+render.RoleEgressProxy)
 	if err := tn.Forward(node.PodBridge()); err != nil {
 		t.Fatal(err)
 	}
 	if err := tn.CheckRoute(ctx, testnet.PublicAddress); err != nil {
 		t.Fatalf("send nothing: %v", err)
 	}
-
-	proxyPod := waitRunning(ctx, t, c, ns, render.LabelRole+"="+render.RoleEgressProxy)
 	addrs := agentenv.NewAddresses(c.Client())
 	if err := addrs.Start(ctx, time.Minute); err != nil {
 		t.Fatal(err)

@@ -1,5 +1,5 @@
-// Package allow is the allow-list of a tenant's egress proxy: the file
-// pcsync render writes into the proxy's ConfigMap (List) and the host
+// Package allow is the allow-list of a tenant's egress proxy: the JSON
+// pcsync render passes to the proxy's command (List) and the host
 // patterns it holds (Pattern), matched as Cilium's toFQDNs matchPattern
 // matches them, so that a company's hosts mean the same in egress mode
 // cilium and in egress mode proxy.

@@ -8,13 +8,8 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// FileName is the key of the allow-list in the proxy's ConfigMap and the
-// file's name where the proxy mounts it. Marshal writes JSON on one line
-// (it reads well in a rendered ConfigMap); Parse also takes YAML.
-const FileName = "allow.json"
-
-// The proxy's names: its ServiceAccount, ConfigMap, Deployment, Service
-// and NetworkPolicy in a tenant namespace are all ProxyName; its Service
+// The proxy's names: its ServiceAccount, Deployment, Service and
+// NetworkPolicy in a tenant namespace are all ProxyName; its Service
 // listens on ProxyPort.
 const (
 	ProxyName = "paperclip-egress-proxy"
@@ -28,7 +23,9 @@ const (
 // both modes.
 var DefaultPorts = []int{443}
 
-// List is a tenant proxy's allow-list file.
+// List is a tenant proxy's allow-list: the argument of its
+// --allow-list (JSON on one line, as Marshal writes it), or a file
+// (--config; JSON or YAML).
 type List struct {
 	// Company is the company slug, for logs and metrics.
 	Company string `json:"company"`
