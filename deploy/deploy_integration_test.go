@@ -341,7 +341,8 @@ func TestRBACIsSufficient(t *testing.T) {
 		{Verb: "get", Resource: "secrets", Namespace: prefix + "acme", Name: "api-keys"},
 		{Verb: "list", Resource: "secrets", Namespace: prefix + "acme"},
 		{Verb: "list", Resource: "configmaps"},
-		{Verb: "list", Group: "apps", Resource: "deployments"},
+		// Deployments: pcsync applies each tenant's egress proxy (egress
+		// mode proxy) and reads them cluster-wide like its other kinds.
 		{Verb: "patch", Resource: "secrets", Namespace: "pcsync-system", Name: "other"},
 		{Verb: "get", Resource: "secrets", Namespace: "pcsync-system", Name: "other"},
 		{Verb: "delete", Resource: "namespaces", Name: "kube-system"},

@@ -3,12 +3,15 @@ package main
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"log/slog"
+	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/egressproxy/agentenv"
 	"github.com/pcsync/pcsync/pkg/images"
 	"github.com/pcsync/pcsync/pkg/introspect"
 	"github.com/pcsync/pcsync/pkg/metrics"
@@ -37,7 +40,24 @@ func newKubeExecutor(ctx context.Context, g *globalOptions, stateDir string, m *
 	if self != nil {
 		opts.Build.Inherited = self.Inherit(config.Inherit{ImagePullSecrets: true, DNSConfig: true})
 	}
+	if opts.ProxyAddresses, err = proxyAddresses(ctx, cfg); err != nil {
+		return nil, err
+	}
 	return kubeexec.New(ctx, cfg, opts)
+}
+
+// proxyAddresses starts the watch of the tenants' egress proxy Services
+// (egress mode proxy): runs get the proxy's ClusterIP from it.
+func proxyAddresses(ctx context.Context, cfg *rest.Config) (*agentenv.Addresses, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("egress proxy Services: cluster access: %w", err)
+	}
+	a := agentenv.NewAddresses(cs)
+	if err := a.Start(ctx, time.Minute); err != nil {
+		return nil, err
+	}
+	return a, nil
 }
 
 // readOwnPod reads the pod pcsync runs in: what agent pods inherit, and the

@@ -88,6 +88,9 @@ func (f *sandboxFlags) runner(g *globalOptions, d *daemonFlags, self *introspect
 		if o.HelperImage == "" && self != nil {
 			o.HelperImage = self.Image
 		}
+		if o.ProxyAddresses, err = proxyAddresses(ctx, cfg); err != nil {
+			return err
+		}
 		mgr, err := sandbox.New(ctx, cfg, model, o)
 		if err != nil {
 			return err

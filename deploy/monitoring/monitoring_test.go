@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"regexp"
 	"slices"
@@ -26,6 +27,8 @@ import (
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
+
+	"github.com/pcsync/pcsync/pkg/render"
 )
 
 // ruleFile is a Prometheus rules file.
@@ -63,7 +66,7 @@ func readRules(t *testing.T) ruleFile {
 // wantAlerts are the alerts the issue asks for, each with a runbook in
 // docs/daemon.md.
 var wantAlerts = []string{
-	"PcsyncConfigInvalid", "PcsyncDaemonDown", "PcsyncLeaseAcquiresRefused", "PcsyncNoLeader",
+	"PcsyncConfigInvalid", "PcsyncDaemonDown", "PcsyncEgressRefused", "PcsyncLeaseAcquiresRefused", "PcsyncNoLeader",
 	"PcsyncPaperclipUnreachable", "PcsyncPruneBlocked", "PcsyncReconcileFailing", "PcsyncRunsQueuedTooLong",
 	"PcsyncStartWindowCollapsed", "PcsyncWarmPoolShort",
 }
@@ -458,5 +461,26 @@ func TestNamedMetricsAreDocumented(t *testing.T) {
 		if !slices.ContainsFunc(rows, func(r string) bool { return strings.Contains(r, "`"+n+"`") }) {
 			t.Errorf("%s is not in docs/daemon.md's metric table", n)
 		}
+	}
+}
+
+// TestPodMonitorSelectsEgressProxies: the kustomization's PodMonitor
+// selects the pods of the egress proxy render makes (their role label) in
+// every namespace, on the port render names metrics.
+func TestPodMonitorSelectsEgressProxies(t *testing.T) {
+	pm := find(build(t, "."), "PodMonitor", "pcsync-egress-proxy")
+	if pm == nil {
+		t.Fatal("no PodMonitor pcsync-egress-proxy")
+	}
+	sel, _, _ := unstructured.NestedStringMap(pm.Object, "spec", "selector", "matchLabels")
+	if want := map[string]string{render.LabelRole: render.RoleEgressProxy}; !maps.Equal(sel, want) {
+		t.Errorf("PodMonitor selects %v, want %v", sel, want)
+	}
+	if any, _, _ := unstructured.NestedBool(pm.Object, "spec", "namespaceSelector", "any"); !any {
+		t.Error("PodMonitor does not look in every namespace")
+	}
+	eps, _, _ := unstructured.NestedSlice(pm.Object, "spec", "podMetricsEndpoints")
+	if len(eps) != 1 || eps[0].(map[string]any)["port"] != "metrics" {
+		t.Errorf("podMetricsEndpoints %v, want one on port metrics", eps)
 	}
 }

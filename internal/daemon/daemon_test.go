@@ -313,7 +313,7 @@ func TestMetricsAreServed(t *testing.T) {
 		`pcsync_config_valid`: 1,
 		`pcsync_leader`:       1,
 		`pcsync_reconcile_duration_seconds_count{outcome="success"}`:                   1,
-		`pcsync_objects_applied_total{action="created"}`:                               9, // the tenant's objects, RoleBinding pcsync included
+		`pcsync_objects_applied_total{action="created"}`:                               13, // the tenant's objects, RoleBinding pcsync and the egress proxy's four (the default mode, proxy) included
 		`pcsync_runs_total{adapter="claude_local",company="acme",status="succeeded"}`:  1,
 		`pcsync_run_duration_seconds_count{adapter="claude_local",status="succeeded"}`: 1,
 		`pcsync_tokens_total{agent="coder",company="acme",kind="input"}`:               10,

@@ -1,6 +1,7 @@
 package doctor
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/pcsync/pcsync/pkg/render"
@@ -96,6 +97,9 @@ func DefaultPermissions() []Permission {
 		"granting itself the per-tenant rights in each tenant's RoleBinding "+render.PcsyncRoleBindingName,
 		func(p *Permission) { p.Name = render.PcsyncTenantClusterRole })
 	add("networking.k8s.io", []string{"networkpolicies"}, applyVerbs, ScopeCluster, "apply and prune tenant manifests", nil)
+	add("", []string{"services"}, append(slices.Clone(applyVerbs), "watch"), ScopeCluster,
+		"egress mode proxy: the egress proxy's Service, whose ClusterIP agents get", nil)
+	add("apps", []string{"deployments"}, applyVerbs, ScopeCluster, "egress mode proxy: the egress proxy", nil)
 	add("cilium.io", []string{"ciliumnetworkpolicies"}, applyVerbs, ScopeCluster, "egress mode cilium",
 		func(p *Permission) { p.CiliumOnly = true })
 	// Secrets are created and deleted, never read, outside pcsync's own namespace.

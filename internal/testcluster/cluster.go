@@ -482,6 +482,9 @@ var controllers = []string{
 	"pod-garbage-collector-controller",
 	"replicaset-controller",
 	"deployment-controller",
+	// A Service's EndpointSlices, which kube-proxy on the real node programs
+	// ClusterIPs from (egress mode proxy's agents reach their proxy so).
+	"endpointslice-controller",
 	"node-lifecycle-controller",
 	"taint-eviction-controller",
 	// EndpointSlices of Services: the real node's kube-proxy routes ClusterIPs by them.

@@ -3,7 +3,9 @@ package adapters
 import (
 	"net/url"
 	"regexp"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -179,4 +181,49 @@ func ForwardEnvKeysFor(t Type, env map[string]string) ([]string, error) {
 		return nil, err
 	}
 	return a.ForwardEnvKeys(env), nil
+}
+
+// EgressPortsFor returns the ports other than 443 that the base URLs in an
+// agent's env name (an explicit port, or 80 for an http:// URL without
+// one), for the hosts EgressHostsFor returns; sorted, deduplicated.
+func EgressPortsFor(t Type, env map[string]string) ([]int, error) {
+	a, err := Get(t)
+	if err != nil {
+		return nil, err
+	}
+	var ports []int
+	for _, k := range a.ForwardEnvKeys(env) {
+		if p := portOf(env[k]); p != 0 && p != 443 {
+			ports = append(ports, p)
+		}
+	}
+	sort.Ints(ports)
+	return slices.Compact(ports), nil
+}
+
+// portOf is the port of a base URL whose host hostOf accepts: its
+// explicit port, else 80 for http and 443 for https; 0 when raw is no such
+// URL.
+func portOf(raw string) int {
+	if hostOf(raw) == "" {
+		return 0
+	}
+	raw = strings.TrimSpace(raw)
+	if !strings.Contains(raw, "://") {
+		raw = "https://" + raw
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return 0
+	}
+	if p, err := strconv.Atoi(u.Port()); err == nil && p > 0 && p < 65536 {
+		return p
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "http":
+		return 80
+	case "https":
+		return 443
+	}
+	return 0
 }

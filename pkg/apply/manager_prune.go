@@ -226,8 +226,9 @@ func (m *Manager) releaseRequest(ctx context.Context, p pruneObject, dryRun bool
 // namespaceHoldsOthers checks whether a Namespace about to be pruned still holds
 // objects that are not members of the set being pruned (deleting the Namespace would
 // delete them too: agent Jobs, Secrets created by hand, …). It lists every namespaced
-// resource in it (the plan's own members, objects already being deleted, events and
-// what Kubernetes puts in every namespace do not count) and returns why the Namespace
+// resource in it (the plan's own members, objects already being deleted, objects
+// another object of the namespace owns, events and what Kubernetes puts in every
+// namespace do not count) and returns why the Namespace
 // must be kept, or "" if it may go. When it cannot tell, it keeps the Namespace.
 func (m *Manager) namespaceHoldsOthers(ctx context.Context, ns string, plan *prunePlan) string {
 	lists, err := discovery.ServerPreferredNamespacedResources(m.disc)
@@ -243,6 +244,28 @@ func (m *Manager) namespaceHoldsOthers(ctx context.Context, ns string, plan *pru
 		kind string
 	}
 	var resources []res
+	// namespaced are the namespaced kinds: an object one of them owns is
+	// not counted (its owner, in this namespace, is: counted, or pruned,
+	// and the garbage collector then deletes it: a pruned Deployment's
+	// ReplicaSet and pods, a pruned Service's EndpointSlices).
+	namespaced := map[schema.GroupKind]bool{}
+	for _, l := range lists {
+		gv, perr := schema.ParseGroupVersion(l.GroupVersion)
+		if perr != nil {
+			continue
+		}
+		for _, r := range l.APIResources {
+			namespaced[schema.GroupKind{Group: gv.Group, Kind: r.Kind}] = true
+		}
+	}
+	ownedHere := func(u metav1.Object) bool {
+		for _, o := range u.GetOwnerReferences() {
+			if gv, err := schema.ParseGroupVersion(o.APIVersion); err == nil && namespaced[schema.GroupKind{Group: gv.Group, Kind: o.Kind}] {
+				return true
+			}
+		}
+		return false
+	}
 	for _, l := range lists {
 		gv, perr := schema.ParseGroupVersion(l.GroupVersion)
 		if perr != nil {
@@ -273,7 +296,7 @@ func (m *Manager) namespaceHoldsOthers(ctx context.Context, ns string, plan *pru
 		for _, u := range list.Items {
 			key := objKey{group: r.gvr.Group, kind: r.kind, namespace: ns, name: u.GetName()}
 			switch {
-			case u.GetDeletionTimestamp() != nil, pruning[key],
+			case u.GetDeletionTimestamp() != nil, pruning[key], ownedHere(&u),
 				r.gvr.Group == "" && r.kind == "ServiceAccount" && u.GetName() == "default",
 				r.gvr.Group == "" && r.kind == "ConfigMap" && u.GetName() == "kube-root-ca.crt":
 				continue

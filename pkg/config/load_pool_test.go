@@ -11,12 +11,12 @@ import (
 
 // A company's warm pools load as declared, each with the image its
 // members run: its own, or its adapter type's; a pool that fills the
-// quota exactly is allowed.
+// quota exactly (its members and the egress proxy's pod) is allowed.
 func TestLoadWarmPool(t *testing.T) {
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{
 		"settings.yaml": "apiVersion: pcsync.io/v1alpha1\nkind: Settings\nmetadata: {name: s}\nspec:\n  images: {allowList: ['registry.example/*']}\n",
-		"acme.yaml": companyDoc("acme") + "  quota: {pods: 5}\n  agents:\n    - {name: coder, adapter: claude_local}\n" +
+		"acme.yaml": companyDoc("acme") + "  quota: {pods: 6}\n  agents:\n    - {name: coder, adapter: claude_local}\n" +
 			"  sandbox:\n    warmPool:\n      - {adapterType: codex_local, count: 2}\n      - {image: registry.example/tools, count: 3, agent: coder}\n",
 	})
 	m, err := config.Load(context.Background(), dir, config.DefaultLoadOptions())

@@ -40,7 +40,7 @@ func TestLoadValid(t *testing.T) {
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{
 		"b.yaml":               companyDoc("beta") + "---\n" + companyDoc("alpha"),
-		"sub/c.yml":            companyDoc("gamma") + "  agents:\n    - {name: coder, adapter: codex_local}\n",
+		"sub/c.yml":            companyDoc("gamma") + "  egress: {mode: standard}\n  agents:\n    - {name: coder, adapter: codex_local}\n",
 		".hidden.yaml":         "not: [valid",
 		".git/config.yaml":     "not: [valid",
 		"notes.txt":            "not yaml at all: [",
@@ -77,7 +77,7 @@ func TestLoadValid(t *testing.T) {
 	if got := *m.Quota(gamma).Pods; got != 20 {
 		t.Errorf("quota pods = %d, want the default 20", got)
 	}
-	if len(m.Warnings) != 1 || !strings.Contains(m.Warnings[0].String(), `company "gamma": standard egress mode cannot enforce host names`) {
+	if len(m.Warnings) != 1 || !strings.Contains(m.Warnings[0].String(), `company "gamma": egress mode standard cannot enforce host names`) {
 		t.Errorf("warnings = %v, want one for gamma", m.Warnings)
 	}
 }
@@ -90,7 +90,7 @@ func TestLoadDefaultsWithoutSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := m.Settings.Spec
-	if s.NamespacePrefix != "paperclip-" || s.Server.Port != 3100 || s.Egress.Mode != config.EgressStandard {
+	if s.NamespacePrefix != "paperclip-" || s.Server.Port != 3100 || s.Egress.Mode != config.EgressProxy {
 		t.Errorf("default settings = %+v", s)
 	}
 	if len(m.Builtin) != 7 {

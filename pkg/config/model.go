@@ -183,6 +183,7 @@ type EgressMode string
 
 // The egress modes.
 const (
+	EgressProxy    EgressMode = "proxy"
 	EgressStandard EgressMode = "standard"
 	EgressCilium   EgressMode = "cilium"
 )
@@ -190,6 +191,9 @@ const (
 // SettingsEgress is Settings.spec.egress.
 type SettingsEgress struct {
 	Mode EgressMode `json:"mode"`
+	// MetricsNamespace is the namespace whose pods may scrape the egress
+	// proxies' /metrics (egress mode proxy).
+	MetricsNamespace string `json:"metricsNamespace"`
 }
 
 // ImageDefaults is where pcsync's own images (the built-in agent images

@@ -66,6 +66,18 @@ func (m *Model) EgressMode(c *Company) EgressMode {
 	return m.Settings.Spec.Egress.Mode
 }
 
+// EgressProxyResources are the requests and limits of the egress proxy's
+// container (egress mode proxy): within the default LimitRange (its
+// minimum requests are 100m and 128Mi) and counted against the tenant's
+// quota like any pod of the namespace.
+func EgressProxyResources() Resources {
+	q := func(s string) *Quantity { v := Quantity(s); return &v }
+	return Resources{
+		Requests: &ResourceList{CPU: q("100m"), Memory: q("128Mi"), EphemeralStorage: q("64Mi")},
+		Limits:   &ResourceList{CPU: q("500m"), Memory: q("256Mi"), EphemeralStorage: q("256Mi")},
+	}
+}
+
 // Adapter returns the effective defaults of an adapter type: the built-in
 // ones, each field replaced by Settings spec.adapters when given. A built-in
 // image is one of pcsync's own (BuiltinImage), named in ImageRegistry with

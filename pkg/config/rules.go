@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/pcsync/pcsync/pkg/egressproxy/allow"
 )
 
 // checker applies the rules that the schema cannot express: the ones
@@ -159,6 +161,7 @@ func (k *checker) company(d *document, c *Company) {
 	}
 	k.reportsTo(d, c)
 	k.warmPool(d, c)
+	k.egressQuota(d, c)
 	if c.Spec.Paperclip.Manage && k.m.Settings.Spec.Paperclip == nil {
 		p := keys("spec", "paperclip", "manage")
 		k.errs.add(d.posIn(p, false), p.String(),
@@ -286,6 +289,12 @@ func (k *checker) fqdn(d *document, p fieldPath, h string) {
 		k.errs.add(d.posIn(p, false), p.String(), "%q is an IP address, not a host name: allow it with allowCidrs", h)
 		return
 	}
+	if allow.IsPattern(h) {
+		if err := allow.CheckPattern(h); err != nil {
+			k.errs.add(d.posIn(p, false), p.String(), "%s", err)
+		}
+		return
+	}
 	if msgs := validation.IsDNS1123Subdomain(h); len(msgs) > 0 {
 		k.errs.add(d.posIn(p, false), p.String(), "invalid host name %q: %s", h, msgs[0])
 	}
@@ -383,7 +392,7 @@ func warnings(m *Model, settings *document, docs map[string]*document) []Warning
 			pos = d.posIn(keys(strings.Split(field, ".")...), field == "spec.egress")
 		}
 		out = append(out, Warning{Pos: pos, Field: field, Message: fmt.Sprintf(
-			"company %q: standard egress mode cannot enforce host names (FQDNs); its agents may reach every public IPv4 address on TCP 443. Set egress mode cilium to allow only the named hosts", c.Metadata.Name)})
+			"company %q: egress mode standard cannot enforce host names (FQDNs); its agents may reach every public IPv4 address on TCP 443. Egress mode proxy (the default) or cilium allows only the named hosts", c.Metadata.Name)})
 	}
 	return out
 }

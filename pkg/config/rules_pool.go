@@ -48,26 +48,73 @@ func (k *checker) warmPool(d *document, c *Company) {
 	}
 }
 
+// egressQuota checks that the quota holds the egress proxy (egress mode
+// proxy) beside the warm pool's members, or beside one agent pod.
+func (k *checker) egressQuota(d *document, c *Company) {
+	if c.Spec.Sandbox != nil && len(c.Spec.Sandbox.WarmPool) > 0 {
+		return // poolQuota counts the proxy
+	}
+	k.proxyQuota(d, c)
+}
+
 // poolQuota refuses a warm pool of n members that the company's quota
 // cannot hold: a member is a pod with the requests and limits of a lease
 // pod (Settings spec.defaults.resources, else the LimitRange's defaults).
+// In egress mode proxy the proxy's pod is counted beside them.
 func (k *checker) poolQuota(d *document, c *Company, n int) {
+	at := keys("spec", "sandbox", "warmPool")
+	k.quotaHolds(d, c, n, at, "lower the counts or raise", func(field, sum string) string {
+		if k.m.EgressMode(c) == EgressProxy {
+			return fmt.Sprintf("its %d members and the egress proxy need %s %s", n, field, sum)
+		}
+		return fmt.Sprintf("its %d members need %s %s", n, field, sum)
+	})
+}
+
+// proxyQuota refuses a company in egress mode proxy whose quota cannot
+// hold the proxy's pod beside one agent pod (a Job's or a lease's, with
+// the default resources): its agents could never run.
+func (k *checker) proxyQuota(d *document, c *Company) {
+	if k.m.EgressMode(c) != EgressProxy {
+		return
+	}
+	at := keys("spec", "egress", "mode")
+	if !locate(d.expr, at).found {
+		at = keys("metadata", "name")
+	}
+	k.quotaHolds(d, c, 1, at, "raise", func(field, sum string) string {
+		return fmt.Sprintf("egress mode proxy: the egress proxy's pod and one agent pod need %s %s", field, sum)
+	})
+}
+
+// quotaHolds refuses, at field path at, a company whose quota cannot hold
+// n pods of the default agent resources, plus the egress proxy's pod in
+// egress mode proxy; what(field, sum) begins the message, hint ends it
+// ("raise spec.quota.<field>").
+func (k *checker) quotaHolds(d *document, c *Company, n int, at fieldPath, hint string, what func(field, sum string) string) {
 	q := k.m.Quota(c)
 	res := k.m.Settings.Spec.Defaults.Resources
 	lr := k.m.LimitRange(c)
-	need := []struct {
-		field string
-		quota *Quantity
-		each  *Quantity
-	}{
-		{"pods", podsQuantity(q.Pods), ptrQuantity("1")},
-		{"requestsCpu", q.RequestsCPU, firstQuantity(listCPU(res.Requests), listCPU(lr.DefaultRequest))},
-		{"requestsMemory", q.RequestsMemory, firstQuantity(listMemory(res.Requests), listMemory(lr.DefaultRequest))},
-		{"limitsCpu", q.LimitsCPU, firstQuantity(listCPU(res.Limits), listCPU(lr.Default))},
-		{"limitsMemory", q.LimitsMemory, firstQuantity(listMemory(res.Limits), listMemory(lr.Default))},
-		{"limitsEphemeralStorage", q.LimitsEphemeralStorage, firstQuantity(listEphemeral(res.Limits), listEphemeral(lr.Default))},
+	px := EgressProxyResources()
+	if k.m.EgressMode(c) != EgressProxy {
+		px = Resources{Requests: &ResourceList{}, Limits: &ResourceList{}}
 	}
-	at := keys("spec", "sandbox", "warmPool")
+	var pxPods *Quantity
+	if k.m.EgressMode(c) == EgressProxy {
+		pxPods = ptrQuantity("1")
+	}
+	need := []struct {
+		field       string
+		quota       *Quantity
+		each, proxy *Quantity
+	}{
+		{"pods", podsQuantity(q.Pods), ptrQuantity("1"), pxPods},
+		{"requestsCpu", q.RequestsCPU, firstQuantity(listCPU(res.Requests), listCPU(lr.DefaultRequest)), px.Requests.CPU},
+		{"requestsMemory", q.RequestsMemory, firstQuantity(listMemory(res.Requests), listMemory(lr.DefaultRequest)), px.Requests.Memory},
+		{"limitsCpu", q.LimitsCPU, firstQuantity(listCPU(res.Limits), listCPU(lr.Default)), px.Limits.CPU},
+		{"limitsMemory", q.LimitsMemory, firstQuantity(listMemory(res.Limits), listMemory(lr.Default)), px.Limits.Memory},
+		{"limitsEphemeralStorage", q.LimitsEphemeralStorage, firstQuantity(listEphemeral(res.Limits), listEphemeral(lr.Default)), px.Limits.EphemeralStorage},
+	}
 	for _, x := range need {
 		if x.quota == nil || x.each == nil {
 			continue
@@ -79,12 +126,15 @@ func (k *checker) poolQuota(d *document, c *Company, n int) {
 		}
 		sum := each.DeepCopy()
 		sum.Mul(int64(n))
+		if x.proxy != nil {
+			sum.Add(resource.MustParse(string(*x.proxy)))
+		}
 		if sum.Cmp(limit) <= 0 {
 			continue
 		}
 		k.errs.add(d.posIn(at, true), at.String(),
-			"its %d members need %s %s, more than the company's quota: %s is %s; lower the counts or raise spec.quota.%s",
-			n, x.field, sum.String(), k.quotaSource(d, c, x.field), limit.String(), x.field)
+			"%s, more than the company's quota: %s is %s; %s spec.quota.%s",
+			what(x.field, sum.String()), k.quotaSource(d, c, x.field), limit.String(), hint, x.field)
 	}
 }
 

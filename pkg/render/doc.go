@@ -1,7 +1,8 @@
 // Package render turns a loaded config Model into tenant manifests: per
 // company a Namespace, ServiceAccount, Role, RoleBinding, ResourceQuota,
-// LimitRange, NetworkPolicies (and in cilium mode a CiliumNetworkPolicy)
-// and an optional sessions PVC, named and labelled as docs/design.md says. User
+// LimitRange, NetworkPolicies (in cilium mode a CiliumNetworkPolicy, in
+// proxy mode the egress proxy's ServiceAccount, Deployment, Service and
+// NetworkPolicy) and an optional sessions PVC, named and labelled as docs/design.md says. User
 // patches (Settings spec.patches for every tenant, Company spec.patches for
 // one) are applied by kustomize (krusty on an in-memory file system), so
 // they behave exactly as in kustomize. Output is deterministic: the same
@@ -12,6 +13,7 @@
 //	render.go            Render and Options: build, patch, guard, sort; Output.YAML
 //	render_tenant.go     the tenant's objects
 //	render_network.go    its NetworkPolicies and CiliumNetworkPolicy
+//	render_proxy.go      egress mode proxy: the egress proxy's objects and policy
 //	egress_env.go        the hosts an agent's env implies
 //	names.go             object names, labels and values
 //	patch.go             the reference for patches: one kustomize run per company

@@ -1,5 +1,7 @@
 package render
 
+import "github.com/pcsync/pcsync/pkg/egressproxy/allow"
+
 // Names, labels and values of the tenant manifests; kept compatible with
 // Paperclip's Kubernetes provider.
 const (
@@ -29,6 +31,9 @@ const (
 	// EgressFQDNName is the CiliumNetworkPolicy that allows agent egress to
 	// host names (cilium mode).
 	EgressFQDNName = "paperclip-egress-fqdn"
+	// EgressProxyName names the egress proxy's ServiceAccount,
+	// Deployment, Service and NetworkPolicy (egress mode proxy).
+	EgressProxyName = allow.ProxyName
 	// SessionsPVCName is the ReadWriteMany volume for agent sessions.
 	SessionsPVCName = "paperclip-sessions"
 
@@ -44,6 +49,8 @@ const (
 	LabelRole = "paperclip.io/role"
 	// RoleAgent is the LabelRole value of agent pods.
 	RoleAgent = "agent"
+	// RoleEgressProxy is the LabelRole value of the egress proxy's pods.
+	RoleEgressProxy = "egress-proxy"
 	// PodSecurityLevel is the Pod Security Standard enforced, audited and
 	// warned on in every tenant namespace.
 	PodSecurityLevel = "restricted"

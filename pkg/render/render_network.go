@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/egressproxy/allow"
 )
 
 // denyAll denies all ingress and egress of every pod in the namespace; the
@@ -26,19 +27,25 @@ func port(protocol string, p int) map[string]any {
 	return map[string]any{"protocol": protocol, "port": int64(p)}
 }
 
+// dnsRule is the egress rule to kube-dns.
+func dnsRule() map[string]any {
+	return map[string]any{
+		"to": []any{map[string]any{
+			"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": "kube-system"}},
+			"podSelector":       map[string]any{"matchLabels": map[string]any{"k8s-app": "kube-dns"}},
+		}},
+		"ports": []any{port("UDP", 53), port("TCP", 53)},
+	}
+}
+
 // egressAllow lets agent pods reach kube-dns, the Paperclip server and the
-// allowed CIDRs; in standard mode, when host names are wanted, also public
-// IPv4 on TCP 443 (a NetworkPolicy cannot name hosts).
+// allowed CIDRs; in proxy mode also the tenant's egress proxy; in standard
+// mode, when host names are wanted, also public IPv4 on TCP 443 (a
+// NetworkPolicy cannot name hosts).
 func (t tenant) egressAllow() map[string]any {
 	srv := t.m.Settings.Spec.Server
 	rules := []any{
-		map[string]any{
-			"to": []any{map[string]any{
-				"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": "kube-system"}},
-				"podSelector":       map[string]any{"matchLabels": map[string]any{"k8s-app": "kube-dns"}},
-			}},
-			"ports": []any{port("UDP", 53), port("TCP", 53)},
-		},
+		dnsRule(),
 		map[string]any{
 			"to": []any{map[string]any{
 				"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": srv.Namespace}},
@@ -55,6 +62,12 @@ func (t tenant) egressAllow() map[string]any {
 		rules = append(rules, map[string]any{
 			"to":    []any{map[string]any{"ipBlock": map[string]any{"cidr": r.CIDR}}},
 			"ports": ports,
+		})
+	}
+	if t.proxyMode() {
+		rules = append(rules, map[string]any{
+			"to":    []any{map[string]any{"podSelector": map[string]any{"matchLabels": t.egressProxyLabels()}}},
+			"ports": []any{port("TCP", EgressProxyPort)},
 		})
 	}
 	if t.m.EgressMode(t.c) == config.EgressStandard && t.m.WantsFQDNs(t.c) {
@@ -90,6 +103,10 @@ func (t tenant) egressFQDN() map[string]any {
 	}
 	fqdns := make([]any, len(hosts))
 	for i, h := range hosts {
+		if allow.IsPattern(h) {
+			fqdns[i] = map[string]any{"matchPattern": h}
+			continue
+		}
 		fqdns[i] = map[string]any{"matchName": h}
 	}
 	ciliumPort := func(protocol string, p int) map[string]any {

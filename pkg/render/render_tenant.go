@@ -46,6 +46,7 @@ func (t tenant) objects() []*unstructured.Unstructured {
 		t.denyAll(),
 		t.egressAllow(),
 	}
+	objs = append(objs, t.egressProxyObjects()...)
 	if cnp := t.egressFQDN(); cnp != nil {
 		objs = append(objs, cnp)
 	}

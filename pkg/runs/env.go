@@ -30,6 +30,10 @@ type EnvSpec struct {
 	Adapter map[string]string
 	// Home is the agent's HOME.
 	Home string
+	// Proxy are the egress proxy's variables (HTTPS_PROXY, NO_PROXY, ...)
+	// of a company in egress mode proxy; they win over the agent's and the
+	// adapter's env. None of them is secret.
+	Proxy map[string]string
 	// Context is the request's Paperclip wake context; each key becomes
 	// PAPERCLIP_<KEY> (see ContextEnvName, ContextValue). It is secret.
 	Context map[string]any
@@ -52,7 +56,8 @@ type EnvVar struct {
 
 // Vars returns the environment sorted by name. A variable set by several
 // sources takes the value of the last: the basics, the forwarded keys, the
-// agent's env, the adapter's env, HOME, the wake context, then
+// agent's env, the adapter's env, HOME, the proxy's variables, the wake
+// context, then
 // PAPERCLIP_RUN_ID, PAPERCLIP_COMPANY_ID, PAPERCLIP_AGENT_ID,
 // PAPERCLIP_API_URL and PAPERCLIP_API_KEY. Nothing else of the daemon's
 // environment gets in.
@@ -73,6 +78,9 @@ func (s EnvSpec) Vars() []EnvVar {
 	}
 	if s.Home != "" {
 		put("HOME", s.Home, false)
+	}
+	for k, v := range s.Proxy {
+		put(k, v, false)
 	}
 	for k, v := range s.Context {
 		put(ContextEnvName(k), ContextValue(v), true)

@@ -43,6 +43,7 @@
 //	manager.go          Manager: adoption at start, lease registry, Close
 //	manager_acquire.go  Acquire, Resume, Workspace; waiting for the pod (internal/podwait); opening the command stream (wait.Backoff)
 //	manager_execute.go  Execute: one command on a lease, its env filtered
+//	proxy_env.go        egress mode proxy: the proxy's variables on every execute
 //	manager_sync.go     Put and Get: one mapping of Paperclip's native workspace sync as one command of the lease's stream (a file, or a tree as a tar)
 //	manager_release.go  Release and the expiry: drain, shutdown, delete, wait gone (internal/podwait)
 //	manager_probe.go    Validate and Probe: an environment's config checked, and what a lease of it needs, without a lease

@@ -56,6 +56,9 @@ func (m *Manager) Execute(ctx context.Context, p ExecParams, onOutput func(strea
 	defer l.done()
 
 	cmd := m.command(l, p)
+	if err := m.addProxyEnv(l, &cmd); err != nil {
+		return ExecResult{}, fmt.Errorf("lease %s: %w", l.ID, err)
+	}
 	c, err := m.client(ctx, l)
 	if err != nil {
 		return ExecResult{}, fmt.Errorf("lease %s: command stream: %w", l.ID, err)

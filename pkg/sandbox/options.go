@@ -28,6 +28,10 @@ const PluginDefaultSocket = "/spool/.pcsync/" + SocketName
 
 // Options configure a Manager. Start from DefaultOptions.
 type Options struct {
+	// ProxyAddresses, when set, gives every execute of a lease of a company
+	// in egress mode proxy the egress proxy's variables (package
+	// agentenv): the daemon sets it. Nil: no proxy variables.
+	ProxyAddresses ProxyAddresses
 	// StateDir holds the lease journal (<StateDir>/sandbox-leases.json).
 	// Required.
 	StateDir string

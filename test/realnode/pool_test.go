@@ -153,10 +153,11 @@ func TestPoolEgressUntilClaimed(t *testing.T) {
 // A quota of 2 pods and a pool of 2: a lease whose pod no pool makes (a
 // user's image) finds no room, so the pool gives up a member for it, and
 // again for a second; the third lease, with the pool empty, is refused
-// with quota_full.
+// with quota_full. Egress mode standard: in mode proxy the egress proxy's
+// pod would take a place of the quota (and validate refuses this one).
 func TestPoolQuotaPressure(t *testing.T) {
 	p := pushImages(t)
-	e := newPoolEnv(t, p, "  quota: {pods: 2}\n  sandbox:\n    warmPool:\n      - {adapterType: claude_local, count: 2, agent: pinned}\n")
+	e := newPoolEnv(t, p, "  egress: {mode: standard}\n  quota: {pods: 2}\n  sandbox:\n    warmPool:\n      - {adapterType: claude_local, count: 2, agent: pinned}\n")
 	m := e.manager(t, func(o *sandbox.Options) { o.Pool.QuotaBackoff = 10 * time.Minute })
 	e.waitPool(t, m, "2 Ready members", func(ready, _ int) bool { return ready == 2 })
 

@@ -104,7 +104,10 @@ func newEnv(t testing.TB, o envOptions) *env {
 		"labels":      o.Labels,
 	}
 	maps.Copy(agent, o.Agent)
-	spec := map[string]any{"id": "company-" + slug, "agents": []any{agent}}
+	// Egress mode standard unless the test says: these tests count and
+	// read the namespace's pods, and the default mode's egress proxy would
+	// add one (proxy_integration_test.go sets mode proxy).
+	spec := map[string]any{"id": "company-" + slug, "agents": []any{agent}, "egress": map[string]any{"mode": "standard"}}
 	maps.Copy(spec, o.Company)
 	docs := []map[string]any{
 		{"apiVersion": config.APIVersion, "kind": "Settings", "metadata": map[string]any{"name": "fleet"},

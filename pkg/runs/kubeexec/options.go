@@ -98,6 +98,12 @@ func (o *BuildOptions) complete() {
 type Options struct {
 	// Build shapes the Jobs and Secrets.
 	Build BuildOptions
+	// ProxyAddresses, when set, gives the runs of a company in egress mode
+	// proxy its egress proxy's variables (package agentenv): the daemon
+	// sets it (agentenv.Addresses). A run of such a company whose tenant
+	// has no proxy Service fails, naming the Service. Nil: runs get no
+	// proxy variables.
+	ProxyAddresses ProxyAddresses
 	// StateDir is the daemon's state directory (runs.Layout.Dir); the
 	// executor keeps a small marker per started run under
 	// <StateDir>/runs/<name>/ so that a run whose Job vanished while no
@@ -157,6 +163,12 @@ type Options struct {
 	// queue (depth, adds, latency, work duration), as client-go's
 	// workqueue reports them. Default none.
 	QueueMetrics workqueue.MetricsProvider
+}
+
+// ProxyAddresses knows the address of a tenant namespace's egress proxy
+// Service (agentenv.Addresses).
+type ProxyAddresses interface {
+	ClusterIP(namespace string) (string, error)
 }
 
 // DefaultOptions returns the defaults of Options (StateDir has none).

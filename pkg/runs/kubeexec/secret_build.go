@@ -64,6 +64,9 @@ type Input struct {
 	// with paperclip credentials. APIKey is secret: it lives in the per-run
 	// Secret only.
 	APIURL, APIKey string
+	// Proxy are the egress proxy's variables (egress mode proxy; see
+	// package agentenv); none otherwise.
+	Proxy map[string]string
 }
 
 // NewInput builds the Input of r: the adapter's command line for the run
@@ -134,7 +137,7 @@ func (in Input) env(o BuildOptions) []runs.EnvVar {
 	spec := runs.EnvSpec{
 		Forwarded: in.Forwarded, Agent: in.Agent.Env, Adapter: in.Command.Env, Home: in.home(o), Context: in.Context,
 		RunID: in.RunID, CompanyID: in.Company.Spec.ID, AgentID: cmp.Or(in.AgentID, in.Agent.Name),
-		APIURL: in.APIURL, APIKey: in.APIKey,
+		APIURL: in.APIURL, APIKey: in.APIKey, Proxy: in.Proxy,
 	}
 	m := map[string]runs.EnvVar{"XDG_CACHE_HOME": {Name: "XDG_CACHE_HOME", Value: o.CacheDir}}
 	for _, v := range spec.Vars() {

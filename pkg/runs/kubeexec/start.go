@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/pcsync/pcsync/internal/tenantns"
+	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/egressproxy/agentenv"
 	"github.com/pcsync/pcsync/pkg/result"
 	"github.com/pcsync/pcsync/pkg/runs"
 )
@@ -79,6 +81,9 @@ func (e *Executor) newStart(ctx context.Context, r *runs.Run) (*start, error) {
 	in, err := NewInput(r, e.opts.Environ(), b)
 	if err != nil {
 		return nil, err
+	}
+	if in.Proxy, err = proxyVars(e.opts.ProxyAddresses, in); err != nil {
+		return nil, &runs.StartError{Code: result.ErrInvalidRequest, Err: fmt.Errorf("no Job created: %w", err)}
 	}
 	for _, w := range in.Command.Warnings {
 		log.Warn(w)
@@ -325,4 +330,17 @@ func (s *start) follow() *handle {
 	h := s.e.newHandle(s.r, s.in, s.created)
 	h.start()
 	return h
+}
+
+// proxyVars are the egress proxy's variables of the run (egress mode
+// proxy and addresses set), from the tenant's proxy Service's ClusterIP.
+func proxyVars(addrs ProxyAddresses, in Input) (map[string]string, error) {
+	if addrs == nil || in.Model.EgressMode(in.Company) != config.EgressProxy {
+		return nil, nil
+	}
+	ip, err := addrs.ClusterIP(in.Namespace())
+	if err != nil {
+		return nil, fmt.Errorf("company %s is in egress mode proxy: %w", in.Company.Slug(), err)
+	}
+	return agentenv.Vars(in.Model, in.Company, ip, in.Agent.Name), nil
 }

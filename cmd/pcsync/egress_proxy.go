@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/pcsync/pcsync/pkg/egressproxy"
+	"github.com/pcsync/pcsync/pkg/egressproxy/allow"
+)
+
+type egressProxyFlags struct {
+	config, allowList, listen, metrics string
+}
+
+// newEgressProxyCmd is `pcsync egress-proxy`: a tenant's egress proxy
+// (egress mode proxy), as the Deployment pcsync renders runs it.
+func newEgressProxyCmd(g *globalOptions) *cobra.Command {
+	f := &egressProxyFlags{}
+	cmd := &cobra.Command{
+		Use:   "egress-proxy (--allow-list JSON | --config FILE)",
+		Short: "Run a tenant's egress proxy: agents reach the allow-list's hosts, nothing else",
+		Long: `egress-proxy serves an HTTP proxy (CONNECT and plain requests) that lets a
+company's agents reach the hosts of its allow-list (--allow-list, the JSON pcsync
+render gives the Deployment paperclip-egress-proxy, or a file) on the allowed ports, and
+refuses every other host, and every address that is not public (private,
+loopback, link-local such as the cloud metadata address) even when an allowed
+name resolves to it. A refusal is logged ("egress refused": company, agent,
+host, port, reason; never a URL path or query) and counted in
+pcsync_egress_proxy_refused_total. /metrics and /healthz are served on --metrics.
+Agents name themselves in the proxy URL's user info: http://AGENT@HOST:3128.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return f.run(cmd.Context(), g)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.allowList, "allow-list", "", `the allow-list: {"company":…,"hosts":[…],"ports":[…]}`)
+	fl.StringVar(&f.config, "config", "", "the allow-list from a file (JSON or YAML)")
+	fl.StringVar(&f.listen, "listen", ":3128", "the proxy's address")
+	fl.StringVar(&f.metrics, "metrics", ":9090", "serve /metrics and /healthz on this address (off when empty)")
+	cmd.MarkFlagsOneRequired("allow-list", "config")
+	cmd.MarkFlagsMutuallyExclusive("allow-list", "config")
+	return cmd
+}
+
+func (f *egressProxyFlags) run(ctx context.Context, g *globalOptions) error {
+	b, src := []byte(f.allowList), "--allow-list"
+	if f.config != "" {
+		var err error
+		if b, err = os.ReadFile(f.config); err != nil {
+			return fmt.Errorf("egress-proxy: %w", err)
+		}
+		src = f.config
+	}
+	list, err := allow.Parse(b)
+	if err != nil {
+		return fmt.Errorf("egress-proxy: %s: %w", src, err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	p, err := egressproxy.New(list, egressproxy.Options{Logger: g.Logger, Registerer: reg})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		return fmt.Errorf("egress-proxy: %w", err)
+	}
+	g.Logger.Info("egress proxy started", "company", list.Company, "listen", ln.Addr().String(), "hosts", len(list.Hosts), "ports", list.Ports)
+	eg, ctx := errgroup.WithContext(ctx)
+	eg.Go(func() error { return p.Serve(ctx, ln) })
+	if f.metrics != "" {
+		eg.Go(func() error { return serveMetrics(ctx, f.metrics, reg) })
+	}
+	return eg.Wait()
+}
+
+// serveMetrics serves /metrics and /healthz until ctx ends.
+func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry) error {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("egress-proxy: metrics %s: %w", addr, err)
+	}
+	return nil
+}

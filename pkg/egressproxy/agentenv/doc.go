@@ -1,0 +1,11 @@
+// Package agentenv gives the pods of a company in egress mode proxy the
+// variables that send their traffic through the tenant's egress proxy:
+// HTTPS_PROXY, HTTP_PROXY and NO_PROXY, and their lower-case forms (curl
+// reads http_proxy only in lower case, and many tools read only one form).
+//
+// The proxy's address is its Service's ClusterIP (Addresses, an informer
+// on the proxy Services of every namespace: no API request per run), so
+// an agent needs no cluster DNS to find it. The URL's user info is the
+// agent's name (http://<agent>@<ip>:3128), which the proxy logs; it is no
+// secret and nothing else goes in these variables.
+package agentenv

@@ -1,0 +1,66 @@
+package egressproxy
+
+import (
+	"log/slog"
+	"net/netip"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stripe/smokescreen/pkg/smokescreen"
+)
+
+// Options tune the proxy. The zero value is valid.
+type Options struct {
+	// ConnectTimeout bounds the dial to a destination. Default 10 seconds.
+	ConnectTimeout time.Duration
+	// IdleTimeout closes a tunnel or connection without traffic for that
+	// long. Default 5 minutes.
+	IdleTimeout time.Duration
+	// ReadHeaderTimeout bounds reading a client's request head. Default
+	// 30 seconds.
+	ReadHeaderTimeout time.Duration
+	// DNSTimeout bounds resolving a destination. Default 5 seconds.
+	DNSTimeout time.Duration
+	// Logger receives the decisions. Default slog.Default().
+	Logger *slog.Logger
+	// Registerer takes the proxy's metrics. Default none (they are kept
+	// but not exported).
+	Registerer prometheus.Registerer
+
+	// resolver replaces the system resolver; tests only (they resolve
+	// test names to loopback stand-ins).
+	resolver smokescreen.Resolver
+	// allowRanges are addresses allowed though not public; tests only:
+	// their targets listen on loopback, which no traffic of a test may
+	// leave, and which the proxy refuses otherwise.
+	allowRanges []netip.Prefix
+}
+
+// DefaultOptions returns the options the proxy uses for zero fields.
+func DefaultOptions() Options {
+	return Options{
+		ConnectTimeout:    10 * time.Second,
+		IdleTimeout:       5 * time.Minute,
+		ReadHeaderTimeout: 30 * time.Second,
+		DNSTimeout:        5 * time.Second,
+	}
+}
+
+func (o *Options) complete() {
+	d := DefaultOptions()
+	if o.ConnectTimeout <= 0 {
+		o.ConnectTimeout = d.ConnectTimeout
+	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = d.IdleTimeout
+	}
+	if o.ReadHeaderTimeout <= 0 {
+		o.ReadHeaderTimeout = d.ReadHeaderTimeout
+	}
+	if o.DNSTimeout <= 0 {
+		o.DNSTimeout = d.DNSTimeout
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}

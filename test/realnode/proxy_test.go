@@ -1,0 +1,282 @@
+//go:build integration
+
+package realnode
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/pcsync/pcsync/internal/testcluster"
+	"github.com/pcsync/pcsync/internal/testnet"
+	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/egressproxy/agentenv"
+	"github.com/pcsync/pcsync/pkg/render"
+	"github.com/pcsync/pcsync/pkg/runs/kubeexec"
+	"github.com/pcsync/pcsync/pkg/runs/spool"
+)
+
+// proxyConnectScript runs in an agent's pod (pcsync's images have Node.js):
+// for each host argument it sends a CONNECT host:443 to the proxy of
+// HTTPS_PROXY (with its user info, as curl does), then a TLS handshake
+// through the tunnel, and prints "proxy HOST: STATUS" and, when the tunnel
+// opened, "tls HOST: ok|error".
+const proxyConnectScript = `
+const http = require('http'), tls = require('tls');
+const u = new URL(process.env.HTTPS_PROXY);
+const auth = 'Basic ' + Buffer.from(decodeURIComponent(u.username) + ':').toString('base64');
+const one = host => new Promise(done => {
+  const req = http.request({host: u.hostname, port: u.port, method: 'CONNECT', path: host + ':443',
+    headers: {'Proxy-Authorization': auth}, timeout: 10000});
+  req.on('connect', (res, sock) => {
+    console.log('proxy ' + host + ': ' + res.statusCode);
+    if (res.statusCode !== 200) { sock.destroy(); return done(); }
+    const t = tls.connect({socket: sock, servername: host, rejectUnauthorized: false}, () => {
+      console.log('tls ' + host + ': ok'); t.destroy(); done(); });
+    t.on('error', e => { console.log('tls ' + host + ': error ' + e.code); done(); });
+  });
+  req.on('timeout', () => { console.log('proxy ' + host + ': timeout'); req.destroy(); done(); });
+  req.on('error', e => { console.log('proxy ' + host + ': error ' + e.code); done(); });
+  req.end();
+});
+(async () => { for (const h of process.argv.slice(1)) await one(h); })();
+`
+
+// TestProxyModeEnforced: a company in egress mode proxy, on the real node
+// with the NetworkPolicy enforcer. Its Job's pod reaches allowed.test (a
+// TLS server on the "public" 203.0.113.10:443 in the test's network
+// namespace) through the tenant's egress proxy, and is refused other.test
+// (the same address, not in the allow-list: the proxy refuses it) and the
+// address itself without the proxy (the agents' policy refuses it). The
+// proxy pod resolves both names through hostAliases that a company patch
+// adds to its Deployment, as a user would write it, beside its node's
+// nodeSelector and toleration. The refusal is in the proxy's log with the
+// agent and the host.
+func TestProxyModeEnforced(t *testing.T) {
+	c := testcluster.Get(t)
+	node := c.RealNode()
+	if !node.NetworkPolicy() {
+		t.Fatal("the real node does not enforce NetworkPolicies: TestMain sets RealNodeOptions.NetworkPolicy")
+	}
+	p := pushImages(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	ns := c.Namespace(t, "proxy", nil)
+	i := strings.LastIndexByte(ns, '-')
+	slug := ns[i+1:]
+	dir, spoolDir := t.TempDir(), t.TempDir()
+	m := writeProxyConfig(t, dir, ns[:i+1], slug, p, node)
+	applyTenant(ctx, t, c, m)
+
+	tn, err := testnet.New(ctx, testnet.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := tn.Close(); err != nil {
+			// The network namespace's own cleanup (package testnet), not
+			// what this test proves.
+			t.Logf("testnet close: %v", err)
+		}
+	})
+	ln, err := tn.Listen("tcp4", testnet.PublicAddress+":443")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, _, err := testnet.ServeHTTPS(ln, []string{"allowed.test", "other.test", testnet.PublicAddress},
+		http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "public\n") }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	// The pod bridge exists once a pod runs on the node.
+	proxyPod := waitRunning(ctx, t, c, ns, render.LabelRole+"="+render.RoleEgressProxy)
+	if err := tn.Forward(node.PodBridge()); err != nil {
+		t.Fatal(err)
+	}
+	if err := tn.CheckRoute(ctx, testnet.PublicAddress); err != nil {
+		t.Fatalf("send nothing: %v", err)
+	}
+	addrs := agentenv.NewAddresses(c.Client())
+	if err := addrs.Start(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	startProxyRun(t, c, m, addrs, slug, spoolDir)
+	jobPod := waitRunning(ctx, t, c, ns, kubeexec.LabelRunID)
+	for _, pod := range []*corev1.Pod{proxyPod, jobPod} {
+		if err := node.WaitFirewalled(ctx, ns, pod.Name); err != nil {
+			t.Fatal(err)
+		}
+		if err := tn.CheckRouteFrom(ctx, testnet.PublicAddress, pod.Status.PodIP, node.PodBridge()); err != nil {
+			t.Fatalf("send nothing: %v", err)
+		}
+	}
+
+	env := map[string]string{}
+	for _, v := range jobPod.Spec.Containers[0].Env {
+		env[v.Name] = v.Value
+	}
+	ip, _ := addrs.ClusterIP(ns)
+	if want := "http://pinned@" + ip + ":3128"; env["HTTPS_PROXY"] != want || env["https_proxy"] != want {
+		t.Fatalf("the Job's HTTPS_PROXY %q, https_proxy %q; want %q", env["HTTPS_PROXY"], env["https_proxy"], want)
+	}
+
+	// kube-proxy programs the Service once its EndpointSlice is ready (a
+	// Service without endpoints is refused): poll.
+	var out string
+	for deadline := time.Now().Add(45 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		out, err = podExec(ctx, c, ns, jobPod.Name, jobPod.Spec.Containers[0].Name,
+			[]string{"node", "-e", proxyConnectScript, "allowed.test", "other.test"})
+		if err != nil {
+			t.Fatalf("probe through the proxy: %v\n%s", err, out)
+		}
+		if !strings.Contains(out, "ECONNREFUSED") || time.Now().After(deadline) {
+			break
+		}
+	}
+	for _, want := range []string{"proxy allowed.test: 200", "tls allowed.test: ok", "proxy other.test: 407"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("through the proxy: want %q in the probe's output:\n%s", want, out)
+		}
+	}
+	direct := "tcp:" + testnet.PublicAddress + ":443"
+	dout, err := podExec(ctx, c, ns, jobPod.Name, jobPod.Spec.Containers[0].Name, nodeDial(direct))
+	if err != nil {
+		t.Fatalf("direct probe: %v\n%s", err, dout)
+	}
+	if got := parseDials(t, dout, []string{direct})[direct]; strings.HasPrefix(got, "ok") {
+		t.Errorf("the agent reached %s without the proxy (%s); want its policy to refuse it", direct, got)
+	}
+
+	logs, err := c.Client().CoreV1().Pods(ns).GetLogs(proxyPod.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf(`msg="egress refused" company=%s agent=pinned host=other.test port=443 reason=host_not_allowed`, slug)
+	if !strings.Contains(string(logs), want) {
+		t.Errorf("the proxy's log lacks %s:\n%s", want, logs)
+	}
+}
+
+// writeProxyConfig writes and loads the config: one company in egress mode
+// proxy (the default) allowing allowed.test, its agent and its proxy on
+// the real node, the proxy resolving the test names through hostAliases.
+func writeProxyConfig(t *testing.T, dir, prefix, slug string, p pushed, node *testcluster.RealNode) *config.Model {
+	t.Helper()
+	tol := node.Toleration()
+	sel, _ := json.Marshal(node.NodeSelector())
+	tolerations := fmt.Sprintf("[{key: %q, operator: %s, effect: %s}]", tol.Key, tol.Operator, tol.Effect)
+	settings := fmt.Sprintf("apiVersion: pcsync.io/v1alpha1\nkind: Settings\nmetadata: {name: s}\nspec:\n"+
+		"  namespacePrefix: %s\n  images: {registry: %s, allowList: ['%s/*/*']}\n"+
+		"  defaults:\n    limitRange: {min: {cpu: 10m, memory: 16Mi}}\n    resources: {requests: {cpu: 20m, memory: 32Mi}, limits: {cpu: 200m, memory: 128Mi}}\n",
+		prefix, p.Registry, node.Registry().Host())
+	company := fmt.Sprintf(`apiVersion: pcsync.io/v1alpha1
+kind: Company
+metadata: {name: %q}
+spec:
+  id: company-%s
+  egress:
+    allowFqdns: [allowed.test]
+  agents:
+    - {name: pinned, adapter: claude_local, nodeSelector: %s, tolerations: %s}
+  patches:
+    - target: {kind: Deployment, name: paperclip-egress-proxy}
+      patch: |
+        apiVersion: apps/v1
+        kind: Deployment
+        metadata: {name: paperclip-egress-proxy}
+        spec:
+          template:
+            spec:
+              nodeSelector: %s
+              tolerations: %s
+              hostAliases:
+                - ip: %s
+                  hostnames: [allowed.test, other.test]
+`, slug, slug, sel, tolerations, sel, tolerations, testnet.PublicAddress)
+	for name, text := range map[string]string{"settings.yaml": settings, "company.yaml": company} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, err := loadConfig(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.EgressMode(&m.Companies[0]) != config.EgressProxy {
+		t.Fatalf("egress mode %s, want proxy (the default)", m.EgressMode(&m.Companies[0]))
+	}
+	return m
+}
+
+// startProxyRun runs the company's agent through pcsync's Kubernetes
+// executor with the proxy Services' watch (a run whose stand-in CLI
+// sleeps), until the test ends.
+func startProxyRun(t *testing.T, c *testcluster.Cluster, m *config.Model, addrs *agentenv.Addresses, slug, spoolDir string) {
+	t.Helper()
+	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	opts := kubeexec.DefaultOptions()
+	opts.StateDir, opts.Logger, opts.ProxyAddresses = t.TempDir(), logger, addrs
+	opts.Environ = func() []string { return []string{"ANTHROPIC_API_KEY=sk-ant-realnode-not-a-key", "PATH=/usr/bin"} }
+	runCtx, cancel := context.WithCancel(context.Background())
+	ex, err := kubeexec.New(runCtx, c.RESTConfig(), opts)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	do := spool.DefaultOptions(spoolDir)
+	do.StateDir, do.Logger, do.RescanInterval = opts.StateDir, logger, 500*time.Millisecond
+	d, err := spool.New(m, ex, do)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- d.Run(runCtx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	run, _ := json.Marshal(map[string]any{"apiVersion": config.APIVersion, "kind": "Run", "company": slug,
+		"agent": "pinned", "prompt": "no-handler: sleep while the test probes"})
+	if err := os.WriteFile(filepath.Join(spoolDir, ".proxy.tmp"), run, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(spoolDir, ".proxy.tmp"), filepath.Join(spoolDir, "proxy.json")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitRunning waits up to 4 minutes for a Running pod with an IP in ns
+// that selector selects.
+func waitRunning(ctx context.Context, t *testing.T, c *testcluster.Cluster, ns, selector string) *corev1.Pod {
+	t.Helper()
+	deadline := time.Now().Add(4 * time.Minute)
+	for {
+		l, err := c.Client().CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range l.Items {
+			if p := &l.Items[i]; p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "" {
+				return p
+			}
+		}
+		if time.Now().After(deadline) {
+			var states []string
+			for i := range l.Items {
+				states = append(states, describe(&l.Items[i]))
+			}
+			t.Fatalf("no Running pod %s in %s after 4 minutes: %v", selector, ns, states)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
