@@ -487,8 +487,6 @@ var controllers = []string{
 	"endpointslice-controller",
 	"node-lifecycle-controller",
 	"taint-eviction-controller",
-	// EndpointSlices of Services: the real node's kube-proxy routes ClusterIPs by them.
-	"endpointslice-controller",
 }
 
 // auditPolicyYAML records every request that may change state, at Metadata level

@@ -70,7 +70,11 @@
 //	                commit) before its Job is created, with the Job's UID after
 //	handle.go       one run once its Job exists: its states, its steps (on
 //	                shared workers), finish, Wait, Cancel
-//	cleanup.go      Release: deleting Jobs once their result is written
+//	cleanup.go      Release: the Secret deleted once the result is written, the
+//	                Job kept until its ttlSecondsAfterFinished (a late create of it
+//	                is answered AlreadyExists)
+//	times.go        a run's start and end: pcsync init's record, else this
+//	                daemon's watch of the container, to the millisecond
 //	marker.go       a journal record of one run (nonce, request, Job UID), and
 //	                the per-run marker files of older versions the journal takes in
 //
