@@ -61,6 +61,7 @@ func subcommands(g *globalOptions) []*cobra.Command {
 		newDoctorCmd(g),
 		newSandboxServerCmd(g),
 		newInitCmd(g),
+		newNetprobeCmd(g),
 	}
 }
 

@@ -1,0 +1,128 @@
+//go:build integration
+
+package doctor
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/pcsync/pcsync/internal/testcluster"
+	"github.com/pcsync/pcsync/pkg/apply"
+	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/render"
+)
+
+// applyTenant writes a config of one company (its namespace under a fresh
+// prefix) into a temporary directory, applies what it renders as pcsync
+// apply does, and returns the directory, the model and the namespace.
+func applyTenant(t *testing.T, c *testcluster.Cluster) (string, *config.Model, string) {
+	t.Helper()
+	ctx := context.Background()
+	ns := c.Namespace(t, "netcheck", nil) // holds the ApplySet parent
+	i := strings.LastIndexByte(ns, '-')
+	prefix, slug := ns[:i+1]+"t-", ns[i+1:]
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "settings.yaml"), fmt.Sprintf(
+		"apiVersion: pcsync.io/v1alpha1\nkind: Settings\nmetadata: {name: s}\nspec:\n  namespacePrefix: %s\n  images: {registry: reg.example/pcsync}\n", prefix))
+	writeFile(t, filepath.Join(dir, "acme.yaml"), fmt.Sprintf(
+		"apiVersion: pcsync.io/v1alpha1\nkind: Company\nmetadata: {name: %q}\nspec:\n  id: acme-1\n  agents: [{name: coder, adapter: claude_local}]\n", slug))
+	m, err := config.Load(ctx, dir, config.DefaultLoadOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := render.Render(m, render.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mo := apply.DefaultManagerOptions()
+	mo.ApplySet = apply.ParentRef{Name: "pcsync", Namespace: ns}
+	mgr, err := apply.NewManager(c.RESTConfig(), mo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mgr.Apply(ctx, out.Objects, apply.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tenant := m.Namespace(&m.Companies[0])
+	t.Cleanup(func() { _ = c.Client().CoreV1().Namespaces().Delete(context.Background(), tenant, metav1.DeleteOptions{}) })
+	return dir, m, tenant
+}
+
+// On kwok's node no container runs: the probe pod is admitted in the
+// applied tenant namespace (Pod Security "restricted", its quota and
+// LimitRange) and scheduled, but never reports, and doctor fails closed,
+// saying why; the probe pod is deleted. Before the tenant is applied the
+// check is a warning; with no NetworkPolicy in the namespace it fails
+// before any pod is made.
+func TestNetworkCheckFailsClosedOnKwok(t *testing.T) {
+	c := testcluster.Get(t)
+	ctx := context.Background()
+	dir, _, tenant := applyTenant(t, c)
+
+	opts := DefaultOptions()
+	opts.ConfigDir, opts.RESTConfig = dir, c.RESTConfig()
+	opts.Network.Timeout = 8 * time.Second
+	r := Run(ctx, opts)
+	got := detail(r, "network", "NetworkPolicies enforced")
+	if st := status(r, "network"); st != StatusFail {
+		t.Errorf("network check on kwok: %s (%s), want fail", st, got)
+	}
+	for _, want := range []string{"not proven that NetworkPolicies are enforced", "Pod/" + tenant + "/pcsync-netprobe-",
+		"did not report", "phase Running on node " + c.NodeName()} {
+		if !strings.Contains(got, want) {
+			t.Errorf("detail %q lacks %q", got, want)
+		}
+	}
+	pods, err := c.Client().CoreV1().Pods(tenant).List(ctx, metav1.ListOptions{LabelSelector: LabelProbe})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) != 0 {
+		t.Errorf("probe pods left behind: %d", len(pods.Items))
+	}
+
+	// With the tenant's NetworkPolicies gone: no pod, a failure that says so.
+	if err := c.Client().NetworkingV1().NetworkPolicies(tenant).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r = Run(ctx, opts)
+	if got := detail(r, "network", "NetworkPolicies enforced"); !strings.Contains(got, "has no NetworkPolicy") {
+		t.Errorf("without policies: %q", got)
+	}
+
+	// Nothing applied: a warning.
+	writeFile(t, filepath.Join(dir, "settings.yaml"),
+		"apiVersion: pcsync.io/v1alpha1\nkind: Settings\nmetadata: {name: s}\nspec:\n  namespacePrefix: never-applied-\n")
+	r = Run(ctx, opts)
+	var rows []string
+	for _, ch := range r.Checks {
+		if ch.Area == "network" {
+			rows = append(rows, string(ch.Status)+"|"+ch.Detail)
+		}
+	}
+	want := []string{"warn|not proven that NetworkPolicies are enforced: no company's namespace is applied yet (pcsync apply, or the daemon, creates them)"}
+	if d := cmp.Diff(want, rows); d != "" {
+		t.Errorf("nothing applied (-want +got):\n%s", d)
+	}
+
+	opts.SkipNetwork = true
+	if st := status(Run(ctx, opts), "network"); st != StatusSkip {
+		t.Errorf("SkipNetwork: %s, want skip", st)
+	}
+}
+
+func status(r *Report, area string) Status {
+	for _, c := range r.Checks {
+		if c.Area == area {
+			return c.Status
+		}
+	}
+	return ""
+}
