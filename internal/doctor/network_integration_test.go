@@ -51,7 +51,9 @@ func applyTenant(t *testing.T, c *testcluster.Cluster) (string, *config.Model, s
 		t.Fatal(err)
 	}
 	tenant := m.Namespace(&m.Companies[0])
-	t.Cleanup(func() { _ = c.Client().CoreV1().Namespaces().Delete(context.Background(), tenant, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = c.Client().CoreV1().Namespaces().Delete(context.Background(), tenant, metav1.DeleteOptions{})
+	})
 	return dir, m, tenant
 }
 
