@@ -37,8 +37,8 @@ const (
 // buildProbePod returns the probe pod of company c in namespace ns: pcsync's
 // image running `pcsync netprobe` against targets (and the kubelet port of
 // its own node), labelled as an agent of c so that the tenant's
-// NetworkPolicies select it, hardened and scheduled as c's agent pods are
-// (podsec, podsched), with c's pull Secrets and without resources of its
+// NetworkPolicies select it, hardened as c's agent pods are (podsec),
+// scheduled as its first agent's (podsched), with c's pull Secrets and without resources of its
 // own (the tenant's LimitRange gives its defaults).
 func buildProbePod(m *config.Model, c *config.Company, ns string, targets []string, opts NetworkOptions) (*corev1.Pod, error) {
 	hard, err := podsec.For(podsec.DefaultServiceAccount, podsec.DefaultUID, m.Jobs(c).EmptyDirSizeLimit)
@@ -72,7 +72,13 @@ func buildProbePod(m *config.Model, c *config.Company, ns string, targets []stri
 			}},
 		},
 	}
-	podsched.For(c, nil).Apply(&pod.Spec)
+	// Where the company's first agent runs (its node selector and
+	// tolerations), else the company's defaults.
+	var agent *config.Agent
+	if len(c.Spec.Agents) > 0 {
+		agent = &c.Spec.Agents[0]
+	}
+	podsched.For(c, agent).Apply(&pod.Spec)
 	hard.Apply(&pod.Spec)
 	return pod, nil
 }

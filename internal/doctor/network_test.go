@@ -134,7 +134,7 @@ func TestBuildProbePod(t *testing.T) {
 	for name, content := range map[string]string{
 		"settings.yaml": "apiVersion: pcsync.io/v1alpha1\nkind: Settings\nmetadata: {name: s}\nspec:\n  images: {registry: reg.example/pcsync, pullSecrets: [regcred]}\n",
 		"acme.yaml": "apiVersion: pcsync.io/v1alpha1\nkind: Company\nmetadata: {name: acme}\nspec:\n  id: acme-1\n" +
-			"  runtimeClassName: gvisor\n  agents: [{name: coder, adapter: claude_local}]\n",
+			"  runtimeClassName: gvisor\n  agents: [{name: coder, adapter: claude_local, nodeSelector: {disk: ssd}}]\n",
 	} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
 			t.Fatal(err)
@@ -168,6 +168,7 @@ func TestBuildProbePod(t *testing.T) {
 		"role":    pod.Labels["paperclip.io/role"],
 		"company": pod.Labels["pcsync.io/company"],
 		"runtime": ptr.Deref(pod.Spec.RuntimeClassName, ""),
+		"node":    pod.Spec.NodeSelector["disk"],
 		"pull":    pod.Spec.ImagePullSecrets[0].Name,
 		"hostIP":  ctr.Env[0].Name + "=" + ctr.Env[0].ValueFrom.FieldRef.FieldPath,
 	}
@@ -177,6 +178,7 @@ func TestBuildProbePod(t *testing.T) {
 		"role":    "agent",
 		"company": "acme",
 		"runtime": "gvisor",
+		"node":    "ssd",
 		"pull":    "regcred",
 		"hostIP":  "PCSYNC_HOST_IP=status.hostIP",
 	}
