@@ -78,15 +78,16 @@ func (n *networkCheck) run(ctx context.Context) {
 func (n *networkCheck) report(r doctor.NetworkResult) {
 	attrs := []any{slog.String("namespace", r.Namespace), slog.String("detail", r.Message()),
 		slog.String("skip", "--skip-network-check")}
+	// The log first, then the gauge: whoever sees the gauge sees the line.
 	switch r.Verdict {
 	case doctor.Enforced:
-		n.gauge.Set(metrics.NetworkPoliciesEnforced)
 		n.log.Info("network check: NetworkPolicies are enforced", slog.String("namespace", r.Namespace), slog.String("detail", r.Message()))
+		n.gauge.Set(metrics.NetworkPoliciesEnforced)
 	case doctor.NotEnforced:
-		n.gauge.Set(metrics.NetworkPoliciesNotEnforced)
 		n.log.Warn(doctor.NotEnforcedMessage, attrs...)
+		n.gauge.Set(metrics.NetworkPoliciesNotEnforced)
 	default:
-		n.gauge.Set(metrics.NetworkPoliciesUnproven)
 		n.log.Warn("network check: could not prove that NetworkPolicies are enforced: agents may not be isolated", attrs...)
+		n.gauge.Set(metrics.NetworkPoliciesUnproven)
 	}
 }
