@@ -234,8 +234,9 @@ func appliedCompany(ctx context.Context, cs kubernetes.Interface, m *config.Mode
 }
 
 // apiServerTarget returns HOST:PORT of the API server from the
-// EndpointSlice default/kubernetes (its first ready address and its https
-// port), or "" when there is none or pcsync may not read it.
+// EndpointSlice default/kubernetes (its first ready address that is not
+// loopback, and its https port), or "" when there is none or pcsync may not
+// read it.
 func apiServerTarget(ctx context.Context, cs kubernetes.Interface) string {
 	s, err := cs.DiscoveryV1().EndpointSlices(metav1.NamespaceDefault).Get(ctx, "kubernetes", metav1.GetOptions{})
 	if err != nil || len(s.Ports) == 0 || s.Ports[0].Port == nil {
@@ -247,14 +248,26 @@ func apiServerTarget(ctx context.Context, cs kubernetes.Interface) string {
 			port = int(*p.Port)
 		}
 	}
+	if s.AddressType != discoveryv1.AddressTypeIPv4 && s.AddressType != discoveryv1.AddressTypeIPv6 {
+		return ""
+	}
 	for _, e := range s.Endpoints {
-		if e.Conditions.Ready != nil && !*e.Conditions.Ready || len(e.Addresses) == 0 {
+		if e.Conditions.Ready != nil && !*e.Conditions.Ready {
 			continue
 		}
-		if s.AddressType != discoveryv1.AddressTypeIPv4 && s.AddressType != discoveryv1.AddressTypeIPv6 {
-			return ""
+		for _, a := range e.Addresses {
+			if apiServerAddress(a) {
+				return net.JoinHostPort(a, strconv.Itoa(port))
+			}
 		}
-		return net.JoinHostPort(e.Addresses[0], strconv.Itoa(port))
 	}
 	return ""
+}
+
+// apiServerAddress says whether a pod can try a as the API server: a
+// loopback address (a control plane that advertises 127.0.0.1) is the
+// pod's own, where a refusal proves nothing.
+func apiServerAddress(a string) bool {
+	ip, err := netip.ParseAddr(a)
+	return err == nil && !ip.IsLoopback() && !ip.IsUnspecified()
 }

@@ -186,3 +186,14 @@ func TestBuildProbePod(t *testing.T) {
 		t.Errorf("probe pod (-want +got):\n%s", d)
 	}
 }
+
+func TestAPIServerAddress(t *testing.T) {
+	got := map[string]bool{}
+	for _, a := range []string{"10.0.0.5", "203.0.113.10", "fd00::1", "127.0.0.1", "::1", "0.0.0.0", "not-an-ip"} {
+		got[a] = apiServerAddress(a)
+	}
+	want := map[string]bool{"10.0.0.5": true, "203.0.113.10": true, "fd00::1": true, "127.0.0.1": false, "::1": false, "0.0.0.0": false, "not-an-ip": false}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Error(d)
+	}
+}
