@@ -3,9 +3,13 @@
 #
 #   make k8sbin            build etcd, kube-apiserver, kube-controller-manager,
 #                          kube-scheduler, kubelet and kwok once (cached outside the
-#                          repo, keyed by version) and print their directory
+#                          repo, keyed by version) and print their directory; then
+#                          the real node's kube-proxy and kube-router (NetworkPolicy
+#                          enforcer), cached in a directory of their own
+#                          (hack/kuberouter/build.sh)
 #   make realnode-deps     apt-get install what the opt-in real node needs
-#                          (containerd, runc, CNI plugins; hack/realnode/install.sh)
+#                          (containerd, runc, CNI plugins, iptables, ipset;
+#                          hack/realnode/install.sh)
 #   make dev-cluster       start the dev cluster in the background (or reuse it) and
 #                          write .dev/kubeconfig
 #   make dev-cluster-down  stop it
@@ -18,6 +22,7 @@ DEVCLUSTER_BIN := $(DEV_DIR)/bin/devcluster
 
 k8sbin:
 	@bash hack/k8sbin/build.sh
+	@bash hack/kuberouter/build.sh
 
 realnode-deps:
 	@bash hack/realnode/install.sh

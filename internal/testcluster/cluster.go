@@ -344,7 +344,7 @@ func (c *Cluster) start(ctx context.Context, begin time.Time) error {
 		"--tls-cert-file=" + p.apiserverCert,
 		"--tls-private-key-file=" + p.apiserverKey,
 		"--client-ca-file=" + p.caCert,
-		"--service-cluster-ip-range=10.0.0.0/24",
+		"--service-cluster-ip-range=" + ServiceCIDR,
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file=" + p.saPub,
 		"--service-account-signing-key-file=" + p.saKey,
@@ -484,6 +484,8 @@ var controllers = []string{
 	"deployment-controller",
 	"node-lifecycle-controller",
 	"taint-eviction-controller",
+	// EndpointSlices of Services: the real node's kube-proxy routes ClusterIPs by them.
+	"endpointslice-controller",
 }
 
 // auditPolicyYAML records every request that may change state, at Metadata level
@@ -916,7 +918,7 @@ func (c *Cluster) Close() error {
 }
 
 // componentsLocked returns the control plane's components and the real node's
-// (kubelet, containerd). c.compsMu must be held.
+// (kubelet, containerd, kube-proxy, kube-router while it runs). c.compsMu must be held.
 func (c *Cluster) componentsLocked() []*component {
 	comps := append([]*component(nil), c.comps...)
 	if c.node != nil {
@@ -924,6 +926,9 @@ func (c *Cluster) componentsLocked() []*component {
 			if comp != nil {
 				comps = append(comps, comp)
 			}
+		}
+		if c.node.net != nil {
+			comps = append(comps, c.node.net.components()...)
 		}
 	}
 	return comps

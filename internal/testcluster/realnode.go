@@ -43,6 +43,15 @@ type RealNodeOptions struct {
 	// CacheDir keeps the compiled pause program between runs (default
 	// ${XDG_CACHE_HOME:-$HOME/.cache}/pcsync/realnode).
 	CacheDir string
+	// NetworkPolicy makes the node enforce NetworkPolicies: kube-router's firewall
+	// controller runs beside the kubelet (RealNode.StopNetworkPolicy and
+	// StartNetworkPolicy switch it at run time). Without it, policies are accepted
+	// and enforced by nothing, as on a cluster whose network plugin ignores them.
+	NetworkPolicy bool
+	// NetBinDir holds kube-proxy, which always runs (ClusterIP Services route from
+	// the node's pods), and kube-router (default DefaultNetBinDir(), which
+	// `make k8sbin` fills through hack/kuberouter/build.sh).
+	NetBinDir string
 }
 
 // RealNodeTaintKey is the key of the NoSchedule taint the real node carries unless
@@ -67,6 +76,7 @@ func DefaultRealNodeOptions() RealNodeOptions {
 		LockTimeout: 15 * time.Minute,
 		CNIBinDir:   "/usr/lib/cni",
 		CacheDir:    filepath.Join(cache, "pcsync", "realnode"),
+		NetBinDir:   DefaultNetBinDir(),
 	}
 }
 
@@ -79,6 +89,7 @@ func (o *RealNodeOptions) complete() {
 	o.LockTimeout = cmp.Or(o.LockTimeout, d.LockTimeout)
 	o.CNIBinDir = cmp.Or(o.CNIBinDir, d.CNIBinDir)
 	o.CacheDir = cmp.Or(o.CacheDir, d.CacheDir)
+	o.NetBinDir = cmp.Or(o.NetBinDir, d.NetBinDir)
 }
 
 // RealNode is the running real node of a Cluster (Cluster.RealNode), or the
@@ -97,6 +108,7 @@ type RealNode struct {
 	containerd *component
 	kubelet    *component
 	apiProxy   *apiProxy
+	net        *nodeNet // kube-proxy and kube-router
 }
 
 // Name returns the Node's name, also its kubernetes.io/hostname label.
@@ -118,8 +130,9 @@ func (n *RealNode) PauseImage() string { return n.pauseImage }
 // bridge's gateway address (default 10.201.0.1) and a port on which the process that
 // started the cluster forwards every connection to the API server on 127.0.0.1 (TLS
 // passes through; the serving certificate holds the gateway address). The API
-// server's Service IP is unreachable (no kube-proxy), so a pod that talks to the API
-// server, e.g. pcsync's own Deployment, sets KUBERNETES_SERVICE_HOST and
+// server's Service IP does not serve pods (kube-proxy runs on the node, but the
+// kubernetes Service's endpoint is the API server's own loopback address), so a pod
+// that talks to the API server, e.g. pcsync's own Deployment, sets KUBERNETES_SERVICE_HOST and
 // KUBERNETES_SERVICE_PORT to these: client-go's in-cluster config reads them with the
 // projected service-account token and ca.crt. Empty for an attached cluster started
 // before this existed.
@@ -130,6 +143,15 @@ func (n *RealNode) APIServerHost() (host, port string) {
 	host, port, _ = net.SplitHostPort(n.apiHost)
 	return host, port
 }
+
+// PodBridge returns the name of the CNI bridge the node's pods attach to: traffic
+// from a pod to an address off the node comes into the host by it (see
+// internal/testnet, Net.Forward and Net.CheckRouteFrom). It exists once the node
+// has run its first pod.
+func (n *RealNode) PodBridge() string { return podBridge }
+
+// PodSubnet returns the range the node's pod IPs come from.
+func (n *RealNode) PodSubnet() string { return n.opts.PodSubnet }
 
 // NodeSelector returns the node selector that picks this node.
 func (n *RealNode) NodeSelector() map[string]string {

@@ -24,6 +24,9 @@ func (c *Cluster) prepareRealNode(ctx context.Context) error {
 	if err := CheckBinaries(c.opts.BinDir); err != nil {
 		return err
 	}
+	if err := checkNetBinaries(o.NetBinDir); err != nil {
+		return err
+	}
 	if st, err := os.Stat(c.bin("kubelet")); err != nil || st.Mode()&0o111 == 0 {
 		return fmt.Errorf("real node: kubelet not found in %s: %w", c.opts.BinDir, ErrBinariesMissing)
 	}
@@ -31,13 +34,19 @@ func (c *Cluster) prepareRealNode(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("real node: %w", err)
 	}
+	nt, err := findNetTools()
+	if err != nil {
+		return fmt.Errorf("real node: this machine lacks %w", err)
+	}
 	lctx, cancel := context.WithTimeout(ctx, o.LockTimeout)
 	defer cancel()
 	lock, err := lockMachine(lctx, o.LockPath, c.opts.Logf)
 	if err != nil {
 		return fmt.Errorf("real node: %w", err)
 	}
-	c.node = &RealNode{opts: o, tools: tools, lock: lock}
+	c.node = &RealNode{opts: o, tools: tools, lock: lock, net: &nodeNet{
+		binDir: o.NetBinDir, name: o.Name, nodeIP: o.NodeIP, podSubnet: o.PodSubnet, tools: nt,
+	}}
 	return nil
 }
 
@@ -64,6 +73,9 @@ func (c *Cluster) startRealNode(ctx context.Context, begin time.Time) error {
 	if err := sweepNode(n.tools.ip, sweepDirs, logf); err != nil {
 		return fmt.Errorf("real node: sweep: %w", err)
 	}
+	if err := sweepNodeNet(n.net.tools, o.NetBinDir, sweepDirs); err != nil {
+		return fmt.Errorf("real node: sweep: %w", err)
+	}
 	if err := n.lock.record(n.dir); err != nil {
 		return fmt.Errorf("real node: %w", err)
 	}
@@ -76,6 +88,9 @@ func (c *Cluster) startRealNode(ctx context.Context, begin time.Time) error {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return fmt.Errorf("real node: %w", err)
 		}
+	}
+	if err := saveIPForward(n.dir); err != nil {
+		return fmt.Errorf("real node: %w", err)
 	}
 
 	// Registry and pause image.
@@ -110,6 +125,9 @@ func (c *Cluster) startRealNode(ctx context.Context, begin time.Time) error {
 
 	// Host: node IP, cgroups.
 	if err := setupNodeBridge(n.tools.ip, o.NodeIP); err != nil {
+		return fmt.Errorf("real node: %w", err)
+	}
+	if err := routeServiceCIDR(n.tools.ip); err != nil {
 		return fmt.Errorf("real node: %w", err)
 	}
 	if err := prepareCgroups(); err != nil {
@@ -194,6 +212,12 @@ func (c *Cluster) startRealNode(ctx context.Context, begin time.Time) error {
 		return fmt.Errorf("real node: %w", kubelet.failure(err))
 	}
 	logf("testcluster: real node %s Ready after %s", o.Name, time.Since(begin).Round(time.Millisecond))
+	n.net.kubeconfig, n.net.logDir = c.kubeconfigPath, c.path("logs")
+	if err := n.net.start(ctx, o.NetworkPolicy); err != nil {
+		return fmt.Errorf("real node: %w", err)
+	}
+	logf("testcluster: real node: kube-proxy (and NetworkPolicy enforcer: %v) running after %s",
+		o.NetworkPolicy, time.Since(begin).Round(time.Millisecond))
 	return c.publishRealNode(ctx)
 }
 

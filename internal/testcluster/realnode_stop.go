@@ -31,6 +31,13 @@ func (c *Cluster) stopRealNode() error {
 			c.opts.Logf("testcluster: real node: %v (the sweep below cleans up)", err)
 		}
 	}
+	if n.net != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		if err := n.net.stop(ctx, c.opts.StopGrace); err != nil {
+			errs = append(errs, err)
+		}
+		cancel()
+	}
 	for _, comp := range []*component{n.kubelet, n.containerd} {
 		if comp == nil {
 			continue
@@ -41,6 +48,9 @@ func (c *Cluster) stopRealNode() error {
 	}
 	if n.started {
 		if err := sweepNode(n.tools.ip, []string{n.dir}, c.opts.Logf); err != nil {
+			errs = append(errs, fmt.Errorf("sweep: %w", err))
+		}
+		if err := restoreIPForward(n.dir); err != nil {
 			errs = append(errs, fmt.Errorf("sweep: %w", err))
 		}
 	}
@@ -103,11 +113,15 @@ func (c *Cluster) drainRealNode() error {
 	return nil
 }
 
-// ResidentMemory returns the resident memory in bytes of the node's kubelet and
-// containerd, by name (empty for an attached cluster's node).
+// ResidentMemory returns the resident memory in bytes of the node's kubelet,
+// containerd, kube-proxy and (while it runs) kube-router, by name (empty for an attached cluster's node).
 func (n *RealNode) ResidentMemory() map[string]int64 {
 	out := map[string]int64{}
-	for _, comp := range []*component{n.kubelet, n.containerd} {
+	comps := []*component{n.kubelet, n.containerd}
+	if n.net != nil {
+		comps = append(comps, n.net.components()...)
+	}
+	for _, comp := range comps {
 		if comp != nil && comp.cmd.Process != nil && !comp.exited() {
 			out[comp.name] = rss(comp.cmd.Process.Pid)
 		}

@@ -14,6 +14,6 @@ func TestMain(m *testing.M) {
 		os.Exit(runPoolDaemon())
 	}
 	os.Exit(testcluster.MainWith(m, func(o *testcluster.Options) {
-		o.RealNode = &testcluster.RealNodeOptions{}
+		o.RealNode = &testcluster.RealNodeOptions{NetworkPolicy: true}
 	}))
 }

@@ -8,21 +8,39 @@
 //
 // Flags make it a test container's command; they run in this order:
 //
-//	-cat          copy stdin to stdout until EOF
-//	-print TEXT   print TEXT and a newline (repeatable, in order)
-//	-exit N       exit with code N instead of sleeping afterwards
+//	-listen NET:PORT  serve on every address, in the background (repeatable):
+//	                  tcp:PORT writes the -banner line to each connection and closes
+//	                  it; udp:PORT answers each datagram with the -banner line
+//	-banner TEXT      what listeners answer (default "pcsync-target")
+//	-cat              copy stdin to stdout until EOF
+//	-dial NET:HOST:PORT  connect (tcp) or send a datagram (udp) and print one line,
+//	                  "dial NET HOST:PORT: OUTCOME", where OUTCOME is "ok ANSWER"
+//	                  (the first line the peer sent; plain "ok" for a TCP peer that
+//	                  sends nothing within half a second), "refused", "timeout",
+//	                  "unreachable" or "error: …" (repeatable, in order; each bounded
+//	                  by -timeout)
+//	-timeout D        bound of each -dial (default 2s)
+//	-print TEXT       print TEXT and a newline (repeatable, in order)
+//	-exit N           exit with code N instead of sleeping afterwards
 //
 // For example `/pause -cat -print done -exit 3` echoes its stdin, prints "done"
-// and exits 3; `/pause -print ready` prints "ready" and then sleeps like a sandbox.
+// and exits 3; `/pause -print ready` prints "ready" and then sleeps like a sandbox;
+// `/pause -listen tcp:8080 -listen udp:53 -banner db` serves; `/pause -dial
+// tcp:10.201.0.7:8080 -exit 0`, run in another pod, prints "dial tcp
+// 10.201.0.7:8080: ok db".
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
+	"time"
 )
 
 // lines collects repeated -print flags.
@@ -32,12 +50,25 @@ func (l *lines) String() string     { return fmt.Sprint(*l) }
 func (l *lines) Set(s string) error { *l = append(*l, s); return nil }
 
 func main() {
-	var prints lines
+	var prints, listens, dials lines
 	cat := flag.Bool("cat", false, "copy stdin to stdout until EOF")
 	exit := flag.Int("exit", -1, "exit with this code instead of sleeping (0-255)")
+	banner := flag.String("banner", "pcsync-target", "what -listen answers")
+	timeout := flag.Duration("timeout", 2*time.Second, "bound of each -dial")
 	flag.Var(&prints, "print", "print this text and a newline (repeatable)")
+	flag.Var(&listens, "listen", "serve on NET:PORT, tcp or udp (repeatable)")
+	flag.Var(&dials, "dial", "probe NET:HOST:PORT, tcp or udp (repeatable)")
 	flag.Parse()
 
+	for _, l := range listens {
+		if err := listen(l, *banner); err != nil {
+			fmt.Fprintf(os.Stderr, "pause: listen %s: %v\n", l, err)
+			os.Exit(1)
+		}
+	}
+	for _, d := range dials {
+		fmt.Println(dial(d, *timeout))
+	}
 	if *cat {
 		if _, err := io.Copy(os.Stdout, os.Stdin); err != nil {
 			fmt.Fprintf(os.Stderr, "pause: cat: %v\n", err)
@@ -71,4 +102,104 @@ func sleep() int {
 		}
 	}
 	return 0
+}
+
+// listen serves spec ("tcp:PORT" or "udp:PORT") on every address in the background.
+func listen(spec, banner string) error {
+	network, port, ok := strings.Cut(spec, ":")
+	if !ok {
+		return errors.New("want NET:PORT")
+	}
+	switch network {
+	case "tcp":
+		ln, err := net.Listen("tcp", ":"+port)
+		if err != nil {
+			return err
+		}
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					continue
+				}
+				_, _ = fmt.Fprintln(c, banner)
+				_ = c.Close()
+			}
+		}()
+	case "udp":
+		pc, err := net.ListenPacket("udp", ":"+port)
+		if err != nil {
+			return err
+		}
+		go func() {
+			buf := make([]byte, 2048)
+			for {
+				_, addr, err := pc.ReadFrom(buf)
+				if err != nil {
+					continue
+				}
+				_, _ = pc.WriteTo([]byte(banner+"\n"), addr)
+			}
+		}()
+	default:
+		return fmt.Errorf("network %q: want tcp or udp", network)
+	}
+	return nil
+}
+
+// dial probes spec ("tcp:HOST:PORT" or "udp:HOST:PORT") and describes the outcome.
+func dial(spec string, timeout time.Duration) string {
+	network, addr, _ := strings.Cut(spec, ":")
+	head := fmt.Sprintf("dial %s %s: ", network, addr)
+	if network != "tcp" && network != "udp" {
+		return head + "error: want tcp or udp"
+	}
+	deadline := time.Now().Add(timeout)
+	c, err := net.DialTimeout(network, addr, timeout)
+	if err != nil {
+		return head + outcome(err)
+	}
+	defer c.Close()
+	if network == "udp" {
+		_ = c.SetDeadline(deadline)
+		if _, err := c.Write([]byte("probe\n")); err != nil {
+			return head + outcome(err)
+		}
+		buf := make([]byte, 256)
+		n, err := c.Read(buf)
+		if n == 0 && err != nil {
+			return head + outcome(err)
+		}
+		return head + "ok " + firstLine(buf[:n])
+	}
+	// Connected is reached; a peer that speaks first (a banner) is named by its
+	// first line, one that waits (a TLS server) is just "ok".
+	_ = c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+	buf := make([]byte, 256)
+	n, _ := c.Read(buf)
+	if n == 0 {
+		return head + "ok"
+	}
+	return head + "ok " + firstLine(buf[:n])
+}
+
+// firstLine is b's first line, trimmed.
+func firstLine(b []byte) string {
+	line, _, _ := strings.Cut(string(b), "\n")
+	return strings.TrimSpace(line)
+}
+
+// outcome names a dial error: refused (a REJECT, or nothing listening), timeout (a
+// DROP, or no answer), unreachable (no route or no forwarding), or the error.
+func outcome(err error) string {
+	var ne net.Error
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "refused"
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return "unreachable"
+	case errors.As(err, &ne) && ne.Timeout():
+		return "timeout"
+	}
+	return "error: " + err.Error()
 }

@@ -1,0 +1,54 @@
+package testcluster
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestKubeRouterCleanupScript(t *testing.T) {
+	tests := []struct {
+		name, save, want string
+	}{
+		{name: "nothing of kube-router", save: "*filter\n:INPUT ACCEPT [0:0]\n:KUBE-FORWARD - [0:0]\n-A FORWARD -j KUBE-FORWARD\nCOMMIT\n", want: ""},
+		{
+			name: "jumps, own chains and others' rules",
+			save: strings.Join([]string{
+				"*filter",
+				":INPUT ACCEPT [0:0]",
+				":FORWARD ACCEPT [0:0]",
+				":KUBE-FORWARD - [0:0]",
+				":KUBE-POD-FW-ABC - [0:0]",
+				":KUBE-ROUTER-FORWARD - [0:0]",
+				":KUBE-ROUTER-INPUT - [0:0]",
+				`-A INPUT -m comment --comment "kube-router netpol - 4IA2OSFRMVNDXBVV" -j KUBE-ROUTER-INPUT`,
+				"-A FORWARD -j KUBE-FORWARD",
+				`-A FORWARD -m comment --comment "kube-router netpol - TEMCG2JMHZYE7H7T" -j KUBE-ROUTER-FORWARD`,
+				`-A KUBE-ROUTER-FORWARD -m comment --comment "rule to jump traffic from POD name:a namespace: b to chain KUBE-POD-FW-ABC" -s 10.201.0.5/32 -j KUBE-POD-FW-ABC`,
+				"-A KUBE-POD-FW-ABC -j REJECT --reject-with icmp-port-unreachable",
+				"COMMIT",
+			}, "\n"),
+			want: strings.Join([]string{
+				"*filter",
+				":KUBE-POD-FW-ABC - [0:0]",
+				":KUBE-ROUTER-FORWARD - [0:0]",
+				":KUBE-ROUTER-INPUT - [0:0]",
+				`-D INPUT -m comment --comment "kube-router netpol - 4IA2OSFRMVNDXBVV" -j KUBE-ROUTER-INPUT`,
+				`-D FORWARD -m comment --comment "kube-router netpol - TEMCG2JMHZYE7H7T" -j KUBE-ROUTER-FORWARD`,
+				"-X KUBE-POD-FW-ABC",
+				"-X KUBE-ROUTER-FORWARD",
+				"-X KUBE-ROUTER-INPUT",
+				"COMMIT",
+				"",
+			}, "\n"),
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, kubeRouterCleanupScript(tt.save)); diff != "" {
+				t.Errorf("script (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
