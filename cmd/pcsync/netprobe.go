@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -19,11 +18,11 @@ import (
 func newNetprobeCmd(g *globalOptions) *cobra.Command {
 	var (
 		connect        []string
-		timeout        time.Duration
+		opts           = netprobe.DefaultOptions()
 		terminationLog string
 	)
 	cmd := &cobra.Command{
-		Use:    "netprobe --connect HOST:PORT[,HOST:PORT...] [--timeout 3s]",
+		Use:    "netprobe --connect HOST:PORT[,HOST:PORT...] [--timeout 3s] [--settle 0s] [--attempts 1] [--interval 1s]",
 		Short:  "Try TCP connections and report each outcome (used by pcsync doctor's network check)",
 		Hidden: true,
 		Args:   cobra.NoArgs,
@@ -37,10 +36,10 @@ func newNetprobeCmd(g *globalOptions) *cobra.Command {
 			if len(targets) == 0 {
 				return usageErrorf("--connect: no target")
 			}
-			if timeout <= 0 {
-				return usageErrorf("--timeout %s: want a positive duration", timeout)
+			if opts.Timeout <= 0 || opts.Interval <= 0 || opts.Attempts <= 0 || opts.Settle < 0 {
+				return usageErrorf("--timeout, --interval and --attempts must be positive, --settle not negative")
 			}
-			line := append(netprobe.Probe(c.Context(), targets, timeout).Encode(), '\n')
+			line := append(netprobe.Probe(c.Context(), targets, opts).Encode(), '\n')
 			if _, err := g.Stdout.Write(line); err != nil {
 				return err
 			}
@@ -57,7 +56,10 @@ func newNetprobeCmd(g *globalOptions) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringSliceVar(&connect, "connect", nil, "targets to connect to, HOST:PORT, comma-separated or repeated")
-	f.DurationVar(&timeout, "timeout", 3*time.Second, "how long each connection may take")
+	f.DurationVar(&opts.Timeout, "timeout", opts.Timeout, "how long each connection attempt may take")
+	f.DurationVar(&opts.Settle, "settle", opts.Settle, "wait this long before the first attempt (an enforcer may write a new pod's rules late)")
+	f.IntVar(&opts.Attempts, "attempts", opts.Attempts, "attempts per target; the last one's outcome counts")
+	f.DurationVar(&opts.Interval, "interval", opts.Interval, "time between two attempts at a target")
 	f.StringVar(&terminationLog, "termination-log", "/dev/termination-log", "file that receives the report too (empty: none)")
 	return cmd
 }

@@ -30,8 +30,17 @@ type NetworkOptions struct {
 	// Timeout bounds the probe pod, from its create to its report (an image
 	// pull on a node that lacks pcsync's image included). Default 90s.
 	Timeout time.Duration
-	// ConnectTimeout bounds each connection the probe tries. Default 3s.
+	// ConnectTimeout bounds each connection attempt of the probe. Default
+	// 3s.
 	ConnectTimeout time.Duration
+	// Settle is how long the probe waits before its first attempt, and
+	// Attempts how often it tries each target, Interval apart: the last
+	// attempt counts, so that an enforcer that writes a new pod's rules a
+	// moment late (kube-router does) is not taken for none. Defaults 3s,
+	// 3 and 2s.
+	Settle   time.Duration
+	Attempts int
+	Interval time.Duration
 	// KubeletPort is the port tried on the probe pod's own node IP.
 	// Default 10250.
 	KubeletPort int
@@ -39,7 +48,8 @@ type NetworkOptions struct {
 
 // DefaultNetworkOptions returns the defaults described on NetworkOptions.
 func DefaultNetworkOptions() NetworkOptions {
-	return NetworkOptions{Timeout: 90 * time.Second, ConnectTimeout: 3 * time.Second, KubeletPort: 10250}
+	return NetworkOptions{Timeout: 90 * time.Second, ConnectTimeout: 3 * time.Second, KubeletPort: 10250,
+		Settle: 3 * time.Second, Attempts: 3, Interval: 2 * time.Second}
 }
 
 func (o *NetworkOptions) complete() {
@@ -52,6 +62,15 @@ func (o *NetworkOptions) complete() {
 	}
 	if o.KubeletPort <= 0 {
 		o.KubeletPort = d.KubeletPort
+	}
+	if o.Settle <= 0 {
+		o.Settle = d.Settle
+	}
+	if o.Attempts <= 0 {
+		o.Attempts = d.Attempts
+	}
+	if o.Interval <= 0 {
+		o.Interval = d.Interval
 	}
 }
 
@@ -99,6 +118,10 @@ type Target struct {
 
 func (t Target) String() string {
 	s := fmt.Sprintf("%s (%s): %s", t.Target, t.What, t.Outcome)
+	if t.Outcome != netprobe.Connected && t.Connected > 0 {
+		// Rules that arrived after the pod started.
+		s += fmt.Sprintf(" in the end (connected %d of %d attempts)", t.Connected, t.Attempts)
+	}
 	if t.AllowedByPolicy {
 		s += ", allowed by the tenant's policies: not evidence"
 	} else if t.Outcome == netprobe.Failed {

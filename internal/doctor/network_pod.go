@@ -63,9 +63,10 @@ func buildProbePod(m *config.Model, c *config.Company, ns string, targets []stri
 			TerminationGracePeriodSeconds: ptr.To(int64(1)),
 			ImagePullSecrets:              podsec.PullSecrets(m.ImagePullSecrets(c)),
 			Containers: []corev1.Container{{
-				Name:    probeContainer,
-				Image:   m.BuiltinImage(images.Pcsync),
-				Command: []string{images.ServerPath, "netprobe", "--connect", strings.Join(all, ","), "--timeout", opts.ConnectTimeout.String()},
+				Name:  probeContainer,
+				Image: m.BuiltinImage(images.Pcsync),
+				Command: []string{images.ServerPath, "netprobe", "--connect", strings.Join(all, ","), "--timeout", opts.ConnectTimeout.String(),
+					"--settle", opts.Settle.String(), "--attempts", strconv.Itoa(opts.Attempts), "--interval", opts.Interval.String()},
 				Env: []corev1.EnvVar{{Name: hostIPEnv, ValueFrom: &corev1.EnvVarSource{
 					FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.hostIP"}}}},
 				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,

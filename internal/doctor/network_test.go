@@ -174,7 +174,7 @@ func TestBuildProbePod(t *testing.T) {
 	}
 	wantFields := map[string]string{
 		"image":   "reg.example/pcsync/pcsync:v9",
-		"command": "/usr/local/bin/pcsync netprobe --connect $(PCSYNC_HOST_IP):10250,10.0.0.1:6443 --timeout 3s",
+		"command": "/usr/local/bin/pcsync netprobe --connect $(PCSYNC_HOST_IP):10250,10.0.0.1:6443 --timeout 3s --settle 3s --attempts 3 --interval 2s",
 		"role":    "agent",
 		"company": "acme",
 		"runtime": "gvisor",

@@ -50,11 +50,15 @@ const Version = 1
 type Result struct {
 	// Target is HOST:PORT as given.
 	Target string `json:"target"`
-	// Outcome is what became of the attempt.
+	// Outcome is what became of the last attempt.
 	Outcome Outcome `json:"outcome"`
-	// Millis is how long the attempt took.
+	// Millis is how long the last attempt took.
 	Millis int64 `json:"ms"`
-	// Detail is the error, for every outcome but Connected.
+	// Attempts is how many attempts were made; Connected how many of them
+	// connected.
+	Attempts  int `json:"attempts"`
+	Connected int `json:"connected"`
+	// Detail is the last attempt's error, for every outcome but Connected.
 	Detail string `json:"detail,omitempty"`
 }
 
@@ -68,20 +72,98 @@ type Report struct {
 // fits a termination message.
 const maxDetail = 160
 
-// Probe tries a TCP connection to each target (HOST:PORT) at once, each
-// bounded by timeout, and returns their outcomes in the order given.
-func Probe(ctx context.Context, targets []string, timeout time.Duration) Report {
+// Options configure Probe. Start from DefaultOptions; a zero or negative
+// field takes its default.
+type Options struct {
+	// Timeout bounds each connection attempt. Default 3s.
+	Timeout time.Duration
+	// Settle is how long Probe waits before its first attempt: an enforcer
+	// may take a moment to write the rules of a pod that just started.
+	// Default 0 (none).
+	Settle time.Duration
+	// Attempts is how many times each target is tried; the last attempt's
+	// outcome is the target's (rules that arrive late count). Default 1.
+	Attempts int
+	// Interval is the time between two attempts at a target. Default 1s.
+	Interval time.Duration
+}
+
+// DefaultOptions returns the defaults described on Options.
+func DefaultOptions() Options {
+	return Options{Timeout: 3 * time.Second, Attempts: 1, Interval: time.Second}
+}
+
+func (o *Options) complete() {
+	d := DefaultOptions()
+	if o.Timeout <= 0 {
+		o.Timeout = d.Timeout
+	}
+	if o.Attempts <= 0 {
+		o.Attempts = d.Attempts
+	}
+	if o.Interval <= 0 {
+		o.Interval = d.Interval
+	}
+	o.Settle = max(o.Settle, 0)
+}
+
+// Probe waits opts.Settle, then tries a TCP connection to each target
+// (HOST:PORT) at once, each attempt bounded by opts.Timeout, opts.Attempts
+// times, and returns their outcomes in the order given.
+func Probe(ctx context.Context, targets []string, opts Options) Report {
+	opts.complete()
 	r := Report{Version: Version, Results: make([]Result, len(targets))}
+	if !sleep(ctx, opts.Settle) {
+		for i, t := range targets {
+			r.Results[i] = Result{Target: t, Outcome: Failed, Detail: context.Cause(ctx).Error()}
+		}
+		return r
+	}
 	var wg sync.WaitGroup
 	for i, t := range targets {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.Results[i] = connect(ctx, t, timeout)
+			r.Results[i] = attempts(ctx, t, opts)
 		}()
 	}
 	wg.Wait()
 	return r
+}
+
+func attempts(ctx context.Context, target string, opts Options) Result {
+	var res Result
+	connected := 0
+	for i := 0; i < opts.Attempts; i++ {
+		if i > 0 && !sleep(ctx, opts.Interval) {
+			break
+		}
+		res = connect(ctx, target, opts.Timeout)
+		if res.Outcome == Connected {
+			connected++
+		}
+		res.Attempts = i + 1
+		if res.Outcome == Failed {
+			break // a malformed target stays so
+		}
+	}
+	res.Connected = connected
+	return res
+}
+
+// sleep waits d or until ctx ends, and says whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
 
 func connect(ctx context.Context, target string, timeout time.Duration) Result {

@@ -75,20 +75,52 @@ func TestProbe(t *testing.T) {
 	}()
 	full1, full2 := fullListener(t), fullListener(t)
 	targets := []string{l.Addr().String(), closedPort(t), full1, full2, "no-port"}
-	r := Probe(context.Background(), targets, 700*time.Millisecond)
+	r := Probe(context.Background(), targets, Options{Timeout: 700 * time.Millisecond})
 	var got []Outcome
 	for i, res := range r.Results {
 		if res.Target != targets[i] {
 			t.Errorf("result %d is for %s, want %s", i, res.Target, targets[i])
 		}
-		if (res.Outcome == Connected) != (res.Detail == "") {
-			t.Errorf("result %d: outcome %s with detail %q", i, res.Outcome, res.Detail)
+		if (res.Outcome == Connected) != (res.Detail == "") || res.Attempts != 1 || res.Connected != map[bool]int{true: 1}[res.Outcome == Connected] {
+			t.Errorf("result %d: %+v", i, res)
 		}
 		got = append(got, res.Outcome)
 	}
 	want := []Outcome{Connected, Refused, TimedOut, TimedOut, Failed}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("outcomes (-want +got):\n%s\n%+v", d, r.Results)
+	}
+}
+
+// TestProbeAttempts: a target is tried Attempts times and takes its last
+// outcome: a listener that closes after the first attempt connected once
+// and is refused in the end (as a pod's rules that arrive late); a
+// malformed target is tried once.
+func TestProbeAttempts(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	go func() {
+		c, err := l.Accept()
+		if err == nil {
+			_ = c.Close()
+		}
+		_ = l.Close() // the next attempts are refused
+	}()
+	r := Probe(context.Background(), []string{addr, "no-port"}, Options{Timeout: time.Second, Attempts: 3, Interval: 100 * time.Millisecond})
+	type got struct {
+		Outcome             Outcome
+		Attempts, Connected int
+	}
+	var gots []got
+	for _, res := range r.Results {
+		gots = append(gots, got{res.Outcome, res.Attempts, res.Connected})
+	}
+	want := []got{{Refused, 3, 1}, {Failed, 1, 0}}
+	if d := cmp.Diff(want, gots); d != "" {
+		t.Errorf("(-want +got):\n%s", d)
 	}
 }
 
