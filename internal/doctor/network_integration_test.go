@@ -11,7 +11,10 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/pcsync/pcsync/internal/testcluster"
 	"github.com/pcsync/pcsync/pkg/apply"
@@ -127,4 +130,47 @@ func status(r *Report, area string) Status {
 		}
 	}
 	return ""
+}
+
+// The network plugin is named by the DaemonSet that owns its pods in
+// kube-system (read through the pods, which pcsync may list; a DaemonSet of
+// no known plugin, such as kube-proxy, names none). The test cluster runs
+// no DaemonSet controller: the pods are made by hand, owned by real
+// DaemonSets so that the garbage collector keeps them.
+func TestNetworkPluginNamed(t *testing.T) {
+	c := testcluster.Get(t)
+	ctx := context.Background()
+	cs := c.Client()
+	if got := networkPlugins(ctx, cs); len(got) != 0 {
+		t.Fatalf("plugins before any: %v", got)
+	}
+	for _, name := range []string{"kindnet", "kube-proxy"} {
+		labels := map[string]string{"app": name}
+		ds, err := cs.AppsV1().DaemonSets("kube-system").Create(ctx, &appsv1.DaemonSet{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "example.invalid/" + name}}}}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = cs.AppsV1().DaemonSets("kube-system").Delete(context.Background(), name, metav1.DeleteOptions{})
+		})
+		_, err = cs.CoreV1().Pods("kube-system").Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name + "-x1", Labels: labels, OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "apps/v1", Kind: "DaemonSet", Name: name, UID: ds.UID, Controller: ptr.To(true)}}},
+			Spec: corev1.PodSpec{NodeName: c.NodeName(), Containers: []corev1.Container{{Name: "c", Image: "example.invalid/" + name}}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = cs.CoreV1().Pods("kube-system").Delete(context.Background(), name+"-x1", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))})
+		})
+	}
+	if d := cmp.Diff([]string{"kindnet (DaemonSet kube-system/kindnet)"}, networkPlugins(ctx, cs)); d != "" {
+		t.Errorf("plugins (-want +got):\n%s", d)
+	}
 }
