@@ -2,8 +2,10 @@
 // cluster is reachable, pcsync holds every permission it uses, the kinds
 // the config renders are served (Cilium's CRDs in egress mode cilium), the
 // sessions volumes are bound and ReadWriteMany, the Secrets the config
-// names exist, each warm pool against its declaration, the spool directory
-// is writable, and what agent Jobs inherit from pcsync's own pod. Each check gives one row of a Report.
+// names exist, each warm pool against its declaration, that the tenants'
+// NetworkPolicies are enforced (ProbeNetwork: a short-lived probe pod in a
+// tenant namespace), the spool directory is writable, and what agent Jobs
+// inherit from pcsync's own pod. Each check gives one row of a Report.
 package doctor
 
 import (
