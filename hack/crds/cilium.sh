@@ -24,8 +24,12 @@ fi
 # Outside any module, so that the download touches no go.mod.
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-dir="$(cd "$tmp" && GOFLAGS=-mod=mod go mod download -json "github.com/cilium/cilium@${CILIUM_VERSION}" |
-	sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')"
+if ! (cd "$tmp" && GOFLAGS=-mod=mod go mod download -json "github.com/cilium/cilium@${CILIUM_VERSION}") >"$tmp/download.json"; then
+	cat "$tmp/download.json" >&2
+	echo "hack/crds/cilium.sh: go mod download github.com/cilium/cilium@${CILIUM_VERSION} failed" >&2
+	exit 1
+fi
+dir="$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p' "$tmp/download.json")"
 if [ -z "$dir" ] || [ ! -s "$dir/$crd_path" ]; then
 	echo "hack/crds/cilium.sh: github.com/cilium/cilium@${CILIUM_VERSION} has no $crd_path (module dir: '${dir}')" >&2
 	exit 1
