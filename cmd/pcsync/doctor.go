@@ -18,6 +18,7 @@ func newDoctorCmd(g *globalOptions) *cobra.Command {
 		spool, stateDir, leaseNS, output string
 		skipNetwork                      bool
 		networkTimeout                   time.Duration
+		kubeletPort                      int
 	)
 	cmd := &cobra.Command{
 		Use:   "doctor [DIR] [--spool DIR]",
@@ -61,7 +62,7 @@ Exit code 0 when nothing failed (warnings allowed), 1 when a check failed,
 				opts.ConfigDir = args[0]
 			}
 			opts.Spool, opts.StateDir = spool, stateDir
-			opts.SkipNetwork, opts.Network.Timeout = skipNetwork, networkTimeout
+			opts.SkipNetwork, opts.Network.Timeout, opts.Network.KubeletPort = skipNetwork, networkTimeout, kubeletPort
 			opts.Images = imageDefaults(nil)
 			if leaseNS != "" {
 				opts.LeaseNamespace = leaseNS
@@ -97,5 +98,7 @@ Exit code 0 when nothing failed (warnings allowed), 1 when a check failed,
 	f.BoolVar(&skipNetwork, "skip-network", false, "leave out the network check (no probe pod is started)")
 	f.DurationVar(&networkTimeout, "network-timeout", doctor.DefaultNetworkOptions().Timeout,
 		"how long the network check's probe pod may take to report, its image pull included")
+	f.IntVar(&kubeletPort, "kubelet-port", doctor.DefaultNetworkOptions().KubeletPort,
+		"the kubelet port the network check's probe tries on its own node (a kubelet's --port)")
 	return cmd
 }

@@ -58,6 +58,12 @@ func TestDoctorProvesEnforcement(t *testing.T) {
 
 	opts := doctor.DefaultNetworkOptions()
 	opts.Timeout = 3 * time.Minute
+	// The harness's kubelet listens on a port of its own, not 10250.
+	n, err := cs.CoreV1().Nodes().Get(ctx, node.Name(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.KubeletPort = int(n.Status.DaemonEndpoints.KubeletEndpoint.Port)
 	check := func(phase string, want doctor.Verdict, wantOutcome netprobe.Outcome) {
 		t.Helper()
 		r := doctor.ProbeNetwork(ctx, cs, m, opts)
@@ -69,7 +75,7 @@ func TestDoctorProvesEnforcement(t *testing.T) {
 		for _, tg := range r.Targets {
 			got[tg.Target] = tg.Outcome
 		}
-		kubelet := net.JoinHostPort(node.NodeIP(), "10250")
+		kubelet := net.JoinHostPort(node.NodeIP(), strconv.Itoa(opts.KubeletPort))
 		for _, target := range []string{kubelet, api} {
 			if target == "" {
 				continue
