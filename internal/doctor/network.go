@@ -143,8 +143,19 @@ func (r NetworkResult) Message() string {
 	where := "a probe pod labelled and hardened as an agent of namespace " + r.Namespace
 	switch r.Verdict {
 	case NotEnforced:
-		return fmt.Sprintf("%s: %s reached what the tenant's NetworkPolicies forbid: %s; %s; install a plugin that enforces NetworkPolicies",
-			NotEnforcedMessage, where, strings.Join(targets, "; "), plugin)
+		var reached, others []string
+		for _, t := range r.Targets {
+			if t.Outcome == netprobe.Connected && !t.AllowedByPolicy {
+				reached = append(reached, t.String())
+			} else {
+				others = append(others, t.String())
+			}
+		}
+		s := fmt.Sprintf("%s: %s reached what the tenant's NetworkPolicies forbid: %s", NotEnforcedMessage, where, strings.Join(reached, "; "))
+		if len(others) > 0 {
+			s += " (and: " + strings.Join(others, "; ") + ")"
+		}
+		return s + "; " + plugin + "; install a plugin that enforces NetworkPolicies"
 	case Enforced:
 		return fmt.Sprintf("the tenant's NetworkPolicies are enforced: %s was kept from %s; %s", where, strings.Join(targets, "; "), plugin)
 	}

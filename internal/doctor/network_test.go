@@ -197,3 +197,19 @@ func TestAPIServerAddress(t *testing.T) {
 		t.Error(d)
 	}
 }
+
+// TestNotEnforcedMessage: the message names what was reached first, the
+// other targets after, and the plugin.
+func TestNotEnforcedMessage(t *testing.T) {
+	r := NetworkResult{Verdict: NotEnforced, Namespace: "t-acme", Plugins: []string{"flannel (DaemonSet kube-flannel/kube-flannel-ds)"},
+		Targets: []Target{
+			{What: "kubelet", Result: netprobe.Result{Target: "10.200.0.1:10250", Outcome: netprobe.Refused}},
+			{What: "API server", Result: netprobe.Result{Target: "10.0.0.5:6443", Outcome: netprobe.Connected}},
+		}}
+	want := NotEnforcedMessage + ": a probe pod labelled and hardened as an agent of namespace t-acme reached what the tenant's " +
+		"NetworkPolicies forbid: 10.0.0.5:6443 (API server): connected (and: 10.200.0.1:10250 (kubelet): refused); " +
+		"network plugin: flannel (DaemonSet kube-flannel/kube-flannel-ds); install a plugin that enforces NetworkPolicies"
+	if d := cmp.Diff(want, r.Message()); d != "" {
+		t.Error(d)
+	}
+}
