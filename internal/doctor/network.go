@@ -193,6 +193,7 @@ func ProbeNetwork(ctx context.Context, cs kubernetes.Interface, m *config.Model,
 		r.Reason = "namespace " + ns + " has no NetworkPolicy: apply the tenant (pcsync apply)"
 		return r
 	}
+	sweepProbePods(ctx, cs, ns)
 	api := apiServerTarget(ctx, cs)
 	var targets []string
 	if api != "" {
@@ -304,4 +305,19 @@ func apiServerTarget(ctx context.Context, cs kubernetes.Interface) string {
 func apiServerAddress(a string) bool {
 	ip, err := netip.ParseAddr(a)
 	return err == nil && !ip.IsLoopback() && !ip.IsUnspecified()
+}
+
+// sweepProbePods deletes the ended probe pods of ns: those of a doctor or
+// daemon killed before it could delete its own (activeDeadlineSeconds ends
+// them). A probe pod still running may be another's, and is left alone.
+func sweepProbePods(ctx context.Context, cs kubernetes.Interface, ns string) {
+	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: LabelProbe + "=" + ProbeLabelNetwork})
+	if err != nil {
+		return
+	}
+	for _, p := range pods.Items {
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			_ = cs.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{})
+		}
+	}
 }

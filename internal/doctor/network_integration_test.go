@@ -5,6 +5,7 @@ package doctor
 import (
 	"context"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/pcsync/pcsync/internal/podwait"
 	"github.com/pcsync/pcsync/internal/testcluster"
 	"github.com/pcsync/pcsync/pkg/apply"
 	"github.com/pcsync/pcsync/pkg/config"
@@ -71,6 +73,33 @@ func TestNetworkCheckFailsClosedOnKwok(t *testing.T) {
 	ctx := context.Background()
 	dir, _, tenant := applyTenant(t, c)
 
+	// A probe pod a killed doctor left, ended by its deadline (kwok fails
+	// it): swept; one still running (another doctor's) is left alone.
+	for name, sim := range map[string]map[string]string{
+		"pcsync-netprobe-old":  testcluster.FailWith("DeadlineExceeded", 1, 0),
+		"pcsync-netprobe-busy": nil,
+	} {
+		labels := map[string]string{LabelProbe: ProbeLabelNetwork}
+		maps.Copy(labels, sim)
+		_, err := c.Client().CoreV1().Pods(tenant).Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+			Spec: corev1.PodSpec{SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true),
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+				Containers: []corev1.Container{{Name: "c", Image: "example.invalid/x", SecurityContext: &corev1.SecurityContext{
+					AllowPrivilegeEscalation: ptr.To(false), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}}}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	wctx, wcancel := context.WithTimeout(ctx, time.Minute)
+	defer wcancel()
+	if _, err := podwait.Until(wctx, c.Client(), tenant, "pcsync-netprobe-old", func(p *corev1.Pod) (bool, error) {
+		return p != nil && p.Status.Phase == corev1.PodFailed, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+
 	opts := DefaultOptions()
 	opts.ConfigDir, opts.RESTConfig = dir, c.RESTConfig()
 	opts.Network.Timeout = 8 * time.Second
@@ -89,9 +118,16 @@ func TestNetworkCheckFailsClosedOnKwok(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(pods.Items) != 0 {
-		t.Errorf("probe pods left behind: %d", len(pods.Items))
+	var left []string
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil {
+			left = append(left, p.Name)
+		}
 	}
+	if d := cmp.Diff([]string{"pcsync-netprobe-busy"}, left); d != "" {
+		t.Errorf("probe pods left (-want +got):\n%s", d)
+	}
+	_ = c.Client().CoreV1().Pods(tenant).Delete(ctx, "pcsync-netprobe-busy", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))})
 
 	// With the tenant's NetworkPolicies gone: no pod, a failure that says so.
 	if err := c.Client().NetworkingV1().NetworkPolicies(tenant).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
