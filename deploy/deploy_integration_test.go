@@ -220,6 +220,8 @@ func TestRBACIsSufficient(t *testing.T) {
 	dopts := doctor.DefaultOptions()
 	dopts.RESTConfig, dopts.LeaseNamespace, dopts.ConfigDir = sa, "pcsync-system", dir
 	dopts.Introspect = introspect.Options{NamespaceFile: nsFile, Getenv: getenv}
+	// kwok's node runs no probe: the network check waits this long.
+	dopts.Network.Timeout = 10 * time.Second
 	r := doctor.Run(ctx, dopts)
 	// No tenant is applied yet: the per-tenant rights are not held
 	// anywhere, and doctor says it checks them once a tenant exists.
@@ -294,6 +296,17 @@ func TestRBACIsSufficient(t *testing.T) {
 			t.Errorf("doctor as %s after apply: %q does not say it checked the per-tenant rights in %sacme", serviceAccount, ch.Detail, prefix)
 		}
 	}
+	// The network check, as the service account: its probe pod is created
+	// (and deleted) in the applied tenant namespace; kwok's node runs no
+	// container, so it never reports and doctor fails closed saying so (a
+	// missing right would say "forbidden" instead).
+	for _, ch := range r.Checks {
+		if ch.Area == "network" && (ch.Status != doctor.StatusFail || !strings.Contains(ch.Detail, "did not report") ||
+			!strings.Contains(ch.Detail, "Pod/"+prefix+"acme/pcsync-netprobe-")) {
+			t.Errorf("doctor's network check as %s on kwok: %s %q; want a failure: the probe pod in %sacme did not report",
+				serviceAccount, ch.Status, ch.Detail, prefix)
+		}
+	}
 	var secretRows []string
 	for _, ch := range r.Checks {
 		if ch.Area == "secrets" && strings.HasPrefix(ch.Name, prefix+"acme/") {
@@ -352,6 +365,13 @@ func TestRBACIsSufficient(t *testing.T) {
 		{Verb: "bind", Group: "rbac.authorization.k8s.io", Resource: "roles", Namespace: prefix + "acme", Name: "other"},
 		{Verb: "bind", Group: "rbac.authorization.k8s.io", Resource: "clusterroles", Name: "admin"},
 		{Verb: "escalate", Group: "rbac.authorization.k8s.io", Resource: "clusterroles", Name: render.PcsyncTenantClusterRole},
+		// The network check reads the API server's EndpointSlice only.
+		{Verb: "get", Group: "discovery.k8s.io", Resource: "endpointslices", Namespace: "default", Name: "other"},
+		{Verb: "list", Group: "discovery.k8s.io", Resource: "endpointslices", Namespace: "default"},
+	}
+	if ra := (authorizationv1.ResourceAttributes{Verb: "get", Group: "discovery.k8s.io", Resource: "endpointslices",
+		Namespace: "default", Name: "kubernetes"}); !allowed(t, cs, ra) {
+		t.Errorf("%s may not get EndpointSlice default/kubernetes (the network check's API server target)", serviceAccount)
 	}
 	for _, ns := range []string{"kube-system", "pcsync-system", prefix + "globex", "default"} {
 		refused = append(refused, tenantRights(ns)...)

@@ -38,6 +38,9 @@ type daemonFlags struct {
 	forceConflicts bool
 
 	sandbox sandboxFlags
+	// skipNetworkCheck leaves out the network check at start
+	// (daemon_network.go).
+	skipNetworkCheck bool
 
 	leaderElect                            bool
 	leaseNamespace, leaseID                string
@@ -122,6 +125,8 @@ See docs/daemon.md and docs/runs.md.`,
 	addForceConflicts(fl, &f.forceConflicts)
 	f.sides.add(fl)
 	f.sandbox.add(fl)
+	fl.BoolVar(&f.skipNetworkCheck, "skip-network-check", false,
+		"do not start a probe pod in a tenant namespace after the first reconcile to prove that its NetworkPolicies are enforced")
 	fl.BoolVar(&f.leaderElect, "leader-elect", false, "run the loops only while holding the leader Lease (for several replicas)")
 	fl.StringVar(&f.leaseNamespace, "leader-election-namespace", "",
 		"namespace of the Lease (default $POD_NAMESPACE, else the service account's namespace, else paperclip)")
@@ -259,6 +264,14 @@ func (f *daemonFlags) options(ctx context.Context, g *globalOptions, lim apply.A
 	}
 	if f.sandbox.enabled {
 		opts.Sandbox = f.sandbox.runner(g, f, self, opts.Metrics)
+	}
+	// Agents run in the cluster: prove that their NetworkPolicies hold.
+	if !f.skipNetworkCheck && !f.once && (f.sandbox.enabled || !f.noRuns && f.executor == "kubernetes") {
+		cs, err := f.clientset(g, "pcsync-network-check")
+		if err != nil {
+			return opts, err
+		}
+		ro.Observe = newNetworkCheck(g.Logger, cs, opts.Metrics).observe(ctx, ro.Observe)
 	}
 	if f.leaderElect {
 		cs, err := f.clientset(g, "pcsync-leader-election")

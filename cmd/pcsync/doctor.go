@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -15,6 +16,9 @@ var errChecksFailed = errors.New("checks failed")
 func newDoctorCmd(g *globalOptions) *cobra.Command {
 	var (
 		spool, stateDir, leaseNS, output string
+		skipNetwork                      bool
+		networkTimeout                   time.Duration
+		kubeletPort                      int
 	)
 	cmd := &cobra.Command{
 		Use:   "doctor [DIR] [--spool DIR]",
@@ -32,6 +36,15 @@ func newDoctorCmd(g *globalOptions) *cobra.Command {
   sessions  each sessions PVC is Bound and ReadWriteMany
   secrets   the Secrets the config names exist in the tenant namespaces
             (secretRefs, imagePullSecrets; optional secretRefs as warnings)
+  network   the tenants' NetworkPolicies are enforced: a short-lived probe
+            pod in the first applied tenant namespace (pcsync's image,
+            hardened and labelled as that company's agents) tries TCP
+            connections its policies forbid (the kubelet port of its own
+            node, the API server's address): one that connects fails
+            ("NetworkPolicies are not enforced on this cluster: agents are
+            not isolated", naming the network plugin when it can tell); a
+            probe that never reports fails too (fail closed); the pod is
+            deleted in every case. --skip-network leaves it out.
   spool     --spool is a writable directory
   daemon    a daemon serves --spool: its status file (<state>/status.json)
             has a fresh heartbeat (warning when none runs, failure when it
@@ -49,6 +62,7 @@ Exit code 0 when nothing failed (warnings allowed), 1 when a check failed,
 				opts.ConfigDir = args[0]
 			}
 			opts.Spool, opts.StateDir = spool, stateDir
+			opts.SkipNetwork, opts.Network.Timeout, opts.Network.KubeletPort = skipNetwork, networkTimeout, kubeletPort
 			opts.Images = imageDefaults(nil)
 			if leaseNS != "" {
 				opts.LeaseNamespace = leaseNS
@@ -81,5 +95,10 @@ Exit code 0 when nothing failed (warnings allowed), 1 when a check failed,
 	f.StringVar(&leaseNS, "leader-election-namespace", "",
 		"namespace of the leader Lease (default $POD_NAMESPACE, else the service account's namespace, else paperclip)")
 	f.StringVarP(&output, "output", "o", "table", "output format: table or json")
+	f.BoolVar(&skipNetwork, "skip-network", false, "leave out the network check (no probe pod is started)")
+	f.DurationVar(&networkTimeout, "network-timeout", doctor.DefaultNetworkOptions().Timeout,
+		"how long the network check's probe pod may take to report, its image pull included")
+	f.IntVar(&kubeletPort, "kubelet-port", doctor.DefaultNetworkOptions().KubeletPort,
+		"the kubelet port the network check's probe tries on its own node (a kubelet's --port)")
 	return cmd
 }

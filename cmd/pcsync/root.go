@@ -62,6 +62,7 @@ func subcommands(g *globalOptions) []*cobra.Command {
 		newSandboxServerCmd(g),
 		newInitCmd(g),
 		newEgressProxyCmd(g),
+		newNetprobeCmd(g),
 	}
 }
 

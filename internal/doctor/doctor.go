@@ -2,8 +2,10 @@
 // cluster is reachable, pcsync holds every permission it uses, the kinds
 // the config renders are served (Cilium's CRDs in egress mode cilium), the
 // sessions volumes are bound and ReadWriteMany, the Secrets the config
-// names exist, each warm pool against its declaration, the spool directory
-// is writable, and what agent Jobs inherit from pcsync's own pod. Each check gives one row of a Report.
+// names exist, each warm pool against its declaration, that the tenants'
+// NetworkPolicies are enforced (ProbeNetwork: a short-lived probe pod in a
+// tenant namespace), the spool directory is writable, and what agent Jobs
+// inherit from pcsync's own pod. Each check gives one row of a Report.
 package doctor
 
 import (
@@ -137,14 +139,20 @@ type Options struct {
 	ImageCheck imagecheck.Options
 	// Introspect finds pcsync's own pod. Default introspect.DefaultOptions().
 	Introspect introspect.Options
-	// Timeout bounds the whole run. Default 1 minute.
+	// Network configures the network check (a probe pod in a tenant
+	// namespace; see ProbeNetwork). Default DefaultNetworkOptions().
+	Network NetworkOptions
+	// SkipNetwork leaves the network check out.
+	SkipNetwork bool
+	// Timeout bounds the whole run. Default 3 minutes (the network check's
+	// probe pod may wait for an image pull).
 	Timeout time.Duration
 }
 
 // DefaultOptions returns the defaults described on Options.
 func DefaultOptions() Options {
 	return Options{LeaseNamespace: leader.DefaultNamespace(), Permissions: DefaultPermissions(),
-		Introspect: introspect.DefaultOptions(), Timeout: time.Minute}
+		Introspect: introspect.DefaultOptions(), Network: DefaultNetworkOptions(), Timeout: 3 * time.Minute}
 }
 
 // Run performs every check and returns the report; it never fails as a
@@ -191,6 +199,7 @@ func (d *doctor) run(ctx context.Context) {
 		d.checkSessions(ctx)
 		d.checkPools(ctx)
 		d.checkSecrets(ctx, inherited)
+		d.checkNetwork(ctx)
 	}
 	d.checkImages(ctx, reachable, inherited)
 	d.checkSpool()
@@ -341,6 +350,31 @@ func (d *doctor) checkRBAC(ctx context.Context) {
 		}
 		d.add("rbac", "tenant permissions", StatusSkip, "%d per-tenant verbs not checked: %s; each tenant's RoleBinding %s grants them once pcsync apply has created it",
 			skipped, why, render.PcsyncRoleBindingName)
+	}
+}
+
+// checkNetwork proves that the cluster enforces the tenants'
+// NetworkPolicies (ProbeNetwork): a connection they forbid that succeeds
+// fails, and so does a probe that cannot tell (fail closed); before any
+// tenant is applied it is a warning.
+func (d *doctor) checkNetwork(ctx context.Context) {
+	const area, name = "network", "NetworkPolicies enforced"
+	switch {
+	case d.opts.SkipNetwork:
+		d.add(area, name, StatusSkip, "left out (--skip-network)")
+		return
+	case d.model == nil:
+		d.add(area, name, StatusSkip, "no valid config names a tenant namespace to probe from")
+		return
+	}
+	r := ProbeNetwork(ctx, d.cs, d.model, d.opts.Network)
+	switch {
+	case r.Verdict == Enforced:
+		d.add(area, name, StatusOK, "%s", r.Message())
+	case r.NoTenant:
+		d.add(area, name, StatusWarn, "%s", r.Message())
+	default:
+		d.add(area, name, StatusFail, "%s", r.Message())
 	}
 }
 

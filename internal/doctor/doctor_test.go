@@ -145,6 +145,7 @@ spec:
 		"secrets|" + acme + "/regcred|ok",
 		"secrets|" + acme + "/mirror|fail",
 		"secrets|" + prefix + "globex|warn",
+		"network|NetworkPolicies enforced|fail",
 		"images|Secret/" + acme + "/regcred|warn",
 		"images|pcsync-agent-claude:dev|fail",
 		"images|pcsync-agent-codex:dev|fail",
@@ -164,6 +165,7 @@ spec:
 		{"secrets", acme + "/acme-keys", "cannot start"},
 		{"rbac", "permissions", "the per-tenant ones in " + acme},
 		{"images", "Secret/" + acme + "/regcred", "not a docker config"},
+		{"network", "NetworkPolicies enforced", "not proven that NetworkPolicies are enforced: namespace " + acme + " has no NetworkPolicy"},
 		{"images", "pcsync-agent-claude:dev", "needed by acme/coder: pcsync's images have no registry: push them with `make images REGISTRY=<registry> PUSH=1`"},
 	} {
 		if got := detail(r, w.area, w.name); !strings.Contains(got, w.want) {

@@ -118,6 +118,10 @@ func DefaultPermissions() []Permission {
 	add("", []string{"secrets"}, []string{"get", "create", "patch"}, ScopeOwnNamespace,
 		"the ApplySet parent (--applyset, default pcsync)", func(p *Permission) { p.Name = "pcsync" })
 	add("authorization.k8s.io", []string{"selfsubjectaccessreviews"}, []string{"create"}, ScopeCluster, "pcsync doctor", nil)
+	add("discovery.k8s.io", []string{"endpointslices"}, []string{"get"}, ScopeCluster,
+		"the network check's API server target (EndpointSlice default/kubernetes)", func(p *Permission) {
+			p.Name, p.Optional = "kubernetes", true
+		})
 	return out
 }
 

@@ -44,7 +44,7 @@ func (e *env) startDaemonProcess(b *testing.B, bin string, extra ...string) *dae
 	}
 	args := append([]string{"daemon", "--executor", "kubernetes", "--no-reconcile", "--config", e.cfgDir,
 		"--spool", e.spool, "--state-dir", e.state, "--kubeconfig", e.c.KubeconfigPath(),
-		"--metrics-bind-address", d.addr, "--log-format", "json"}, extra...)
+		"--metrics-bind-address", d.addr, "--log-format", "json", "--skip-network-check"}, extra...)
 	d.cmd = exec.Command(bin, args...)
 	d.cmd.Stdout, d.cmd.Stderr = logf, logf
 	d.cmd.Env = append(os.Environ(), "ANTHROPIC_API_KEY="+testAPIKey)

@@ -335,7 +335,8 @@ func (k *killLoop) start(logf *os.File) (*exec.Cmd, chan struct{}, chan error) {
 		kubeconfig = e.c.KubeconfigPath()
 	}
 	cmd := exec.Command(k.bin, "daemon", "--executor", "kubernetes", "--no-reconcile", "--config", e.cfgDir,
-		"--spool", e.spool, "--state-dir", e.state, "--kubeconfig", kubeconfig, "--rescan-interval", "500ms")
+		"--spool", e.spool, "--state-dir", e.state, "--kubeconfig", kubeconfig, "--rescan-interval", "500ms",
+		"--skip-network-check") // no probe pod among the Jobs' pods
 	cmd.Env = append(os.Environ(), "ANTHROPIC_API_KEY="+testAPIKey)
 	// A test binary that dies (timeout, panic) takes its daemon along.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
