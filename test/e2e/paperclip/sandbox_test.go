@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/pcsync/pcsync/internal/testcluster"
+	"github.com/pcsync/pcsync/pkg/sandbox"
 )
 
 // sandboxWorld is a Paperclip company whose stock adapters run through
@@ -161,7 +162,7 @@ func shortDir(t testing.TB, prefix string) string {
 func (sw *sandboxWorld) watch(t testing.TB) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	w, err := sw.c.Client().CoreV1().Pods(sw.ns).Watch(ctx, metav1.ListOptions{})
+	w, err := sw.c.Client().CoreV1().Pods(sw.ns).Watch(ctx, leasePodsOnly)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,6 +187,10 @@ func (sw *sandboxWorld) watch(t testing.TB) {
 	}()
 }
 
+// leasePodsOnly selects a namespace's lease pods: the tenant's egress proxy
+// (egress mode proxy, the default) runs there too.
+var leasePodsOnly = metav1.ListOptions{LabelSelector: sandbox.LabelLease}
+
 // leasePods returns the names of the lease pods seen, and of those gone.
 func (sw *sandboxWorld) leasePods() (seen, gone []string) {
 	sw.mu.Lock()
@@ -204,7 +209,7 @@ func (sw *sandboxWorld) waitNoPods(t testing.TB, within time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
-		pods, err := sw.c.Client().CoreV1().Pods(sw.ns).List(context.Background(), metav1.ListOptions{})
+		pods, err := sw.c.Client().CoreV1().Pods(sw.ns).List(context.Background(), leasePodsOnly)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -422,7 +427,7 @@ func (sw *sandboxWorld) waitLeasePod(t testing.TB, within time.Duration) string 
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
-		pods, err := sw.c.Client().CoreV1().Pods(sw.ns).List(context.Background(), metav1.ListOptions{})
+		pods, err := sw.c.Client().CoreV1().Pods(sw.ns).List(context.Background(), leasePodsOnly)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -619,6 +624,9 @@ func TestSandboxRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc["spec"].(map[string]any)["quota"] = zero
+	// validate refuses a proxy-mode company whose quota cannot hold its
+	// egress proxy's pod: the quota full at run time is a standard-mode one.
+	doc["spec"].(map[string]any)["egress"] = map[string]any{"mode": "standard"}
 	if data, err = yaml.Marshal(doc); err != nil {
 		t.Fatal(err)
 	}
