@@ -14,6 +14,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/runs/kubeexec"
 )
 
@@ -23,8 +24,8 @@ import (
 const (
 	proxyRequestRounds  = 5  // × proxyRequestsPerRnd requests each
 	proxyRequestsPerRnd = 20 // proxyRequestRounds × this = 100
-	proxyDownloadRounds = 3
-	proxyDropRounds     = 5
+	proxyDownloadRounds = 5
+	proxyDropRounds     = 10
 )
 
 // BenchmarkProxy: a company in egress mode proxy against its peer, a
@@ -40,13 +41,18 @@ func BenchmarkProxy(b *testing.B) {
 	ctx := context.Background()
 	idle := e.proxyRSS(ctx, b)
 	for range b.N {
+		cpu0 := e.proxyCPU(ctx, b)
 		px, dx := e.alternate(ctx, b, proxyRequestRounds, "small", strconv.Itoa(proxyRequestsPerRnd))
+		cpu1 := e.proxyCPU(ctx, b)
 		b.Run("https-100", func(b *testing.B) {
 			reportP(b, "100 small HTTPS requests (new connection each) through the proxy vs direct", px, dx)
+			reportCPU(b, cpu0, cpu1, float64(len(px)+proxyRequestRounds), "req") // and one warm-up a round
 		})
 		px, dx = e.alternate(ctx, b, proxyDownloadRounds, "big", "")
+		cpu2 := e.proxyCPU(ctx, b)
 		b.Run("download-50MB", func(b *testing.B) {
 			reportP(b, "a 50 MB HTTPS download through the proxy vs direct", px, dx)
+			reportCPU(b, cpu1, cpu2, float64(len(px)), "download")
 		})
 		under := e.proxyRSSUnder(ctx, b)
 		after := e.proxyRSS(ctx, b)
@@ -148,9 +154,9 @@ func (e *proxyBenchEnv) proxyRSSUnder(ctx context.Context, b *testing.B) float64
 	return rss
 }
 
-// proxyRSS is the proxy container's resident memory in MiB: the VmRSS of
-// the host's processes whose cgroup names the container's ID.
-func (e *proxyBenchEnv) proxyRSS(ctx context.Context, b *testing.B) float64 {
+// proxyProcs are the /proc directories of the host's processes whose
+// cgroup names the proxy container's ID.
+func (e *proxyBenchEnv) proxyProcs(ctx context.Context, b *testing.B) []string {
 	b.Helper()
 	pod, err := e.c.Client().CoreV1().Pods(e.nsPX).Get(ctx, e.proxyPod.Name, metav1.GetOptions{})
 	if err != nil {
@@ -161,27 +167,103 @@ func (e *proxyBenchEnv) proxyRSS(ctx context.Context, b *testing.B) float64 {
 	}
 	id := pod.Status.ContainerStatuses[0].ContainerID
 	id = id[strings.Index(id, "://")+3:]
-	procs, _ := filepath.Glob("/proc/[0-9]*/cgroup")
-	var kb, n int64
-	for _, cg := range procs {
-		raw, err := os.ReadFile(cg)
-		if err != nil || !strings.Contains(string(raw), id) {
-			continue
+	cgs, _ := filepath.Glob("/proc/[0-9]*/cgroup")
+	var procs []string
+	for _, cg := range cgs {
+		if raw, err := os.ReadFile(cg); err == nil && strings.Contains(string(raw), id) {
+			procs = append(procs, filepath.Dir(cg))
 		}
-		status, err := os.ReadFile(filepath.Join(filepath.Dir(cg), "status"))
+	}
+	if len(procs) == 0 {
+		b.Fatalf("no host process in the cgroup of container %s (pod %s/%s)", id, pod.Namespace, pod.Name)
+	}
+	return procs
+}
+
+// proxyRSS is the proxy container's resident memory in MiB: the sum of
+// its host processes' VmRSS.
+func (e *proxyBenchEnv) proxyRSS(ctx context.Context, b *testing.B) float64 {
+	b.Helper()
+	var kb int64
+	for _, proc := range e.proxyProcs(ctx, b) {
+		status, err := os.ReadFile(filepath.Join(proc, "status"))
 		if err != nil {
-			continue
+			b.Fatal(err)
 		}
 		for _, line := range strings.Split(string(status), "\n") {
 			if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
 				v, _ := strconv.ParseInt(f[1], 10, 64)
 				kb += v
-				n++
 			}
 		}
 	}
-	if n == 0 {
-		b.Fatalf("no host process in the cgroup of container %s (pod %s/%s)", id, pod.Namespace, pod.Name)
-	}
 	return float64(kb) / 1024
+}
+
+// proxyCPU is the proxy container's CPU time and its CFS throttling
+// (cgroup v1: cpuacct.usage, cpu.stat's nr_throttled and throttled_time),
+// from the cgroup its first process names.
+type proxyCPU struct{ usage, throttled, throttledTime int64 }
+
+func (e *proxyBenchEnv) proxyCPU(ctx context.Context, b *testing.B) proxyCPU {
+	b.Helper()
+	raw, err := os.ReadFile(filepath.Join(e.proxyProcs(ctx, b)[0], "cgroup"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var c proxyCPU
+	for _, line := range strings.Split(string(raw), "\n") {
+		f := strings.SplitN(line, ":", 3)
+		if len(f) != 3 {
+			continue
+		}
+		for _, ctl := range strings.Split(f[1], ",") {
+			switch ctl {
+			case "cpuacct":
+				c.usage = readInt(b, filepath.Join(cgroupV1Dir("cpuacct"), f[2], "cpuacct.usage"))
+			case "cpu":
+				stat, err := os.ReadFile(filepath.Join(cgroupV1Dir("cpu"), f[2], "cpu.stat"))
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, l := range strings.Split(string(stat), "\n") {
+					if kv := strings.Fields(l); len(kv) == 2 {
+						v, _ := strconv.ParseInt(kv[1], 10, 64)
+						switch kv[0] {
+						case "nr_throttled":
+							c.throttled = v
+						case "throttled_time":
+							c.throttledTime = v
+						}
+					}
+				}
+			}
+		}
+	}
+	return c
+}
+
+func readInt(b *testing.B, path string) int64 {
+	b.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	v, err := strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64)
+	if err != nil {
+		b.Fatalf("%s: %v", path, err)
+	}
+	return v
+}
+
+// reportCPU reports the proxy's CPU time and CFS throttling between two
+// readings, per unit of work.
+func reportCPU(b *testing.B, before, after proxyCPU, units float64, unit string) {
+	b.Helper()
+	ms := float64(after.usage-before.usage) / 1e6
+	b.ReportMetric(ms/units, "proxy-cpu-ms/"+unit)
+	b.ReportMetric(float64(after.throttled-before.throttled), "proxy-throttled-periods")
+	b.ReportMetric(float64(after.throttledTime-before.throttledTime)/1e6, "proxy-throttled-ms")
+	b.Logf("the proxy's CPU over the phase: %.1f ms (%.2f ms per %s), throttled in %d periods for %.1f ms (its CPU limit: %s)",
+		ms, ms/units, unit, after.throttled-before.throttled, float64(after.throttledTime-before.throttledTime)/1e6, *config.EgressProxyResources().Limits.CPU)
 }
