@@ -46,6 +46,12 @@
 //	                  peer (a plain pod, a bare exec, a bare delete, a bare
 //	                  Job)
 //	service_test.go   a pod reaches another through a ClusterIP Service
+//	proxy_bench_test.go  make bench's egress-proxy figures (issue 38): HTTPS
+//	                  requests and a 50 MB download through a tenant's proxy
+//	                  against a standard-mode tenant's direct allowCidrs path,
+//	                  the proxy's RSS idle and under 50 tunnels, a Job's
+//	                  drop → Running with and without the proxy's env
+//	                  (proxy_bench_env_test.go builds the world)
 //	enforce_test.go   the enforcement matrix of egress mode standard: from a
 //	                  Job's pod, a lease pod, an unclaimed pool member,
 //	                  another tenant's agent and a pod without policies, to
