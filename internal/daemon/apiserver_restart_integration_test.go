@@ -90,8 +90,13 @@ func TestAPIServerGoesAway(t *testing.T) {
 		}
 		return files
 	}
+	// Egress mode standard: in proxy mode each of the fleet's tenants runs
+	// an egress proxy pod, and 60 of them beside the 50 runs would fill the
+	// kwok node's 110 pods, leaving the runs that arrive during the outage
+	// unscheduled. The outage, not egress, is this test's subject.
 	writeAtomic(t, filepath.Join(cfgDir, "settings.yaml"), fmt.Sprintf(
 		"apiVersion: pcsync.io/v1alpha1\nkind: Settings\nmetadata: {name: test}\nspec:\n  namespacePrefix: %s\n"+
+			"  egress: {mode: standard}\n"+
 			"  images: {allowList: [\"ghcr.io/paperclipai/*\"]}\n", prefix))
 	writeAtomic(t, filepath.Join(cfgDir, "runs.yaml"), runsCompany())
 	for name, content := range fleet(0, fleetBefore) {

@@ -13,6 +13,9 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
+
+	"github.com/pcsync/pcsync/internal/safefile"
 )
 
 // MetadataAddress is the cloud metadata address. It is never bound, routed or
@@ -73,7 +76,16 @@ type Net struct {
 	forward          map[string]string // interface → its forwarding value before Forward
 	closeOnce        sync.Once
 	closeErr         error
+	lock             *safefile.Lock // the machine's one Net at a time (LockPath)
 }
+
+// LockPath is the machine-wide lock a Net holds from New to Close: every Net
+// routes the same default addresses (and the same link prefix) from the
+// host, so two at once, in two test binaries, would clash on their routes.
+const LockPath = "/run/pcsync-testnet.lock"
+
+// lockWait bounds how long New waits for another process's Net to close.
+const lockWait = 15 * time.Minute
 
 // New creates the namespace, the veth pair, the addresses and the host's routes.
 // On error, whatever was created is removed.
@@ -86,9 +98,13 @@ func New(ctx context.Context, opts Options) (_ *Net, err error) {
 	if err := n.parse(); err != nil {
 		return nil, err
 	}
+	if n.lock, err = safefile.LockWait(LockPath, 0o600, lockWait, 100*time.Millisecond); err != nil {
+		return nil, fmt.Errorf("testnet: waiting for another test's network namespace to go (%s): %w", LockPath, err)
+	}
 	suffix := randomHex(4)
 	n.hostLink, n.nsLink = "ptn"+suffix+"h", "ptn"+suffix+"n"
 	if err := n.ip(ctx, "netns", "add", opts.Name); err != nil {
+		n.lock.Unlock()
 		return nil, err
 	}
 	defer func() {
@@ -185,6 +201,9 @@ func (n *Net) Close() error {
 			}
 		}
 		n.closeErr = errors.Join(errs...)
+		if n.lock != nil {
+			n.lock.Unlock()
+		}
 	})
 	return n.closeErr
 }
