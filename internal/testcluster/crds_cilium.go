@@ -33,15 +33,8 @@ func CiliumCRDPath() string {
 	if p := os.Getenv(CiliumCRDEnv); p != "" {
 		return p
 	}
-	cache := os.Getenv("XDG_CACHE_HOME")
-	if cache == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			home = os.TempDir()
-		}
-		cache = filepath.Join(home, ".cache")
-	}
-	return filepath.Join(cache, "pcsync", "crds", "cilium-"+CiliumVersion, "ciliumnetworkpolicies.yaml")
+	cache := pcsyncCache()
+	return filepath.Join(cache, "crds", "cilium-"+CiliumVersion, "ciliumnetworkpolicies.yaml")
 }
 
 // InstallCiliumCRD loads Cilium's CiliumNetworkPolicy CRD (CiliumCRDPath)

@@ -42,15 +42,8 @@ func DefaultNetBinDir() string {
 	if d := os.Getenv(NetBinDirEnv); d != "" {
 		return d
 	}
-	cache := os.Getenv("XDG_CACHE_HOME")
-	if cache == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			home = os.TempDir()
-		}
-		cache = filepath.Join(home, ".cache")
-	}
-	return filepath.Join(cache, "pcsync", "nodenet", NetVersionKey())
+	cache := pcsyncCache()
+	return filepath.Join(cache, "nodenet", NetVersionKey())
 }
 
 // checkNetBinaries reports, wrapping ErrBinariesMissing, which of NetBinaries dir lacks.

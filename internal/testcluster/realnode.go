@@ -3,7 +3,6 @@ package testcluster
 import (
 	"cmp"
 	"net"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -60,14 +59,7 @@ const RealNodeTaintKey = "pcsync.io/real-node"
 
 // DefaultRealNodeOptions returns RealNodeOptions with every default filled in.
 func DefaultRealNodeOptions() RealNodeOptions {
-	cache := os.Getenv("XDG_CACHE_HOME")
-	if cache == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			home = os.TempDir()
-		}
-		cache = filepath.Join(home, ".cache")
-	}
+	cache := pcsyncCache()
 	return RealNodeOptions{
 		Name:        "real-node-0",
 		NodeIP:      "10.200.0.1",
@@ -75,7 +67,7 @@ func DefaultRealNodeOptions() RealNodeOptions {
 		LockPath:    "/run/pcsync-realnode.lock",
 		LockTimeout: 15 * time.Minute,
 		CNIBinDir:   "/usr/lib/cni",
-		CacheDir:    filepath.Join(cache, "pcsync", "realnode"),
+		CacheDir:    filepath.Join(cache, "realnode"),
 		NetBinDir:   DefaultNetBinDir(),
 	}
 }

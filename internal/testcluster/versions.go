@@ -43,15 +43,8 @@ func DefaultBinDir() string {
 	if d := os.Getenv(BinDirEnv); d != "" {
 		return d
 	}
-	cache := os.Getenv("XDG_CACHE_HOME")
-	if cache == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			home = os.TempDir()
-		}
-		cache = filepath.Join(home, ".cache")
-	}
-	return filepath.Join(cache, "pcsync", "k8sbin", VersionKey())
+	cache := pcsyncCache()
+	return filepath.Join(cache, "k8sbin", VersionKey())
 }
 
 // ErrBinariesMissing is wrapped by CheckBinaries when a binary is absent.
@@ -70,4 +63,18 @@ func CheckBinaries(dir string) error {
 		return fmt.Errorf("testcluster: %v not found in %s: %w", missing, dir, ErrBinariesMissing)
 	}
 	return nil
+}
+
+// pcsyncCache is ${XDG_CACHE_HOME:-$HOME/.cache}/pcsync, where the harness's
+// binaries, images and downloads are kept between runs.
+func pcsyncCache() string {
+	cache := os.Getenv("XDG_CACHE_HOME")
+	if cache == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			home = os.TempDir()
+		}
+		cache = filepath.Join(home, ".cache")
+	}
+	return filepath.Join(cache, "pcsync")
 }
