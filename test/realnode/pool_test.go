@@ -214,7 +214,9 @@ func TestPoolDaemonKilledMidRefill(t *testing.T) {
 	e.waitPool(t, m, "4 Ready members", func(ready, members int) bool { return ready == 4 && members == 4 })
 	time.Sleep(3 * time.Second) // a resync or two: nothing more may come
 	after := e.members(t)
-	all, err := e.c.Client().CoreV1().Pods(e.ns).List(context.Background(), metav1.ListOptions{})
+	// Every pod but the tenant's egress proxy (egress mode proxy).
+	all, err := e.c.Client().CoreV1().Pods(e.ns).List(context.Background(),
+		metav1.ListOptions{LabelSelector: render.LabelRole + "!=" + render.RoleEgressProxy})
 	if err != nil {
 		t.Fatal(err)
 	}
