@@ -140,15 +140,7 @@ func (e *enfEnv) startNetns(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	tn, err := testnet.New(ctx, testnet.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := tn.Close(); err != nil {
-			t.Error(err)
-		}
-	})
+	tn := newTestNet(ctx, t)
 	e.tn = tn
 	for _, l := range []struct{ name, addr, port string }{
 		{"public-443", testnet.PublicAddress, "443"},
@@ -365,4 +357,20 @@ func (e *enfEnv) jobProber(ctx context.Context, t *testing.T) enfProber {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// newTestNet creates the network namespace of a test's targets (package
+// testnet), removed when the test ends; a failed removal fails the test.
+func newTestNet(ctx context.Context, tb testing.TB) *testnet.Net {
+	tb.Helper()
+	tn, err := testnet.New(ctx, testnet.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if err := tn.Close(); err != nil {
+			tb.Error(err)
+		}
+	})
+	return tn
 }

@@ -153,15 +153,7 @@ func newProxyBenchEnv(b *testing.B) *proxyBenchEnv {
 	m := e.writeConfig(b, b.TempDir(), e.nsPX[:strings.LastIndexByte(e.nsPX, '-')+1], p)
 	applyTenant(ctx, b, c, m)
 
-	tn, err := testnet.New(ctx, testnet.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		if err := tn.Close(); err != nil {
-			b.Logf("testnet close: %v", err)
-		}
-	})
+	tn := newTestNet(ctx, b)
 	ln, err := tn.Listen("tcp4", testnet.PublicAddress+":443")
 	if err != nil {
 		b.Fatal(err)

@@ -79,17 +79,7 @@ func TestProxyModeEnforced(t *testing.T) {
 	m := writeProxyConfig(t, dir, ns[:i+1], slug, p, node)
 	applyTenant(ctx, t, c, m)
 
-	tn, err := testnet.New(ctx, testnet.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := tn.Close(); err != nil {
-			// The network namespace's own cleanup (package testnet), not
-			// what this test proves.
-			t.Logf("testnet close: %v", err)
-		}
-	})
+	tn := newTestNet(ctx, t)
 	ln, err := tn.Listen("tcp4", testnet.PublicAddress+":443")
 	if err != nil {
 		t.Fatal(err)
