@@ -138,6 +138,7 @@ func TestNoOpCheckMatchesServer(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: apply: %v", stage, err)
 		}
+		e.waitDeploymentsSettled(ctx, r)
 		got := actionsOf(compared(r))
 		for key, a := range got {
 			// The API server rewrites a PersistentVolumeClaim on its second

@@ -248,3 +248,29 @@ func ctxT(t *testing.T) context.Context {
 }
 
 var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// waitDeploymentsSettled waits until the deployment controller has written its
+// revision annotation to every Deployment that cs applied and observed its generation. A
+// controller's write landing between the reference path's read of the live object
+// and its dry run would otherwise show up as a change that neither path made.
+func (e *env) waitDeploymentsSettled(ctx context.Context, cs *apply.ChangeSet) {
+	e.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for _, c := range cs.Objects {
+		o := c.Ref
+		if o.Kind != "Deployment" || c.Action == apply.ActionFailed {
+			continue
+		}
+		for {
+			d, err := e.cs.AppsV1().Deployments(o.Namespace).Get(ctx, o.Name, metav1.GetOptions{})
+			if err == nil && d.Annotations["deployment.kubernetes.io/revision"] != "" &&
+				d.Status.ObservedGeneration == d.Generation {
+				break
+			}
+			if time.Now().After(deadline) {
+				e.t.Fatalf("%s not settled by the deployment controller after 60s (err %v)", o, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
