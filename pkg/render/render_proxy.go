@@ -88,6 +88,16 @@ func (t tenant) egressProxyDeployment(list string) map[string]any {
 			map[string]any{"name": "metrics", "containerPort": int64(EgressProxyMetricsPort), "protocol": "TCP"},
 		},
 		"resources": map[string]any{"requests": resourceList(res.Requests), "limits": resourceList(res.Limits)},
+		// Ready once the proxy's own port accepts (the Service sends
+		// agents to ready pods only); restarted when /healthz stops
+		// answering.
+		"readinessProbe": map[string]any{
+			"tcpSocket": map[string]any{"port": "proxy"}, "periodSeconds": int64(5), "failureThreshold": int64(2),
+		},
+		"livenessProbe": map[string]any{
+			"httpGet":       map[string]any{"path": "/healthz", "port": "metrics"},
+			"periodSeconds": int64(10), "timeoutSeconds": int64(2), "failureThreshold": int64(3),
+		},
 		"securityContext": map[string]any{
 			"allowPrivilegeEscalation": false,
 			"privileged":               false,

@@ -19,7 +19,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/pcsync/pcsync/internal/testcluster"
 	"github.com/pcsync/pcsync/internal/testnet"
@@ -35,21 +37,28 @@ import (
 // fetches (50 MB).
 const benchDownloadBytes = 50 << 20
 
+// benchRelayPort is the bare CONNECT relay's port, on the proxy's pod and
+// its Service: the pod's second container, `/pause -relay`, the floor of
+// any proxy on the same hops.
+const benchRelayPort = 3129
+
 // httpsClientScript runs in an agent's pod (Node.js): MODE is "proxy" (a
 // CONNECT to the proxy of HTTPS_PROXY with its user info, then TLS through
-// the tunnel) or "direct" (TCP to ADDR:443, then TLS); each request is a
+// the tunnel), "relay" (the same to the bare relay's port of that Service)
+// or "direct" (TCP to ADDR:443, then TLS); each request is a
 // new connection with Connection: close, as an agent's CLI without a pool
 // would make. `small N`: N sequential GET / after one warm-up, one line
 // "ms T bytes B" each. `big`: one GET /big, its line. `hold N`: N GET
 // /hold at once, one line each once all ended.
-const httpsClientScript = `
+var httpsClientScript = strings.ReplaceAll(`
 const http = require('http'), net = require('net'), tls = require('tls');
 const [mode, addr, host, op, n] = process.argv.slice(1);
 const tunnel = () => new Promise((ok, fail) => {
   if (mode === 'direct') { const s = net.connect(443, addr, () => ok(s)); s.on('error', fail); return; }
   const u = new URL(process.env.HTTPS_PROXY);
   const auth = 'Basic ' + Buffer.from(decodeURIComponent(u.username) + ':').toString('base64');
-  const req = http.request({host: u.hostname, port: u.port, method: 'CONNECT', path: host + ':443',
+  const port = mode === 'relay' ? RELAY_PORT : u.port;
+  const req = http.request({host: u.hostname, port, method: 'CONNECT', path: host + ':443',
     headers: {'Proxy-Authorization': auth}, agent: false});
   req.on('connect', (res, sock) => res.statusCode === 200 ? ok(sock) : fail(new Error('proxy ' + res.statusCode)));
   req.on('error', fail);
@@ -71,7 +80,7 @@ const get = path => new Promise(async (ok, fail) => {
   if (op === 'big') console.log(await get('/big'));
   if (op === 'hold') (await Promise.all(Array.from({length: +n}, () => get('/hold')))).forEach(l => console.log(l));
 })().catch(e => { console.error(String(e)); process.exit(1); });
-`
+`, "RELAY_PORT", strconv.Itoa(benchRelayPort))
 
 // proxyBenchEnv is the proxy benchmark's world: two companies on the real
 // node with the enforcer, "px" in egress mode proxy allowing allowed.test
@@ -152,6 +161,7 @@ func newProxyBenchEnv(b *testing.B) *proxyBenchEnv {
 	e.slugPX, e.slugDX = e.nsPX[strings.LastIndexByte(e.nsPX, '-')+1:], e.nsDX[strings.LastIndexByte(e.nsDX, '-')+1:]
 	m := e.writeConfig(b, b.TempDir(), e.nsPX[:strings.LastIndexByte(e.nsPX, '-')+1], p)
 	applyTenant(ctx, b, c, m)
+	e.allowRelay(ctx, b)
 
 	tn := newTestNet(ctx, b)
 	ln, err := tn.Listen("tcp4", testnet.PublicAddress+":443")
@@ -227,7 +237,27 @@ spec:
               hostAliases:
                 - ip: %s
                   hostnames: [allowed.test]
-`, e.slugPX, e.slugPX, agent, sel, tolerations, testnet.PublicAddress)
+              containers:
+                - name: relay
+                  image: %s
+                  command: [/pause, -relay, '%d=%s:443']
+                  ports: [{name: relay, containerPort: %d}]
+                  resources: {requests: {cpu: 100m, memory: 16Mi}, limits: {cpu: 500m, memory: 64Mi}}
+                  securityContext:
+                    runAsNonRoot: true
+                    runAsUser: 65532
+                    allowPrivilegeEscalation: false
+                    capabilities: {drop: [ALL]}
+                    seccompProfile: {type: RuntimeDefault}
+    - target: {kind: Service, name: paperclip-egress-proxy}
+      patch: |
+        apiVersion: v1
+        kind: Service
+        metadata: {name: paperclip-egress-proxy}
+        spec:
+          ports: [{name: relay, port: %d, targetPort: relay, protocol: TCP}]
+`, e.slugPX, e.slugPX, agent, sel, tolerations, testnet.PublicAddress,
+		e.node.PauseImage(), benchRelayPort, testnet.PublicAddress, benchRelayPort, benchRelayPort)
 	dx := fmt.Sprintf("apiVersion: pcsync.io/v1alpha1\nkind: Company\nmetadata: {name: %q}\nspec:\n  id: company-%s\n"+
 		"  egress:\n    mode: standard\n    allowCidrs: [{cidr: %s/32, ports: [443], protocol: TCP}]\n  agents:\n%s",
 		e.slugDX, e.slugDX, testnet.PublicAddress, agent)
@@ -301,17 +331,49 @@ func (e *proxyBenchEnv) cancelRun(b *testing.B, name string) {
 	}
 }
 
-// waitProxyService waits until a request through the proxy succeeds:
+// allowRelay lets the proxy company's agents reach the relay's port of
+// the proxy's pod (the tenant's policies allow the proxy's port only); the
+// relay's egress is the proxy pod's own.
+func (e *proxyBenchEnv) allowRelay(ctx context.Context, b *testing.B) {
+	b.Helper()
+	port := intstr.FromInt32(benchRelayPort)
+	tcp := corev1.ProtocolTCP
+	proxy := metav1.LabelSelector{MatchLabels: map[string]string{render.LabelRole: render.RoleEgressProxy}}
+	np := &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "bench-relay", Namespace: e.nsPX},
+		Spec: networkingv1.NetworkPolicySpec{
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{{
+				Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &port}},
+				From:  []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{}}},
+			}},
+			Egress: []networkingv1.NetworkPolicyEgressRule{{
+				Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &port}},
+				To:    []networkingv1.NetworkPolicyPeer{{PodSelector: &proxy}},
+			}},
+		},
+	}
+	if _, err := e.c.Client().NetworkingV1().NetworkPolicies(e.nsPX).Create(ctx, np, metav1.CreateOptions{}); err != nil {
+		b.Fatalf("NetworkPolicy/%s/bench-relay: %v", e.nsPX, err)
+	}
+}
+
+// waitProxyService waits until a request through the proxy, and one
+// through the relay, succeeds:
 // kube-proxy programs the proxy's Service once its EndpointSlice is ready.
 func (e *proxyBenchEnv) waitProxyService(ctx context.Context, b *testing.B) {
 	b.Helper()
-	var err error
-	for deadline := time.Now().Add(45 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
-		if _, err = e.client(ctx, e.clientPX, "proxy", "small", "1"); err == nil {
-			return
+	for _, mode := range []string{"proxy", "relay"} {
+		var err error
+		for deadline := time.Now().Add(45 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+			if _, err = e.client(ctx, e.clientPX, mode, "small", "1"); err == nil {
+				break
+			}
+		}
+		if err != nil {
+			b.Fatalf("no request through the %s succeeded in 45 s: %v", mode, err)
 		}
 	}
-	b.Fatalf("no request through the proxy succeeded in 45 s: %v", err)
 }
 
 // client runs httpsClientScript in pod and returns its lines' times, each

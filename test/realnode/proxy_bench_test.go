@@ -24,7 +24,7 @@ import (
 const (
 	proxyRequestRounds  = 5  // × proxyRequestsPerRnd requests each
 	proxyRequestsPerRnd = 20 // proxyRequestRounds × this = 100
-	proxyDownloadRounds = 5
+	proxyDownloadRounds = 12
 	proxyDropRounds     = 10
 )
 
@@ -41,18 +41,23 @@ func BenchmarkProxy(b *testing.B) {
 	ctx := context.Background()
 	idle := e.proxyRSS(ctx, b)
 	for range b.N {
-		cpu0 := e.proxyCPU(ctx, b)
-		px, dx := e.alternate(ctx, b, proxyRequestRounds, "small", strconv.Itoa(proxyRequestsPerRnd))
-		cpu1 := e.proxyCPU(ctx, b)
+		cpu0, rcpu0 := e.proxyCPU(ctx, b, proxyContainer), e.proxyCPU(ctx, b, relayContainer)
+		t := e.alternate(ctx, b, proxyRequestRounds, "small", strconv.Itoa(proxyRequestsPerRnd))
+		cpu1, rcpu1 := e.proxyCPU(ctx, b, proxyContainer), e.proxyCPU(ctx, b, relayContainer)
 		b.Run("https-100", func(b *testing.B) {
-			reportP(b, "100 small HTTPS requests (new connection each) through the proxy vs direct", px, dx)
-			reportCPU(b, cpu0, cpu1, float64(len(px)+proxyRequestRounds), "req") // and one warm-up a round
+			reportP(b, "100 small HTTPS requests (new connection each) through the proxy vs direct", t["proxy"], t["direct"])
+			reportFloor(b, t["proxy"], t["relay"], t["direct"])
+			units := float64(len(t["proxy"]) + proxyRequestRounds) // and one warm-up a round
+			reportCPU(b, "proxy", cpu0, cpu1, units, "req")
+			reportCPU(b, "relay", rcpu0, rcpu1, units, "req")
 		})
-		px, dx = e.alternate(ctx, b, proxyDownloadRounds, "big", "")
-		cpu2 := e.proxyCPU(ctx, b)
+		t = e.alternate(ctx, b, proxyDownloadRounds, "big", "")
+		cpu2, rcpu2 := e.proxyCPU(ctx, b, proxyContainer), e.proxyCPU(ctx, b, relayContainer)
 		b.Run("download-50MB", func(b *testing.B) {
-			reportP(b, "a 50 MB HTTPS download through the proxy vs direct", px, dx)
-			reportCPU(b, cpu1, cpu2, float64(len(px)), "download")
+			reportP(b, "a 50 MB HTTPS download through the proxy vs direct", t["proxy"], t["direct"])
+			reportFloor(b, t["proxy"], t["relay"], t["direct"])
+			reportCPU(b, "proxy", cpu1, cpu2, float64(len(t["proxy"])), "download")
+			reportCPU(b, "relay", rcpu1, rcpu2, float64(len(t["proxy"])), "download")
 		})
 		under := e.proxyRSSUnder(ctx, b)
 		after := e.proxyRSS(ctx, b)
@@ -62,11 +67,25 @@ func BenchmarkProxy(b *testing.B) {
 			b.ReportMetric(after, "idle-after-MiB")
 			b.Logf("the proxy container's RSS: idle %.1f MiB, under 50 concurrent tunnels %.1f MiB, idle after the benchmark %.1f MiB", idle, under, after)
 		})
-		px, dx = e.dropToRunning(b)
+		px, dx := e.dropToRunning(b)
 		b.Run("drop-to-running", func(b *testing.B) {
 			reportP(b, "spool drop → Job's pod Running, proxy mode's env vs standard mode (no proxy env)", px, dx)
 		})
 	}
+}
+
+// reportFloor reports the bare relay's p50 (the floor of any proxy on the
+// proxy's hops: the same pod, Service, policies and CONNECT) beside the
+// proxy's and the direct peer's: what the hop costs, and what the proxy
+// adds to it.
+func reportFloor(b *testing.B, px, rx, dx []time.Duration) {
+	b.Helper()
+	o, r, d := p50(px), p50(rx), p50(dx)
+	b.ReportMetric(r, "relay-p50-ms")
+	b.ReportMetric(r-d, "relay-delta-ms")
+	b.ReportMetric(o-r, "proxy-over-relay-ms")
+	b.Logf("the floor, a bare CONNECT relay on the same hops: p50 %.2f ms (+%.2f ms over direct, %.2f×); the proxy adds %.2f ms (%.2f×) to it; p99 %.2f ms",
+		r, r-d, r/d, o-r, o/r, p99(rx))
 }
 
 // reportP reports the p50 and p99 of the proxy's and the direct peer's
@@ -85,25 +104,31 @@ func reportP(b *testing.B, what string, px, dx []time.Duration) {
 		what, o, p, o-p, o/p, o99, p99v, len(px), loadavg())
 }
 
-// alternate runs the client op in both clients, rounds times, and returns
-// the proxy's and the direct peer's times.
-func (e *proxyBenchEnv) alternate(ctx context.Context, b *testing.B, rounds int, op, n string) (px, dx []time.Duration) {
+// benchModes are the client's contenders: the proxy, the bare relay
+// beside it, and the direct peer.
+var benchModes = []string{"proxy", "relay", "direct"}
+
+// alternate runs the client op for each contender, rounds times, and
+// returns each one's times. The order rotates from round to round, so
+// that a drift of the machine's load hits all.
+func (e *proxyBenchEnv) alternate(ctx context.Context, b *testing.B, rounds int, op, n string) map[string][]time.Duration {
 	b.Helper()
+	out := map[string][]time.Duration{}
 	for r := range rounds {
-		for k := range 2 {
-			proxy := (r+k)%2 == 0
-			pod, mode, out := e.clientDX, "direct", &dx
-			if proxy {
-				pod, mode, out = e.clientPX, "proxy", &px
+		for k := range benchModes {
+			mode := benchModes[(r+k)%len(benchModes)]
+			pod := e.clientPX
+			if mode == "direct" {
+				pod = e.clientDX
 			}
 			ds, err := e.client(ctx, pod, mode, op, n)
 			if err != nil {
 				b.Fatal(err)
 			}
-			*out = append(*out, ds...)
+			out[mode] = append(out[mode], ds...)
 		}
 	}
-	return px, dx
+	return out
 }
 
 // dropToRunning drops a run of each company, alternately, and measures
@@ -154,18 +179,29 @@ func (e *proxyBenchEnv) proxyRSSUnder(ctx context.Context, b *testing.B) float64
 	return rss
 }
 
+// The proxy pod's containers: pcsync's proxy, and the bench's relay.
+const (
+	proxyContainer = "egress-proxy"
+	relayContainer = "relay"
+)
+
 // proxyProcs are the /proc directories of the host's processes whose
-// cgroup names the proxy container's ID.
-func (e *proxyBenchEnv) proxyProcs(ctx context.Context, b *testing.B) []string {
+// cgroup names the ID of the proxy pod's container.
+func (e *proxyBenchEnv) proxyProcs(ctx context.Context, b *testing.B, container string) []string {
 	b.Helper()
 	pod, err := e.c.Client().CoreV1().Pods(e.nsPX).Get(ctx, e.proxyPod.Name, metav1.GetOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	if len(pod.Status.ContainerStatuses) == 0 || pod.Status.ContainerStatuses[0].ContainerID == "" {
-		b.Fatalf("pod %s/%s: no container ID", pod.Namespace, pod.Name)
+	id := ""
+	for _, st := range pod.Status.ContainerStatuses {
+		if st.Name == container {
+			id = st.ContainerID
+		}
 	}
-	id := pod.Status.ContainerStatuses[0].ContainerID
+	if id == "" {
+		b.Fatalf("pod %s/%s: no container ID for %s", pod.Namespace, pod.Name, container)
+	}
 	id = id[strings.Index(id, "://")+3:]
 	cgs, _ := filepath.Glob("/proc/[0-9]*/cgroup")
 	var procs []string
@@ -185,7 +221,7 @@ func (e *proxyBenchEnv) proxyProcs(ctx context.Context, b *testing.B) []string {
 func (e *proxyBenchEnv) proxyRSS(ctx context.Context, b *testing.B) float64 {
 	b.Helper()
 	var kb int64
-	for _, proc := range e.proxyProcs(ctx, b) {
+	for _, proc := range e.proxyProcs(ctx, b, proxyContainer) {
 		status, err := os.ReadFile(filepath.Join(proc, "status"))
 		if err != nil {
 			b.Fatal(err)
@@ -205,9 +241,9 @@ func (e *proxyBenchEnv) proxyRSS(ctx context.Context, b *testing.B) float64 {
 // from the cgroup its first process names.
 type proxyCPU struct{ usage, throttled, throttledTime int64 }
 
-func (e *proxyBenchEnv) proxyCPU(ctx context.Context, b *testing.B) proxyCPU {
+func (e *proxyBenchEnv) proxyCPU(ctx context.Context, b *testing.B, container string) proxyCPU {
 	b.Helper()
-	raw, err := os.ReadFile(filepath.Join(e.proxyProcs(ctx, b)[0], "cgroup"))
+	raw, err := os.ReadFile(filepath.Join(e.proxyProcs(ctx, b, container)[0], "cgroup"))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -256,14 +292,14 @@ func readInt(b *testing.B, path string) int64 {
 	return v
 }
 
-// reportCPU reports the proxy's CPU time and CFS throttling between two
-// readings, per unit of work.
-func reportCPU(b *testing.B, before, after proxyCPU, units float64, unit string) {
+// reportCPU reports a container's CPU time and CFS throttling between two
+// readings, per unit of work (both containers' CPU limit is the proxy's).
+func reportCPU(b *testing.B, who string, before, after proxyCPU, units float64, unit string) {
 	b.Helper()
 	ms := float64(after.usage-before.usage) / 1e6
-	b.ReportMetric(ms/units, "proxy-cpu-ms/"+unit)
-	b.ReportMetric(float64(after.throttled-before.throttled), "proxy-throttled-periods")
-	b.ReportMetric(float64(after.throttledTime-before.throttledTime)/1e6, "proxy-throttled-ms")
-	b.Logf("the proxy's CPU over the phase: %.1f ms (%.2f ms per %s), throttled in %d periods for %.1f ms (its CPU limit: %s)",
-		ms, ms/units, unit, after.throttled-before.throttled, float64(after.throttledTime-before.throttledTime)/1e6, *config.EgressProxyResources().Limits.CPU)
+	b.ReportMetric(ms/units, who+"-cpu-ms/"+unit)
+	b.ReportMetric(float64(after.throttled-before.throttled), who+"-throttled-periods")
+	b.ReportMetric(float64(after.throttledTime-before.throttledTime)/1e6, who+"-throttled-ms")
+	b.Logf("the %s's CPU over the phase: %.1f ms (%.2f ms per %s), throttled in %d periods for %.1f ms (its CPU limit: %s)",
+		who, ms, ms/units, unit, after.throttled-before.throttled, float64(after.throttledTime-before.throttledTime)/1e6, *config.EgressProxyResources().Limits.CPU)
 }

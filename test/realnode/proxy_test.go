@@ -135,6 +135,16 @@ func TestProxyModeEnforced(t *testing.T) {
 			break
 		}
 	}
+	// The Service sends agents to ready proxies only: the kubelet's
+	// probes of the proxy's ports pass with the enforcer on.
+	pp, err := c.Client().CoreV1().Pods(ns).Get(ctx, proxyPod.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !podReady(pp) || pp.Spec.Containers[0].ReadinessProbe == nil || pp.Spec.Containers[0].LivenessProbe == nil {
+		t.Errorf("proxy pod %s/%s: ready %v, readiness probe %v, liveness probe %v; want ready through both probes",
+			ns, pp.Name, podReady(pp), pp.Spec.Containers[0].ReadinessProbe != nil, pp.Spec.Containers[0].LivenessProbe != nil)
+	}
 	for _, want := range []string{"proxy allowed.test: 200", "tls allowed.test: ok", "proxy other.test: 407"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("through the proxy: want %q in the probe's output:\n%s", want, out)
@@ -269,4 +279,14 @@ func waitRunning(ctx context.Context, t *testing.T, c *testcluster.Cluster, ns, 
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// podReady reports whether pod's Ready condition is True.
+func podReady(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }

@@ -12,6 +12,8 @@
 //	                  tcp:PORT writes the -banner line to each connection and closes
 //	                  it; udp:PORT answers each datagram with the -banner line
 //	-banner TEXT      what listeners answer (default "pcsync-target")
+//	-relay PORT=HOST:PORT  serve a bare CONNECT relay to HOST:PORT on PORT, in the
+//	                  background (repeatable): the floor of a proxy, for benchmarks
 //	-cat              copy stdin to stdout until EOF
 //	-dial NET:HOST:PORT  connect (tcp) or send a datagram (udp) and print one line,
 //	                  "dial NET HOST:PORT: OUTCOME", where OUTCOME is "ok ANSWER"
@@ -31,6 +33,8 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -50,7 +54,7 @@ func (l *lines) String() string     { return fmt.Sprint(*l) }
 func (l *lines) Set(s string) error { *l = append(*l, s); return nil }
 
 func main() {
-	var prints, listens, dials lines
+	var prints, listens, dials, relays lines
 	cat := flag.Bool("cat", false, "copy stdin to stdout until EOF")
 	exit := flag.Int("exit", -1, "exit with this code instead of sleeping (0-255)")
 	banner := flag.String("banner", "pcsync-target", "what -listen answers")
@@ -58,8 +62,15 @@ func main() {
 	flag.Var(&prints, "print", "print this text and a newline (repeatable)")
 	flag.Var(&listens, "listen", "serve on NET:PORT, tcp or udp (repeatable)")
 	flag.Var(&dials, "dial", "probe NET:HOST:PORT, tcp or udp (repeatable)")
+	flag.Var(&relays, "relay", "serve a bare CONNECT relay, PORT=HOST:PORT (repeatable)")
 	flag.Parse()
 
+	for _, r := range relays {
+		if err := relay(r); err != nil {
+			fmt.Fprintf(os.Stderr, "pause: relay %s: %v\n", r, err)
+			os.Exit(1)
+		}
+	}
 	for _, l := range listens {
 		if err := listen(l, *banner); err != nil {
 			fmt.Fprintf(os.Stderr, "pause: listen %s: %v\n", l, err)
@@ -202,4 +213,70 @@ func outcome(err error) string {
 		return "timeout"
 	}
 	return "error: " + err.Error()
+}
+
+// relay serves spec ("PORT=HOST:PORT") in the background: the least a CONNECT
+// proxy can do. Each connection's request head (up to its blank line) is read and
+// ignored, HOST:PORT is dialled, "HTTP/1.1 200" is answered, and the bytes are
+// copied both ways by the kernel (io.Copy between TCP connections splices). No
+// access check, no log: benchmarks run it beside a real proxy, on the same hops,
+// as the floor of any proxy there.
+func relay(spec string) error {
+	port, target, ok := strings.Cut(spec, "=")
+	if !ok || target == "" {
+		return errors.New("want PORT=HOST:PORT")
+	}
+	ln, err := net.Listen("tcp", ":"+port)
+	if err != nil {
+		return err
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				continue
+			}
+			go relayOne(c.(*net.TCPConn), target)
+		}
+	}()
+	return nil
+}
+
+// relayOne carries one client's tunnel to target.
+func relayOne(client *net.TCPConn, target string) {
+	defer client.Close()
+	br := bufio.NewReader(client)
+	for {
+		line, err := br.ReadSlice('\n')
+		if err != nil {
+			return
+		}
+		if len(bytes.TrimSpace(line)) == 0 {
+			break
+		}
+	}
+	t, err := net.Dial("tcp", target)
+	if err != nil {
+		_, _ = fmt.Fprintf(client, "HTTP/1.1 502 Bad Gateway\r\n\r\n")
+		return
+	}
+	up := t.(*net.TCPConn)
+	defer up.Close()
+	if _, err := io.WriteString(client, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		// Bytes the client sent behind its head, then the rest.
+		if n := br.Buffered(); n > 0 {
+			b, _ := br.Peek(n)
+			_, _ = up.Write(b)
+		}
+		_, _ = io.Copy(up, client)
+		_ = up.CloseWrite()
+		close(done)
+	}()
+	_, _ = io.Copy(client, up)
+	_ = client.CloseWrite()
+	<-done
 }
