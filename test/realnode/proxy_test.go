@@ -25,6 +25,7 @@ import (
 	"github.com/pcsync/pcsync/pkg/render"
 	"github.com/pcsync/pcsync/pkg/runs/kubeexec"
 	"github.com/pcsync/pcsync/pkg/runs/spool"
+	"github.com/pcsync/pcsync/pkg/sandbox"
 )
 
 // proxyConnectScript runs in an agent's pod (pcsync's images have Node.js):
@@ -159,6 +160,8 @@ func TestProxyModeEnforced(t *testing.T) {
 		t.Errorf("the agent reached %s without the proxy (%s); want its policy to refuse it", direct, got)
 	}
 
+	checkLeaseThroughProxy(ctx, t, c, m, addrs, ns, slug)
+
 	logs, err := c.Client().CoreV1().Pods(ns).GetLogs(proxyPod.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -166,6 +169,60 @@ func TestProxyModeEnforced(t *testing.T) {
 	want := fmt.Sprintf(`msg="egress refused" company=%s agent=pinned host=other.test port=443 reason=host_not_allowed`, slug)
 	if !strings.Contains(string(logs), want) {
 		t.Errorf("the proxy's log lacks %s:\n%s", want, logs)
+	}
+}
+
+// checkLeaseThroughProxy acquires a lease of the company's agent through
+// pcsync's sandbox Manager (given the proxy Services' addresses, as the
+// daemon is) and runs the same probes through its execute: the execute's
+// env points at the proxy, an allowed name is tunnelled, another refused,
+// and the address itself without the proxy is refused by the policy.
+func checkLeaseThroughProxy(ctx context.Context, t *testing.T, c *testcluster.Cluster, model *config.Model,
+	addrs *agentenv.Addresses, ns, slug string) {
+	t.Helper()
+	o := sandbox.DefaultOptions(t.TempDir())
+	o.ReadyTimeout = 3 * time.Minute
+	o.Agents = agentIDs{pinnedAgentID: "pinned"}
+	o.ProxyAddresses = addrs
+	o.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	m, err := sandbox.New(ctx, c.RESTConfig(), func() *config.Model { return model }, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	info, err := m.Acquire(ctx, sandbox.AcquireParams{Config: sandbox.EnvironmentConfig{Company: slug},
+		AdapterType: "claude_local", AgentID: pinnedAgentID, RunID: "proxy-lease"})
+	if err != nil {
+		t.Fatalf("acquire: %v", err)
+	}
+	t.Cleanup(func() { _, _ = m.Release(context.Background(), sandbox.ReleaseParams{ID: info.ID, Cancel: true}) })
+	if err := c.RealNode().WaitFirewalled(ctx, ns, info.ID); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) string {
+		t.Helper()
+		r, err := m.Execute(ctx, sandbox.ExecParams{LeaseID: info.ID, Command: "node", Args: args, Timeout: time.Minute}, nil)
+		if err != nil {
+			t.Fatalf("execute in lease %s: %v", info.ID, err)
+		}
+		if r.ExitCode == nil || *r.ExitCode != 0 {
+			t.Fatalf("execute in lease %s: exit %v: %s%s", info.ID, r.ExitCode, r.Stdout, r.Stderr)
+		}
+		return r.Stdout
+	}
+	ip, _ := addrs.ClusterIP(ns)
+	if got, want := run("-e", "console.log(process.env.HTTPS_PROXY)"), "http://pinned@"+ip+":3128\n"; got != want {
+		t.Errorf("the lease's HTTPS_PROXY: %q, want %q", got, want)
+	}
+	out := run("-e", proxyConnectScript, "allowed.test", "other.test")
+	for _, want := range []string{"proxy allowed.test: 200", "tls allowed.test: ok", "proxy other.test: 407"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("lease through the proxy: want %q in the probe's output:\n%s", want, out)
+		}
+	}
+	direct := "tcp:" + testnet.PublicAddress + ":443"
+	if got := parseDials(t, run(append([]string{"-e", nodeDialScript}, direct)...), []string{direct})[direct]; strings.HasPrefix(got, "ok") {
+		t.Errorf("the lease reached %s without the proxy (%s); want its policy to refuse it", direct, got)
 	}
 }
 
