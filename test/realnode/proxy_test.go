@@ -77,7 +77,8 @@ func TestProxyModeEnforced(t *testing.T) {
 	i := strings.LastIndexByte(ns, '-')
 	slug := ns[i+1:]
 	dir, spoolDir := t.TempDir(), t.TempDir()
-	m := writeProxyConfig(t, dir, ns[:i+1], slug, p, node)
+	monNS := c.Namespace(t, "mon", nil)
+	m := writeProxyConfig(t, dir, ns[:i+1], slug, monNS, p, node)
 	applyTenant(ctx, t, c, m)
 
 	tn := newTestNet(ctx, t)
@@ -161,6 +162,7 @@ func TestProxyModeEnforced(t *testing.T) {
 	}
 
 	checkLeaseThroughProxy(ctx, t, c, m, addrs, ns, slug)
+	checkProxyIngress(ctx, t, c, proxyPod, jobPod, monNS)
 
 	logs, err := c.Client().CoreV1().Pods(ns).GetLogs(proxyPod.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
 	if err != nil {
@@ -226,18 +228,67 @@ func checkLeaseThroughProxy(ctx context.Context, t *testing.T, c *testcluster.Cl
 	}
 }
 
+// checkProxyIngress dials the proxy pod's ports from the metrics
+// namespace (Settings spec.egress.metricsNamespace), from a namespace
+// without policies and from the tenant's agent: only the metrics
+// namespace reaches the metrics port, and only the agent the proxy port.
+func checkProxyIngress(ctx context.Context, t *testing.T, c *testcluster.Cluster, proxyPod, jobPod *corev1.Pod, monNS string) {
+	t.Helper()
+	node := c.RealNode()
+	metrics := fmt.Sprintf("tcp:%s:%d", proxyPod.Status.PodIP, render.EgressProxyMetricsPort)
+	proxy := fmt.Sprintf("tcp:%s:%d", proxyPod.Status.PodIP, render.EgressProxyPort)
+	ctlNS := c.Namespace(t, "ctl", nil)
+	for _, tc := range []struct {
+		ns, reaches, refused string
+	}{{monNS, metrics, proxy}, {ctlNS, "", metrics}} {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "dialer"},
+			Spec: podSpec(node, node.PauseImage(), []string{"/pause"}, corev1.RestartPolicyNever)}
+		if _, err := c.Client().CoreV1().Pods(tc.ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create pod %s/dialer: %v", tc.ns, err)
+		}
+		got, err := waitPod(ctx, c.Client(), tc.ns, "dialer", func(p *corev1.Pod) bool { return p.Status.Phase != corev1.PodPending })
+		if err != nil || got.Status.Phase != corev1.PodRunning {
+			t.Fatalf("pod %s/dialer: %v %s", tc.ns, err, describe(got))
+		}
+		if err := node.WaitFirewalled(ctx, tc.ns, "dialer"); err != nil {
+			t.Fatal(err)
+		}
+		specs := []string{metrics, proxy}
+		out, err := podExec(ctx, c, tc.ns, "dialer", got.Spec.Containers[0].Name, pauseDial(specs...))
+		if err != nil {
+			t.Fatalf("dial from %s: %v\n%s", tc.ns, err, out)
+		}
+		dials := parseDials(t, out, specs)
+		if tc.reaches != "" && !strings.HasPrefix(dials[tc.reaches], "ok") {
+			t.Errorf("from %s, %s: %s; want the proxy's policy to let it in", tc.ns, tc.reaches, dials[tc.reaches])
+		}
+		for _, s := range specs {
+			if s != tc.reaches && strings.HasPrefix(dials[s], "ok") {
+				t.Errorf("from %s, %s: %s; want the proxy's policy to refuse it", tc.ns, s, dials[s])
+			}
+		}
+	}
+	out, err := podExec(ctx, c, jobPod.Namespace, jobPod.Name, jobPod.Spec.Containers[0].Name, nodeDial(metrics))
+	if err != nil {
+		t.Fatalf("dial from the agent: %v\n%s", err, out)
+	}
+	if got := parseDials(t, out, []string{metrics})[metrics]; strings.HasPrefix(got, "ok") {
+		t.Errorf("the agent reached the proxy's metrics port %s (%s); want it refused", metrics, got)
+	}
+}
+
 // writeProxyConfig writes and loads the config: one company in egress mode
 // proxy (the default) allowing allowed.test, its agent and its proxy on
 // the real node, the proxy resolving the test names through hostAliases.
-func writeProxyConfig(t *testing.T, dir, prefix, slug string, p pushed, node *testcluster.RealNode) *config.Model {
+func writeProxyConfig(t *testing.T, dir, prefix, slug, monNS string, p pushed, node *testcluster.RealNode) *config.Model {
 	t.Helper()
 	tol := node.Toleration()
 	sel, _ := json.Marshal(node.NodeSelector())
 	tolerations := fmt.Sprintf("[{key: %q, operator: %s, effect: %s}]", tol.Key, tol.Operator, tol.Effect)
 	settings := fmt.Sprintf("apiVersion: pcsync.io/v1alpha1\nkind: Settings\nmetadata: {name: s}\nspec:\n"+
-		"  namespacePrefix: %s\n  images: {registry: %s, allowList: ['%s/*/*']}\n"+
+		"  namespacePrefix: %s\n  images: {registry: %s, allowList: ['%s/*/*']}\n  egress: {metricsNamespace: %s}\n"+
 		"  defaults:\n    limitRange: {min: {cpu: 10m, memory: 16Mi}}\n    resources: {requests: {cpu: 20m, memory: 32Mi}, limits: {cpu: 200m, memory: 128Mi}}\n",
-		prefix, p.Registry, node.Registry().Host())
+		prefix, p.Registry, node.Registry().Host(), monNS)
 	company := fmt.Sprintf(`apiVersion: pcsync.io/v1alpha1
 kind: Company
 metadata: {name: %q}

@@ -132,7 +132,7 @@ func waitPod(ctx context.Context, cs kubernetes.Interface, ns, name string, done
 // describe summarises a pod's phase and container states for a failure message.
 func describe(p *corev1.Pod) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "phase %s", p.Status.Phase)
+	fmt.Fprintf(&b, "phase %s, node %q", p.Status.Phase, p.Spec.NodeName)
 	for _, c := range p.Status.Conditions {
 		if c.Status != corev1.ConditionTrue && c.Message != "" {
 			fmt.Fprintf(&b, "; %s: %s", c.Type, c.Message)
