@@ -23,6 +23,9 @@
 // Files: proxy.go (New, Serve, the refusal log and metrics), decide.go
 // (the ACL and the agent's name), tunnel.go (a CONNECT tunnel's copy),
 // options.go, metrics.go. Subpackages: allow (the allow-list file and its
-// host patterns, shared with config and render) and agentenv (the agents'
-// HTTPS_PROXY/NO_PROXY and the proxy Services' addresses).
+// host patterns, shared with config and render), agentenv (the agents'
+// HTTPS_PROXY/NO_PROXY and the proxy Services' addresses) and inject (the
+// credential route that sets a model key in place of a per-run token; not
+// yet served by `pcsync egress-proxy`: the config and the run paths that
+// declare keys and mint tokens come with it).
 package egressproxy

@@ -1,0 +1,20 @@
+// Package inject is the credential route of a tenant's egress proxy: the
+// agents' CLIs are pointed at it (ANTHROPIC_BASE_URL, OPENAI_BASE_URL, …)
+// with a per-run token in place of the model key; it checks the token,
+// sets the provider's header from the key, which only the proxy holds, and
+// forwards the request over TLS to the provider's host or to the company's
+// LLM gateway. Streamed responses pass through unbuffered.
+//
+// A request is served at /credentials/<name>/<the API's path>. Its token
+// is taken from the header the provider takes a key in
+// (adapters.Route.Headers); it must be one that Tokens minted for this
+// company, and its run must be alive and the request come from that run's
+// pod (Options.Alive). A refused token is answered 403 and counted, never
+// logged. A provider that refuses the key (401 or 403) is answered with
+// an error, in the provider's own format, that names the credential
+// <company>/<name>, so that the CLI's transcript says which key failed.
+//
+// Files: token.go (minting and checking tokens), key.go (the key, re-read
+// when its file changes), handler.go (the route), errors.go (the
+// provider-shaped refusals), metrics.go.
+package inject

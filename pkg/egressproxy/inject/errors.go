@@ -1,0 +1,75 @@
+package inject
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/pcsync/pcsync/pkg/adapters"
+)
+
+type ctxKey struct{}
+
+type forwarded struct {
+	cred *Credential
+	run  string
+}
+
+func withCredential(ctx context.Context, c *Credential, run string) context.Context {
+	return context.WithValue(ctx, ctxKey{}, forwarded{cred: c, run: run})
+}
+
+// refusedByProvider replaces a provider's 401 or 403 with an error, in the
+// provider's format, that names the credential: the CLI prints it, and the
+// run's transcript says which key was refused.
+func (h *Handler) refusedByProvider(resp *http.Response) error {
+	if resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden {
+		return nil
+	}
+	f, ok := resp.Request.Context().Value(ctxKey{}).(forwarded)
+	if !ok {
+		return nil
+	}
+	name := h.opts.Company + "/" + f.cred.Name
+	h.metrics.count(f.cred.Name, outcomeProviderRefused)
+	h.opts.Logger.Warn("credential refused by the provider", "company", h.opts.Company, "credential", f.cred.Name,
+		"run", f.run, "upstream", f.cred.Upstream.Host, "status", resp.StatusCode)
+	msg := "pcsync: the credential " + name + " was refused by " + f.cred.Upstream.Host +
+		" (HTTP " + strconv.Itoa(resp.StatusCode) + "); check the key in its Secret"
+	body := providerError(f.cred.Route.Provider, resp.StatusCode, msg)
+	_ = resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	resp.ContentLength = int64(len(body))
+	resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
+	resp.Header.Set("Content-Type", "application/json")
+	resp.Header.Del("Content-Encoding")
+	return nil
+}
+
+// providerError is msg as the provider's API words an authentication error.
+func providerError(p adapters.Provider, status int, msg string) []byte {
+	var v any
+	switch p {
+	case adapters.ProviderAnthropic:
+		v = map[string]any{"type": "error", "error": map[string]any{"type": "authentication_error", "message": msg}}
+	case adapters.ProviderGemini:
+		v = map[string]any{"error": map[string]any{"code": status, "message": msg, "status": "UNAUTHENTICATED"}}
+	default:
+		v = map[string]any{"error": map[string]any{"message": msg, "type": "invalid_request_error", "code": "invalid_api_key"}}
+	}
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// upstreamFailed answers 502 when the upstream cannot be reached.
+func (h *Handler) upstreamFailed(w http.ResponseWriter, r *http.Request, err error) {
+	if f, ok := r.Context().Value(ctxKey{}).(forwarded); ok {
+		h.metrics.count(f.cred.Name, outcomeUpstreamFailed)
+		h.opts.Logger.Warn("credential upstream unreachable", "company", h.opts.Company, "credential", f.cred.Name,
+			"upstream", f.cred.Upstream.Host, "err", err)
+	}
+	http.Error(w, "pcsync: the upstream of this credential cannot be reached", http.StatusBadGateway)
+}

@@ -1,0 +1,179 @@
+package inject
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/netip"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pcsync/pcsync/pkg/adapters"
+)
+
+// PathPrefix starts the path of every request to the credential route:
+// /credentials/<name>/…
+const PathPrefix = "/credentials/"
+
+// Credential is one of the company's declared credentials.
+type Credential struct {
+	// Name is the credential's name in the company's config.
+	Name  string
+	Route adapters.Route
+	Kind  adapters.KeyKind
+	// Upstream is where requests go: https://<the provider's host> by
+	// default, or the company's LLM gateway (its path is kept before the
+	// request's).
+	Upstream *url.URL
+	// Key returns the key's current value.
+	Key interface{ Key() (string, error) }
+}
+
+// Options configure a Handler.
+type Options struct {
+	// Company is the tenant's company; tokens of another are refused.
+	Company string
+	Tokens  *Tokens
+	// Alive reports whether run is alive and from is its pod's address.
+	Alive func(run string, from netip.Addr) bool
+	// Transport carries the requests upstream. Default: a clone of
+	// http.DefaultTransport without a proxy.
+	Transport  http.RoundTripper
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
+}
+
+// Handler serves the credential route.
+type Handler struct {
+	opts Options
+	// keyHeaders are every provider's key headers: a client's are all
+	// removed, so that no token (nor anything else a CLI sent as a key)
+	// goes upstream.
+	keyHeaders []string
+	creds   map[string]*Credential
+	proxy   *httputil.ReverseProxy
+	metrics *metrics
+}
+
+// NewHandler returns the route of the company's credentials.
+func NewHandler(creds []Credential, opts Options) (*Handler, error) {
+	if opts.Tokens == nil || opts.Alive == nil || opts.Company == "" {
+		return nil, errors.New("credential route: Company, Tokens and Alive are required")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Transport == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.Proxy = nil
+		opts.Transport = t
+	}
+	m, err := newMetrics(opts.Registerer, opts.Company)
+	if err != nil {
+		return nil, fmt.Errorf("credential route %s: %w", opts.Company, err)
+	}
+	h := &Handler{opts: opts, creds: map[string]*Credential{}, metrics: m}
+	for _, r := range adapters.Routes() {
+		for _, hd := range r.Headers {
+			if !slices.Contains(h.keyHeaders, hd.Name) {
+				h.keyHeaders = append(h.keyHeaders, hd.Name)
+			}
+		}
+	}
+	for i := range creds {
+		c := &creds[i]
+		if c.Upstream == nil || c.Upstream.Scheme != "https" || c.Key == nil {
+			return nil, fmt.Errorf("credential %s/%s: want an https upstream and a key", opts.Company, c.Name)
+		}
+		h.creds[c.Name] = c
+	}
+	h.proxy = &httputil.ReverseProxy{
+		Rewrite:        func(*httputil.ProxyRequest) {}, // set in ServeHTTP, per credential
+		Transport:      opts.Transport,
+		FlushInterval:  -1, // a streamed (SSE) response passes through as it comes
+		ModifyResponse: h.refusedByProvider,
+		ErrorHandler:   h.upstreamFailed,
+	}
+	return h, nil
+}
+
+// Serves reports whether r is a request to the credential route (an
+// origin-form request under PathPrefix, not a proxy request).
+func Serves(r *http.Request) bool {
+	return r.Method != http.MethodConnect && r.URL.Host == "" && strings.HasPrefix(r.URL.Path, PathPrefix)
+}
+
+// ServeHTTP checks the request's token and forwards it with the key.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	name, rest, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, PathPrefix), "/")
+	c, ok := h.creds[name]
+	if !ok {
+		h.metrics.count(unknownCredential, outcomeUnknown)
+		http.Error(w, "pcsync: no credential "+h.opts.Company+"/"+name, http.StatusNotFound)
+		return
+	}
+	run, why := h.authorize(c, r)
+	if why != "" {
+		h.metrics.count(name, why)
+		h.opts.Logger.Warn("credential token refused", "company", h.opts.Company, "credential", name, "run", run, "reason", why)
+		http.Error(w, "pcsync: token refused for credential "+h.opts.Company+"/"+name+": "+why, http.StatusForbidden)
+		return
+	}
+	key, err := c.Key.Key()
+	if err != nil {
+		h.metrics.count(name, outcomeNoKey)
+		h.opts.Logger.Error("credential key unreadable", "company", h.opts.Company, "credential", name, "err", err)
+		http.Error(w, "pcsync: the key of credential "+h.opts.Company+"/"+name+" cannot be read", http.StatusBadGateway)
+		return
+	}
+	h.metrics.count(name, outcomeForwarded)
+	out := r.Clone(r.Context())
+	out.URL.Path = "/" + rest
+	out.URL.RawPath = ""
+	h.forward(c, key, run).ServeHTTP(w, out)
+}
+
+// forward is the reverse proxy with c's rewrite: upstream's address, the
+// key in the provider's header, every key header the client sent removed.
+func (h *Handler) forward(c *Credential, key, run string) *httputil.ReverseProxy {
+	p := *h.proxy
+	p.Rewrite = func(pr *httputil.ProxyRequest) {
+		pr.SetURL(c.Upstream)
+		pr.Out.Host = c.Upstream.Host
+		for _, name := range h.keyHeaders {
+			pr.Out.Header.Del(name)
+		}
+		hd := c.Route.Headers[c.Kind]
+		pr.Out.Header.Set(hd.Name, hd.Value(key))
+		pr.Out.Header.Del("Proxy-Authorization")
+		pr.Out = pr.Out.WithContext(withCredential(pr.Out.Context(), c, run))
+	}
+	return &p
+}
+
+// authorize returns the token's run, and why it is refused ("" when not).
+func (h *Handler) authorize(c *Credential, r *http.Request) (run, why string) {
+	token := strings.TrimSpace(r.Header.Get(c.Route.Headers[c.Kind].Name))
+	if s := c.Route.Headers[c.Kind].Scheme; s != "" {
+		token = strings.TrimSpace(strings.TrimPrefix(token, s+" "))
+	}
+	company, run, ok := h.opts.Tokens.Check(token)
+	switch {
+	case !ok:
+		return "", outcomeBadToken
+	case company != h.opts.Company:
+		return run, outcomeOtherTenant
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	from, perr := netip.ParseAddr(host)
+	if err != nil || perr != nil || !h.opts.Alive(run, from.Unmap()) {
+		return run, outcomeRunEnded
+	}
+	return run, ""
+}
