@@ -56,9 +56,9 @@ type Handler struct {
 	// removed, so that no token (nor anything else a CLI sent as a key)
 	// goes upstream.
 	keyHeaders []string
-	creds   map[string]*Credential
-	proxy   *httputil.ReverseProxy
-	metrics *metrics
+	creds      map[string]*Credential
+	proxy      *httputil.ReverseProxy
+	metrics    *metrics
 }
 
 // NewHandler returns the route of the company's credentials.
