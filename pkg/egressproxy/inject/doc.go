@@ -7,14 +7,16 @@
 //
 // A request is served at /credentials/<name>/<the API's path>. Its token
 // is taken from the header the provider takes a key in
-// (adapters.Route.Headers); it must be one that Tokens minted for this
-// company, and its run must be alive and the request come from that run's
-// pod (Options.Alive). A refused token is answered 403 and counted, never
-// logged. A provider that refuses the key (401 or 403) is answered with
-// an error, in the provider's own format, that names the credential
+// (adapters.Route.Headers). The daemon gives each run (a Job's pod, a
+// lease's pod) a random token (NewToken) and puts only its hash on the
+// pod (AnnotationTokenHash); PodTokens takes a token only from the live pod
+// of the proxy's namespace that carries its hash, at that pod's address. A
+// refused token is answered 403 and counted (bad_token, run_ended), never
+// logged. A provider that refuses the key (401 or 403) is answered with an
+// error, in the provider's own format, that names the credential
 // <company>/<name>, so that the CLI's transcript says which key failed.
 //
-// Files: token.go (minting and checking tokens), key.go (the key, re-read
-// when its file changes), handler.go (the route), errors.go (the
-// provider-shaped refusals), metrics.go.
+// Files: token.go (tokens and their hashes), pods.go (the pods' tokens),
+// key.go (the key, re-read when its file changes), handler.go (the route),
+// errors.go (the provider-shaped refusals), metrics.go.
 package inject

@@ -37,11 +37,11 @@ type Credential struct {
 
 // Options configure a Handler.
 type Options struct {
-	// Company is the tenant's company; tokens of another are refused.
+	// Company is the tenant's company (metrics and messages).
 	Company string
-	Tokens  *Tokens
-	// Alive reports whether run is alive and from is its pod's address.
-	Alive func(run string, from netip.Addr) bool
+	// Tokens checks each request's token against the address it came
+	// from.
+	Tokens Verifier
 	// Transport carries the requests upstream. Default: a clone of
 	// http.DefaultTransport without a proxy.
 	Transport  http.RoundTripper
@@ -63,8 +63,8 @@ type Handler struct {
 
 // NewHandler returns the route of the company's credentials.
 func NewHandler(creds []Credential, opts Options) (*Handler, error) {
-	if opts.Tokens == nil || opts.Alive == nil || opts.Company == "" {
-		return nil, errors.New("credential route: Company, Tokens and Alive are required")
+	if opts.Tokens == nil || opts.Company == "" {
+		return nil, errors.New("credential route: Company and Tokens are required")
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -159,21 +159,15 @@ func (h *Handler) forward(c *Credential, key, run string) *httputil.ReverseProxy
 
 // authorize returns the token's run, and why it is refused ("" when not).
 func (h *Handler) authorize(c *Credential, r *http.Request) (run, why string) {
-	token := strings.TrimSpace(r.Header.Get(c.Route.Headers[c.Kind].Name))
-	if s := c.Route.Headers[c.Kind].Scheme; s != "" {
-		token = strings.TrimSpace(strings.TrimPrefix(token, s+" "))
-	}
-	company, run, ok := h.opts.Tokens.Check(token)
-	switch {
-	case !ok:
-		return "", outcomeBadToken
-	case company != h.opts.Company:
-		return run, outcomeOtherTenant
+	hd := c.Route.Headers[c.Kind]
+	token := strings.TrimSpace(r.Header.Get(hd.Name))
+	if hd.Scheme != "" {
+		token = strings.TrimSpace(strings.TrimPrefix(token, hd.Scheme+" "))
 	}
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	from, perr := netip.ParseAddr(host)
-	if err != nil || perr != nil || !h.opts.Alive(run, from.Unmap()) {
-		return run, outcomeRunEnded
+	if token == "" || err != nil || perr != nil {
+		return "", outcomeBadToken
 	}
-	return run, ""
+	return h.opts.Tokens.Verify(token, from.Unmap())
 }

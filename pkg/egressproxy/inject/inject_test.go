@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pcsync/pcsync/pkg/adapters"
@@ -85,23 +84,35 @@ func (s *standIn) last() (http.Header, string) {
 // are files, and the run runID alive from 127.0.0.1.
 type world struct {
 	url     string
-	tokens  *Tokens
+	token   string
 	keyFile string
 	logs    *bytes.Buffer
 	reg     *prometheus.Registry
-	alive   map[string]bool
-	mu      sync.Mutex
+}
+
+// oneToken is a Verifier that takes token from loopback, and names ended
+// as the token of an ended run.
+type oneToken struct{ token, ended string }
+
+func (o oneToken) Verify(token string, from netip.Addr) (run, why string) {
+	switch {
+	case token == o.token && from == netip.MustParseAddr("127.0.0.1"):
+		return runID, ""
+	case token == o.ended:
+		return "", OutcomeRunEnded
+	}
+	return "", OutcomeBadToken
 }
 
 func newWorld(t *testing.T, up *standIn) *world {
 	t.Helper()
-	tokens, err := NewTokens(bytes.Repeat([]byte("k"), MinKeyLen))
+	token, err := NewToken()
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	w := &world{tokens: tokens, keyFile: filepath.Join(dir, "anthropic"), logs: &bytes.Buffer{},
-		reg: prometheus.NewRegistry(), alive: map[string]bool{runID: true}}
+	w := &world{token: token, keyFile: filepath.Join(dir, "anthropic"), logs: &bytes.Buffer{},
+		reg: prometheus.NewRegistry()}
 	writeKey(t, w.keyFile, realKey)
 	openaiKey := filepath.Join(dir, "openai")
 	writeKey(t, openaiKey, "sk-openai-real")
@@ -114,13 +125,8 @@ func newWorld(t *testing.T, up *standIn) *world {
 		{Name: "claude", Route: routes[adapters.ProviderAnthropic], Kind: adapters.KeyAPIKey, Upstream: u, Key: &FileKey{Path: w.keyFile}},
 		{Name: "codex", Route: routes[adapters.ProviderOpenAI], Kind: adapters.KeyAPIKey, Upstream: u, Key: &FileKey{Path: openaiKey}},
 	}, Options{
-		Company: "acme", Tokens: tokens, Transport: tr, Registerer: w.reg,
+		Company: "acme", Tokens: oneToken{token: token, ended: "pcsync-run-ended"}, Transport: tr, Registerer: w.reg,
 		Logger: slog.New(slog.NewTextHandler(lockedWriter{&logMu, w.logs}, nil)),
-		Alive: func(run string, from netip.Addr) bool {
-			w.mu.Lock()
-			defer w.mu.Unlock()
-			return w.alive[run] && from == netip.MustParseAddr("127.0.0.1")
-		},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -168,23 +174,17 @@ func (w *world) do(t *testing.T, path string, hdr map[string]string) (int, strin
 	return resp.StatusCode, string(b)
 }
 
-func TestTokens(t *testing.T) {
-	a, _ := NewTokens(bytes.Repeat([]byte("a"), MinKeyLen))
-	b, _ := NewTokens(bytes.Repeat([]byte("b"), MinKeyLen))
-	tok := a.Mint("acme", "run-7")
-	company, run, ok := a.Check(tok)
-	if diff := cmp.Diff([]any{"acme", "run-7", true}, []any{company, run, ok}); diff != "" {
-		t.Errorf("Check(Mint) (-want +got)\n%s", diff)
+func TestNewToken(t *testing.T) {
+	a, err := NewToken()
+	if err != nil {
+		t.Fatal(err)
 	}
-	tampered := strings.Replace(tok, tokenPrefix, tokenPrefix+"x", 1)
-	for name, bad := range map[string]string{"other key": b.Mint("acme", "run-7"), "tampered": tampered,
-		"empty": "", "a key": realKey, "no signature": strings.Split(tok, ".")[0] + "." + strings.Split(tok, ".")[1]} {
-		if _, _, ok := a.Check(bad); ok {
-			t.Errorf("%s: Check accepted %q", name, bad)
-		}
+	b, _ := NewToken()
+	if a == b || !strings.HasPrefix(a, tokenPrefix) || len(a) < len(tokenPrefix)+43 {
+		t.Errorf("tokens %q and %q: want two different, prefixed, 256-bit tokens", a, b)
 	}
-	if _, err := NewTokens([]byte("short")); err == nil {
-		t.Error("NewTokens accepted a 5-byte key")
+	if h := TokenHash(a); len(h) != 64 || h == TokenHash(b) {
+		t.Errorf("TokenHash(%q) = %q", a, h)
 	}
 }
 
@@ -194,7 +194,7 @@ func TestTokens(t *testing.T) {
 func TestInjects(t *testing.T) {
 	up := newStandIn(t)
 	w := newWorld(t, up)
-	token := w.tokens.Mint("acme", runID)
+	token := w.token
 
 	code, body := w.do(t, "/credentials/claude/v1/messages", map[string]string{"x-api-key": token})
 	got, path := up.last()
@@ -220,14 +220,13 @@ func TestInjects(t *testing.T) {
 		}
 	}
 
-	other, _ := NewTokens(bytes.Repeat([]byte("z"), MinKeyLen))
 	refused := []struct {
 		name, path, token, outcome string
 	}{
-		{"forged", "/credentials/claude/v1/messages", other.Mint("acme", runID), outcomeBadToken},
-		{"another tenant", "/credentials/claude/v1/messages", w.tokens.Mint("globex", runID), outcomeOtherTenant},
-		{"ended run", "/credentials/claude/v1/messages", w.tokens.Mint("acme", "run-gone"), outcomeRunEnded},
+		{"forged", "/credentials/claude/v1/messages", "pcsync-run-forged", outcomeBadToken},
+		{"ended run", "/credentials/claude/v1/messages", "pcsync-run-ended", outcomeRunEnded},
 		{"the key itself", "/credentials/claude/v1/messages", realKey, outcomeBadToken},
+		{"none", "/credentials/claude/v1/messages", "", outcomeBadToken},
 	}
 	n := len(up.headers)
 	for _, tc := range refused {
@@ -256,7 +255,7 @@ func TestInjects(t *testing.T) {
 func TestRefusedKeyNamesCredential(t *testing.T) {
 	up := newStandIn(t)
 	w := newWorld(t, up)
-	code, body := w.do(t, "/credentials/claude/refuse", map[string]string{"x-api-key": w.tokens.Mint("acme", runID)})
+	code, body := w.do(t, "/credentials/claude/refuse", map[string]string{"x-api-key": w.token})
 	if code != http.StatusUnauthorized || !strings.Contains(body, `"type":"authentication_error"`) ||
 		!strings.Contains(body, "the credential acme/claude was refused") {
 		t.Errorf("got %d %s", code, body)
@@ -269,7 +268,7 @@ func TestStreams(t *testing.T) {
 	up := newStandIn(t)
 	w := newWorld(t, up)
 	req, _ := http.NewRequest(http.MethodPost, w.url+"/credentials/claude/stream", nil)
-	req.Header.Set("x-api-key", w.tokens.Mint("acme", runID))
+	req.Header.Set("x-api-key", w.token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -295,7 +294,7 @@ func TestStreams(t *testing.T) {
 func TestKeyRotation(t *testing.T) {
 	up := newStandIn(t)
 	w := newWorld(t, up)
-	token := w.tokens.Mint("acme", runID)
+	token := w.token
 	for i, key := range []string{realKey, "sk-ant-rotated"} {
 		if i > 0 {
 			writeKey(t, w.keyFile, key)

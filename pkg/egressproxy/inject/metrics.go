@@ -6,16 +6,24 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// The outcomes of a request to the credential route.
+// The outcomes of a request to the credential route; the refusals of a
+// token are exported for Verifier implementations.
 const (
 	outcomeForwarded       = "forwarded"
 	outcomeUnknown         = "unknown_credential"
-	outcomeBadToken        = "bad_token"
-	outcomeOtherTenant     = "other_tenant"
-	outcomeRunEnded        = "run_ended"
+	outcomeBadToken        = OutcomeBadToken
+	outcomeRunEnded        = OutcomeRunEnded
 	outcomeNoKey           = "key_unreadable"
 	outcomeProviderRefused = "provider_refused"
 	outcomeUpstreamFailed  = "upstream_failed"
+)
+
+// A Verifier's refusals: a token that no pod at the address carries (a
+// forged one, another pod's, another tenant's), and the token of a run
+// whose pod has ended.
+const (
+	OutcomeBadToken = "bad_token"
+	OutcomeRunEnded = "run_ended"
 )
 
 // unknownCredential is the credential label of a request that names none

@@ -1,65 +1,42 @@
 package inject
 
 import (
-	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
-	"errors"
-	"strings"
+	"encoding/hex"
+	"fmt"
+	"net/netip"
 )
 
 // tokenPrefix starts every token, so that a token is told from a key at a
 // glance (and by secret scanners).
-const tokenPrefix = "pcsync-run."
+const tokenPrefix = "pcsync-run-"
 
-// MinKeyLen is the shortest signing key Tokens accepts.
-const MinKeyLen = 32
+// AnnotationTokenHash is the annotation of a run's pod (a Job's, a
+// lease's) that holds the SHA-256 (hex) of the run's token: the proxy
+// takes a token only from the pod that carries its hash, while that pod
+// lives. The token itself is never stored on an object the API shows.
+const AnnotationTokenHash = "pcsync.io/credential-token-sha256"
 
-// Tokens mints and checks the per-run tokens of one tenant: a token names
-// its company and its run (a run id or a lease id) and is signed with the
-// tenant's key (HMAC-SHA256), so that it cannot be forged or moved to
-// another tenant.
-type Tokens struct{ key []byte }
-
-// NewTokens returns the Tokens of a signing key of at least MinKeyLen bytes.
-func NewTokens(key []byte) (*Tokens, error) {
-	if len(key) < MinKeyLen {
-		return nil, errors.New("token signing key: shorter than 32 bytes")
+// NewToken returns a new random token (256 bits).
+func NewToken() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("credential token: %w", err)
 	}
-	return &Tokens{key: append([]byte(nil), key...)}, nil
+	return tokenPrefix + base64.RawURLEncoding.EncodeToString(b), nil
 }
 
-// Mint returns the token of company's run.
-func (t *Tokens) Mint(company, run string) string {
-	body := base64.RawURLEncoding.EncodeToString([]byte(company + "\n" + run))
-	return tokenPrefix + body + "." + base64.RawURLEncoding.EncodeToString(t.sign(body))
+// TokenHash is the value of AnnotationTokenHash for token.
+func TokenHash(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
 }
 
-// Check returns the company and run a token names, or false when it is not
-// one that this key signed.
-func (t *Tokens) Check(token string) (company, run string, ok bool) {
-	rest, found := strings.CutPrefix(token, tokenPrefix)
-	if !found {
-		return "", "", false
-	}
-	body, sig, found := strings.Cut(rest, ".")
-	if !found {
-		return "", "", false
-	}
-	got, err := base64.RawURLEncoding.DecodeString(sig)
-	if err != nil || !hmac.Equal(got, t.sign(body)) {
-		return "", "", false
-	}
-	raw, err := base64.RawURLEncoding.DecodeString(body)
-	if err != nil {
-		return "", "", false
-	}
-	company, run, found = strings.Cut(string(raw), "\n")
-	return company, run, found && company != "" && run != ""
-}
-
-func (t *Tokens) sign(body string) []byte {
-	m := hmac.New(sha256.New, t.key)
-	m.Write([]byte(body))
-	return m.Sum(nil)
+// Verifier tells whether a token may be used from an address: it returns
+// the run the token belongs to, and why it is refused ("" when it is not:
+// one of the outcome reasons).
+type Verifier interface {
+	Verify(token string, from netip.Addr) (run, why string)
 }
