@@ -244,6 +244,8 @@ var patterns = []struct{ fragment, text string }{
 	{`(:[0-9]+)?(/[a-z0-9]`, "must be a registry host[:port] with an optional /org path, in lower case"},
 	{`^https?://[^/?#@`, "must be an http:// or https:// URL with a host and an optional path, without user, password, query or fragment"},
 	{`"^/"`, "must be an absolute path"},
+	{`^https://[^/?#@`, "must be an https:// URL with a host and an optional path, without user, password, query or fragment"},
+	{`^[-._a-zA-Z0-9]{1,253}$`, "must be a Secret data key: 1 to 253 letters, digits, '-', '_' or '.'"},
 }
 
 func describeBound(b string) string {

@@ -383,6 +383,7 @@ type CompanySpec struct {
 	ImagePullSecrets          []string          `json:"imagePullSecrets,omitempty"`
 	Sessions                  *Sessions         `json:"sessions,omitempty"`
 	SecretRefs                []SecretRef       `json:"secretRefs"`
+	Credentials               []Credential      `json:"credentials"`
 	Patches                   []Patch           `json:"patches"`
 	Paperclip                 CompanyPaperclip  `json:"paperclip"`
 	Sandbox                   *CompanySandbox   `json:"sandbox,omitempty"`
@@ -471,6 +472,22 @@ func (r *CIDRRule) UnmarshalJSON(b []byte) error {
 type Sessions struct {
 	Size             Quantity `json:"size"`
 	StorageClassName string   `json:"storageClassName,omitempty"`
+}
+
+// Credential is a model-provider key of a company, held by its egress
+// proxy (spec.credentials).
+type Credential struct {
+	Name       string              `json:"name"`
+	Provider   adapters.Provider   `json:"provider"`
+	Type       adapters.KeyKind    `json:"type"`
+	SecretRef  CredentialSecretRef `json:"secretRef"`
+	GatewayURL string              `json:"gatewayUrl,omitempty"`
+}
+
+// CredentialSecretRef is the Secret and data key that hold a credential.
+type CredentialSecretRef struct {
+	Name string `json:"name"`
+	Key  string `json:"key"`
 }
 
 // SecretRef names an existing Secret whose keys become agent env.

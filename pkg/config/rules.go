@@ -160,6 +160,7 @@ func (k *checker) company(d *document, c *Company) {
 		}
 	}
 	k.reportsTo(d, c)
+	k.credentials(d, c)
 	k.warmPool(d, c)
 	k.egressQuota(d, c)
 	if c.Spec.Paperclip.Manage && k.m.Settings.Spec.Paperclip == nil {

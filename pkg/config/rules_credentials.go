@@ -1,0 +1,88 @@
+package config
+
+import (
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/pcsync/pcsync/pkg/adapters"
+)
+
+// credentials checks a company's spec.credentials: egress mode proxy (the
+// proxy holds the keys), a name, a provider and a Secret key each declared
+// once, a provider that one of the company's agents uses, an OAuth token
+// for anthropic only, and a gateway URL with a host.
+func (k *checker) credentials(d *document, c *Company) {
+	if len(c.Spec.Credentials) == 0 {
+		return
+	}
+	at := keys("spec", "credentials")
+	if mode := k.m.EgressMode(c); mode != EgressProxy {
+		k.errs.add(d.posIn(at, true), at.String(),
+			"company %q: credentials are held by the egress proxy, which egress mode %q does not run; use egress mode proxy", c.Metadata.Name, mode)
+	}
+	used := companyProviders(c)
+	names, secrets, providers := map[string]Position{}, map[CredentialSecretRef]Position{}, map[adapters.Provider]Position{}
+	for i, cr := range c.Spec.Credentials {
+		cp := at.with(index(i))
+		once(k, d, names, cr.Name, cp.with(key("name")), "credential %q is declared twice in company %q (first at %s)", c.Metadata.Name)
+		once(k, d, secrets, cr.SecretRef, cp.with(key("secretRef")),
+			"Secret %q key %q is declared twice in company %q (first at %s)", c.Metadata.Name)
+		once(k, d, providers, cr.Provider, cp.with(key("provider")),
+			"provider %q has two credentials in company %q (first at %s): the proxy would not know which key to set", c.Metadata.Name)
+		if !slices.Contains(used, cr.Provider) {
+			p := cp.with(key("provider"))
+			k.errs.add(d.posIn(p, false), p.String(), "credential %s/%s: no agent of company %q uses provider %q (its agents' CLIs use %s)",
+				c.Metadata.Name, cr.Name, c.Metadata.Name, cr.Provider, providerList(used))
+		}
+		if cr.Type == adapters.KeyOAuthToken && cr.Provider != adapters.ProviderAnthropic {
+			p := cp.with(key("type"))
+			k.errs.add(d.posIn(p, false), p.String(), "credential %s/%s: an OAuth token is an anthropic credential; %s takes an API key",
+				c.Metadata.Name, cr.Name, cr.Provider)
+		}
+		if cr.GatewayURL != "" {
+			if u, err := url.Parse(cr.GatewayURL); err != nil || u.Hostname() == "" {
+				p := cp.with(key("gatewayUrl"))
+				k.errs.add(d.posIn(p, false), p.String(), "credential %s/%s: gateway URL %q has no host", c.Metadata.Name, cr.Name, cr.GatewayURL)
+			}
+		}
+	}
+}
+
+// once reports v at p when seen holds it already (msg gets v, then the
+// extra arguments, then the first position); it records v's position.
+func once[T comparable](k *checker, d *document, seen map[T]Position, v T, p fieldPath, msg string, args ...any) {
+	pos := d.posIn(p, false)
+	if first, dup := seen[v]; dup {
+		var shown any = v
+		if r, ok := any(v).(CredentialSecretRef); ok {
+			k.errs.add(pos, p.String(), msg, append([]any{r.Name, r.Key}, append(args, first)...)...)
+			return
+		}
+		k.errs.add(pos, p.String(), msg, append([]any{shown}, append(args, first)...)...)
+		return
+	}
+	seen[v] = pos
+}
+
+// companyProviders are the providers the company's agents' CLIs use,
+// sorted.
+func companyProviders(c *Company) []adapters.Provider {
+	var ps []adapters.Provider
+	for _, a := range c.Spec.Agents {
+		ps = append(ps, adapters.Providers(adapters.Type(a.Adapter))...)
+	}
+	slices.Sort(ps)
+	return slices.Compact(ps)
+}
+
+func providerList(ps []adapters.Provider) string {
+	if len(ps) == 0 {
+		return "none"
+	}
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = string(p)
+	}
+	return strings.Join(s, ", ")
+}
