@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/pcsync/pcsync/internal/agentpod"
 	"github.com/pcsync/pcsync/internal/podwait"
 	"github.com/pcsync/pcsync/internal/tenantns"
 	"github.com/pcsync/pcsync/pkg/config"
@@ -165,7 +166,7 @@ func (p *warmPools) take(k poolKey) *corev1.Pod {
 	objs, _ := p.inf.GetIndexer().ByIndex(poolIndex, k.String())
 	pods := make([]*corev1.Pod, 0, len(objs))
 	for _, o := range objs {
-		if pod := o.(*corev1.Pod); memberReady(pod) {
+		if pod := o.(*corev1.Pod); agentpod.Ready(pod) {
 			pods = append(pods, pod)
 		}
 	}
@@ -204,7 +205,7 @@ func (p *warmPools) shrink(ctx context.Context, ns string) bool {
 		if p.taken[pod.Name] || pod.DeletionTimestamp != nil {
 			continue
 		}
-		if pick == nil || (memberReady(pick) && !memberReady(pod)) {
+		if pick == nil || (agentpod.Ready(pick) && !agentpod.Ready(pod)) {
 			pick = pod
 		}
 	}

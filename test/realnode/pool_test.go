@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/pcsync/pcsync/internal/agentpod"
 	"github.com/pcsync/pcsync/internal/podwait"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/images"
@@ -216,7 +217,7 @@ func TestPoolDaemonKilledMidRefill(t *testing.T) {
 	after := e.members(t)
 	// Every pod but the tenant's egress proxy (egress mode proxy).
 	all, err := e.c.Client().CoreV1().Pods(e.ns).List(context.Background(),
-		metav1.ListOptions{LabelSelector: render.LabelRole + "!=" + render.RoleEgressProxy})
+		metav1.ListOptions{LabelSelector: agentpod.LabelRole + "!=" + agentpod.RoleEgressProxy})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package kubeexec
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"syscall"
@@ -11,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/pcsync/pcsync/internal/agentpod"
 	"github.com/pcsync/pcsync/pkg/procinit"
 	"github.com/pcsync/pcsync/pkg/result"
 )
@@ -87,21 +89,6 @@ type verdict struct {
 	Recheck time.Duration
 }
 
-// ImagePullFailed reports whether a container's waiting reason means that
-// its image will not arrive; the sandbox's lease pods read the same list.
-func ImagePullFailed(reason string) bool { return imagePullReasons[reason] }
-
-// imagePullReasons are the kubelet's waiting reasons that mean the image
-// will not arrive.
-var imagePullReasons = map[string]bool{
-	"ErrImagePull":              true,
-	"ImagePullBackOff":          true,
-	"InvalidImageName":          true,
-	"ErrImageNeverPull":         true,
-	"RegistryUnavailable":       true,
-	"SignatureValidationFailed": true,
-}
-
 // explain reads an observation. It is a pure function of its input, so that
 // every ending can be tested on constructed objects.
 func explain(o observation) verdict {
@@ -120,7 +107,7 @@ func explain(o observation) verdict {
 		// Not in the cache yet (just created): wait for the informer.
 		return v
 	}
-	cs := containerStatus(o.Pod, o.Container)
+	cs := agentpod.ContainerStatus(o.Pod, o.Container)
 	if cs != nil && (cs.State.Running != nil || cs.State.Terminated != nil || cs.LastTerminationState.Terminated != nil) {
 		v.Started = true
 	}
@@ -182,7 +169,7 @@ func explain(o observation) verdict {
 		// second) before it gives the pod its phase, and the container
 		// never restarts (restartPolicy Never), so its end is the run's.
 		v.PodDone = true
-		if dt := podCondition(pod, corev1.DisruptionTarget); pod.DeletionTimestamp != nil || dt != nil && dt.Status == corev1.ConditionTrue {
+		if dt := agentpod.Condition(pod, corev1.DisruptionTarget); pod.DeletionTimestamp != nil || dt != nil && dt.Status == corev1.ConditionTrue {
 			// Stopped from outside (the Job's deadline, an eviction, a
 			// preemption): the Job's condition will say which.
 			return v
@@ -207,7 +194,7 @@ func explain(o observation) verdict {
 		return v
 	}
 	// Pending: scheduling, pulling, creating.
-	if c := podCondition(pod, corev1.PodScheduled); c != nil && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+	if c := agentpod.Unschedulable(pod); c != nil {
 		since := o.Since("unschedulable")
 		if t := c.LastTransitionTime.Time; !t.IsZero() && t.Before(since) {
 			since = t
@@ -224,12 +211,12 @@ func explain(o observation) verdict {
 	if cs != nil && cs.State.Waiting != nil {
 		w := cs.State.Waiting
 		switch {
-		case imagePullReasons[w.Reason]:
+		case agentpod.ImagePullFailed(w.Reason):
 			v.Final, v.Stop = true, true
 			v.Status, v.Code = result.StatusFailed, result.ErrImagePullFailed
-			v.Message = fmt.Sprintf("container %s cannot pull image %s: %s", cs.Name, imageOf(pod, cs), reasonMessage(w.Reason, w.Message))
+			v.Message = fmt.Sprintf("container %s cannot pull image %s: %s", cs.Name, cmp.Or(agentpod.ContainerImage(pod, cs.Name), cs.Image), reasonMessage(w.Reason, w.Message))
 			return v
-		case w.Reason == "CreateContainerConfigError" || w.Reason == "CreateContainerError":
+		case agentpod.WaitingOf(w.Reason) == agentpod.WaitingCreate:
 			since := o.Since("config:" + w.Reason)
 			if waited := o.Now.Sub(since); waited < o.ConfigErrorGrace {
 				v.Recheck = o.ConfigErrorGrace - waited
@@ -291,7 +278,7 @@ func explainPodFailure(o observation) verdict {
 	var v verdict
 	fillContainer(&v, o)
 	pod := o.Pod
-	cs := containerStatus(pod, o.Container)
+	cs := agentpod.ContainerStatus(pod, o.Container)
 	var term *corev1.ContainerStateTerminated
 	if cs != nil {
 		term = cs.State.Terminated
@@ -362,7 +349,7 @@ func describeTermination(name string, t *corev1.ContainerStateTerminated) string
 // fillContainer copies the agent container's exit code, signal and times
 // into v.
 func fillContainer(v *verdict, o observation) {
-	cs := containerStatus(o.Pod, o.Container)
+	cs := agentpod.ContainerStatus(o.Pod, o.Container)
 	if cs == nil {
 		return
 	}
@@ -413,40 +400,10 @@ func reasonMessage(reason, msg string) string {
 	return reason + ": " + msg
 }
 
-func containerStatus(pod *corev1.Pod, name string) *corev1.ContainerStatus {
-	if pod == nil {
-		return nil
-	}
-	for i := range pod.Status.ContainerStatuses {
-		if pod.Status.ContainerStatuses[i].Name == name {
-			return &pod.Status.ContainerStatuses[i]
-		}
-	}
-	return nil
-}
-
-func imageOf(pod *corev1.Pod, cs *corev1.ContainerStatus) string {
-	for _, c := range pod.Spec.Containers {
-		if c.Name == cs.Name {
-			return c.Image
-		}
-	}
-	return cs.Image
-}
-
 func jobCondition(job *batchv1.Job, t batchv1.JobConditionType) *batchv1.JobCondition {
 	for i := range job.Status.Conditions {
 		if c := &job.Status.Conditions[i]; c.Type == t && c.Status == corev1.ConditionTrue {
 			return c
-		}
-	}
-	return nil
-}
-
-func podCondition(pod *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition {
-	for i := range pod.Status.Conditions {
-		if pod.Status.Conditions[i].Type == t {
-			return &pod.Status.Conditions[i]
 		}
 	}
 	return nil

@@ -9,12 +9,11 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/pcsync/pcsync/internal/agentpod"
 	"github.com/pcsync/pcsync/internal/podsec"
-	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/images"
 	"github.com/pcsync/pcsync/pkg/introspect"
 	"github.com/pcsync/pcsync/pkg/podsched"
@@ -33,14 +32,14 @@ const (
 // Labels returns the labels of a run's Job and Secret.
 func (in Input) Labels() map[string]string {
 	return map[string]string{
-		LabelManagedBy: ManagedByValue,
-		LabelRunID:     LabelValue(in.RunID),
-		LabelAgentID:   LabelValue(cmp.Or(in.AgentID, in.Agent.Name)),
-		LabelAgent:     LabelValue(in.Agent.Name),
-		LabelCompanyID: LabelValue(in.Company.Spec.ID),
-		LabelCompany:   LabelValue(in.Company.Slug()),
-		LabelAdapter:   LabelValue(string(in.Agent.Adapter)),
-		LabelRole:      RoleAgent,
+		agentpod.LabelManagedBy: agentpod.ManagedByValue,
+		agentpod.LabelRunID:     agentpod.LabelValue(in.RunID),
+		agentpod.LabelAgentID:   agentpod.LabelValue(cmp.Or(in.AgentID, in.Agent.Name)),
+		agentpod.LabelAgent:     agentpod.LabelValue(in.Agent.Name),
+		agentpod.LabelCompanyID: agentpod.LabelValue(in.Company.Spec.ID),
+		agentpod.LabelCompany:   agentpod.LabelValue(in.Company.Slug()),
+		agentpod.LabelAdapter:   agentpod.LabelValue(string(in.Agent.Adapter)),
+		agentpod.LabelRole:      agentpod.RoleAgent,
 	}
 }
 
@@ -64,7 +63,7 @@ func BuildJob(in Input, o BuildOptions) (*batchv1.Job, error) {
 	if len(in.Command.Args) == 0 {
 		return nil, errf("the adapter gave an empty command line")
 	}
-	res, err := resources(in.Model.AgentResources(in.Agent))
+	res, err := agentpod.Resources(in.Model.AgentResources(in.Agent))
 	if err != nil {
 		return nil, errf("agent %s resources: %w", in.Agent.Name, err)
 	}
@@ -213,46 +212,4 @@ func escapeAll(in []string) []string {
 		out[i] = strings.ReplaceAll(s, "$", "$$")
 	}
 	return out
-}
-
-// resources converts the config's requests and limits.
-func resources(r config.Resources) (corev1.ResourceRequirements, error) {
-	var out corev1.ResourceRequirements
-	conv := func(l *config.ResourceList) (corev1.ResourceList, error) {
-		if l == nil {
-			return nil, nil
-		}
-		rl := corev1.ResourceList{}
-		for _, q := range []struct {
-			name corev1.ResourceName
-			v    *config.Quantity
-		}{{corev1.ResourceCPU, l.CPU}, {corev1.ResourceMemory, l.Memory}, {corev1.ResourceEphemeralStorage, l.EphemeralStorage}} {
-			if q.v == nil {
-				continue
-			}
-			parsed, err := resource.ParseQuantity(string(*q.v))
-			if err != nil {
-				return nil, fmt.Errorf("%s %q: %w", q.name, string(*q.v), err)
-			}
-			rl[q.name] = parsed
-		}
-		if len(rl) == 0 {
-			return nil, nil
-		}
-		return rl, nil
-	}
-	var err error
-	if out.Requests, err = conv(r.Requests); err != nil {
-		return out, fmt.Errorf("requests: %w", err)
-	}
-	if out.Limits, err = conv(r.Limits); err != nil {
-		return out, fmt.Errorf("limits: %w", err)
-	}
-	return out, nil
-}
-
-// ResourceRequirements converts the config's requests and limits to a
-// container's (as agent Jobs get them); the sandbox's lease pods use it too.
-func ResourceRequirements(r config.Resources) (corev1.ResourceRequirements, error) {
-	return resources(r)
 }

@@ -14,13 +14,15 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/pcsync/pcsync/internal/agentpod"
 )
 
 // Indexer names.
 const (
 	// byJob indexes pods and events by the namespace/name of their Job.
 	byJob = "job"
-	// byAgent indexes Jobs by namespace/agent label (AgentOf).
+	// byAgent indexes Jobs by namespace/agent label (agentpod.AgentOf).
 	byAgent = "agent"
 )
 
@@ -66,7 +68,7 @@ func newTracker(client kubernetes.Interface) *tracker {
 		reserved: map[string]agentKey{},
 		changed:  make(chan struct{}),
 	}
-	managed := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByValue}).String()
+	managed := labels.SelectorFromSet(labels.Set{agentpod.LabelManagedBy: agentpod.ManagedByValue}).String()
 	f := informers.NewSharedInformerFactoryWithOptions(client, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = managed }))
 	t.jobs = f.Batch().V1().Jobs().Informer()
@@ -97,7 +99,7 @@ func newTracker(client kubernetes.Interface) *tracker {
 		if !ok {
 			return nil, nil
 		}
-		return []string{jobKey(j.Namespace, AgentOf(j.Labels))}, nil
+		return []string{jobKey(j.Namespace, agentpod.AgentOf(j.Labels))}, nil
 	}})
 	_ = t.pods.AddIndexers(cache.Indexers{byJob: func(obj any) ([]string, error) {
 		p, ok := obj.(*corev1.Pod)
@@ -328,7 +330,7 @@ func (t *tracker) occupiedLocked(k agentKey) int {
 			keys[key] = true
 		}
 	}
-	objs, _ := t.jobs.GetIndexer().ByIndex(byAgent, jobKey(k.namespace, LabelValue(k.agent)))
+	objs, _ := t.jobs.GetIndexer().ByIndex(byAgent, jobKey(k.namespace, agentpod.LabelValue(k.agent)))
 	for _, o := range objs {
 		j, ok := o.(*batchv1.Job)
 		if !ok || j.DeletionTimestamp != nil || jobFinished(j) {

@@ -19,9 +19,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/pcsync/pcsync/internal/agentpod"
 	"github.com/pcsync/pcsync/internal/testcluster"
 	"github.com/pcsync/pcsync/pkg/images"
-	"github.com/pcsync/pcsync/pkg/runs/kubeexec"
 	"github.com/pcsync/pcsync/pkg/sandbox"
 )
 
@@ -242,7 +242,7 @@ func TestWalkthroughREADME(t *testing.T) {
 	company := srv.API.createCompany(t, "pcsync README")
 	registry := c.RealNode().Registry().Host() + "/walkthrough"
 	spool := filepath.Join(shortDir(t, "pcsp-"), "spool")
-	pods := watchPods(t, c, "paperclip-acme", kubeexec.LabelRunID)
+	pods := watchPods(t, c, "paperclip-acme", agentpod.LabelRunID)
 	walkthrough{
 		doc: "README.md", heading: "## Running Paperclip's agents on Kubernetes with pcsync", blocks: 2,
 		daemon: "pcsync daemon ./config --spool /var/spool/pcsync", ready: "/var/spool/pcsync/.pcsync/status.json",
