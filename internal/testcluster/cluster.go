@@ -31,7 +31,8 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// Options configures Start. The zero value of every field means its default; use
+// Options configures Start. The zero value of every field, and a negative count
+// or duration, means its default; use
 // DefaultOptions to see them.
 type Options struct {
 	// BinDir holds etcd, kube-apiserver, kube-controller-manager, kube-scheduler and
@@ -88,9 +89,9 @@ func (o *Options) complete() {
 	o.NodeName = cmp.Or(o.NodeName, d.NodeName)
 	o.NodeCPU = cmp.Or(o.NodeCPU, d.NodeCPU)
 	o.NodeMemory = cmp.Or(o.NodeMemory, d.NodeMemory)
-	o.NodePods = cmp.Or(o.NodePods, d.NodePods)
-	o.StartTimeout = cmp.Or(o.StartTimeout, d.StartTimeout)
-	o.StopGrace = cmp.Or(o.StopGrace, d.StopGrace)
+	o.NodePods = cmp.Or(max(o.NodePods, 0), d.NodePods)
+	o.StartTimeout = cmp.Or(max(o.StartTimeout, 0), d.StartTimeout)
+	o.StopGrace = cmp.Or(max(o.StopGrace, 0), d.StopGrace)
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
 	}

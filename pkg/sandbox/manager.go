@@ -94,7 +94,7 @@ func (m *Manager) adopt(ctx context.Context) error {
 			m.opts.Metrics.SandboxRelease(string(EndAdopted))
 			continue
 		case err != nil:
-			return fmt.Errorf("sandbox: Pod/%s/%s: adopt: %w", r.Namespace, r.ID, err)
+			return fmt.Errorf("Pod/%s/%s: adopt: %w", r.Namespace, r.ID, err)
 		}
 		if _, member := pod.Labels[LabelPool]; member {
 			// A claim that never patched its member: the pod is still the

@@ -304,12 +304,12 @@ func createError(r Record, err error) error {
 	case apierrors.IsNotFound(err):
 		return userErrorf(CodeNamespaceMissing, "namespace %s of company %s does not exist: run `pcsync apply` (or let the daemon reconcile) first", r.Namespace, r.Company)
 	case apierrors.IsForbidden(err) && strings.Contains(msg, "cannot create resource"):
-		return userErrorf(CodePodForbidden, "Pod/%s/%s refused: %s (pcsync creates pods only in tenant namespaces whose RoleBinding pcsync grants it the ClusterRole pcsync-tenant: run `pcsync apply`, and check Settings spec.pcsync.serviceAccount)",
+		return userErrorf(CodePodForbidden, "Pod/%s/%s: refused: %s (pcsync creates pods only in tenant namespaces whose RoleBinding pcsync grants it the ClusterRole pcsync-tenant: run `pcsync apply`, and check Settings spec.pcsync.serviceAccount)",
 			r.Namespace, r.ID, msg)
 	case apierrors.IsForbidden(err):
-		return userErrorf(CodePodForbidden, "Pod/%s/%s refused: %s", r.Namespace, r.ID, msg)
+		return userErrorf(CodePodForbidden, "Pod/%s/%s: refused: %s", r.Namespace, r.ID, msg)
 	}
-	return fmt.Errorf("Pod/%s/%s create failed: %w", r.Namespace, r.ID, err)
+	return fmt.Errorf("Pod/%s/%s: create: %w", r.Namespace, r.ID, err)
 }
 
 // waitRunning waits until the pod runs, or fails with the reason the
@@ -318,7 +318,7 @@ func createError(r Record, err error) error {
 func (m *Manager) waitRunning(ctx context.Context, pod *corev1.Pod) error {
 	last, err := podwait.Until(ctx, m.cs, pod.Namespace, pod.Name, func(p *corev1.Pod) (bool, error) {
 		if p == nil {
-			return false, fmt.Errorf("Pod/%s/%s was deleted before it was ready", pod.Namespace, pod.Name)
+			return false, fmt.Errorf("Pod/%s/%s: deleted before it was ready", pod.Namespace, pod.Name)
 		}
 		return podRunning(p)
 	})
@@ -329,10 +329,10 @@ func (m *Manager) waitRunning(ctx context.Context, pod *corev1.Pod) error {
 		last = pod
 	}
 	if agentpod.Unschedulable(last) != nil {
-		return userErrorf(CodePodUnschedulable, "Pod/%s/%s found no node within the lease's wait (%s): %s",
+		return userErrorf(CodePodUnschedulable, "Pod/%s/%s: found no node within the lease's wait (%s): %s",
 			pod.Namespace, pod.Name, context.Cause(ctx), agentpod.Reason(last))
 	}
-	return userErrorf(CodePodNotReady, "Pod/%s/%s not running after the lease's wait (%s): %s; raise the environment's timeoutMs for slow image pulls",
+	return userErrorf(CodePodNotReady, "Pod/%s/%s: not running after the lease's wait (%s): %s; raise the environment's timeoutMs for slow image pulls",
 		pod.Namespace, pod.Name, context.Cause(ctx), agentpod.Reason(last))
 }
 
@@ -343,17 +343,17 @@ func podRunning(p *corev1.Pod) (bool, error) {
 	case corev1.PodRunning:
 		return true, nil
 	case corev1.PodFailed, corev1.PodSucceeded:
-		return false, fmt.Errorf("Pod/%s/%s ended (%s) before it was ready: %s", p.Namespace, p.Name, p.Status.Phase, agentpod.Reason(p))
+		return false, fmt.Errorf("Pod/%s/%s: ended (%s) before it was ready: %s", p.Namespace, p.Name, p.Status.Phase, agentpod.Reason(p))
 	}
 	for _, cs := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
 		w := cs.State.Waiting
 		switch {
 		case w == nil:
 		case agentpod.ImagePullFailed(w.Reason):
-			return false, userErrorf(CodeImagePullFailed, "Pod/%s/%s container %s cannot pull image %s: %s: %s",
+			return false, userErrorf(CodeImagePullFailed, "Pod/%s/%s: container %s cannot pull image %s: %s: %s",
 				p.Namespace, p.Name, cs.Name, agentpod.ContainerImage(p, cs.Name), w.Reason, w.Message)
 		case agentpod.WaitingOf(w.Reason) == agentpod.WaitingCreate:
-			return false, userErrorf(CodePodNotStarting, "Pod/%s/%s container %s cannot start: %s: %s", p.Namespace, p.Name, cs.Name, w.Reason, w.Message)
+			return false, userErrorf(CodePodNotStarting, "Pod/%s/%s: container %s cannot start: %s: %s", p.Namespace, p.Name, cs.Name, w.Reason, w.Message)
 		}
 	}
 	return false, nil

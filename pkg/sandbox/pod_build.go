@@ -13,6 +13,7 @@ import (
 	"github.com/pcsync/pcsync/internal/agentpod"
 	"github.com/pcsync/pcsync/internal/podsec"
 	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/images"
 	"github.com/pcsync/pcsync/pkg/podsched"
 )
 
@@ -149,7 +150,7 @@ func addServerInit(spec *corev1.PodSpec, helperImage string, res corev1.Resource
 	spec.InitContainers = []corev1.Container{{
 		Name:         "pcsync-bin",
 		Image:        helperImage,
-		Command:      []string{"/usr/local/bin/pcsync", "sandbox-server", "install", DefaultServerPath},
+		Command:      []string{images.ServerPath, "sandbox-server", "install", DefaultServerPath},
 		Resources:    res,
 		VolumeMounts: []corev1.VolumeMount{{Name: "pcsync-bin", MountPath: PodBinDir}},
 	}}

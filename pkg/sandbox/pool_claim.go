@@ -154,7 +154,7 @@ func (m *Manager) claimMember(ctx context.Context, model *config.Model, r *Recor
 	pod, err := m.cs.CoreV1().Pods(mem.Namespace).Patch(ctx, mem.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "pcsync"})
 	if err != nil {
 		_ = m.j.drop(lease.ID)
-		return nil, fmt.Errorf("Pod/%s/%s claim: %w", mem.Namespace, mem.Name, err)
+		return nil, fmt.Errorf("Pod/%s/%s: claim: %w", mem.Namespace, mem.Name, err)
 	}
 	*r = lease
 	return pod, nil

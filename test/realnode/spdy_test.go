@@ -164,7 +164,7 @@ func TestLeaseWebSocketForcedRefused(t *testing.T) {
 			line = l
 		}
 	}
-	for _, want := range []string{"Pod/" + e.ns + "/" + info.ID + " exec stream ended", "403 Forbidden",
+	for _, want := range []string{"Pod/" + e.ns + "/" + info.ID + ": exec stream ended", "403 Forbidden",
 		"the exec protocol is websocket, with no fallback to SPDY", "needs auto or spdy"} {
 		if !strings.Contains(line, want) {
 			t.Errorf("the Manager's error %q does not say %q", line, want)
