@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/pcsync/pcsync/internal/agentpod"
+	"github.com/pcsync/pcsync/internal/lockedbuf"
 	"github.com/pcsync/pcsync/internal/podwait"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/images"
@@ -357,7 +358,7 @@ func TestPoolMemberNotReady(t *testing.T) {
 	p := pushImages(t)
 	missing := missingImage(p)
 	e := newPoolEnv(t, p, "  sandbox:\n    warmPool:\n      - {image: "+missing+", count: 1, agent: pinned}\n")
-	var log lockedBuffer
+	var log lockedbuf.Buffer
 	e.manager(t, func(o *sandbox.Options) {
 		o.Pool.ReadyDeadline, o.Pool.Resync = 3*time.Second, 200*time.Millisecond
 		o.Logger = slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelInfo}))
