@@ -82,7 +82,14 @@ func newTracker(client kubernetes.Interface) *tracker {
 		}))
 	t.events = ef.Core().V1().Events().Informer()
 	t.factories = []informers.SharedInformerFactory{f, ef}
+	t.slim()
+	t.index()
+	t.handle()
+	return t
+}
 
+// slim sets the informers' transforms.
+func (t *tracker) slim() {
 	// The caches keep only what explain and adoption read: with a
 	// thousand runs in flight, whole Jobs and Pods (their templates and
 	// specs, managed fields) would be most of the daemon's memory.
@@ -94,6 +101,10 @@ func newTracker(client kubernetes.Interface) *tracker {
 		}
 		return obj, nil
 	})
+}
+
+// index adds the informers' indexes: Jobs by agent, pods and events by Job.
+func (t *tracker) index() {
 	_ = t.jobs.AddIndexers(cache.Indexers{byAgent: func(obj any) ([]string, error) {
 		j, ok := obj.(*batchv1.Job)
 		if !ok {
@@ -118,7 +129,10 @@ func newTracker(client kubernetes.Interface) *tracker {
 		}
 		return []string{jobKey(e.InvolvedObject.Namespace, e.InvolvedObject.Name)}, nil
 	}})
+}
 
+// handle wakes the runs whose Job, pod or FailedCreate event changed.
+func (t *tracker) handle() {
 	_, _ = t.jobs.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if j, ok := obj.(*batchv1.Job); ok {
@@ -161,7 +175,6 @@ func newTracker(client kubernetes.Interface) *tracker {
 	_, _ = t.events.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: eventHandler, UpdateFunc: func(_, obj any) { eventHandler(obj) },
 	})
-	return t
 }
 
 // start runs the informers until ctx ends and waits for their first list.
