@@ -338,7 +338,7 @@ func (e *proxyBenchEnv) allowRelay(ctx context.Context, b *testing.B) {
 	b.Helper()
 	port := intstr.FromInt32(benchRelayPort)
 	tcp := corev1.ProtocolTCP
-	proxy := metav1.LabelSelector{MatchLabels: map[string]string{render.LabelRole: render.RoleEgressProxy}}
+	proxy := metav1.LabelSelector{MatchLabels: map[string]string{agentpod.LabelRole: agentpod.RoleEgressProxy}}
 	np := &networkingv1.NetworkPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: "bench-relay", Namespace: e.nsPX},
 		Spec: networkingv1.NetworkPolicySpec{

@@ -23,6 +23,7 @@ import (
 	"github.com/pcsync/pcsync/internal/testnet"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/egressproxy/agentenv"
+	"github.com/pcsync/pcsync/pkg/render"
 	"github.com/pcsync/pcsync/pkg/runs/kubeexec"
 	"github.com/pcsync/pcsync/pkg/runs/spool"
 	"github.com/pcsync/pcsync/pkg/sandbox"

@@ -460,7 +460,10 @@ func TestTimeoutKillsGrandchild(t *testing.T) {
 }
 
 // TestBridgeStopLoopIsFast plays how the host stops a background bridge:
-// the killed orphan must be reaped at once, or kill -0 keeps succeeding.
+// the killed orphan must be reaped at once, or kill -0 keeps succeeding
+// (an orphan left a zombie stays "alive" for all 200 polls). The loop's
+// polls are counted, not timed: the reaping, not the machine's load, is
+// what is tested.
 func TestBridgeStopLoopIsFast(t *testing.T) {
 	s := startServer(t, nil)
 	c, _ := clientFor(t, s)
@@ -469,17 +472,19 @@ func TestBridgeStopLoopIsFast(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid := strings.TrimSpace(string(exit.Stdout))
-	start := time.Now()
 	exit, err = c.Exec(execCtx(t), cmdclient.Command{
 		Argv: []string{"sh", "-c", `kill $0; n=0; while kill -0 $0 2>/dev/null && [ $n -lt 200 ]; do sleep 0.01; n=$((n+1)); done; echo $n`, pid},
 	}, nil)
-	elapsed := time.Since(start)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("stop loop: %v, %s polls", elapsed, strings.TrimSpace(string(exit.Stdout)))
-	if elapsed > 100*time.Millisecond {
-		t.Errorf("stop loop took %v (%s polls of 10 ms), want well under 100 ms", elapsed, strings.TrimSpace(string(exit.Stdout)))
+	polls, err := strconv.Atoi(strings.TrimSpace(string(exit.Stdout)))
+	if err != nil {
+		t.Fatalf("stop loop printed %q", exit.Stdout)
+	}
+	t.Logf("stop loop: %d polls", polls)
+	if polls >= 50 {
+		t.Errorf("the killed orphan was still there after %d polls of kill -0 (200 is the loop's cap); want it reaped at once", polls)
 	}
 }
 
