@@ -42,6 +42,11 @@
 //	                  only what cannot run here) from its own image: both
 //	                  replicas Ready, the leader reconciles through its
 //	                  in-cluster config, /readyz through the pod proxy
+//	argocd_test.go    deploy/argocd as its README has a user apply it (a
+//	                  stand-in of Argo CD's repo-server Deployment): the
+//	                  sidecar from pcsync's image, uid 999, read-only root;
+//	                  the mounted plugin's discover, init and generate in it
+//	                  on examples/config print what pcsync render prints
 //	bench_test.go     make bench's figures on the real node, each beside its
 //	                  peer (a plain pod, a bare exec, a bare delete, a bare
 //	                  Job)
