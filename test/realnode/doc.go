@@ -47,6 +47,13 @@
 //	                  sidecar from pcsync's image, uid 999, read-only root;
 //	                  the mounted plugin's discover, init and generate in it
 //	                  on examples/config print what pcsync render prints
+//	gitsync_test.go   deploy/base through a user's overlay, its git-sync (a
+//	                  substitute: testdata/git-sync-substitute.sh, Debian's
+//	                  git on the base image; k8s.io/git-sync is not served)
+//	                  following a repository the test serves
+//	                  (gitserver_test.go: git http-backend on the pod
+//	                  bridge's gateway): Ready, the Company applied, a new
+//	                  commit picked up, a run from the spool volume a Job
 //	bench_test.go     make bench's figures on the real node, each beside its
 //	                  peer (a plain pod, a bare exec, a bare delete, a bare
 //	                  Job)
