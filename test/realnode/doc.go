@@ -54,6 +54,10 @@
 //	                  (gitserver_test.go: git http-backend on the pod
 //	                  bridge's gateway): Ready, the Company applied, a new
 //	                  commit picked up, a run from the spool volume a Job
+//	paperclip_test.go deploy/paperclip through a user's overlay: Paperclip's
+//	                  stand-in image (imagebuild.PaperclipStandIn, from the
+//	                  paperclipai npm package), pcsync and git-sync Ready in
+//	                  one pod, the Company committed to Git applied
 //	bench_test.go     make bench's figures on the real node, each beside its
 //	                  peer (a plain pod, a bare exec, a bare delete, a bare
 //	                  Job)

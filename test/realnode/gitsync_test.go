@@ -116,7 +116,7 @@ func TestDeployBaseGitSync(t *testing.T) {
 			"namespacePrefix": prefix, "images": map[string]any{"registry": p.Registry}}),
 		"acme.yaml": gitSyncCompany(t, node, "acme"),
 	})
-	spoolDir := spoolVolume(t, c)
+	spoolDir := hostVolume(t, c, baseNamespace, "pcsync-spool", corev1.ReadWriteMany)
 
 	objs := renderBaseGitSync(t, node, p.RealRegistry+"/pcsync", gitSync, repo.url, apiHost, apiPort)
 	t.Cleanup(func() {
@@ -251,11 +251,11 @@ func splitRef(ref string) (string, string) {
 	return ref, ""
 }
 
-// spoolVolume provides deploy/base's claim pcsync-spool with a
-// ReadWriteMany PersistentVolume, a directory of this machine (the one node
-// mounts it for both replicas), bound to that claim only; it returns the
-// directory. A cluster's storage provides this for a user.
-func spoolVolume(t *testing.T, c *testcluster.Cluster) string {
+// hostVolume provides the claim ns/claim with a PersistentVolume of access
+// mode mode, a directory of this machine (the one node mounts it, for every
+// pod that claims it), bound to that claim only; it returns the directory.
+// A cluster's storage provides this for a user.
+func hostVolume(t *testing.T, c *testcluster.Cluster, ns, claim string, mode corev1.PersistentVolumeAccessMode) string {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.Chmod(dir, 0o777); err != nil {
@@ -265,14 +265,14 @@ func spoolVolume(t *testing.T, c *testcluster.Cluster) string {
 	if _, err := rand.Read(suffix); err != nil {
 		t.Fatal(err)
 	}
-	name := "pcsync-spool-" + hex.EncodeToString(suffix)
+	name := claim + "-" + hex.EncodeToString(suffix)
 	pv := &corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: corev1.PersistentVolumeSpec{
-			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("5Gi")},
-			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("100Gi")},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{mode},
 			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
-			ClaimRef:                      &corev1.ObjectReference{Namespace: baseNamespace, Name: "pcsync-spool"},
+			ClaimRef:                      &corev1.ObjectReference{Namespace: ns, Name: claim},
 			PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{
 				Path: dir, Type: ptr.To(corev1.HostPathDirectory)}},
 		},
