@@ -59,7 +59,8 @@ func pushPaperclip(t *testing.T, reg *testcluster.Registry) string {
 // deploy/paperclip applied through a user's overlay that sets what its
 // README says to set (the Paperclip image, pcsync's image, GITSYNC_REPO),
 // on the real node: the pod (Paperclip, pcsync, git-sync) becomes Ready and
-// the sidecar applies the Company committed to Git. The Paperclip image is
+// the sidecar applies the Company committed to Git, and a new commit's
+// Company after it. The Paperclip image is
 // the stand-in of pushPaperclip, git-sync the substitute of pushGitSync.
 func TestPaperclipOverlay(t *testing.T) {
 	c := testcluster.Get(t)
@@ -96,7 +97,10 @@ func TestPaperclipOverlay(t *testing.T) {
 	objs := renderPaperclip(t, node, map[string]string{
 		"registry.example.com/paperclip/server": paperclip, "pcsync": p.RealRegistry + "/pcsync:" + imageTag, gitSyncImage: gitSync,
 	}, repo.url, apiHost, apiPort)
-	t.Cleanup(func() { cleanupDeployment(t, c, objs, tenant) })
+	t.Cleanup(func() {
+		cleanupDeployment(t, c, objs, tenant)
+		deleteNamespace(t, c, prefix+"initech")
+	})
 	applyObjects(ctx, t, c, objs)
 	start := time.Now()
 	pods, err := waitDeploymentReady(ctx, c, paperclipNamespace, "paperclip-server", 1)
@@ -108,6 +112,15 @@ func TestPaperclipOverlay(t *testing.T) {
 		t.Fatalf("tenant %s of the Company committed to Git: %v\n%s", tenant, err, podsReport(c, paperclipNamespace))
 	}
 	t.Logf("tenant %s applied by the sidecar %s after apply", tenant, time.Since(start).Round(time.Millisecond))
+
+	// A new commit: git-sync swaps its link, the sidecar reconciles.
+	second := prefix + "initech"
+	pushed := time.Now()
+	hash := repo.commit("add initech", map[string]string{"initech.yaml": gitSyncCompany(t, node, "initech")})
+	if err := waitNamespace(ctx, c, second); err != nil {
+		t.Fatalf("tenant %s of commit %s: %v\n%s", second, hash, err, podsReport(c, paperclipNamespace))
+	}
+	t.Logf("commit %.12s → tenant %s applied by the sidecar in %s (GITSYNC_PERIOD %s)", hash, second, time.Since(pushed).Round(time.Millisecond), gitSyncPeriod)
 }
 
 // renderPaperclip renders deploy/paperclip (with deploy/base beside it)
