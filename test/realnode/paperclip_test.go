@@ -9,10 +9,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -60,7 +62,8 @@ func pushPaperclip(t *testing.T, reg *testcluster.Registry) string {
 // README says to set (the Paperclip image, pcsync's image, GITSYNC_REPO),
 // on the real node: the pod (Paperclip, pcsync, git-sync) becomes Ready and
 // the sidecar applies the Company committed to Git, and a new commit's
-// Company after it. The Paperclip image is
+// Company after it; a replaced pod starts on the same data, keeping the
+// BETTER_AUTH_SECRET its init container made once. The Paperclip image is
 // the stand-in of pushPaperclip, git-sync the substitute of pushGitSync.
 func TestPaperclipOverlay(t *testing.T) {
 	c := testcluster.Get(t)
@@ -121,6 +124,49 @@ func TestPaperclipOverlay(t *testing.T) {
 		t.Fatalf("tenant %s of commit %s: %v\n%s", second, hash, err, podsReport(c, paperclipNamespace))
 	}
 	t.Logf("commit %.12s → tenant %s applied by the sidecar in %s (GITSYNC_PERIOD %s)", hash, second, time.Since(pushed).Round(time.Millisecond), gitSyncPeriod)
+
+	// The pod replaced: the next one starts on the same data volume, its
+	// init container keeping the BETTER_AUTH_SECRET the first one made.
+	checkAuthSecretLog(ctx, t, c, pods[0].Name, "BETTER_AUTH_SECRET: made in")
+	replaced := time.Now()
+	if err := c.Client().CoreV1().Pods(paperclipNamespace).Delete(ctx, pods[0].Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("delete pod %s: %v", pods[0].Name, err)
+	}
+	next, err := waitReplaced(ctx, c, pods[0].Name)
+	if err != nil {
+		t.Fatalf("Deployment %s/paperclip-server after its pod was deleted: %v\n%s", paperclipNamespace, err, podsReport(c, paperclipNamespace))
+	}
+	t.Logf("pod %s replaced by %s, Ready %s after the delete", pods[0].Name, next.Name, time.Since(replaced).Round(time.Millisecond))
+	checkAuthSecretLog(ctx, t, c, next.Name, "BETTER_AUTH_SECRET: kept in")
+}
+
+// checkAuthSecretLog checks that a pod's init container
+// paperclip-auth-secret logged want.
+func checkAuthSecretLog(ctx context.Context, t *testing.T, c *testcluster.Cluster, pod, want string) {
+	t.Helper()
+	log, err := c.Client().CoreV1().Pods(paperclipNamespace).GetLogs(pod, &corev1.PodLogOptions{Container: "paperclip-auth-secret"}).DoRaw(ctx)
+	if err != nil || !strings.Contains(string(log), want) {
+		t.Errorf("pod %s: init container paperclip-auth-secret logged %q (%v), want %q", pod, log, err, want)
+	}
+}
+
+// waitReplaced waits for the Deployment paperclip-server to have one Ready
+// pod other than old, and returns it.
+func waitReplaced(ctx context.Context, c *testcluster.Cluster, old string) (corev1.Pod, error) {
+	for {
+		pods, err := waitDeploymentReady(ctx, c, paperclipNamespace, "paperclip-server", 1)
+		if err != nil {
+			return corev1.Pod{}, err
+		}
+		if pods[0].Name != old {
+			return pods[0], nil
+		}
+		select {
+		case <-ctx.Done():
+			return corev1.Pod{}, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }
 
 // renderPaperclip renders deploy/paperclip (with deploy/base beside it)
