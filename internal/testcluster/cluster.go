@@ -538,6 +538,11 @@ var controllers = []string{
 	"endpointslice-controller",
 	"node-lifecycle-controller",
 	"taint-eviction-controller",
+	// A claim binds to the PersistentVolume a test provides (deploy/base's
+	// spool), and its pvc-protection finalizer goes with its last pod.
+	"persistentvolume-binder-controller",
+	"persistentvolumeclaim-protection-controller",
+	"persistentvolume-protection-controller",
 }
 
 // auditPolicyYAML records every request that may change state, at Metadata level
