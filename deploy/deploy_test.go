@@ -8,17 +8,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/pcsync/pcsync/internal/doctor"
 	"github.com/pcsync/pcsync/pkg/config"
@@ -175,5 +178,47 @@ func TestPodTokenOnlyForPcsync(t *testing.T) {
 	want := map[string][]string{"pcsync": {"/var/run/secrets/kubernetes.io/serviceaccount"}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("containers that mount a service account token (-want +got):\n%s", diff)
+	}
+}
+
+// TestArgoCDSidecarIsPcsyncImage checks deploy/argocd: the Component's
+// sidecar runs pcsync's own image (the name deploy/base's pcsync container
+// has, which `make images` pushes and kustomize's images sets), and the
+// example Application names the plugin the ConfigMap defines
+// (<name>-<version>, as Argo CD names sidecar plugins).
+func TestArgoCDSidecarIsPcsyncImage(t *testing.T) {
+	patch, err := os.ReadFile("argocd/repo-server/repo-server-patch.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dep appsv1.Deployment
+	if err := sigsyaml.Unmarshal(patch, &dep); err != nil {
+		t.Fatalf("argocd/repo-server/repo-server-patch.yaml: %v", err)
+	}
+	base := typed[appsv1.Deployment](t, find(build(t), "Deployment", "pcsync"))
+	var got []string
+	for _, c := range dep.Spec.Template.Spec.Containers {
+		got = append(got, c.Name+"="+c.Image)
+	}
+	if want := []string{"pcsync-cmp=" + base.Spec.Template.Spec.Containers[0].Image}; !cmp.Equal(want, got) {
+		t.Errorf("sidecars of the patch (-want +got):\n%s", cmp.Diff(want, got))
+	}
+
+	objs := buildDir(t, "argocd")
+	cm := typed[corev1.ConfigMap](t, find(objs, "ConfigMap", "pcsync-cmp"))
+	var plugin struct {
+		Metadata struct{ Name string }
+		Spec     struct{ Version string }
+	}
+	if err := sigsyaml.Unmarshal([]byte(cm.Data["plugin.yaml"]), &plugin); err != nil {
+		t.Fatal(err)
+	}
+	app := find(objs, "Application", "paperclip-tenants")
+	if app == nil {
+		t.Fatal("deploy/argocd has no Application paperclip-tenants")
+	}
+	name, _, _ := unstructured.NestedString(app.Object, "spec", "source", "plugin", "name")
+	if want := plugin.Metadata.Name + "-" + plugin.Spec.Version; name != want {
+		t.Errorf("Application's plugin is %q, want %q (the ConfigMap's plugin.yaml)", name, want)
 	}
 }

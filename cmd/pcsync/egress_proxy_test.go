@@ -12,28 +12,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/pcsync/pcsync/internal/lockedbuf"
 )
-
-// lockedBuffer is the command's stderr, written by its goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // freeAddr is a loopback address no one listens on (just closed).
 func freeAddr(t *testing.T) string {
@@ -79,7 +62,7 @@ func TestEgressProxyCommand(t *testing.T) {
 	}
 	listen, metrics := freeAddr(t), freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	stderr := &lockedBuffer{}
+	stderr := &lockedbuf.Buffer{}
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, []string{"egress-proxy", "--config", cfg, "--listen", listen, "--metrics", metrics}, io.Discard, stderr)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/pcsync/pcsync/internal/agentpod"
 	"github.com/pcsync/pcsync/pkg/apply"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/paperclip"
@@ -155,7 +156,7 @@ func (f *applySetFlags) manager(g *globalOptions) (*apply.Manager, error) {
 	opts.ToolVersion = toolVersion()
 	opts.Workers = f.workers
 	opts.Logger = g.Logger
-	opts.OwnerLabel = render.LabelCompany // a company adopts with pcsync.io/adopt=<its slug>
+	opts.OwnerLabel = agentpod.LabelCompany // a company adopts with pcsync.io/adopt=<its slug>
 	return apply.NewManager(cfg, opts)
 }
 

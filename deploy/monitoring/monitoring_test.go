@@ -28,7 +28,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
-	"github.com/pcsync/pcsync/pkg/render"
+	"github.com/pcsync/pcsync/internal/agentpod"
 )
 
 // ruleFile is a Prometheus rules file.
@@ -473,7 +473,7 @@ func TestPodMonitorSelectsEgressProxies(t *testing.T) {
 		t.Fatal("no PodMonitor pcsync-egress-proxy")
 	}
 	sel, _, _ := unstructured.NestedStringMap(pm.Object, "spec", "selector", "matchLabels")
-	if want := map[string]string{render.LabelRole: render.RoleEgressProxy}; !maps.Equal(sel, want) {
+	if want := map[string]string{agentpod.LabelRole: agentpod.RoleEgressProxy}; !maps.Equal(sel, want) {
 		t.Errorf("PodMonitor selects %v, want %v", sel, want)
 	}
 	if any, _, _ := unstructured.NestedBool(pm.Object, "spec", "namespaceSelector", "any"); !any {

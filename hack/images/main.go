@@ -6,6 +6,7 @@
 //	go run ./hack/images -registry 127.0.0.1:5000/pcsync -push -tag v1.2.3
 //	go run ./hack/images -images pcsync-agent-base,pcsync-agent-claude
 //	go run ./hack/images -list     # name and Dockerfile folder, in build order
+//	go run ./hack/images -out '' -paperclip-stand-in   # and the tests' Paperclip stand-in (cache only)
 //
 // It prints a line per image: name, digest, compressed size, build time.
 package main
@@ -36,6 +37,8 @@ func main() {
 	only := flag.String("images", "", "comma-separated image names (default: all)")
 	cache := flag.String("cache", d.CacheDir, "the build cache")
 	verify := flag.Bool("verify", true, "run each CLI's --version in a chroot of its image")
+	paperclip := flag.Bool("paperclip-stand-in", false, "also build the tests' stand-in of Paperclip's published image ("+
+		imagebuild.PaperclipPackage+"@"+imagebuild.PaperclipVersion+", imagebuild.PaperclipStandIn) into the cache; it is neither written nor pushed")
 	list := flag.Bool("list", false, "print each image's name and Dockerfile folder, in build order, and exit (hack/images/docker.sh)")
 	flag.Parse()
 	if *list {
@@ -52,6 +55,33 @@ func main() {
 		fmt.Fprintln(os.Stderr, "images:", err)
 		os.Exit(1)
 	}
+	if *paperclip {
+		if err := standIn(ctx, log, *tag, *cache); err != nil {
+			fmt.Fprintln(os.Stderr, "images:", err)
+			os.Exit(1)
+		}
+	}
+}
+
+// standIn builds the Paperclip stand-in on the base (both cached).
+func standIn(ctx context.Context, log *slog.Logger, tag, cache string) error {
+	o := imagebuild.DefaultOptions()
+	o.CacheDir, o.Version, o.Verify, o.Logger, o.Images = cache, tag, false, log, []string{images.Base}
+	start := time.Now()
+	built, err := imagebuild.Build(ctx, o)
+	if err != nil {
+		return err
+	}
+	img, err := imagebuild.PaperclipStandIn(ctx, o, built[0].Image, imagebuild.PaperclipVersion)
+	if err != nil {
+		return err
+	}
+	digest, size, err := summary(img)
+	if err != nil {
+		return fmt.Errorf("paperclip stand-in: %w", err)
+	}
+	fmt.Printf("%-24s %s %7.1f MB %6.1fs (cache only)\n", "paperclip (stand-in)", digest, float64(size)/1e6, time.Since(start).Seconds())
+	return nil
 }
 
 // run builds, writes and pushes.

@@ -17,27 +17,18 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=versions.env
 source "$here/versions.env"
 
+# shellcheck source=../lib/cachebuild.sh
+source "$here/../lib/cachebuild.sh"
+
 goos="$(go env GOOS)"
 goarch="$(go env GOARCH)"
 key="k8s-${K8S_VERSION}_etcd-${ETCD_VERSION}_kwok-${KWOK_VERSION}_r${RECIPE}_${goos}-${goarch}"
 cache_root="${XDG_CACHE_HOME:-$HOME/.cache}/pcsync/k8sbin"
 bin_dir="${PCSYNC_K8S_BIN_DIR:-$cache_root/$key}"
-stamp="$bin_dir/.complete"
-want_stamp="$key"
 binaries=(kube-apiserver kube-controller-manager kube-scheduler kubelet etcd kwok)
+log_name=k8sbin
 
-log() { printf 'k8sbin: %s\n' "$*" >&2; }
-
-complete() {
-	[[ -f "$stamp" ]] && [[ "$(cat "$stamp")" == "$want_stamp" ]] || return 1
-	local b
-	for b in "${binaries[@]}"; do [[ -x "$bin_dir/$b" ]] || return 1; done
-}
-
-if complete; then
-	printf '%s\n' "$bin_dir"
-	exit 0
-fi
+cache_reuse
 
 # The go.mod files must name the versions that the cache key claims.
 grep -q "k8s.io/kubernetes ${K8S_VERSION}\$" "$here/go.mod" ||
@@ -47,43 +38,10 @@ grep -q "=> k8s.io/api ${K8S_STAGING_VERSION}\$" "$here/go.mod" ||
 grep -q "go.etcd.io/etcd/server/v3 ${ETCD_VERSION}\$" "$here/etcd/go.mod" ||
 	{ log "hack/k8sbin/etcd/go.mod does not require etcd ${ETCD_VERSION} (versions.env)"; exit 1; }
 
-mkdir -p "$(dirname "$bin_dir")"
-# One build at a time per output directory (concurrent make/CI/test invocations wait).
-exec 9>"$bin_dir.lock"
-if command -v flock >/dev/null 2>&1; then
-	log "waiting for the build lock $bin_dir.lock"
-	flock 9
-fi
-if complete; then
-	printf '%s\n' "$bin_dir"
-	exit 0
-fi
-
-tmp="$(mktemp -d "$bin_dir.tmp.XXXXXX")"
-chmod 755 "$tmp"
-trap 'rm -rf "$tmp"' EXIT
-
-export GOWORK=off CGO_ENABLED=0 GOFLAGS=-buildvcs=false
-p="${K8SBIN_GO_P:-2}"
-start=$SECONDS
-
-# Version stamps so that the servers report their real version instead of v0.0.0.
-minor="${K8S_VERSION#v*.}"
-minor="${minor%%.*}"
-major="${K8S_VERSION#v}"
-major="${major%%.*}"
-build_date="1970-01-01T00:00:00Z"
-ld="-s -w"
-for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-	ld+=" -X $pkg.gitVersion=${K8S_VERSION}"
-	ld+=" -X $pkg.gitMajor=${major}"
-	ld+=" -X $pkg.gitMinor=${minor}"
-	ld+=" -X $pkg.gitTreeState=clean"
-	ld+=" -X $pkg.buildDate=${build_date}"
-done
+cache_begin
 
 log "building kube-apiserver, kube-controller-manager, kube-scheduler, kubelet ${K8S_VERSION} (one go build, -p $p)"
-(cd "$here" && go build -p "$p" -trimpath -ldflags "$ld" -o "$tmp/" \
+(cd "$here" && go build -p "$p" -trimpath -ldflags "$(k8s_ldflags)" -o "$tmp/" \
 	./cmd/kube-apiserver ./cmd/kube-controller-manager ./cmd/kube-scheduler ./cmd/kubelet)
 log "kube binaries done after $((SECONDS - start)) s"
 
@@ -97,18 +55,4 @@ GOBIN="$tmp" go install -p "$p" -trimpath \
 	"sigs.k8s.io/kwok/cmd/kwok@${KWOK_VERSION}"
 log "kwok done after $((SECONDS - start)) s"
 
-for b in "${binaries[@]}"; do
-	[[ -x "$tmp/$b" ]] || { log "missing $b after the build"; exit 1; }
-done
-printf '%s\n' "$want_stamp" >"$tmp/.complete"
-
-# Replace any incomplete previous directory atomically enough: move it aside first.
-if [[ -e "$bin_dir" ]]; then
-	rm -rf "$bin_dir.old"
-	mv "$bin_dir" "$bin_dir.old"
-	rm -rf "$bin_dir.old"
-fi
-mv "$tmp" "$bin_dir"
-trap - EXIT
-log "built in $((SECONDS - start)) s into $bin_dir"
-printf '%s\n' "$bin_dir"
+cache_publish

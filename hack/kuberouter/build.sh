@@ -24,26 +24,18 @@ source "$here/versions.env"
 # shellcheck source=../k8sbin/versions.env
 source "$k8sbin/versions.env"
 
+# shellcheck source=../lib/cachebuild.sh
+source "$here/../lib/cachebuild.sh"
+
 goos="$(go env GOOS)"
 goarch="$(go env GOARCH)"
 key="kube-router-${KUBE_ROUTER_VERSION}_kube-proxy-${K8S_VERSION}_r${NODENET_RECIPE}_${goos}-${goarch}"
 cache_root="${XDG_CACHE_HOME:-$HOME/.cache}/pcsync/nodenet"
 bin_dir="${PCSYNC_NODENET_BIN_DIR:-$cache_root/$key}"
-stamp="$bin_dir/.complete"
 binaries=(kube-router kube-proxy)
+log_name=nodenet
 
-log() { printf 'nodenet: %s\n' "$*" >&2; }
-
-complete() {
-	[[ -f "$stamp" ]] && [[ "$(cat "$stamp")" == "$key" ]] || return 1
-	local b
-	for b in "${binaries[@]}"; do [[ -x "$bin_dir/$b" ]] || return 1; done
-}
-
-if complete; then
-	printf '%s\n' "$bin_dir"
-	exit 0
-fi
+cache_reuse
 
 grep -q "github.com/cloudnativelabs/kube-router/v2 ${KUBE_ROUTER_VERSION}\$" "$here/go.mod" ||
 	{ log "hack/kuberouter/go.mod does not require kube-router ${KUBE_ROUTER_VERSION} (versions.env)"; exit 1; }
@@ -52,24 +44,7 @@ if grep -q '^replace' "$here/go.mod"; then
 	exit 1
 fi
 
-mkdir -p "$(dirname "$bin_dir")"
-exec 9>"$bin_dir.lock"
-if command -v flock >/dev/null 2>&1; then
-	log "waiting for the build lock $bin_dir.lock"
-	flock 9
-fi
-if complete; then
-	printf '%s\n' "$bin_dir"
-	exit 0
-fi
-
-tmp="$(mktemp -d "$bin_dir.tmp.XXXXXX")"
-chmod 755 "$tmp"
-trap 'rm -rf "$tmp"' EXIT
-
-export GOWORK=off CGO_ENABLED=0 GOFLAGS=-buildvcs=false
-p="${K8SBIN_GO_P:-2}"
-start=$SECONDS
+cache_begin
 
 log "building kube-router ${KUBE_ROUTER_VERSION} (-p $p)"
 kr_ld="-s -w -X github.com/cloudnativelabs/kube-router/v2/pkg/version.Version=${KUBE_ROUTER_VERSION}"
@@ -77,34 +52,10 @@ kr_ld="-s -w -X github.com/cloudnativelabs/kube-router/v2/pkg/version.Version=${
 	github.com/cloudnativelabs/kube-router/v2/cmd/kube-router)
 log "kube-router done after $((SECONDS - start)) s"
 
-# The same flags as hack/k8sbin/build.sh, so that the compiled packages it shares with
-# the kubelet come from the build cache.
-minor="${K8S_VERSION#v*.}"
-minor="${minor%%.*}"
-major="${K8S_VERSION#v}"
-major="${major%%.*}"
-ld="-s -w"
-for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-	ld+=" -X $pkg.gitVersion=${K8S_VERSION}"
-	ld+=" -X $pkg.gitMajor=${major}"
-	ld+=" -X $pkg.gitMinor=${minor}"
-	ld+=" -X $pkg.gitTreeState=clean"
-	ld+=" -X $pkg.buildDate=1970-01-01T00:00:00Z"
-done
+# The same flags as hack/k8sbin/build.sh (k8s_ldflags), so that the compiled packages it
+# shares with the kubelet come from the build cache.
 log "building kube-proxy ${K8S_VERSION} (-p $p)"
-(cd "$k8sbin" && go build -p "$p" -trimpath -ldflags "$ld" -o "$tmp/kube-proxy" ./cmd/kube-proxy)
+(cd "$k8sbin" && go build -p "$p" -trimpath -ldflags "$(k8s_ldflags)" -o "$tmp/kube-proxy" ./cmd/kube-proxy)
 log "kube-proxy done after $((SECONDS - start)) s"
 
-for b in "${binaries[@]}"; do
-	[[ -x "$tmp/$b" ]] || { log "missing $b after the build"; exit 1; }
-done
-printf '%s\n' "$key" >"$tmp/.complete"
-if [[ -e "$bin_dir" ]]; then
-	rm -rf "$bin_dir.old"
-	mv "$bin_dir" "$bin_dir.old"
-	rm -rf "$bin_dir.old"
-fi
-mv "$tmp" "$bin_dir"
-trap - EXIT
-log "built in $((SECONDS - start)) s into $bin_dir"
-printf '%s\n' "$bin_dir"
+cache_publish

@@ -2,11 +2,12 @@
 # Installs what internal/testcluster's real node needs on a Debian machine:
 # containerd, runc, the CNI plugins (/usr/lib/cni), iptables and iproute2, ipset (with
 # iptables, what kube-router's NetworkPolicy firewall and kube-proxy drive: see
-# hack/kuberouter), plus debootstrap and tini for the agent images other tests build. Idempotent: when
+# hack/kuberouter), plus debootstrap and tini for the agent images other tests build, and git (its
+# http-backend serves the Git repository test/realnode's git-sync follows). Idempotent: when
 # everything is there it returns at once without touching apt. Needs root.
 set -euo pipefail
 
-pkgs=(containerd runc containernetworking-plugins iptables ipset iproute2 debootstrap tini)
+pkgs=(containerd runc containernetworking-plugins iptables ipset iproute2 debootstrap tini git)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -12,13 +12,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/pcsync/pcsync/internal/agentpod"
 	"github.com/pcsync/pcsync/internal/netprobe"
 	"github.com/pcsync/pcsync/internal/podsec"
 	"github.com/pcsync/pcsync/internal/podwait"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/images"
 	"github.com/pcsync/pcsync/pkg/podsched"
-	"github.com/pcsync/pcsync/pkg/runs/kubeexec"
 )
 
 // Labels of the probe pod, besides the agent's role and company labels.
@@ -52,9 +52,9 @@ func buildProbePod(m *config.Model, c *config.Company, ns string, targets []stri
 			GenerateName: "pcsync-netprobe-",
 			Namespace:    ns,
 			Labels: map[string]string{
-				kubeexec.LabelRole:      kubeexec.RoleAgent,
-				kubeexec.LabelCompany:   kubeexec.LabelValue(c.Slug()),
-				kubeexec.LabelCompanyID: kubeexec.LabelValue(c.Spec.ID),
+				agentpod.LabelRole:      agentpod.RoleAgent,
+				agentpod.LabelCompany:   agentpod.LabelValue(c.Slug()),
+				agentpod.LabelCompanyID: agentpod.LabelValue(c.Spec.ID),
 				LabelProbe:              ProbeLabelNetwork,
 			},
 		},
@@ -82,13 +82,6 @@ func buildProbePod(m *config.Model, c *config.Company, ns string, targets []stri
 	podsched.For(c, agent).Apply(&pod.Spec)
 	hard.Apply(&pod.Spec)
 	return pod, nil
-}
-
-// waitingFailures are the reasons of a waiting container that will not
-// start by itself.
-var waitingFailures = map[string]bool{
-	"ErrImagePull": true, "ImagePullBackOff": true, "InvalidImageName": true,
-	"CreateContainerConfigError": true, "CreateContainerError": true, "RunContainerError": true,
 }
 
 // runProbePod creates pod, waits (within ctx) for its probe's report, and
@@ -128,7 +121,7 @@ func probeDone(p *corev1.Pod) (bool, error) {
 		return true, nil
 	}
 	for _, s := range p.Status.ContainerStatuses {
-		if w := s.State.Waiting; w != nil && waitingFailures[w.Reason] {
+		if w := s.State.Waiting; w != nil && agentpod.WaitingOf(w.Reason) != agentpod.WaitingNormal {
 			return false, fmt.Errorf("its container cannot start: %s: %s", w.Reason, w.Message)
 		}
 	}

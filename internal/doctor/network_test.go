@@ -166,7 +166,7 @@ func TestBuildProbePod(t *testing.T) {
 		"image":   ctr.Image,
 		"command": strings.Join(ctr.Command, " "),
 		"role":    pod.Labels["paperclip.io/role"],
-		"company": pod.Labels["pcsync.io/company"],
+		"company": pod.Labels["paperclip.io/company"],
 		"runtime": ptr.Deref(pod.Spec.RuntimeClassName, ""),
 		"node":    pod.Spec.NodeSelector["disk"],
 		"pull":    pod.Spec.ImagePullSecrets[0].Name,

@@ -8,8 +8,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/pcsync/pcsync/internal/safefile"
 )
 
 // cacheFormat changes when what a cached entry holds, or how it is made,
@@ -45,11 +46,11 @@ func ensure(ctx context.Context, dir, key string, make func(ctx context.Context,
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("cache %s: %w", dir, err)
 	}
-	unlock, err := lockFile(ctx, entry+".lock")
+	lock, err := safefile.LockContext(ctx, entry+".lock", 0o644, 100*time.Millisecond, nil)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("cache %s: %w", entry, err)
 	}
-	defer unlock()
+	defer lock.Unlock()
 	if _, err := os.Stat(filepath.Join(entry, completeFile)); err == nil {
 		return entry, nil // made while we waited
 	}
@@ -71,26 +72,4 @@ func ensure(ctx context.Context, dir, key string, make func(ctx context.Context,
 		return "", fmt.Errorf("cache %s: %w", entry, err)
 	}
 	return entry, nil
-}
-
-// lockFile takes an exclusive flock on path, waiting until it is free or
-// ctx ends, and returns its release.
-func lockFile(ctx context.Context, path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("lock %s: %w", path, err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- unix.Flock(int(f.Fd()), unix.LOCK_EX) }()
-	select {
-	case err := <-done:
-		if err != nil {
-			f.Close()
-			return nil, fmt.Errorf("lock %s: %w", path, err)
-		}
-		return func() { f.Close() }, nil
-	case <-ctx.Done():
-		f.Close() // the waiting flock fails with EBADF
-		return nil, fmt.Errorf("lock %s: %w", path, ctx.Err())
-	}
 }

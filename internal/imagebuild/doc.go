@@ -21,6 +21,8 @@
 //	rootfs.go   the base's root file system: debootstrap, SetupScript in a chroot
 //	npm.go      Node.js and the CLIs with npm
 //	pcsync.go   the pcsync binary's layer
+//	paperclip.go  PaperclipStandIn: a stand-in of Paperclip's published
+//	            image (paperclipai from npm on the base), for tests
 //	image.go    layers and config into a v1.Image
 //	build.go    Build: every image of the catalog, in order
 //	verify.go   each CLI's --version (and the base's tools) in a chroot of its image, as its user

@@ -158,71 +158,18 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options, work fu
 	if err := opts.complete(); err != nil {
 		return err
 	}
-	log := opts.Logger.With(slog.String("lease", opts.Namespace+"/"+opts.Name), slog.String("identity", opts.Identity))
 	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, opts.Namespace, opts.Name,
 		client.CoreV1(), client.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: opts.Identity})
 	if err != nil {
 		return fmt.Errorf("leader election: %w", err)
 	}
-
 	// The elector runs on a context of its own, which ends only once the
 	// work has stopped: the Lease is never released while work runs.
 	electCtx, stopElection := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopElection()
-
-	var (
-		mu       sync.Mutex
-		started  bool // work was started
-		workDone = make(chan struct{})
-		workErr  error
-		lost     bool // leadership ended while the work ran
-		stopped  bool // the elector ended
-	)
-	callbacks := leaderelection.LeaderCallbacks{
-		OnStartedLeading: func(leadCtx context.Context) {
-			mu.Lock()
-			if ctx.Err() != nil || stopped {
-				mu.Unlock()
-				stopElection()
-				return
-			}
-			started = true
-			mu.Unlock()
-			log.Info("leading: started")
-			if opts.OnLeading != nil {
-				opts.OnLeading(true)
-			}
-			wctx, cancel := context.WithCancel(ctx)
-			stopWatch := context.AfterFunc(leadCtx, cancel)
-			err := work(wctx)
-			// Only a failed renewal ends leadCtx while the work runs.
-			wasLost := leadCtx.Err() != nil
-			stopWatch()
-			cancel()
-			if opts.OnLeading != nil {
-				opts.OnLeading(false)
-			}
-			mu.Lock()
-			workErr, lost = err, wasLost
-			mu.Unlock()
-			close(workDone)
-			// The work has stopped: now the Lease may go.
-			stopElection()
-		},
-		OnStoppedLeading: func() {
-			mu.Lock()
-			stopped = true
-			mu.Unlock()
-		},
-		OnNewLeader: func(identity string) {
-			if identity == opts.Identity {
-				return
-			}
-			log.Info("leader observed", slog.String("leader", identity))
-			if opts.OnNewLeader != nil {
-				opts.OnNewLeader(identity)
-			}
-		},
+	e := &election{
+		ctx: ctx, opts: opts, work: work, stopElection: stopElection, workDone: make(chan struct{}),
+		log: opts.Logger.With(slog.String("lease", opts.Namespace+"/"+opts.Name), slog.String("identity", opts.Identity)),
 	}
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
@@ -231,46 +178,122 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options, work fu
 		RetryPeriod:     opts.RetryPeriod,
 		ReleaseOnCancel: opts.ReleaseOnCancel,
 		Name:            opts.Name,
-		Callbacks:       callbacks,
+		Callbacks:       e.callbacks(),
 	})
 	if err != nil {
 		return fmt.Errorf("leader election: %w", err)
 	}
-
 	// While not (yet) leading, ctx ending stops the election; while leading,
 	// the work sees ctx end and stopElection follows its return.
-	stopWaiting := context.AfterFunc(ctx, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if !started {
-			stopElection()
-		}
-	})
+	stopWaiting := context.AfterFunc(ctx, e.stopIfWaiting)
 	defer stopWaiting()
 
-	log.Info("leader election: waiting to lead")
+	e.log.Info("leader election: waiting to lead")
 	le.Run(electCtx)
+	return e.result()
+}
 
-	mu.Lock()
-	wasStarted := started
-	mu.Unlock()
-	if !wasStarted {
+// election is one Run: the work it leads with and what became of it.
+type election struct {
+	ctx          context.Context
+	opts         Options
+	log          *slog.Logger
+	work         func(ctx context.Context) error
+	stopElection context.CancelFunc
+	workDone     chan struct{} // closed once the work has returned
+
+	mu      sync.Mutex
+	started bool  // work was started
+	workErr error // what work returned
+	lost    bool  // leadership ended while the work ran
+	stopped bool  // the elector ended
+}
+
+func (e *election) callbacks() leaderelection.LeaderCallbacks {
+	return leaderelection.LeaderCallbacks{
+		OnStartedLeading: e.lead,
+		OnStoppedLeading: func() {
+			e.mu.Lock()
+			e.stopped = true
+			e.mu.Unlock()
+		},
+		OnNewLeader: func(identity string) {
+			if identity == e.opts.Identity {
+				return
+			}
+			e.log.Info("leader observed", slog.String("leader", identity))
+			if e.opts.OnNewLeader != nil {
+				e.opts.OnNewLeader(identity)
+			}
+		},
+	}
+}
+
+// lead runs the work while leadCtx (the Lease held) and Run's ctx last,
+// then lets the Lease go.
+func (e *election) lead(leadCtx context.Context) {
+	e.mu.Lock()
+	if e.ctx.Err() != nil || e.stopped {
+		e.mu.Unlock()
+		e.stopElection()
+		return
+	}
+	e.started = true
+	e.mu.Unlock()
+	e.log.Info("leading: started")
+	if e.opts.OnLeading != nil {
+		e.opts.OnLeading(true)
+	}
+	wctx, cancel := context.WithCancel(e.ctx)
+	stopWatch := context.AfterFunc(leadCtx, cancel)
+	err := e.work(wctx)
+	// Only a failed renewal ends leadCtx while the work runs.
+	wasLost := leadCtx.Err() != nil
+	stopWatch()
+	cancel()
+	if e.opts.OnLeading != nil {
+		e.opts.OnLeading(false)
+	}
+	e.mu.Lock()
+	e.workErr, e.lost = err, wasLost
+	e.mu.Unlock()
+	close(e.workDone)
+	// The work has stopped: now the Lease may go.
+	e.stopElection()
+}
+
+// stopIfWaiting stops the election when Run's ctx ends before this
+// replica leads.
+func (e *election) stopIfWaiting() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.started {
+		e.stopElection()
+	}
+}
+
+// result is Run's result once the elector has returned.
+func (e *election) result() error {
+	e.mu.Lock()
+	started := e.started
+	e.mu.Unlock()
+	if !started {
 		return nil // ctx ended before this replica led
 	}
-	<-workDone
-	mu.Lock()
-	defer mu.Unlock()
+	<-e.workDone
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	switch {
-	case ctx.Err() != nil:
-		log.Info("leading: stopped", slog.Bool("released", opts.ReleaseOnCancel))
+	case e.ctx.Err() != nil:
+		e.log.Info("leading: stopped", slog.Bool("released", e.opts.ReleaseOnCancel))
 		return nil
-	case lost:
-		log.Error("leading: lease lost; work stopped")
-		if workErr != nil {
-			return fmt.Errorf("%w (%s/%s): %w", ErrLeadershipLost, opts.Namespace, opts.Name, workErr)
+	case e.lost:
+		e.log.Error("leading: lease lost; work stopped")
+		if e.workErr != nil {
+			return fmt.Errorf("%w (%s/%s): %w", ErrLeadershipLost, e.opts.Namespace, e.opts.Name, e.workErr)
 		}
-		return fmt.Errorf("%w (%s/%s)", ErrLeadershipLost, opts.Namespace, opts.Name)
+		return fmt.Errorf("%w (%s/%s)", ErrLeadershipLost, e.opts.Namespace, e.opts.Name)
 	}
 	// The work returned on its own; the Lease was released after it.
-	return workErr
+	return e.workErr
 }

@@ -26,9 +26,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
+
+	"github.com/pcsync/pcsync/internal/lockedbuf"
 )
 
 // Version is the paperclipai version the tests run.
@@ -61,7 +62,7 @@ type Server struct {
 	cmd    *exec.Cmd
 	done   chan error
 	reaper *exec.Cmd
-	out    *buffer
+	out    *lockedbuf.Buffer
 	ownDir bool
 }
 
@@ -107,7 +108,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		}
 		opts.NodeBin = strings.TrimSpace(string(out))
 	}
-	s := &Server{opts: opts, out: &buffer{}}
+	s := &Server{opts: opts, out: &lockedbuf.Buffer{}}
 	if opts.Dir == "" {
 		d, err := os.MkdirTemp("", "paperclip-test-")
 		if err != nil {
@@ -397,21 +398,4 @@ func tail(s string, n int) string {
 		return s
 	}
 	return "…" + s[len(s)-n:]
-}
-
-type buffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (b *buffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *buffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

@@ -1,6 +1,7 @@
 package safefile
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -48,6 +49,37 @@ func LockWait(path string, perm os.FileMode, wait, poll time.Duration) (*Lock, e
 		time.Sleep(poll)
 	}
 }
+
+// LockContext is TryLock tried again every poll until the lock is taken or
+// ctx ends: for a lock another process may hold for minutes. waiting, when
+// not nil, is called once, when the lock is first found held. The error of
+// an end of ctx wraps ErrLocked and ctx's error.
+//
+// It polls rather than blocking in flock(2): a blocked flock cannot be
+// interrupted on Linux (closing its file does not wake it), so a wait
+// stopped by ctx would leave a goroutine that takes the lock later.
+func LockContext(ctx context.Context, path string, perm os.FileMode, poll time.Duration, waiting func()) (*Lock, error) {
+	t := time.NewTicker(poll)
+	defer t.Stop()
+	for first := true; ; first = false {
+		l, err := TryLock(path, perm)
+		if err == nil || !errors.Is(err, ErrLocked) {
+			return l, err
+		}
+		if first && waiting != nil {
+			waiting()
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("lock %s: %w (%w)", path, ErrLocked, context.Cause(ctx))
+		case <-t.C:
+		}
+	}
+}
+
+// File is the lock's file, open for reading and writing: a holder may
+// record itself in it.
+func (l *Lock) File() *os.File { return l.f }
 
 // Unlock releases the lock and closes its file. It is safe on a nil Lock
 // and more than once.

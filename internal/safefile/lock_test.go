@@ -1,6 +1,7 @@
 package safefile
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -64,5 +65,44 @@ func TestLockRefusesALink(t *testing.T) {
 	}
 	if _, err := Held(path); !errors.Is(err, ErrUnsafe) {
 		t.Errorf("Held(symlink): %v; want ErrUnsafe", err)
+	}
+}
+
+// LockContext waits while the lock is held, says so once, gives up when
+// its context ends (and then holds nothing), and takes the lock once the
+// holder lets go.
+func TestLockContext(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "machine.lock")
+	l, err := TryLock(path, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	waited := 0
+	_, err = LockContext(ctx, path, 0o644, time.Millisecond, func() { waited++; cancel() })
+	if !errors.Is(err, ErrLocked) || !errors.Is(err, context.Canceled) || waited != 1 {
+		t.Fatalf("LockContext while held, ctx cancelled: %v, waiting called %d times; want ErrLocked and context.Canceled, once", err, waited)
+	}
+
+	got := make(chan error, 1)
+	waiting := make(chan struct{})
+	go func() {
+		l2, err := LockContext(t.Context(), path, 0o644, time.Millisecond, func() { close(waiting) })
+		if err == nil {
+			_, err = l2.File().WriteString("holder\n")
+			l2.Unlock()
+		}
+		got <- err
+	}()
+	<-waiting
+	l.Unlock()
+	if err := <-got; err != nil {
+		t.Fatalf("LockContext after Unlock: %v", err)
+	}
+	if b, err := os.ReadFile(path); err != nil || string(b) != "holder\n" {
+		t.Fatalf("lock file = %q, %v; want what the holder wrote", b, err)
+	}
+	if held, err := Held(path); err != nil || held {
+		t.Fatalf("Held(released) = %v, %v; want false, nil", held, err)
 	}
 }

@@ -17,7 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/pcsync/pcsync/pkg/render"
+	"github.com/pcsync/pcsync/internal/agentpod"
 )
 
 // ErrNotTenant is matched (errors.Is) by Check's error for a namespace that
@@ -85,7 +85,7 @@ func (g *Guard) Check(ctx context.Context, ns, company string) error {
 
 // Verify is Check's decision for a namespace with the given labels.
 func Verify(ns string, labels map[string]string, company string) error {
-	got, ok := labels[render.LabelCompany]
+	got, ok := labels[agentpod.LabelCompany]
 	switch {
 	case ok && got == company:
 		return nil
@@ -95,5 +95,5 @@ func Verify(ns string, labels map[string]string, company string) error {
 	return fmt.Errorf("Namespace/%s exists but is not company %s's tenant namespace (no label %s=%s): "+
 		"pcsync apply leaves a namespace it did not create alone, so nothing of the company is there; "+
 		"rename the company, or adopt the namespace on purpose (kubectl annotate namespace/%s pcsync.io/adopt=%s) and apply: %w",
-		ns, company, render.LabelCompany, company, ns, company, ErrNotTenant)
+		ns, company, agentpod.LabelCompany, company, ns, company, ErrNotTenant)
 }

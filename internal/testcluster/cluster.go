@@ -31,7 +31,8 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// Options configures Start. The zero value of every field means its default; use
+// Options configures Start. The zero value of every field, and a negative count
+// or duration, means its default; use
 // DefaultOptions to see them.
 type Options struct {
 	// BinDir holds etcd, kube-apiserver, kube-controller-manager, kube-scheduler and
@@ -88,9 +89,9 @@ func (o *Options) complete() {
 	o.NodeName = cmp.Or(o.NodeName, d.NodeName)
 	o.NodeCPU = cmp.Or(o.NodeCPU, d.NodeCPU)
 	o.NodeMemory = cmp.Or(o.NodeMemory, d.NodeMemory)
-	o.NodePods = cmp.Or(o.NodePods, d.NodePods)
-	o.StartTimeout = cmp.Or(o.StartTimeout, d.StartTimeout)
-	o.StopGrace = cmp.Or(o.StopGrace, d.StopGrace)
+	o.NodePods = cmp.Or(max(o.NodePods, 0), d.NodePods)
+	o.StartTimeout = cmp.Or(max(o.StartTimeout, 0), d.StartTimeout)
+	o.StopGrace = cmp.Or(max(o.StopGrace, 0), d.StopGrace)
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
 	}
@@ -245,29 +246,79 @@ func (c *Cluster) path(elem ...string) string {
 func (c *Cluster) bin(name string) string { return filepath.Join(c.opts.BinDir, name) }
 
 func (c *Cluster) start(ctx context.Context, begin time.Time) error {
-	logf := c.opts.Logf
+	pt, err := c.prepare()
+	if err != nil {
+		return err
+	}
+	etcdURL, err := c.startEtcd(ctx, pt, begin)
+	if err != nil {
+		return err
+	}
+	apiserver, err := c.startAPIServer(ctx, pt, etcdURL, begin)
+	if err != nil {
+		return err
+	}
+	// Controller manager and scheduler start while the rest is set up.
+	kcm, sched, err := c.startControllers(pt)
+	if err != nil {
+		return err
+	}
+	if err := c.simObjects(ctx); err != nil {
+		return apiserver.failure(err)
+	}
+	kwok, err := c.startKwok(pt)
+	if err != nil {
+		return err
+	}
+
+	// Readiness of the rest, each with the component to blame.
+	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: insecureLoopbackTLS()}, Timeout: 5 * time.Second}
+	if err := waitHTTP(ctx, kcm, fmt.Sprintf("https://127.0.0.1:%d/healthz", pt.kcm), insecure); err != nil {
+		return kcm.failure(err)
+	}
+	if err := waitHTTP(ctx, sched, fmt.Sprintf("https://127.0.0.1:%d/healthz", pt.scheduler), insecure); err != nil {
+		return sched.failure(err)
+	}
+	if err := c.waitNodeReady(ctx, kwok); err != nil {
+		return kwok.failure(err)
+	}
+	c.opts.Logf("testcluster: node %s Ready after %s", c.opts.NodeName, time.Since(begin).Round(time.Millisecond))
+	if err := c.waitServiceAccount(ctx, "default", kcm); err != nil {
+		return kcm.failure(err)
+	}
+	if err := c.publishInfo(ctx); err != nil {
+		return apiserver.failure(err)
+	}
+	c.opts.Logf("testcluster: cluster ready after %s (work dir %s)", time.Since(begin).Round(time.Millisecond), c.workDir)
+	return nil
+}
+
+// prepare readies the work directory before any process starts: old state
+// removed, a fresh PKI, free ports, the cluster's info, its kubeconfigs and
+// the admin clients.
+func (c *Cluster) prepare() (ports, error) {
 	// A reused work dir keeps its logs (appended) but never old state.
 	for _, d := range []string{"etcd", "pki", "kwok", "apiserver-certs", "kcm-certs", "scheduler-certs"} {
 		if err := os.RemoveAll(c.path(d)); err != nil {
-			return fmt.Errorf("clean %s: %w", d, err)
+			return ports{}, fmt.Errorf("clean %s: %w", d, err)
 		}
 	}
 	var apiserverIPs []net.IP
 	if c.node != nil {
 		gw, err := gatewayIP(c.node.opts.PodSubnet)
 		if err != nil {
-			return fmt.Errorf("real node: %w", err)
+			return ports{}, fmt.Errorf("real node: %w", err)
 		}
 		apiserverIPs = append(apiserverIPs, gw)
 	}
 	p, err := newPKI(c.path("pki"), apiserverIPs...)
 	if err != nil {
-		return err
+		return ports{}, err
 	}
 	c.pki = p
 	pl, err := freePorts(6)
 	if err != nil {
-		return err
+		return ports{}, err
 	}
 	pt := ports{pl[0], pl[1], pl[2], pl[3], pl[4], pl[5]}
 	c.apiserverURL = fmt.Sprintf("https://127.0.0.1:%d", pt.apiserver)
@@ -279,10 +330,15 @@ func (c *Cluster) start(ctx context.Context, begin time.Time) error {
 		KwokAddress:   "127.0.0.1:" + strconv.Itoa(pt.kwokServer),
 	}
 	if err := os.MkdirAll(c.info.ServedLogsDir, 0o755); err != nil {
-		return fmt.Errorf("served logs dir: %w", err)
+		return ports{}, fmt.Errorf("served logs dir: %w", err)
 	}
+	return pt, c.adminAccess()
+}
 
-	// Kubeconfigs: admin (handed out, also used by kwok), controller-manager, scheduler.
+// adminAccess writes the kubeconfigs (admin: handed out, also used by kwok;
+// controller-manager; scheduler) and makes the admin clients.
+func (c *Cluster) adminAccess() error {
+	p := c.pki
 	c.kubeconfigPath = c.path("kubeconfig")
 	for _, kc := range []struct{ path, user, cert, key string }{
 		{c.kubeconfigPath, "admin", p.adminCert, p.adminKey},
@@ -305,8 +361,11 @@ func (c *Cluster) start(ctx context.Context, begin time.Time) error {
 	if c.dyn, err = dynamic.NewForConfig(restCfg); err != nil {
 		return fmt.Errorf("admin dynamic client: %w", err)
 	}
+	return nil
+}
 
-	// etcd
+// startEtcd starts etcd and waits for its health; it returns its client URL.
+func (c *Cluster) startEtcd(ctx context.Context, pt ports, begin time.Time) (string, error) {
 	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", pt.etcdClient)
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", pt.etcdPeer)
 	etcd, err := c.run("etcd", []string{
@@ -323,19 +382,38 @@ func (c *Cluster) start(ctx context.Context, begin time.Time) error {
 		"--log-level=warn",
 	})
 	if err != nil {
-		return err
+		return "", err
 	}
 	if err := waitHTTP(ctx, etcd, etcdURL+"/health", nil); err != nil {
-		return etcd.failure(err)
+		return "", etcd.failure(err)
 	}
-	logf("testcluster: etcd ready after %s", time.Since(begin).Round(time.Millisecond))
+	c.opts.Logf("testcluster: etcd ready after %s", time.Since(begin).Round(time.Millisecond))
+	return etcdURL, nil
+}
 
-	// kube-apiserver
+// startAPIServer starts kube-apiserver on etcdURL and waits until it is
+// ready.
+func (c *Cluster) startAPIServer(ctx context.Context, pt ports, etcdURL string, begin time.Time) (*component, error) {
 	auditPolicy := c.path("pki", "audit-policy.yaml")
 	if err := os.WriteFile(auditPolicy, []byte(auditPolicyYAML), 0o600); err != nil {
-		return fmt.Errorf("audit policy: %w", err)
+		return nil, fmt.Errorf("audit policy: %w", err)
 	}
-	apiArgs := []string{
+	c.apiArgs = append(c.apiServerArgs(pt, etcdURL, auditPolicy), c.opts.ExtraAPIServerArgs...)
+	apiserver, err := c.run("kube-apiserver", c.apiArgs)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.waitReadyz(ctx, apiserver); err != nil {
+		return nil, apiserver.failure(err)
+	}
+	c.opts.Logf("testcluster: kube-apiserver ready after %s", time.Since(begin).Round(time.Millisecond))
+	return apiserver, nil
+}
+
+// apiServerArgs is kube-apiserver's command line but for ExtraAPIServerArgs.
+func (c *Cluster) apiServerArgs(pt ports, etcdURL, auditPolicy string) []string {
+	p := c.pki
+	return []string{
 		"--etcd-servers=" + etcdURL,
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
@@ -366,34 +444,27 @@ func (c *Cluster) start(ctx context.Context, begin time.Time) error {
 		"--profiling=false",
 		"--v=1",
 	}
-	apiArgs = append(apiArgs, c.opts.ExtraAPIServerArgs...)
-	c.apiArgs = apiArgs
-	apiserver, err := c.run("kube-apiserver", apiArgs)
-	if err != nil {
-		return err
-	}
-	if err := c.waitReadyz(ctx, apiserver); err != nil {
-		return apiserver.failure(err)
-	}
-	logf("testcluster: kube-apiserver ready after %s", time.Since(begin).Round(time.Millisecond))
+}
 
-	// Controller manager and scheduler start while the rest is set up.
-	kcm, err := c.run("kube-controller-manager", []string{
+// startControllers starts kube-controller-manager and kube-scheduler,
+// without waiting for them.
+func (c *Cluster) startControllers(pt ports) (kcm, sched *component, err error) {
+	kcm, err = c.run("kube-controller-manager", []string{
 		"--kubeconfig=" + c.path("pki", "kube-controller-manager.kubeconfig"),
 		"--bind-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(pt.kcm),
 		"--cert-dir=" + c.path("kcm-certs"),
 		"--leader-elect=false",
 		"--use-service-account-credentials=true",
-		"--service-account-private-key-file=" + p.saKey,
-		"--root-ca-file=" + p.caCert,
+		"--service-account-private-key-file=" + c.pki.saKey,
+		"--root-ca-file=" + c.pki.caCert,
 		"--controllers=" + strings.Join(controllers, ","),
 		"--v=1",
 	})
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	sched, err := c.run("kube-scheduler", []string{
+	sched, err = c.run("kube-scheduler", []string{
 		"--kubeconfig=" + c.path("pki", "kube-scheduler.kubeconfig"),
 		"--bind-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(pt.scheduler),
@@ -402,29 +473,33 @@ func (c *Cluster) start(ctx context.Context, begin time.Time) error {
 		"--v=1",
 	})
 	if err != nil {
+		return nil, nil, err
+	}
+	return kcm, sched, nil
+}
+
+// simObjects creates the objects the simulation needs: kwok's CRDs, the
+// unschedulable policy, the node.
+func (c *Cluster) simObjects(ctx context.Context) error {
+	if err := c.applyManifests(ctx, kwokCRDs+"\n---\n"+simPolicy); err != nil {
 		return err
 	}
-
-	// Objects the simulation needs: kwok's CRDs, the unschedulable policy, the node.
-	if err := c.applyManifests(ctx, kwokCRDs+"\n---\n"+simPolicy); err != nil {
-		return apiserver.failure(err)
-	}
 	if err := c.waitCRDs(ctx, "logs.kwok.x-k8s.io", "clusterlogs.kwok.x-k8s.io", "execs.kwok.x-k8s.io", "clusterexecs.kwok.x-k8s.io"); err != nil {
-		return apiserver.failure(err)
+		return err
 	}
-	if err := c.createNode(ctx); err != nil {
-		return apiserver.failure(err)
-	}
+	return c.createNode(ctx)
+}
 
-	// kwok
+// startKwok writes kwok's config and starts it, managing the fake node.
+func (c *Cluster) startKwok(pt ports) (*component, error) {
 	kwokConfig := c.path("kwok", "kwok.yaml")
 	if err := os.MkdirAll(filepath.Dir(kwokConfig), 0o755); err != nil {
-		return fmt.Errorf("kwok config: %w", err)
+		return nil, fmt.Errorf("kwok config: %w", err)
 	}
 	if err := os.WriteFile(kwokConfig, []byte(kwokStages()), 0o600); err != nil {
-		return fmt.Errorf("kwok config: %w", err)
+		return nil, fmt.Errorf("kwok config: %w", err)
 	}
-	kwok, err := c.run("kwok", []string{
+	return c.run("kwok", []string{
 		"--kubeconfig=" + c.kubeconfigPath,
 		"--config=" + kwokConfig,
 		"--manage-single-node=" + c.opts.NodeName,
@@ -434,36 +509,12 @@ func (c *Cluster) start(ctx context.Context, begin time.Time) error {
 		// the server address; the node advertises that port to the API server.
 		"--node-port=" + strconv.Itoa(pt.kwokServer),
 		"--server-address=127.0.0.1:" + strconv.Itoa(pt.kwokServer),
-		"--tls-cert-file=" + p.kwokServingCert,
-		"--tls-private-key-file=" + p.kwokServingKey,
+		"--tls-cert-file=" + c.pki.kwokServingCert,
+		"--tls-private-key-file=" + c.pki.kwokServingKey,
 		"--cidr=10.244.0.0/16",
 		"--enable-crds=Logs,ClusterLogs,Exec,ClusterExec",
 		"--node-lease-duration-seconds=40",
 	})
-	if err != nil {
-		return err
-	}
-
-	// Readiness of the rest, each with the component to blame.
-	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: insecureLoopbackTLS()}, Timeout: 5 * time.Second}
-	if err := waitHTTP(ctx, kcm, fmt.Sprintf("https://127.0.0.1:%d/healthz", pt.kcm), insecure); err != nil {
-		return kcm.failure(err)
-	}
-	if err := waitHTTP(ctx, sched, fmt.Sprintf("https://127.0.0.1:%d/healthz", pt.scheduler), insecure); err != nil {
-		return sched.failure(err)
-	}
-	if err := c.waitNodeReady(ctx, kwok); err != nil {
-		return kwok.failure(err)
-	}
-	logf("testcluster: node %s Ready after %s", c.opts.NodeName, time.Since(begin).Round(time.Millisecond))
-	if err := c.waitServiceAccount(ctx, "default", kcm); err != nil {
-		return kcm.failure(err)
-	}
-	if err := c.publishInfo(ctx); err != nil {
-		return apiserver.failure(err)
-	}
-	logf("testcluster: cluster ready after %s (work dir %s)", time.Since(begin).Round(time.Millisecond), c.workDir)
-	return nil
 }
 
 // controllers are the kube-controller-manager controllers the tests need; fewer
@@ -487,6 +538,11 @@ var controllers = []string{
 	"endpointslice-controller",
 	"node-lifecycle-controller",
 	"taint-eviction-controller",
+	// A claim binds to the PersistentVolume a test provides (deploy/base's
+	// spool), and its pvc-protection finalizer goes with its last pod.
+	"persistentvolume-binder-controller",
+	"persistentvolumeclaim-protection-controller",
+	"persistentvolume-protection-controller",
 }
 
 // auditPolicyYAML records every request that may change state, at Metadata level

@@ -60,6 +60,37 @@ type ProxyCounts struct {
 // it stops when the test ends.
 func (c *Cluster) StartHTTPProxy(t testing.TB, o HTTPProxyOptions) *HTTPProxy {
 	t.Helper()
+	p := &HTTPProxy{}
+	rp := c.reverseProxy(t, p)
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("HTTP proxy: %v", err)
+	}
+	stop := make(chan struct{})
+	srv := &http.Server{Handler: p.handler(o, rp, stop)}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() {
+		close(stop)
+		_ = srv.Close()
+	})
+	p.url = "http://" + ln.Addr().String()
+
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["proxy"] = &clientcmdapi.Cluster{Server: p.url}
+	kc.AuthInfos["proxy"] = &clientcmdapi.AuthInfo{}
+	kc.Contexts["proxy"] = &clientcmdapi.Context{Cluster: "proxy", AuthInfo: "proxy"}
+	kc.CurrentContext = "proxy"
+	p.kube = filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, p.kube); err != nil {
+		t.Fatalf("HTTP proxy: kubeconfig: %v", err)
+	}
+	return p
+}
+
+// reverseProxy forwards to the API server with the cluster's credentials,
+// counting in p the SPDY upgrades it switched.
+func (c *Cluster) reverseProxy(t testing.TB, p *HTTPProxy) *httputil.ReverseProxy {
+	t.Helper()
 	cfg := c.RESTConfig()
 	target, err := url.Parse(cfg.Host)
 	if err != nil {
@@ -78,8 +109,7 @@ func (c *Cluster) StartHTTPProxy(t testing.TB, o HTTPProxyOptions) *HTTPProxy {
 	if err != nil {
 		t.Fatalf("HTTP proxy: %v", err)
 	}
-	p := &HTTPProxy{}
-	rp := &httputil.ReverseProxy{
+	return &httputil.ReverseProxy{
 		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(target) },
 		Transport:     rt,
 		FlushInterval: -1, // watches and log follows stream
@@ -90,12 +120,13 @@ func (c *Cluster) StartHTTPProxy(t testing.TB, o HTTPProxyOptions) *HTTPProxy {
 			return nil
 		},
 	}
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("HTTP proxy: %v", err)
-	}
-	stop := make(chan struct{})
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+}
+
+// handler counts each request, refuses or holds upgrades as o says (a
+// held one until its client gives up or stop closes), and passes the
+// rest to rp.
+func (p *HTTPProxy) handler(o HTTPProxyOptions, rp *httputil.ReverseProxy, stop <-chan struct{}) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
 		ws, spdy := isUpgrade(r.Header, "websocket"), isUpgrade(r.Header, "spdy/")
 		refuse := ws && o.RefuseWebSocket
 		p.count(func(c *ProxyCounts) {
@@ -124,24 +155,7 @@ func (c *Cluster) StartHTTPProxy(t testing.TB, o HTTPProxyOptions) *HTTPProxy {
 			return
 		}
 		rp.ServeHTTP(w, r)
-	})}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() {
-		close(stop)
-		_ = srv.Close()
-	})
-	p.url = "http://" + ln.Addr().String()
-
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["proxy"] = &clientcmdapi.Cluster{Server: p.url}
-	kc.AuthInfos["proxy"] = &clientcmdapi.AuthInfo{}
-	kc.Contexts["proxy"] = &clientcmdapi.Context{Cluster: "proxy", AuthInfo: "proxy"}
-	kc.CurrentContext = "proxy"
-	p.kube = filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, p.kube); err != nil {
-		t.Fatalf("HTTP proxy: kubeconfig: %v", err)
 	}
-	return p
 }
 
 // isUpgrade says whether h asks for an upgrade to a protocol whose name

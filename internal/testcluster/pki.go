@@ -51,10 +51,26 @@ func newPKI(dir string, apiserverIPs ...net.IP) (*pki, error) {
 	p := &pki{dir: dir}
 	now := time.Now().Add(-time.Hour)
 	notAfter := now.Add(10 * 365 * 24 * time.Hour)
+	ca, err := p.newCA(now, notAfter)
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range p.leaves(apiserverIPs) {
+		if err := p.newLeaf(ca, l, now, notAfter); err != nil {
+			return nil, err
+		}
+	}
+	if err := p.newServiceAccountKey(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
 
+// newCA makes and writes the CA (ca.crt, ca.key).
+func (p *pki) newCA(now, notAfter time.Time) (keyPair, error) {
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return nil, fmt.Errorf("pki: CA key: %w", err)
+		return keyPair{}, fmt.Errorf("pki: CA key: %w", err)
 	}
 	caTmpl := &x509.Certificate{
 		SerialNumber:          serial(),
@@ -67,30 +83,35 @@ func newPKI(dir string, apiserverIPs ...net.IP) (*pki, error) {
 	}
 	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
 	if err != nil {
-		return nil, fmt.Errorf("pki: CA certificate: %w", err)
+		return keyPair{}, fmt.Errorf("pki: CA certificate: %w", err)
 	}
 	caCert, err := x509.ParseCertificate(caDER)
 	if err != nil {
-		return nil, fmt.Errorf("pki: CA certificate: %w", err)
+		return keyPair{}, fmt.Errorf("pki: CA certificate: %w", err)
 	}
-	ca := keyPair{cert: caCert, key: caKey}
 	p.caCert, p.caKey, p.caPEM, _, err = p.write("ca", caDER, caKey)
 	if err != nil {
-		return nil, err
+		return keyPair{}, err
 	}
+	return keyPair{cert: caCert, key: caKey}, nil
+}
 
-	type leaf struct {
-		name   string
-		cn     string
-		orgs   []string
-		server bool
-		client bool
-		ips    []net.IP
-		dns    []string
-		cert   *string
-		key    *string
-	}
-	leaves := []leaf{
+// leaf is a certificate the CA signs, and where p keeps its files' paths.
+type leaf struct {
+	name   string
+	cn     string
+	orgs   []string
+	server bool
+	client bool
+	ips    []net.IP
+	dns    []string
+	cert   *string
+	key    *string
+}
+
+// leaves are the control plane's certificates.
+func (p *pki) leaves(apiserverIPs []net.IP) []leaf {
+	return []leaf{
 		{
 			name: "apiserver", cn: "kube-apiserver", server: true,
 			ips: append([]net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.0.1")}, apiserverIPs...),
@@ -111,62 +132,68 @@ func newPKI(dir string, apiserverIPs ...net.IP) (*pki, error) {
 			ips: []net.IP{net.ParseIP("127.0.0.1")}, dns: []string{"localhost"},
 			cert: &p.kwokServingCert, key: &p.kwokServingKey},
 	}
-	for _, l := range leaves {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			return nil, fmt.Errorf("pki: %s key: %w", l.name, err)
-		}
-		tmpl := &x509.Certificate{
-			SerialNumber: serial(),
-			Subject:      pkix.Name{CommonName: l.cn, Organization: l.orgs},
-			NotBefore:    now,
-			NotAfter:     notAfter,
-			KeyUsage:     x509.KeyUsageDigitalSignature,
-			IPAddresses:  l.ips,
-			DNSNames:     l.dns,
-		}
-		if l.server {
-			tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageServerAuth)
-		}
-		if l.client {
-			tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageClientAuth)
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-		if err != nil {
-			return nil, fmt.Errorf("pki: %s certificate: %w", l.name, err)
-		}
-		certPath, keyPath, certPEM, keyPEM, err := p.write(l.name, der, key)
-		if err != nil {
-			return nil, err
-		}
-		*l.cert, *l.key = certPath, keyPath
-		if l.name == "admin" {
-			p.adminCertPEM, p.adminPK = certPEM, keyPEM
-		}
-	}
+}
 
-	// Service-account token signing key pair.
+// newLeaf makes l, signed by ca, and writes it (<name>.crt, <name>.key).
+func (p *pki) newLeaf(ca keyPair, l leaf, now, notAfter time.Time) error {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return fmt.Errorf("pki: %s key: %w", l.name, err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial(),
+		Subject:      pkix.Name{CommonName: l.cn, Organization: l.orgs},
+		NotBefore:    now,
+		NotAfter:     notAfter,
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		IPAddresses:  l.ips,
+		DNSNames:     l.dns,
+	}
+	if l.server {
+		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageServerAuth)
+	}
+	if l.client {
+		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageClientAuth)
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		return fmt.Errorf("pki: %s certificate: %w", l.name, err)
+	}
+	certPath, keyPath, certPEM, keyPEM, err := p.write(l.name, der, key)
+	if err != nil {
+		return err
+	}
+	*l.cert, *l.key = certPath, keyPath
+	if l.name == "admin" {
+		p.adminCertPEM, p.adminPK = certPEM, keyPEM
+	}
+	return nil
+}
+
+// newServiceAccountKey makes and writes the service-account token signing
+// key pair (sa.key, sa.pub).
+func (p *pki) newServiceAccountKey() error {
 	saKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return nil, fmt.Errorf("pki: service-account key: %w", err)
+		return fmt.Errorf("pki: service-account key: %w", err)
 	}
 	saKeyDER, err := x509.MarshalECPrivateKey(saKey)
 	if err != nil {
-		return nil, fmt.Errorf("pki: service-account key: %w", err)
+		return fmt.Errorf("pki: service-account key: %w", err)
 	}
 	saPubDER, err := x509.MarshalPKIXPublicKey(&saKey.PublicKey)
 	if err != nil {
-		return nil, fmt.Errorf("pki: service-account public key: %w", err)
+		return fmt.Errorf("pki: service-account public key: %w", err)
 	}
-	p.saKey = filepath.Join(dir, "sa.key")
-	p.saPub = filepath.Join(dir, "sa.pub")
+	p.saKey = filepath.Join(p.dir, "sa.key")
+	p.saPub = filepath.Join(p.dir, "sa.pub")
 	if err := os.WriteFile(p.saKey, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: saKeyDER}), 0o600); err != nil {
-		return nil, fmt.Errorf("pki: %w", err)
+		return fmt.Errorf("pki: %w", err)
 	}
 	if err := os.WriteFile(p.saPub, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: saPubDER}), 0o600); err != nil {
-		return nil, fmt.Errorf("pki: %w", err)
+		return fmt.Errorf("pki: %w", err)
 	}
-	return p, nil
+	return nil
 }
 
 // write stores a certificate and its key as PEM files <name>.crt and <name>.key.

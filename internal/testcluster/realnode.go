@@ -78,7 +78,7 @@ func (o *RealNodeOptions) complete() {
 	o.NodeIP = cmp.Or(o.NodeIP, d.NodeIP)
 	o.PodSubnet = cmp.Or(o.PodSubnet, d.PodSubnet)
 	o.LockPath = cmp.Or(o.LockPath, d.LockPath)
-	o.LockTimeout = cmp.Or(o.LockTimeout, d.LockTimeout)
+	o.LockTimeout = cmp.Or(max(o.LockTimeout, 0), d.LockTimeout)
 	o.CNIBinDir = cmp.Or(o.CNIBinDir, d.CNIBinDir)
 	o.CacheDir = cmp.Or(o.CacheDir, d.CacheDir)
 	o.NetBinDir = cmp.Or(o.NetBinDir, d.NetBinDir)

@@ -4,19 +4,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/pcsync/pcsync/internal/safefile"
 )
 
 // machineLock is the machine-wide lock of the real node: an exclusive flock on a
-// fixed path, released by the kernel if the holder dies. The file holds the
-// holder's pid and work directory while it runs, and is emptied by a clean stop,
-// so a later holder that finds it non-empty knows what a crashed run left behind.
+// fixed path (safefile's, no link followed), released by the kernel if the holder
+// dies. The file holds the holder's pid and work directory while it runs, and is
+// emptied by a clean stop, so a later holder that finds it non-empty knows what a
+// crashed run left behind.
 type machineLock struct {
-	f    *os.File
+	lock *safefile.Lock
 	path string
 	// previous is what the file held when the lock was taken: "" after a clean
 	// stop, else "<pid> <node dir>" of a run that did not stop cleanly.
@@ -26,47 +29,32 @@ type machineLock struct {
 // lockMachine takes the lock at path, waiting while another process holds it until
 // ctx ends; logf is told once that it waits, and by whom.
 func lockMachine(ctx context.Context, path string, logf func(string, ...any)) (*machineLock, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("real-node lock %s: %w", path, err)
-	}
 	waited := time.Now()
 	logged := false
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			_ = f.Close()
-			return nil, fmt.Errorf("real-node lock %s: %w", path, err)
-		}
-		holder := lockHolder(path)
-		if !logged {
-			logf("testcluster: waiting for the real-node lock %s, held by %s (one real node per machine)", path, holder)
-			logged = true
-		}
-		select {
-		case <-ctx.Done():
-			_ = f.Close()
-			return nil, fmt.Errorf("real-node lock %s: still held by %s after %s (one real node per machine at a time; "+
-				"another test binary or dev cluster runs one): %w", path, holder, time.Since(waited).Round(time.Second), ctx.Err())
-		case <-time.After(250 * time.Millisecond):
-		}
+	lock, err := safefile.LockContext(ctx, path, 0o644, 250*time.Millisecond, func() {
+		logf("testcluster: waiting for the real-node lock %s, held by %s (one real node per machine)", path, lockHolder(path))
+		logged = true
+	})
+	if errors.Is(err, safefile.ErrLocked) {
+		return nil, fmt.Errorf("real-node lock %s: still held by %s after %s (one real node per machine at a time; "+
+			"another test binary or dev cluster runs one): %w", path, lockHolder(path), time.Since(waited).Round(time.Second), err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("real-node lock %s: %w", path, err)
 	}
 	if logged {
 		logf("testcluster: got the real-node lock %s after %s", path, time.Since(waited).Round(time.Millisecond))
 	}
-	prev, err := os.ReadFile(path)
+	prev, err := io.ReadAll(lock.File())
 	if err != nil {
-		_ = f.Close()
+		lock.Unlock()
 		return nil, fmt.Errorf("real-node lock %s: %w", path, err)
 	}
-	l := &machineLock{f: f, path: path, previous: strings.TrimSpace(string(prev))}
+	l := &machineLock{lock: lock, path: path, previous: strings.TrimSpace(string(prev))}
 	// Name the holder at once (a waiter says whom it waits for); the node directory
 	// follows once the work directory exists (record).
 	if err := l.record(""); err != nil {
-		_ = f.Close()
+		lock.Unlock()
 		return nil, err
 	}
 	return l, nil
@@ -88,11 +76,12 @@ func lockHolder(path string) string {
 // record writes this process's pid and the node's directory ("" while not yet
 // known) into the lock file.
 func (l *machineLock) record(nodeDir string) error {
-	if err := l.f.Truncate(0); err != nil {
+	f := l.lock.File()
+	if err := f.Truncate(0); err != nil {
 		return fmt.Errorf("real-node lock %s: %w", l.path, err)
 	}
 	line := strings.TrimSpace(strconv.Itoa(os.Getpid())+" "+nodeDir) + "\n"
-	if _, err := l.f.WriteAt([]byte(line), 0); err != nil {
+	if _, err := f.WriteAt([]byte(line), 0); err != nil {
 		return fmt.Errorf("real-node lock %s: %w", l.path, err)
 	}
 	return nil
@@ -112,11 +101,9 @@ func (l *machineLock) release(clean bool) error {
 	}
 	var err error
 	if clean {
-		err = l.f.Truncate(0)
+		err = l.lock.File().Truncate(0)
 	}
-	if cerr := l.f.Close(); err == nil {
-		err = cerr
-	}
+	l.lock.Unlock()
 	if err != nil {
 		return fmt.Errorf("real-node lock %s: %w", l.path, err)
 	}

@@ -53,141 +53,199 @@ func (c *Cluster) prepareRealNode(ctx context.Context) error {
 // startRealNode starts the real node once the control plane runs: it sweeps what a
 // crashed run left, starts the registry and pushes the pause image, sets up the
 // node IP and cgroups, writes certificates and configuration, starts containerd
-// and the kubelet and waits until the Node is Ready.
+// and the kubelet and waits until the Node is Ready, then starts the node's
+// network programs. Each step's error is the real node's.
 func (c *Cluster) startRealNode(ctx context.Context, begin time.Time) error {
-	n := c.node
-	o := n.opts
-	logf := c.opts.Logf
-	n.dir = c.path("realnode")
-	paths := newNodePaths(n.dir)
-	if len(paths.containerdSocket) > maxSocketPath {
-		return fmt.Errorf("real node: containerd socket path %s is longer than %d bytes: use a shorter work dir",
-			paths.containerdSocket, maxSocketPath)
-	}
-
-	sweepDirs := []string{n.dir}
-	if prev := n.lock.previousDir(); prev != "" && prev != n.dir {
-		logf("testcluster: real node: sweeping what an earlier run left (%s)", prev)
-		sweepDirs = append(sweepDirs, prev)
-	}
-	if err := sweepNode(n.tools.ip, sweepDirs, logf); err != nil {
-		return fmt.Errorf("real node: sweep: %w", err)
-	}
-	if err := sweepNodeNet(n.net.tools, o.NetBinDir, sweepDirs); err != nil {
-		return fmt.Errorf("real node: sweep: %w", err)
-	}
-	if err := n.lock.record(n.dir); err != nil {
-		return fmt.Errorf("real node: %w", err)
-	}
-	n.started = true
-	if err := os.RemoveAll(n.dir); err != nil {
-		return fmt.Errorf("real node: clean %s: %w", n.dir, err)
-	}
-	for _, d := range []string{paths.containerdRoot, paths.containerdState, paths.cniConfDir, paths.cniIPAMDir,
-		paths.kubeletRoot, paths.podLogsDir, paths.volumePluginDir, paths.kubeletCertDir} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
+	s := &nodeStart{c: c, n: c.node, o: c.node.opts, begin: begin}
+	c.node.dir = c.path("realnode")
+	s.paths = newNodePaths(c.node.dir)
+	for _, step := range []func(context.Context) error{
+		s.checkPaths, s.sweep, s.makeDirs, s.registry, s.apiProxy, s.host,
+		s.identity, s.configFiles, s.containerd, s.kubelet, s.network,
+	} {
+		if err := step(ctx); err != nil {
 			return fmt.Errorf("real node: %w", err)
 		}
 	}
-	if err := saveIPForward(n.dir); err != nil {
-		return fmt.Errorf("real node: %w", err)
-	}
+	return c.publishRealNode(ctx)
+}
 
-	// Registry and pause image.
-	reg, err := startRegistry(filepath.Join(n.dir, "registry"), c.path("logs", "registry.log"))
+// nodeStart is one start of the real node, step by step.
+type nodeStart struct {
+	c     *Cluster
+	n     *RealNode
+	o     RealNodeOptions
+	paths nodePaths
+	begin time.Time
+}
+
+func (s *nodeStart) logf(format string, args ...any) { s.c.opts.Logf(format, args...) }
+
+// since is the time since the cluster's start began, for progress lines.
+func (s *nodeStart) since() time.Duration { return time.Since(s.begin).Round(time.Millisecond) }
+
+func (s *nodeStart) checkPaths(context.Context) error {
+	if len(s.paths.containerdSocket) > maxSocketPath {
+		return fmt.Errorf("containerd socket path %s is longer than %d bytes: use a shorter work dir",
+			s.paths.containerdSocket, maxSocketPath)
+	}
+	return nil
+}
+
+// sweep removes what this work dir, or a crashed earlier run, left on the
+// host, then records the node's directory in the machine lock.
+func (s *nodeStart) sweep(context.Context) error {
+	n := s.n
+	sweepDirs := []string{n.dir}
+	if prev := n.lock.previousDir(); prev != "" && prev != n.dir {
+		s.logf("testcluster: real node: sweeping what an earlier run left (%s)", prev)
+		sweepDirs = append(sweepDirs, prev)
+	}
+	if err := sweepNode(n.tools.ip, sweepDirs, s.c.opts.Logf); err != nil {
+		return fmt.Errorf("sweep: %w", err)
+	}
+	if err := sweepNodeNet(n.net.tools, s.o.NetBinDir, sweepDirs); err != nil {
+		return fmt.Errorf("sweep: %w", err)
+	}
+	if err := n.lock.record(n.dir); err != nil {
+		return err
+	}
+	n.started = true
+	return nil
+}
+
+// makeDirs makes the node's directories afresh and saves the host's IP
+// forwarding setting.
+func (s *nodeStart) makeDirs(context.Context) error {
+	p := s.paths
+	if err := os.RemoveAll(s.n.dir); err != nil {
+		return fmt.Errorf("clean %s: %w", s.n.dir, err)
+	}
+	for _, d := range []string{p.containerdRoot, p.containerdState, p.cniConfDir, p.cniIPAMDir,
+		p.kubeletRoot, p.podLogsDir, p.volumePluginDir, p.kubeletCertDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	return saveIPForward(s.n.dir)
+}
+
+// registry starts the node's registry and pushes the pause image.
+func (s *nodeStart) registry(ctx context.Context) error {
+	n := s.n
+	reg, err := startRegistry(filepath.Join(n.dir, "registry"), s.c.path("logs", "registry.log"))
 	if err != nil {
-		return fmt.Errorf("real node: %w", err)
+		return err
 	}
 	n.registry = reg
-	pauseBin, err := buildPause(ctx, o.CacheDir)
+	pauseBin, err := buildPause(ctx, s.o.CacheDir)
 	if err != nil {
-		return fmt.Errorf("real node: %w", err)
+		return err
 	}
 	img, err := pauseImage(pauseBin)
 	if err != nil {
-		return fmt.Errorf("real node: %w", err)
+		return err
 	}
 	n.pauseImage = reg.Ref("pcsync/pause:" + pauseKey())
 	if err := reg.Push(ctx, n.pauseImage, img); err != nil {
-		return fmt.Errorf("real node: %w", err)
+		return err
 	}
-	logf("testcluster: real node: registry %s, pause image pushed after %s", reg.Host(), time.Since(begin).Round(time.Millisecond))
+	s.logf("testcluster: real node: registry %s, pause image pushed after %s", reg.Host(), s.since())
+	return nil
+}
 
-	// The API server, for the pods: a proxy on the pod gateway address.
-	gw, err := gatewayIP(o.PodSubnet)
+// apiProxy serves the API server to the pods: a proxy on the pod gateway
+// address.
+func (s *nodeStart) apiProxy(context.Context) error {
+	gw, err := gatewayIP(s.o.PodSubnet)
 	if err != nil {
-		return fmt.Errorf("real node: %w", err)
+		return err
 	}
-	if n.apiProxy, err = startAPIProxy(gw.String(), strings.TrimPrefix(c.apiserverURL, "https://")); err != nil {
-		return fmt.Errorf("real node: %w", err)
+	if s.n.apiProxy, err = startAPIProxy(gw.String(), strings.TrimPrefix(s.c.apiserverURL, "https://")); err != nil {
+		return err
 	}
-	n.apiHost = net.JoinHostPort(n.apiProxy.addr())
+	s.n.apiHost = net.JoinHostPort(s.n.apiProxy.addr())
+	return nil
+}
 
-	// Host: node IP, cgroups.
-	if err := setupNodeBridge(n.tools.ip, o.NodeIP); err != nil {
-		return fmt.Errorf("real node: %w", err)
+// host sets up the node IP, the Service CIDR's route, the uplinks' guard
+// and the cgroups.
+func (s *nodeStart) host(ctx context.Context) error {
+	if err := setupNodeBridge(s.n.tools.ip, s.o.NodeIP); err != nil {
+		return err
 	}
-	if err := routeServiceCIDR(n.tools.ip); err != nil {
-		return fmt.Errorf("real node: %w", err)
+	if err := routeServiceCIDR(s.n.tools.ip); err != nil {
+		return err
 	}
-	if err := guardUplinks(ctx, n.tools.ip, n.net.tools); err != nil {
-		return fmt.Errorf("real node: %w", err)
+	if err := guardUplinks(ctx, s.n.tools.ip, s.n.net.tools); err != nil {
+		return err
 	}
-	if err := prepareCgroups(); err != nil {
-		return fmt.Errorf("real node: %w", err)
-	}
+	return prepareCgroups()
+}
 
-	// Identity: certificates, kubeconfig, RBAC.
-	if err := issueNodeCerts(c.pki, paths, o.Name, o.NodeIP); err != nil {
-		return fmt.Errorf("real node: %w", err)
+// identity issues the kubelet's certificates, kubeconfig and RBAC.
+func (s *nodeStart) identity(ctx context.Context) error {
+	if err := issueNodeCerts(s.c.pki, s.paths, s.o.Name, s.o.NodeIP); err != nil {
+		return err
 	}
-	user := "system:node:" + o.Name
-	if err := writeKubeconfig(paths.kubeletKubeconfig, c.apiserverURL, user, c.pki.caCert, paths.clientCert, paths.clientKey); err != nil {
-		return fmt.Errorf("real node: %w", err)
+	user := "system:node:" + s.o.Name
+	if err := writeKubeconfig(s.paths.kubeletKubeconfig, s.c.apiserverURL, user, s.c.pki.caCert, s.paths.clientCert, s.paths.clientKey); err != nil {
+		return err
 	}
-	if err := c.bindNodeRole(ctx, user); err != nil {
-		return fmt.Errorf("real node: %w", err)
-	}
+	return s.c.bindNodeRole(ctx, user)
+}
 
-	// Configuration files.
+// configFiles writes containerd's, the registry's, the CNI's and the
+// kubelet's configuration.
+func (s *nodeStart) configFiles(context.Context) error {
+	paths, o, reg := s.paths, s.o, s.n.registry
 	conflist, err := cniConflist(paths, o.PodSubnet)
 	if err != nil {
-		return fmt.Errorf("real node: %w", err)
+		return err
 	}
 	pt, err := freePorts(2)
 	if err != nil {
-		return fmt.Errorf("real node: %w", err)
+		return err
 	}
 	files := map[string]string{
-		paths.containerdConfig: containerdConfig(paths, o.CNIBinDir, n.tools.runc, n.pauseImage),
+		paths.containerdConfig: containerdConfig(paths, o.CNIBinDir, s.n.tools.runc, s.n.pauseImage),
 		filepath.Join(paths.registryHostsDir, reg.Host(), "hosts.toml"): registryHostsFile(reg.Host()),
 		filepath.Join(paths.cniConfDir, "10-"+cniNetwork+".conflist"):   conflist,
 		paths.kubeletConfig: kubeletConfig(kubeletConfigParams{
-			paths: paths, caFile: c.pki.caCert, nodeIP: o.NodeIP, port: pt[0], healthPort: pt[1], taint: !o.NoTaint,
+			paths: paths, caFile: s.c.pki.caCert, nodeIP: o.NodeIP, port: pt[0], healthPort: pt[1], taint: !o.NoTaint,
 		}),
 		paths.resolvConf: "# pcsync real node: pods get the cluster DNS address only\n",
 	}
 	for path, data := range files {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return fmt.Errorf("real node: %w", err)
+			return err
 		}
 		if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
-			return fmt.Errorf("real node: %w", err)
+			return err
 		}
 	}
+	return nil
+}
 
-	// containerd, then the kubelet.
-	containerd, err := startComponent("containerd", n.tools.containerd,
-		[]string{"--config", paths.containerdConfig, "--log-level", "info"}, c.path("logs"), nil)
+// containerd starts containerd and waits for its socket.
+func (s *nodeStart) containerd(ctx context.Context) error {
+	containerd, err := startComponent("containerd", s.n.tools.containerd,
+		[]string{"--config", s.paths.containerdConfig, "--log-level", "info"}, s.c.path("logs"), nil)
 	if err != nil {
-		return fmt.Errorf("real node: %w", err)
+		return err
 	}
-	n.containerd = containerd
-	logf("testcluster: started containerd (pid %d)", containerd.cmd.Process.Pid)
-	if err := waitSocket(ctx, containerd, paths.containerdSocket); err != nil {
-		return fmt.Errorf("real node: %w", containerd.failure(err))
+	s.n.containerd = containerd
+	s.logf("testcluster: started containerd (pid %d)", containerd.cmd.Process.Pid)
+	if err := waitSocket(ctx, containerd, s.paths.containerdSocket); err != nil {
+		return containerd.failure(err)
 	}
-	kubelet, err := startComponent("kubelet", c.bin("kubelet"), []string{
+	return nil
+}
+
+// kubelet starts the kubelet and waits until its Node is schedulable.
+func (s *nodeStart) kubelet(ctx context.Context) error {
+	paths, o := s.paths, s.o
+	kubelet, err := startComponent("kubelet", s.c.bin("kubelet"), []string{
 		"--config=" + paths.kubeletConfig,
 		"--kubeconfig=" + paths.kubeletKubeconfig,
 		"--root-dir=" + paths.kubeletRoot,
@@ -195,33 +253,38 @@ func (c *Cluster) startRealNode(ctx context.Context, begin time.Time) error {
 		"--hostname-override=" + o.Name,
 		"--node-ip=" + o.NodeIP,
 		"--node-labels=" + RealNodeTaintKey + "=true",
-	}, c.path("logs"), nil)
+	}, s.c.path("logs"), nil)
 	if err != nil {
-		return fmt.Errorf("real node: %w", err)
+		return err
 	}
-	n.kubelet = kubelet
-	logf("testcluster: started kubelet (pid %d)", kubelet.cmd.Process.Pid)
+	s.n.kubelet = kubelet
+	s.logf("testcluster: started kubelet (pid %d)", kubelet.cmd.Process.Pid)
 	err = poll(ctx, kubelet, 100*time.Millisecond, func(ctx context.Context) (bool, string, error) {
-		node, err := c.client.CoreV1().Nodes().Get(ctx, o.Name, metav1.GetOptions{})
+		node, err := s.c.client.CoreV1().Nodes().Get(ctx, o.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error(), nil
 		}
 		return nodeSchedulable(node)
 	})
 	if err != nil {
-		if containerd.exited() {
-			return fmt.Errorf("real node: %w", containerd.failure(err))
+		if s.n.containerd.exited() {
+			return s.n.containerd.failure(err)
 		}
-		return fmt.Errorf("real node: %w", kubelet.failure(err))
+		return kubelet.failure(err)
 	}
-	logf("testcluster: real node %s Ready after %s", o.Name, time.Since(begin).Round(time.Millisecond))
-	n.net.kubeconfig, n.net.logDir = c.kubeconfigPath, c.path("logs")
-	if err := n.net.start(ctx, o.NetworkPolicy); err != nil {
-		return fmt.Errorf("real node: %w", err)
+	s.logf("testcluster: real node %s Ready after %s", o.Name, s.since())
+	return nil
+}
+
+// network starts kube-proxy and, if wanted, the NetworkPolicy enforcer.
+func (s *nodeStart) network(ctx context.Context) error {
+	s.n.net.kubeconfig, s.n.net.logDir = s.c.kubeconfigPath, s.c.path("logs")
+	if err := s.n.net.start(ctx, s.o.NetworkPolicy); err != nil {
+		return err
 	}
-	logf("testcluster: real node: kube-proxy (and NetworkPolicy enforcer: %v) running after %s",
-		o.NetworkPolicy, time.Since(begin).Round(time.Millisecond))
-	return c.publishRealNode(ctx)
+	s.logf("testcluster: real node: kube-proxy (and NetworkPolicy enforcer: %v) running after %s",
+		s.o.NetworkPolicy, s.since())
+	return nil
 }
 
 // bindNodeRole lets the kubelet's user act as a node: the cluster authorizes with

@@ -1,7 +1,6 @@
 package egressproxy
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -17,13 +16,13 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/pcsync/pcsync/internal/lockedbuf"
 	"github.com/pcsync/pcsync/pkg/egressproxy/allow"
 )
 
@@ -43,30 +42,12 @@ func (fakeResolver) LookupPort(_ context.Context, _, service string) (int, error
 	return strconv.Atoi(service)
 }
 
-// syncBuffer is a log sink the proxy's goroutines write to.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // world is a proxy on loopback in front of an HTTPS target on loopback.
 type world struct {
 	proxyURL string
 	target   *httptest.Server
 	port     int
-	logs     *syncBuffer
+	logs     *lockedbuf.Buffer
 	reg      *prometheus.Registry
 	proxy    *Proxy
 }
@@ -82,7 +63,7 @@ func startWorld(t testing.TB, hosts []string, res fakeResolver, allowLoopback bo
 	}))
 	t.Cleanup(target.Close)
 	port := target.Listener.Addr().(*net.TCPAddr).Port
-	logs := &syncBuffer{}
+	logs := &lockedbuf.Buffer{}
 	reg := prometheus.NewRegistry()
 	opts := Options{
 		Logger:     slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),

@@ -2,8 +2,9 @@ package render
 
 import "github.com/pcsync/pcsync/pkg/egressproxy/allow"
 
-// Names, labels and values of the tenant manifests; kept compatible with
-// Paperclip's Kubernetes provider.
+// Names and values of the tenant manifests; kept compatible with
+// Paperclip's Kubernetes provider. Their labels are package agentpod's,
+// which the agent pods carry too.
 const (
 	// ServiceAccountName is the tenant ServiceAccount that agent pods run as.
 	ServiceAccountName = "paperclip-tenant-sa"
@@ -37,20 +38,6 @@ const (
 	// SessionsPVCName is the ReadWriteMany volume for agent sessions.
 	SessionsPVCName = "paperclip-sessions"
 
-	// LabelManagedBy marks every object pcsync renders.
-	LabelManagedBy = "app.kubernetes.io/managed-by"
-	// ManagedByValue is the value of LabelManagedBy.
-	ManagedByValue = "pcsync"
-	// LabelCompany carries the company slug on every object.
-	LabelCompany = "paperclip.io/company"
-	// LabelCompanyID carries the Paperclip company id on the Namespace.
-	LabelCompanyID = "paperclip.io/company-id"
-	// LabelRole marks agent pods (value RoleAgent); egress policies select it.
-	LabelRole = "paperclip.io/role"
-	// RoleAgent is the LabelRole value of agent pods.
-	RoleAgent = "agent"
-	// RoleEgressProxy is the LabelRole value of the egress proxy's pods.
-	RoleEgressProxy = "egress-proxy"
 	// PodSecurityLevel is the Pod Security Standard enforced, audited and
 	// warned on in every tenant namespace.
 	PodSecurityLevel = "restricted"

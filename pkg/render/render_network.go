@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/pcsync/pcsync/internal/agentpod"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/egressproxy/allow"
 )
@@ -20,7 +21,7 @@ func (t tenant) denyAll() map[string]any {
 }
 
 func agentSelector() map[string]any {
-	return map[string]any{"matchLabels": map[string]any{LabelRole: RoleAgent}}
+	return map[string]any{"matchLabels": map[string]any{agentpod.LabelRole: agentpod.RoleAgent}}
 }
 
 func port(protocol string, p int) map[string]any {

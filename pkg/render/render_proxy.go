@@ -3,6 +3,7 @@ package render
 import (
 	"slices"
 
+	"github.com/pcsync/pcsync/internal/agentpod"
 	"github.com/pcsync/pcsync/pkg/adapters"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/egressproxy/allow"
@@ -22,7 +23,7 @@ const (
 
 // egressProxyLabels select the proxy's pods.
 func (t tenant) egressProxyLabels() map[string]any {
-	return map[string]any{LabelRole: RoleEgressProxy, LabelCompany: t.c.Metadata.Name}
+	return map[string]any{agentpod.LabelRole: agentpod.RoleEgressProxy, agentpod.LabelCompany: t.c.Metadata.Name}
 }
 
 // proxyMode reports whether the company's egress goes through its proxy.

@@ -5,6 +5,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/pcsync/pcsync/internal/agentpod"
 	"github.com/pcsync/pcsync/pkg/config"
 )
 
@@ -17,7 +18,7 @@ type tenant struct {
 
 // labels are the labels every object of the company carries.
 func (t tenant) labels() map[string]any {
-	return map[string]any{LabelManagedBy: ManagedByValue, LabelCompany: t.c.Metadata.Name}
+	return map[string]any{agentpod.LabelManagedBy: agentpod.ManagedByValue, agentpod.LabelCompany: t.c.Metadata.Name}
 }
 
 // object starts an object of the company's namespace.
@@ -68,7 +69,7 @@ func (t tenant) namespace() map[string]any {
 		labels[k] = v
 	}
 	maps.Copy(labels, t.labels())
-	labels[LabelCompanyID] = t.c.Spec.ID
+	labels[agentpod.LabelCompanyID] = t.c.Spec.ID
 	for _, mode := range []string{"enforce", "audit", "warn"} {
 		labels["pod-security.kubernetes.io/"+mode] = PodSecurityLevel
 	}

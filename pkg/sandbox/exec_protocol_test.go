@@ -104,7 +104,7 @@ func errString(err error) string {
 // dropped connection or a closed pipe do not.
 func TestRefusedForGood(t *testing.T) {
 	wrap := func(err error) error {
-		return fmt.Errorf("cmdclient: hello: %w", fmt.Errorf("Pod/ns/p exec stream ended: %w", err))
+		return fmt.Errorf("cmdclient: hello: %w", fmt.Errorf("Pod/ns/p: exec stream ended: %w", err))
 	}
 	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "pods/exec"}, "p", errors.New("RBAC"))
 	tests := []struct {

@@ -14,9 +14,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/pcsync/pcsync/internal/agentpod"
 	"github.com/pcsync/pcsync/internal/tenantns"
 	"github.com/pcsync/pcsync/pkg/config"
-	"github.com/pcsync/pcsync/pkg/runs/kubeexec"
 )
 
 // Manager holds the sandbox leases of one daemon: it creates a pod per
@@ -94,7 +94,7 @@ func (m *Manager) adopt(ctx context.Context) error {
 			m.opts.Metrics.SandboxRelease(string(EndAdopted))
 			continue
 		case err != nil:
-			return fmt.Errorf("sandbox: Pod/%s/%s: adopt: %w", r.Namespace, r.ID, err)
+			return fmt.Errorf("Pod/%s/%s: adopt: %w", r.Namespace, r.ID, err)
 		}
 		if _, member := pod.Labels[LabelPool]; member {
 			// A claim that never patched its member: the pod is still the
@@ -127,7 +127,7 @@ func (m *Manager) adopt(ctx context.Context) error {
 	}
 	// Expired lease pods of no journal.
 	pods, err := m.cs.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
-		LabelSelector: kubeexec.LabelManagedBy + "=" + kubeexec.ManagedByValue + "," + LabelLease,
+		LabelSelector: agentpod.LabelManagedBy + "=" + agentpod.ManagedByValue + "," + LabelLease,
 	})
 	if err != nil {
 		m.log.Warn("sandbox: cannot list lease pods to reap expired ones", slog.Any("error", err))

@@ -14,12 +14,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/pcsync/pcsync/internal/agentpod"
 	"github.com/pcsync/pcsync/internal/podwait"
 	"github.com/pcsync/pcsync/internal/tenantns"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/images"
 	"github.com/pcsync/pcsync/pkg/podsched"
-	"github.com/pcsync/pcsync/pkg/runs/kubeexec"
 	"github.com/pcsync/pcsync/pkg/sandbox/cmdclient"
 )
 
@@ -304,12 +304,12 @@ func createError(r Record, err error) error {
 	case apierrors.IsNotFound(err):
 		return userErrorf(CodeNamespaceMissing, "namespace %s of company %s does not exist: run `pcsync apply` (or let the daemon reconcile) first", r.Namespace, r.Company)
 	case apierrors.IsForbidden(err) && strings.Contains(msg, "cannot create resource"):
-		return userErrorf(CodePodForbidden, "Pod/%s/%s refused: %s (pcsync creates pods only in tenant namespaces whose RoleBinding pcsync grants it the ClusterRole pcsync-tenant: run `pcsync apply`, and check Settings spec.pcsync.serviceAccount)",
+		return userErrorf(CodePodForbidden, "Pod/%s/%s: refused: %s (pcsync creates pods only in tenant namespaces whose RoleBinding pcsync grants it the ClusterRole pcsync-tenant: run `pcsync apply`, and check Settings spec.pcsync.serviceAccount)",
 			r.Namespace, r.ID, msg)
 	case apierrors.IsForbidden(err):
-		return userErrorf(CodePodForbidden, "Pod/%s/%s refused: %s", r.Namespace, r.ID, msg)
+		return userErrorf(CodePodForbidden, "Pod/%s/%s: refused: %s", r.Namespace, r.ID, msg)
 	}
-	return fmt.Errorf("Pod/%s/%s create failed: %w", r.Namespace, r.ID, err)
+	return fmt.Errorf("Pod/%s/%s: create: %w", r.Namespace, r.ID, err)
 }
 
 // waitRunning waits until the pod runs, or fails with the reason the
@@ -318,7 +318,7 @@ func createError(r Record, err error) error {
 func (m *Manager) waitRunning(ctx context.Context, pod *corev1.Pod) error {
 	last, err := podwait.Until(ctx, m.cs, pod.Namespace, pod.Name, func(p *corev1.Pod) (bool, error) {
 		if p == nil {
-			return false, fmt.Errorf("Pod/%s/%s was deleted before it was ready", pod.Namespace, pod.Name)
+			return false, fmt.Errorf("Pod/%s/%s: deleted before it was ready", pod.Namespace, pod.Name)
 		}
 		return podRunning(p)
 	})
@@ -328,12 +328,12 @@ func (m *Manager) waitRunning(ctx context.Context, pod *corev1.Pod) error {
 	if last == nil {
 		last = pod
 	}
-	if unscheduled(last) {
-		return userErrorf(CodePodUnschedulable, "Pod/%s/%s found no node within the lease's wait (%s): %s",
-			pod.Namespace, pod.Name, context.Cause(ctx), podReason(last))
+	if agentpod.Unschedulable(last) != nil {
+		return userErrorf(CodePodUnschedulable, "Pod/%s/%s: found no node within the lease's wait (%s): %s",
+			pod.Namespace, pod.Name, context.Cause(ctx), agentpod.Reason(last))
 	}
-	return userErrorf(CodePodNotReady, "Pod/%s/%s not running after the lease's wait (%s): %s; raise the environment's timeoutMs for slow image pulls",
-		pod.Namespace, pod.Name, context.Cause(ctx), podReason(last))
+	return userErrorf(CodePodNotReady, "Pod/%s/%s: not running after the lease's wait (%s): %s; raise the environment's timeoutMs for slow image pulls",
+		pod.Namespace, pod.Name, context.Cause(ctx), agentpod.Reason(last))
 }
 
 // podRunning says whether p runs, or why it never will: it ended, an image
@@ -343,17 +343,17 @@ func podRunning(p *corev1.Pod) (bool, error) {
 	case corev1.PodRunning:
 		return true, nil
 	case corev1.PodFailed, corev1.PodSucceeded:
-		return false, fmt.Errorf("Pod/%s/%s ended (%s) before it was ready: %s", p.Namespace, p.Name, p.Status.Phase, podReason(p))
+		return false, fmt.Errorf("Pod/%s/%s: ended (%s) before it was ready: %s", p.Namespace, p.Name, p.Status.Phase, agentpod.Reason(p))
 	}
 	for _, cs := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
 		w := cs.State.Waiting
 		switch {
 		case w == nil:
-		case kubeexec.ImagePullFailed(w.Reason):
-			return false, userErrorf(CodeImagePullFailed, "Pod/%s/%s container %s cannot pull image %s: %s: %s",
-				p.Namespace, p.Name, cs.Name, containerImage(p, cs.Name), w.Reason, w.Message)
-		case w.Reason == "CreateContainerConfigError" || w.Reason == "CreateContainerError":
-			return false, userErrorf(CodePodNotStarting, "Pod/%s/%s container %s cannot start: %s: %s", p.Namespace, p.Name, cs.Name, w.Reason, w.Message)
+		case agentpod.ImagePullFailed(w.Reason):
+			return false, userErrorf(CodeImagePullFailed, "Pod/%s/%s: container %s cannot pull image %s: %s: %s",
+				p.Namespace, p.Name, cs.Name, agentpod.ContainerImage(p, cs.Name), w.Reason, w.Message)
+		case agentpod.WaitingOf(w.Reason) == agentpod.WaitingCreate:
+			return false, userErrorf(CodePodNotStarting, "Pod/%s/%s: container %s cannot start: %s: %s", p.Namespace, p.Name, cs.Name, w.Reason, w.Message)
 		}
 	}
 	return false, nil
@@ -376,32 +376,6 @@ func explainUnschedulable(err error, model *config.Model, r *Record) error {
 		from = "agent " + a.Name + "'s nodeSelector and tolerations, the Company's runtimeClassName"
 	}
 	return &UserError{Code: ue.Code, Message: fmt.Sprintf("%s; it needs %s (%s)", ue.Message, podsched.For(c, a), from)}
-}
-
-// unscheduled says the scheduler found no node for p.
-func unscheduled(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-			return true
-		}
-	}
-	return false
-}
-
-func podReason(p *corev1.Pod) string {
-	var parts []string
-	if p.Status.Reason != "" || p.Status.Message != "" {
-		parts = append(parts, strings.TrimSpace(p.Status.Reason+" "+p.Status.Message))
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Status != corev1.ConditionTrue && c.Message != "" {
-			parts = append(parts, string(c.Type)+": "+c.Message)
-		}
-	}
-	if len(parts) == 0 {
-		return "phase " + string(p.Status.Phase)
-	}
-	return strings.Join(parts, "; ")
 }
 
 // client returns the lease's command client. The first call opens the
@@ -506,14 +480,3 @@ func (m *Manager) open(ctx context.Context, l *lease) (*cmdclient.Client, error)
 // is not yet listening: from 50 ms, doubling, then every second (the cap)
 // until the open's context ends.
 var openBackoff = wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 5, Cap: time.Second}
-
-// containerImage is the image of the pod's container or init container
-// of that name, as the pod's spec gives it.
-func containerImage(p *corev1.Pod, name string) string {
-	for _, c := range append(p.Spec.InitContainers, p.Spec.Containers...) {
-		if c.Name == name {
-			return c.Image
-		}
-	}
-	return ""
-}

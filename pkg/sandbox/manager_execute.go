@@ -37,41 +37,63 @@ type ExecResult struct {
 // the pod's own environment. Output chunks go to onOutput as they come.
 // Many executes may run at once on one lease; a command's background
 // processes outlive it. Cancelling ctx kills the command's process group.
-func (m *Manager) Execute(ctx context.Context, p ExecParams, onOutput func(stream string, chunk []byte)) (_ ExecResult, err error) {
-	l := m.lookup(p.LeaseID)
-	if l == nil {
-		return ExecResult{}, fmt.Errorf("lease %s: %w: it was released, expired or never pcsync's", p.LeaseID, ErrNoLease)
-	}
+func (m *Manager) Execute(ctx context.Context, p ExecParams, onOutput func(stream string, chunk []byte)) (ExecResult, error) {
 	began := time.Now()
-	defer func() {
+	var exit cmdclient.Exit
+	record := func(l *lease, err error) {
 		outcome := ExecCompleted
 		if err != nil {
 			outcome = ExecFailed
 		}
 		m.opts.Metrics.SandboxExecute(l.Company, time.Since(began), string(outcome))
-	}()
-	if err := l.begin(); err != nil {
+	}
+	err := m.onLease(ctx, p.LeaseID, record, func(l *lease, c *cmdclient.Client) error {
+		cmd := m.command(l, p)
+		if err := m.addProxyEnv(l, &cmd); err != nil {
+			return fmt.Errorf("lease %s: %w", l.ID, err)
+		}
+		var out func(cmdclient.Stream, []byte)
+		if onOutput != nil {
+			out = func(s cmdclient.Stream, b []byte) { onOutput(s.String(), b) }
+		}
+		var err error
+		if exit, err = c.Exec(ctx, cmd, out); err != nil {
+			return fmt.Errorf("lease %s: %w", l.ID, err)
+		}
+		return nil
+	})
+	if err != nil {
 		return ExecResult{}, err
 	}
-	defer l.done()
+	return execResult(exit), nil
+}
 
-	cmd := m.command(l, p)
-	if err := m.addProxyEnv(l, &cmd); err != nil {
-		return ExecResult{}, fmt.Errorf("lease %s: %w", l.ID, err)
+// onLease is the opening that every command on a lease shares (an
+// execute, a sync's command): it finds lease id, holds it in use while run
+// runs (a release waits for it), and gives run the lease's command stream,
+// opened by the lease's first command. Once the lease is found, record is
+// told how the command went.
+func (m *Manager) onLease(ctx context.Context, id string, record func(l *lease, err error), run func(l *lease, c *cmdclient.Client) error) error {
+	l := m.lookup(id)
+	if l == nil {
+		return fmt.Errorf("lease %s: %w: it was released, expired or never pcsync's", id, ErrNoLease)
 	}
+	err := m.inUse(ctx, l, run)
+	record(l, err)
+	return err
+}
+
+// inUse runs run on l's command stream while l is in use.
+func (m *Manager) inUse(ctx context.Context, l *lease, run func(l *lease, c *cmdclient.Client) error) error {
+	if err := l.begin(); err != nil {
+		return err
+	}
+	defer l.done()
 	c, err := m.client(ctx, l)
 	if err != nil {
-		return ExecResult{}, fmt.Errorf("lease %s: command stream: %w", l.ID, err)
+		return fmt.Errorf("lease %s: command stream: %w", l.ID, err)
 	}
-	var out func(cmdclient.Stream, []byte)
-	if onOutput != nil {
-		out = func(s cmdclient.Stream, b []byte) { onOutput(s.String(), b) }
-	}
-	exit, err := c.Exec(ctx, cmd, out)
-	if err != nil {
-		return ExecResult{}, fmt.Errorf("lease %s: %w", l.ID, err)
-	}
-	return execResult(exit), nil
+	return run(l, c)
 }
 
 // command is the command an execute runs on lease l: its argv, cwd and

@@ -188,7 +188,7 @@ func (m *Manager) deletePod(ctx context.Context, ns, name, uid string) error {
 	case apierrors.IsConflict(err) && strings.Contains(err.Error(), "UID"):
 		return nil // another pod of that name: ours is gone
 	}
-	return fmt.Errorf("Pod/%s/%s delete failed: %w", ns, name, err)
+	return fmt.Errorf("Pod/%s/%s: delete: %w", ns, name, err)
 }
 
 // waitGone returns once the API server no longer has the pod.

@@ -194,34 +194,30 @@ func syncCommand(timeout time.Duration, script string, args ...string) cmdclient
 // syncRun runs cmd on the lease's command stream and returns its stdout;
 // a command that does not exit 0 is a UserError (CodeSyncFailed) that
 // names what (the verb and path) with the tail of its stderr.
-func (m *Manager) syncRun(ctx context.Context, id string, dir SyncDirection, what string, cmd cmdclient.Command) (out []byte, err error) {
-	l := m.lookup(id)
-	if l == nil {
-		return nil, fmt.Errorf("lease %s: %w: it was released, expired or never pcsync's", id, ErrNoLease)
-	}
-	defer func() {
+func (m *Manager) syncRun(ctx context.Context, id string, dir SyncDirection, what string, cmd cmdclient.Command) ([]byte, error) {
+	var out []byte
+	record := func(l *lease, err error) {
 		outcome, n := ExecCompleted, len(cmd.Stdin)+len(out)
 		if err != nil {
 			outcome, n = ExecFailed, 0
 		}
 		m.opts.Metrics.SandboxSync(l.Company, string(dir), string(outcome), n)
-	}()
-	if err := l.begin(); err != nil {
+	}
+	err := m.onLease(ctx, id, record, func(l *lease, c *cmdclient.Client) error {
+		exit, err := c.Exec(ctx, cmd, nil)
+		if err != nil {
+			return fmt.Errorf("lease %s: sync %s: %w", l.ID, what, err)
+		}
+		if exit.Code != 0 || exit.Signal != "" || exit.TimedOut {
+			return userErrorf(CodeSyncFailed, "lease %s: sync %s: %s%s", l.ID, what, exitWords(exit), stderrTail(exit))
+		}
+		out = exit.Stdout
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
-	defer l.done()
-	c, err := m.client(ctx, l)
-	if err != nil {
-		return nil, fmt.Errorf("lease %s: command stream: %w", l.ID, err)
-	}
-	exit, err := c.Exec(ctx, cmd, nil)
-	if err != nil {
-		return nil, fmt.Errorf("lease %s: sync %s: %w", l.ID, what, err)
-	}
-	if exit.Code != 0 || exit.Signal != "" || exit.TimedOut {
-		return nil, userErrorf(CodeSyncFailed, "lease %s: sync %s: %s%s", l.ID, what, exitWords(exit), stderrTail(exit))
-	}
-	return exit.Stdout, nil
+	return out, nil
 }
 
 // exitWords says how a failed command ended.

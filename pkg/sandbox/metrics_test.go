@@ -47,7 +47,7 @@ func TestObserveAcquire(t *testing.T) {
 	}{
 		{"ready", nil, `acquire ready ""`},
 		{"refused for quota", fmt.Errorf("acquire: %w", &UserError{Code: "quota_full", Message: "at quota"}), `acquire refused "quota_full"`},
-		{"failed", errors.New("Pod/ns/p create failed: connection refused"), `acquire failed ""`},
+		{"failed", errors.New("Pod/ns/p: create: connection refused"), `acquire failed ""`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -117,13 +117,15 @@ func DefaultOptions(stateDir string) Options {
 	}
 }
 
+// complete fills the zero fields, and the negative durations, with
+// DefaultOptions' values.
 func (o *Options) complete() {
 	d := DefaultOptions(o.StateDir)
 	o.ServerPath = cmp.Or(o.ServerPath, d.ServerPath)
-	o.DefaultLeaseTTL = cmp.Or(o.DefaultLeaseTTL, d.DefaultLeaseTTL)
-	o.MaxLeaseTTL = cmp.Or(o.MaxLeaseTTL, d.MaxLeaseTTL)
-	o.ReadyTimeout = cmp.Or(o.ReadyTimeout, d.ReadyTimeout)
-	o.DeleteTimeout = cmp.Or(o.DeleteTimeout, d.DeleteTimeout)
+	o.DefaultLeaseTTL = cmp.Or(max(o.DefaultLeaseTTL, 0), d.DefaultLeaseTTL)
+	o.MaxLeaseTTL = cmp.Or(max(o.MaxLeaseTTL, 0), d.MaxLeaseTTL)
+	o.ReadyTimeout = cmp.Or(max(o.ReadyTimeout, 0), d.ReadyTimeout)
+	o.DeleteTimeout = cmp.Or(max(o.DeleteTimeout, 0), d.DeleteTimeout)
 	o.ExecProtocol = cmp.Or(o.ExecProtocol, d.ExecProtocol)
 	if o.Logger == nil {
 		o.Logger = d.Logger

@@ -10,13 +10,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/pcsync/pcsync/internal/agentpod"
 	"github.com/pcsync/pcsync/internal/podsec"
 	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/images"
 	"github.com/pcsync/pcsync/pkg/podsched"
-	"github.com/pcsync/pcsync/pkg/runs/kubeexec"
 )
 
-// Labels and annotations of a lease pod, besides kubeexec's managed-by,
+// Labels and annotations of a lease pod, besides agentpod's managed-by,
 // company and role labels (role "agent": the tenant's egress policy applies).
 const (
 	// LabelLease is the lease id (the pod's name).
@@ -45,7 +46,7 @@ func BuildPod(l *Record, m *config.Model) (*corev1.Pod, error) {
 	if !ok {
 		return nil, fmt.Errorf("Pod/%s/%s: no Company %q in the config", l.Namespace, l.ID, l.Company)
 	}
-	res, err := kubeexec.ResourceRequirements(m.Settings.Spec.Defaults.Resources)
+	res, err := agentpod.Resources(m.Settings.Spec.Defaults.Resources)
 	if err != nil {
 		return nil, fmt.Errorf("Pod/%s/%s: resources: %w", l.Namespace, l.ID, err)
 	}
@@ -108,23 +109,23 @@ func BuildPod(l *Record, m *config.Model) (*corev1.Pod, error) {
 // so the company's egress policy applies), and what the lease is for.
 func podLabels(l *Record, c *config.Company) map[string]string {
 	labels := map[string]string{
-		kubeexec.LabelManagedBy: kubeexec.ManagedByValue,
-		kubeexec.LabelCompany:   kubeexec.LabelValue(c.Slug()),
-		kubeexec.LabelCompanyID: kubeexec.LabelValue(c.Spec.ID),
-		kubeexec.LabelRole:      kubeexec.RoleAgent,
+		agentpod.LabelManagedBy: agentpod.ManagedByValue,
+		agentpod.LabelCompany:   agentpod.LabelValue(c.Slug()),
+		agentpod.LabelCompanyID: agentpod.LabelValue(c.Spec.ID),
+		agentpod.LabelRole:      agentpod.RoleAgent,
 		LabelLease:              l.ID,
 	}
 	if l.AdapterType != "" {
-		labels[kubeexec.LabelAdapter] = kubeexec.LabelValue(l.AdapterType)
+		labels[agentpod.LabelAdapter] = agentpod.LabelValue(l.AdapterType)
 	}
 	if l.RunID != "" {
-		labels[kubeexec.LabelRunID] = kubeexec.LabelValue(l.RunID)
+		labels[agentpod.LabelRunID] = agentpod.LabelValue(l.RunID)
 	}
 	if l.AgentID != "" {
-		labels[kubeexec.LabelAgentID] = kubeexec.LabelValue(l.AgentID)
+		labels[agentpod.LabelAgentID] = agentpod.LabelValue(l.AgentID)
 	}
 	if l.Agent != "" {
-		labels[kubeexec.LabelAgent] = kubeexec.LabelValue(l.Agent)
+		labels[agentpod.LabelAgent] = agentpod.LabelValue(l.Agent)
 	}
 	return labels
 }
@@ -149,7 +150,7 @@ func addServerInit(spec *corev1.PodSpec, helperImage string, res corev1.Resource
 	spec.InitContainers = []corev1.Container{{
 		Name:         "pcsync-bin",
 		Image:        helperImage,
-		Command:      []string{"/usr/local/bin/pcsync", "sandbox-server", "install", DefaultServerPath},
+		Command:      []string{images.ServerPath, "sandbox-server", "install", DefaultServerPath},
 		Resources:    res,
 		VolumeMounts: []corev1.VolumeMount{{Name: "pcsync-bin", MountPath: PodBinDir}},
 	}}

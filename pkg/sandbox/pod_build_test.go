@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/pcsync/pcsync/internal/agentpod"
 	"github.com/pcsync/pcsync/internal/podsec"
 	"github.com/pcsync/pcsync/pkg/adapters"
 	"github.com/pcsync/pcsync/pkg/config"
@@ -163,8 +164,8 @@ func TestLeasePodLabels(t *testing.T) {
 		name, agent, agentID string
 		want                 map[string]string
 	}{
-		{"a declared agent", "pinned", "0199c0de-0001", map[string]string{kubeexec.LabelAgentID: "0199c0de-0001", kubeexec.LabelAgent: "pinned"}},
-		{"no agent declared in Git", "", "0199c0de-0002", map[string]string{kubeexec.LabelAgentID: "0199c0de-0002"}},
+		{"a declared agent", "pinned", "0199c0de-0001", map[string]string{agentpod.LabelAgentID: "0199c0de-0001", agentpod.LabelAgent: "pinned"}},
+		{"no agent declared in Git", "", "0199c0de-0002", map[string]string{agentpod.LabelAgentID: "0199c0de-0002"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -175,7 +176,7 @@ func TestLeasePodLabels(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := map[string]string{}
-			for _, k := range []string{kubeexec.LabelAgentID, kubeexec.LabelAgent} {
+			for _, k := range []string{agentpod.LabelAgentID, agentpod.LabelAgent} {
 				if v, ok := pod.Labels[k]; ok {
 					got[k] = v
 				}

@@ -38,10 +38,10 @@ func TestPodRunning(t *testing.T) {
 		{"running", phase(corev1.PodRunning), want{Done: true}},
 		{"creating", waiting("ContainerCreating"), want{}},
 		{"image not pulled", waiting("ErrImagePull"), want{Code: CodeImagePullFailed,
-			Err: "Pod/ns/pcsync-sbx-1 container sandbox cannot pull image img:1: ErrImagePull: m"}},
+			Err: "Pod/ns/pcsync-sbx-1: container sandbox cannot pull image img:1: ErrImagePull: m"}},
 		{"config error", waiting("CreateContainerConfigError"), want{Code: CodePodNotStarting,
-			Err: "Pod/ns/pcsync-sbx-1 container sandbox cannot start: CreateContainerConfigError: m"}},
-		{"ended", phase(corev1.PodFailed), want{Err: "Pod/ns/pcsync-sbx-1 ended (Failed) before it was ready: phase Failed"}},
+			Err: "Pod/ns/pcsync-sbx-1: container sandbox cannot start: CreateContainerConfigError: m"}},
+		{"ended", phase(corev1.PodFailed), want{Err: "Pod/ns/pcsync-sbx-1: ended (Failed) before it was ready: phase Failed"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			done, err := podRunning(tc.pod)

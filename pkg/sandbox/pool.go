@@ -10,8 +10,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/pcsync/pcsync/internal/agentpod"
 	"github.com/pcsync/pcsync/pkg/config"
-	"github.com/pcsync/pcsync/pkg/runs/kubeexec"
 )
 
 // LabelPool marks a warm pool member, an anonymous pod no lease holds yet
@@ -129,18 +129,19 @@ func (m *Manager) buildMember(d *poolDecl, model *config.Model, now time.Time) (
 // run.
 func memberLabels(c *config.Company, hash, owner string) map[string]string {
 	return map[string]string{
-		kubeexec.LabelManagedBy: kubeexec.ManagedByValue,
-		kubeexec.LabelCompany:   kubeexec.LabelValue(c.Slug()),
-		kubeexec.LabelCompanyID: kubeexec.LabelValue(c.Spec.ID),
+		agentpod.LabelManagedBy: agentpod.ManagedByValue,
+		agentpod.LabelCompany:   agentpod.LabelValue(c.Slug()),
+		agentpod.LabelCompanyID: agentpod.LabelValue(c.Spec.ID),
 		LabelPool:               hash,
 		LabelPoolOwner:          owner,
 	}
 }
 
 // claimLabels is the label patch of a claim: the lease's labels, and the
-// member's pool and owner labels removed (null in a merge patch).
+// member's pool and owner labels removed (null in a merge patch), with the
+// company key of a member an older pcsync made.
 func claimLabels(r *Record, c *config.Company) map[string]any {
-	out := map[string]any{LabelPool: nil, LabelPoolOwner: nil}
+	out := map[string]any{LabelPool: nil, LabelPoolOwner: nil, agentpod.LegacyLabelCompany: nil}
 	for k, v := range podLabels(r, c) {
 		out[k] = v
 	}

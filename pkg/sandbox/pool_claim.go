@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/pcsync/pcsync/internal/agentpod"
 	"github.com/pcsync/pcsync/internal/podwait"
 	"github.com/pcsync/pcsync/internal/tenantns"
 	"github.com/pcsync/pcsync/pkg/config"
@@ -153,7 +154,7 @@ func (m *Manager) claimMember(ctx context.Context, model *config.Model, r *Recor
 	pod, err := m.cs.CoreV1().Pods(mem.Namespace).Patch(ctx, mem.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "pcsync"})
 	if err != nil {
 		_ = m.j.drop(lease.ID)
-		return nil, fmt.Errorf("Pod/%s/%s claim: %w", mem.Namespace, mem.Name, err)
+		return nil, fmt.Errorf("Pod/%s/%s: claim: %w", mem.Namespace, mem.Name, err)
 	}
 	*r = lease
 	return pod, nil
@@ -165,7 +166,7 @@ func (p *warmPools) take(k poolKey) *corev1.Pod {
 	objs, _ := p.inf.GetIndexer().ByIndex(poolIndex, k.String())
 	pods := make([]*corev1.Pod, 0, len(objs))
 	for _, o := range objs {
-		if pod := o.(*corev1.Pod); memberReady(pod) {
+		if pod := o.(*corev1.Pod); agentpod.Ready(pod) {
 			pods = append(pods, pod)
 		}
 	}
@@ -204,7 +205,7 @@ func (p *warmPools) shrink(ctx context.Context, ns string) bool {
 		if p.taken[pod.Name] || pod.DeletionTimestamp != nil {
 			continue
 		}
-		if pick == nil || (memberReady(pick) && !memberReady(pod)) {
+		if pick == nil || (agentpod.Ready(pick) && !agentpod.Ready(pod)) {
 			pick = pod
 		}
 	}

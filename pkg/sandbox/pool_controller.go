@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/pcsync/pcsync/pkg/runs/kubeexec"
+	"github.com/pcsync/pcsync/internal/agentpod"
 )
 
 // poolIndex indexes the members in the cache by their pool's key.
@@ -77,7 +77,7 @@ func (m *Manager) startPools(ctx context.Context) {
 	if m.opts.Pool.Disabled {
 		return
 	}
-	selector := kubeexec.LabelManagedBy + "=" + kubeexec.ManagedByValue + "," + LabelPool + "," + LabelPoolOwner + "=" + m.opts.Pool.Owner
+	selector := agentpod.LabelManagedBy + "=" + agentpod.ManagedByValue + "," + LabelPool + "," + LabelPoolOwner + "=" + m.opts.Pool.Owner
 	pods := m.cs.CoreV1().Pods(metav1.NamespaceAll)
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -192,7 +192,7 @@ func (p *warmPools) reconcile(ctx context.Context) {
 		case n > d.count:
 			// Surplus (a lowered count): the least ready, newest first.
 			slices.SortFunc(members, func(a, b *corev1.Pod) int {
-				if ra, rb := memberReady(a), memberReady(b); ra != rb {
+				if ra, rb := agentpod.Ready(a), agentpod.Ready(b); ra != rb {
 					if ra {
 						return 1
 					}
@@ -218,8 +218,8 @@ func (p *warmPools) unfit(pod *corev1.Pod, declared bool, now time.Time) string 
 		return "its pool is no longer declared (the company, its pool, or the pod spec it makes changed)"
 	case pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded:
 		return "it ended (" + string(pod.Status.Phase) + ")"
-	case !memberReady(pod) && age > p.m.opts.Pool.ReadyDeadline:
-		return fmt.Sprintf("it was not Ready within %s: %s", p.m.opts.Pool.ReadyDeadline, podReason(pod))
+	case !agentpod.Ready(pod) && age > p.m.opts.Pool.ReadyDeadline:
+		return fmt.Sprintf("it was not Ready within %s: %s", p.m.opts.Pool.ReadyDeadline, agentpod.Reason(pod))
 	case age > p.m.opts.Pool.MemberMaxAge:
 		return fmt.Sprintf("it waited for a claim longer than %s", p.m.opts.Pool.MemberMaxAge)
 	}
@@ -326,7 +326,7 @@ func (p *warmPools) remove(ctx context.Context, pod *corev1.Pod, why string) {
 // has it Ready: its refill time, from the create to then.
 func (p *warmPools) seen(obj any) {
 	pod, ok := obj.(*corev1.Pod)
-	if !ok || !memberReady(pod) {
+	if !ok || !agentpod.Ready(pod) {
 		return
 	}
 	p.mu.Lock()
@@ -334,7 +334,7 @@ func (p *warmPools) seen(obj any) {
 	delete(p.born, pod.Name)
 	p.mu.Unlock()
 	if ok {
-		p.m.opts.Metrics.SandboxPoolReady(pod.Labels[kubeexec.LabelCompany], time.Since(at))
+		p.m.opts.Metrics.SandboxPoolReady(agentpod.CompanyOf(pod.Labels), time.Since(at))
 	}
 }
 
@@ -352,17 +352,4 @@ func (p *warmPools) forgetTaken(obj any) {
 	delete(p.taken, pod.Name)
 	delete(p.born, pod.Name)
 	p.mu.Unlock()
-}
-
-// memberReady says a member may be claimed: it runs and is Ready.
-func memberReady(p *corev1.Pod) bool {
-	if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
-		return false
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }

@@ -6,7 +6,8 @@ import (
 )
 
 // PoolOptions configure the warm pools a Manager keeps (Company
-// spec.sandbox.warmPool). Zero fields take DefaultPoolOptions' values.
+// spec.sandbox.warmPool). Zero fields, and negative durations, take
+// DefaultPoolOptions' values.
 type PoolOptions struct {
 	// Disabled keeps no warm pool whatever the config declares, and leaves
 	// the members of earlier daemons alone.
@@ -64,11 +65,11 @@ func DefaultPoolOptions() PoolOptions {
 func (o *PoolOptions) complete() {
 	d := DefaultPoolOptions()
 	o.Owner = cmp.Or(o.Owner, d.Owner)
-	o.ReadyDeadline = cmp.Or(o.ReadyDeadline, d.ReadyDeadline)
-	o.MemberMaxAge = cmp.Or(o.MemberMaxAge, d.MemberMaxAge)
-	o.Resync = cmp.Or(o.Resync, d.Resync)
-	o.QuotaBackoff = cmp.Or(o.QuotaBackoff, d.QuotaBackoff)
-	o.ColdHold = cmp.Or(o.ColdHold, d.ColdHold)
-	o.RoomWait = cmp.Or(o.RoomWait, d.RoomWait)
-	o.PendingTTL = cmp.Or(o.PendingTTL, d.PendingTTL)
+	o.ReadyDeadline = cmp.Or(max(o.ReadyDeadline, 0), d.ReadyDeadline)
+	o.MemberMaxAge = cmp.Or(max(o.MemberMaxAge, 0), d.MemberMaxAge)
+	o.Resync = cmp.Or(max(o.Resync, 0), d.Resync)
+	o.QuotaBackoff = cmp.Or(max(o.QuotaBackoff, 0), d.QuotaBackoff)
+	o.ColdHold = cmp.Or(max(o.ColdHold, 0), d.ColdHold)
+	o.RoomWait = cmp.Or(max(o.RoomWait, 0), d.RoomWait)
+	o.PendingTTL = cmp.Or(max(o.PendingTTL, 0), d.PendingTTL)
 }

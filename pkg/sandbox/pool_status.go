@@ -6,7 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/pcsync/pcsync/pkg/runs/kubeexec"
+	"github.com/pcsync/pcsync/internal/agentpod"
 )
 
 // PoolStatus is one warm pool against its declaration, as the daemon's
@@ -58,11 +58,11 @@ func (p *warmPools) status() []PoolStatus {
 		k := poolKey{Namespace: pod.Namespace, Hash: pod.Labels[LabelPool]}
 		s := byKey[k]
 		if s == nil {
-			s = &PoolStatus{Company: pod.Labels[kubeexec.LabelCompany], Namespace: k.Namespace, Hash: k.Hash}
+			s = &PoolStatus{Company: agentpod.CompanyOf(pod.Labels), Namespace: k.Namespace, Hash: k.Hash}
 			byKey[k] = s
 		}
 		s.Members++
-		if memberReady(pod) {
+		if agentpod.Ready(pod) {
 			s.Ready++
 		}
 	}

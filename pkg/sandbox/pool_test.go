@@ -7,8 +7,11 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/pcsync/pcsync/pkg/runs/kubeexec"
+	"github.com/pcsync/pcsync/internal/agentpod"
+	"github.com/pcsync/pcsync/pkg/render"
 )
 
 // A member is the pod BuildPod makes for a lease of its pool, but for its
@@ -30,8 +33,8 @@ func TestPoolMember(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{kubeexec.LabelManagedBy: kubeexec.ManagedByValue, kubeexec.LabelCompany: "acme",
-		kubeexec.LabelCompanyID: "acme-id", LabelPool: hash, LabelPoolOwner: "pcsync"}
+	want := map[string]string{agentpod.LabelManagedBy: agentpod.ManagedByValue, agentpod.LabelCompany: "acme",
+		agentpod.LabelCompanyID: "acme-id", LabelPool: hash, LabelPoolOwner: "pcsync"}
 	if diff := cmp.Diff(want, member.Labels); diff != "" {
 		t.Errorf("member labels (-want +got):\n%s", diff)
 	}
@@ -68,6 +71,48 @@ func TestPoolMember(t *testing.T) {
 				t.Errorf("claims the member: %v, want %v", got, tt.claim)
 			}
 		})
+	}
+}
+
+// A member is outside the company's egress policy until a claim makes it
+// a lease pod, and the claim drops the company key an older pcsync gave
+// its members: the rendered policy's own selector says so, not a copy of
+// it.
+func TestPoolMemberEgressUntilClaimed(t *testing.T) {
+	model := schedModel(t)
+	c, _ := model.Company("acme")
+	out, err := render.Render(model, render.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sel labels.Selector
+	for _, o := range out.Companies[0].Objects {
+		if o.GetKind() == "NetworkPolicy" && o.GetName() == render.EgressAllowName {
+			m, _, _ := unstructured.NestedStringMap(o.Object, "spec", "podSelector", "matchLabels")
+			sel = labels.SelectorFromSet(m)
+		}
+	}
+	if sel == nil || sel.Empty() {
+		t.Fatalf("no agent selector in the rendered %s", render.EgressAllowName)
+	}
+	member := memberLabels(c, "h", "pcsync")
+	member[agentpod.LegacyLabelCompany] = "acme" // made by an older pcsync
+	if sel.Matches(labels.Set(member)) {
+		t.Errorf("the egress policy (%s) selects a pool member (labels %v)", sel, member)
+	}
+	r := &Record{ID: "pcsync-sbx-1", Company: "acme", Agent: "pinned"}
+	for k, v := range claimLabels(r, c) {
+		if v == nil {
+			delete(member, k)
+		} else {
+			member[k] = v.(string)
+		}
+	}
+	if !sel.Matches(labels.Set(member)) {
+		t.Errorf("the egress policy (%s) does not select a claimed member (labels %v)", sel, member)
+	}
+	if diff := cmp.Diff(podLabels(r, c), map[string]string(member)); diff != "" {
+		t.Errorf("a claimed member's labels are not a lease pod's (-lease +claimed):\n%s", diff)
 	}
 }
 

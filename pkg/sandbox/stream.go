@@ -39,7 +39,7 @@ func (m *Manager) opener(l *lease) cmdclient.Opener {
 			}, scheme.ParameterCodec)
 		exec, err := m.opts.ExecProtocol.executor(m.rest, req.URL(), m.log)
 		if err != nil {
-			return nil, fmt.Errorf("Pod/%s/%s exec: %w", l.Namespace, l.ID, err)
+			return nil, fmt.Errorf("Pod/%s/%s: exec: %w", l.Namespace, l.ID, err)
 		}
 		// The stream outlives the open's ctx: it lives until Close.
 		sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -57,7 +57,7 @@ func (m *Manager) opener(l *lease) cmdclient.Opener {
 			default:
 				err = m.opts.ExecProtocol.explain(err)
 			}
-			end := fmt.Errorf("Pod/%s/%s exec stream ended: %w", l.Namespace, l.ID, err)
+			end := fmt.Errorf("Pod/%s/%s: exec stream ended: %w", l.Namespace, l.ID, err)
 			s.ended.Store(&end)
 			_ = outW.CloseWithError(end)
 			// client-go's stdin copier may still read: it gets EOF, which

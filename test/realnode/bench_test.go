@@ -20,10 +20,10 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
 
+	"github.com/pcsync/pcsync/internal/agentpod"
 	"github.com/pcsync/pcsync/internal/testcluster"
 	"github.com/pcsync/pcsync/pkg/images"
 	"github.com/pcsync/pcsync/pkg/result"
-	"github.com/pcsync/pcsync/pkg/runs/kubeexec"
 	"github.com/pcsync/pcsync/pkg/sandbox"
 )
 
@@ -204,7 +204,7 @@ func BenchmarkRunJob(b *testing.B) {
 			name := fmt.Sprintf("long-%d-%d", n, i)
 			begin := time.Now()
 			e.drop(name, "no-handler", nil)
-			pt := running.wait(b, kubeexec.LabelRunID, name)
+			pt := running.wait(b, agentpod.LabelRunID, name)
 			drop = append(drop, pt.running.Sub(begin))
 			dropPhases.add(begin, pt)
 			// The same pod template as pcsync's Job, created bare while the
@@ -286,7 +286,7 @@ func BenchmarkRunJob(b *testing.B) {
 				b.Fatal(err)
 			}
 			exitToResult = append(exitToResult, st.ModTime().Sub(*r.FinishedAt))
-			kubeletToResult = append(kubeletToResult, st.ModTime().Sub(running.waitEnded(b, kubeexec.LabelRunID, name).ended))
+			kubeletToResult = append(kubeletToResult, st.ModTime().Sub(running.waitEnded(b, agentpod.LabelRunID, name).ended))
 
 			name = fmt.Sprintf("later-%d-%d", n, i)
 			e.drop(name, "please succeed-later", nil)

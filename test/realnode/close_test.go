@@ -12,6 +12,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/pcsync/pcsync/internal/lockedbuf"
 	"github.com/pcsync/pcsync/internal/testcluster"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/sandbox"
@@ -27,7 +28,7 @@ func TestCloseWhileStreamOpens(t *testing.T) {
 	p := pushImages(t)
 	proxy := testcluster.Get(t).StartHTTPProxy(t, testcluster.HTTPProxyOptions{HoldUpgrades: true})
 	state := t.TempDir()
-	var log lockedBuffer
+	var log lockedbuf.Buffer
 	e := newLeaseEnvWith(t, p, proxy.RESTConfig(), func(o *sandbox.Options) {
 		o.StateDir, o.ReadyTimeout = state, 10*time.Minute
 		o.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(testWriter{t}, &log), &slog.HandlerOptions{Level: slog.LevelDebug}))

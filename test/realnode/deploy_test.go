@@ -455,7 +455,7 @@ func podLogs(c *testcluster.Cluster, ns, pod string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var b strings.Builder
-	for _, ctr := range []string{"pcsync", "git-sync"} {
+	for _, ctr := range []string{"pcsync", "git-sync", "paperclip"} {
 		data, err := c.Client().CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: ctr, TailLines: ptr.To(int64(40))}).DoRaw(ctx)
 		if err != nil {
 			fmt.Fprintf(&b, "logs %s/%s: %v\n", pod, ctr, err)

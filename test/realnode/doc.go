@@ -42,6 +42,22 @@
 //	                  only what cannot run here) from its own image: both
 //	                  replicas Ready, the leader reconciles through its
 //	                  in-cluster config, /readyz through the pod proxy
+//	argocd_test.go    deploy/argocd as its README has a user apply it (a
+//	                  stand-in of Argo CD's repo-server Deployment): the
+//	                  sidecar from pcsync's image, uid 999, read-only root;
+//	                  the mounted plugin's discover, init and generate in it
+//	                  on examples/config print what pcsync render prints
+//	gitsync_test.go   deploy/base through a user's overlay, its git-sync (a
+//	                  substitute: testdata/git-sync-substitute.sh, Debian's
+//	                  git on the base image; k8s.io/git-sync is not served)
+//	                  following a repository the test serves
+//	                  (gitserver_test.go: git http-backend on the pod
+//	                  bridge's gateway): Ready, the Company applied, a new
+//	                  commit picked up, a run from the spool volume a Job
+//	paperclip_test.go deploy/paperclip through a user's overlay: Paperclip's
+//	                  stand-in image (imagebuild.PaperclipStandIn, from the
+//	                  paperclipai npm package), pcsync and git-sync Ready in
+//	                  one pod, the Company committed to Git applied
 //	bench_test.go     make bench's figures on the real node, each beside its
 //	                  peer (a plain pod, a bare exec, a bare delete, a bare
 //	                  Job)

@@ -19,10 +19,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/pcsync/pcsync/internal/agentpod"
 	"github.com/pcsync/pcsync/internal/testcluster"
 	"github.com/pcsync/pcsync/internal/testnet"
 	"github.com/pcsync/pcsync/pkg/config"
-	"github.com/pcsync/pcsync/pkg/render"
 	"github.com/pcsync/pcsync/pkg/runs/kubeexec"
 	"github.com/pcsync/pcsync/pkg/runs/spool"
 	"github.com/pcsync/pcsync/pkg/sandbox"
@@ -238,7 +238,7 @@ func (e *enfEnv) podProber(name string, pod *corev1.Pod, pause bool) enfProber {
 func (e *enfEnv) controlProbers(ctx context.Context, t *testing.T) (control, otherTenant enfProber) {
 	t.Helper()
 	ctl := e.pausePod(ctx, t, e.ctlNS, "control", nil)
-	bAgent := e.pausePod(ctx, t, e.nsB, "b-agent", map[string]string{render.LabelRole: render.RoleAgent})
+	bAgent := e.pausePod(ctx, t, e.nsB, "b-agent", map[string]string{agentpod.LabelRole: agentpod.RoleAgent})
 	return e.podProber("control", ctl, true), e.podProber("tenant-b-agent", bAgent, true)
 }
 
@@ -297,7 +297,7 @@ func (e *enfEnv) memberProber(ctx context.Context, t *testing.T) enfProber {
 			t.Fatal(err)
 		}
 		for _, p := range l.Items {
-			if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "" && p.Labels[render.LabelRole] == "" {
+			if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "" && p.Labels[agentpod.LabelRole] == "" {
 				return e.podProber("pool-member", &p, false)
 			}
 		}
@@ -343,7 +343,7 @@ func (e *enfEnv) jobProber(ctx context.Context, t *testing.T) enfProber {
 	}
 	deadline := time.Now().Add(4 * time.Minute)
 	for {
-		l, err := e.c.Client().CoreV1().Pods(e.nsA).List(ctx, metav1.ListOptions{LabelSelector: kubeexec.LabelRunID})
+		l, err := e.c.Client().CoreV1().Pods(e.nsA).List(ctx, metav1.ListOptions{LabelSelector: agentpod.LabelRunID})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -19,6 +19,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/pcsync/pcsync/internal/agentpod"
+	"github.com/pcsync/pcsync/internal/lockedbuf"
 	"github.com/pcsync/pcsync/internal/podwait"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/images"
@@ -216,7 +218,7 @@ func TestPoolDaemonKilledMidRefill(t *testing.T) {
 	after := e.members(t)
 	// Every pod but the tenant's egress proxy (egress mode proxy).
 	all, err := e.c.Client().CoreV1().Pods(e.ns).List(context.Background(),
-		metav1.ListOptions{LabelSelector: render.LabelRole + "!=" + render.RoleEgressProxy})
+		metav1.ListOptions{LabelSelector: agentpod.LabelRole + "!=" + agentpod.RoleEgressProxy})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -356,7 +358,7 @@ func TestPoolMemberNotReady(t *testing.T) {
 	p := pushImages(t)
 	missing := missingImage(p)
 	e := newPoolEnv(t, p, "  sandbox:\n    warmPool:\n      - {image: "+missing+", count: 1, agent: pinned}\n")
-	var log lockedBuffer
+	var log lockedbuf.Buffer
 	e.manager(t, func(o *sandbox.Options) {
 		o.Pool.ReadyDeadline, o.Pool.Resync = 3*time.Second, 200*time.Millisecond
 		o.Logger = slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelInfo}))

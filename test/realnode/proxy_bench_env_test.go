@@ -23,11 +23,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/pcsync/pcsync/internal/agentpod"
 	"github.com/pcsync/pcsync/internal/testcluster"
 	"github.com/pcsync/pcsync/internal/testnet"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/egressproxy/agentenv"
-	"github.com/pcsync/pcsync/pkg/render"
 	"github.com/pcsync/pcsync/pkg/result"
 	"github.com/pcsync/pcsync/pkg/runs/kubeexec"
 	"github.com/pcsync/pcsync/pkg/runs/spool"
@@ -173,7 +173,7 @@ func newProxyBenchEnv(b *testing.B) *proxyBenchEnv {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { e.holds.Release(); _ = srv.Close() })
-	e.proxyPod = benchWaitRunning(ctx, b, c, e.nsPX, render.LabelRole+"="+render.RoleEgressProxy)
+	e.proxyPod = benchWaitRunning(ctx, b, c, e.nsPX, agentpod.LabelRole+"="+agentpod.RoleEgressProxy)
 	if err := tn.Forward(e.node.PodBridge()); err != nil {
 		b.Fatal(err)
 	}
@@ -187,8 +187,8 @@ func newProxyBenchEnv(b *testing.B) *proxyBenchEnv {
 	e.serve(b, m, addrs)
 	e.drop(b, e.slugPX, "client-px")
 	e.drop(b, e.slugDX, "client-dx")
-	e.clientPX = benchWaitRunning(ctx, b, c, e.nsPX, kubeexec.LabelRunID+"=client-px")
-	e.clientDX = benchWaitRunning(ctx, b, c, e.nsDX, kubeexec.LabelRunID+"=client-dx")
+	e.clientPX = benchWaitRunning(ctx, b, c, e.nsPX, agentpod.LabelRunID+"=client-px")
+	e.clientDX = benchWaitRunning(ctx, b, c, e.nsDX, agentpod.LabelRunID+"=client-dx")
 	for _, pod := range []*corev1.Pod{e.proxyPod, e.clientPX, e.clientDX} {
 		if err := e.node.WaitFirewalled(ctx, pod.Namespace, pod.Name); err != nil {
 			b.Fatal(err)
@@ -338,7 +338,7 @@ func (e *proxyBenchEnv) allowRelay(ctx context.Context, b *testing.B) {
 	b.Helper()
 	port := intstr.FromInt32(benchRelayPort)
 	tcp := corev1.ProtocolTCP
-	proxy := metav1.LabelSelector{MatchLabels: map[string]string{render.LabelRole: render.RoleEgressProxy}}
+	proxy := metav1.LabelSelector{MatchLabels: map[string]string{agentpod.LabelRole: agentpod.RoleEgressProxy}}
 	np := &networkingv1.NetworkPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: "bench-relay", Namespace: e.nsPX},
 		Spec: networkingv1.NetworkPolicySpec{

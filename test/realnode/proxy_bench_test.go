@@ -14,8 +14,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/pcsync/pcsync/internal/agentpod"
 	"github.com/pcsync/pcsync/pkg/config"
-	"github.com/pcsync/pcsync/pkg/runs/kubeexec"
 )
 
 // Rounds of the proxy benchmark; the contenders alternate within each
@@ -146,7 +146,7 @@ func (e *proxyBenchEnv) dropToRunning(b *testing.B) (px, dx []time.Duration) {
 			}
 			begin := time.Now()
 			e.drop(b, slug, name)
-			pt := w.wait(b, kubeexec.LabelRunID, name)
+			pt := w.wait(b, agentpod.LabelRunID, name)
 			*out = append(*out, pt.running.Sub(begin))
 			e.cancelRun(b, name)
 		}

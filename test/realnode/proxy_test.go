@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/pcsync/pcsync/internal/agentpod"
 	"github.com/pcsync/pcsync/internal/testcluster"
 	"github.com/pcsync/pcsync/internal/testnet"
 	"github.com/pcsync/pcsync/pkg/config"
@@ -93,7 +94,7 @@ func TestProxyModeEnforced(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = srv.Close() })
 	// The pod bridge exists once a pod runs on the node.
-	proxyPod := waitRunning(ctx, t, c, ns, render.LabelRole+"="+render.RoleEgressProxy)
+	proxyPod := waitRunning(ctx, t, c, ns, agentpod.LabelRole+"="+agentpod.RoleEgressProxy)
 	if err := tn.Forward(node.PodBridge()); err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +106,7 @@ func TestProxyModeEnforced(t *testing.T) {
 		t.Fatal(err)
 	}
 	startProxyRun(t, c, m, addrs, slug, spoolDir)
-	jobPod := waitRunning(ctx, t, c, ns, kubeexec.LabelRunID)
+	jobPod := waitRunning(ctx, t, c, ns, agentpod.LabelRunID)
 	for _, pod := range []*corev1.Pod{proxyPod, jobPod} {
 		if err := node.WaitFirewalled(ctx, ns, pod.Name); err != nil {
 			t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/pcsync/pcsync/internal/lockedbuf"
 	"github.com/pcsync/pcsync/internal/testcluster"
 	"github.com/pcsync/pcsync/pkg/sandbox"
 )
@@ -21,11 +22,11 @@ import (
 // newProxiedLeaseEnv is a leaseEnv whose Manager reaches the API server
 // through a proxy that refuses every WebSocket upgrade, with exec protocol
 // proto; the Manager's log also goes to the returned buffer.
-func newProxiedLeaseEnv(t *testing.T, proto sandbox.ExecProtocol) (*leaseEnv, *testcluster.HTTPProxy, *lockedBuffer) {
+func newProxiedLeaseEnv(t *testing.T, proto sandbox.ExecProtocol) (*leaseEnv, *testcluster.HTTPProxy, *lockedbuf.Buffer) {
 	t.Helper()
 	p := pushImages(t)
 	proxy := testcluster.Get(t).StartHTTPProxy(t, testcluster.HTTPProxyOptions{RefuseWebSocket: true})
-	var log lockedBuffer
+	var log lockedbuf.Buffer
 	e := newLeaseEnvWith(t, p, proxy.RESTConfig(), func(o *sandbox.Options) {
 		o.ExecProtocol = proto
 		o.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(testWriter{t}, &log), &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -164,7 +165,7 @@ func TestLeaseWebSocketForcedRefused(t *testing.T) {
 			line = l
 		}
 	}
-	for _, want := range []string{"Pod/" + e.ns + "/" + info.ID + " exec stream ended", "403 Forbidden",
+	for _, want := range []string{"Pod/" + e.ns + "/" + info.ID + ": exec stream ended", "403 Forbidden",
 		"the exec protocol is websocket, with no fallback to SPDY", "needs auto or spdy"} {
 		if !strings.Contains(line, want) {
 			t.Errorf("the Manager's error %q does not say %q", line, want)

@@ -3,36 +3,17 @@
 package realnode
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"k8s.io/klog/v2"
 
+	"github.com/pcsync/pcsync/internal/lockedbuf"
 	"github.com/pcsync/pcsync/pkg/sandbox"
 )
-
-// lockedBuffer collects what client-go logs while a test runs.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // killAttach kills (SIGKILL) the lease's `pcsync sandbox-server attach`,
 // the process at the pod's end of the lease's exec stream: the stream
@@ -51,7 +32,7 @@ done`
 func TestLeaseStreamKilled(t *testing.T) {
 	p := pushImages(t)
 	e := newLeaseEnv(t, p)
-	var klogOut lockedBuffer
+	var klogOut lockedbuf.Buffer
 	klog.SetSlogLogger(slog.New(slog.NewTextHandler(&klogOut, nil)))
 	t.Cleanup(func() { klog.SetSlogLogger(slog.New(slog.NewTextHandler(testWriter{t}, nil))) })
 

@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/pcsync/pcsync/internal/agentpod"
 	"github.com/pcsync/pcsync/internal/kube"
 	"github.com/pcsync/pcsync/internal/testcluster"
 	"github.com/pcsync/pcsync/pkg/result"
@@ -70,7 +71,7 @@ func (e *env) watchRuns(b *testing.B) *watchTimes {
 	ctx, cancel := context.WithCancel(context.Background())
 	f := informers.NewSharedInformerFactoryWithOptions(e.cs, 0, informers.WithNamespace(e.ns),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.LabelSelector = LabelManagedBy + " in (" + ManagedByValue + "," + bareManagedBy + ")"
+			o.LabelSelector = agentpod.LabelManagedBy + " in (" + agentpod.ManagedByValue + "," + bareManagedBy + ")"
 		}))
 	record := func(m map[string]time.Time, obj any, ok func(any) bool) {
 		mo, isObj := obj.(metav1.Object)
@@ -79,8 +80,8 @@ func (e *env) watchRuns(b *testing.B) *watchTimes {
 		}
 		now := time.Now()
 		wt.mu.Lock()
-		if _, seen := m[mo.GetLabels()[LabelRunID]]; !seen {
-			m[mo.GetLabels()[LabelRunID]] = now
+		if _, seen := m[mo.GetLabels()[agentpod.LabelRunID]]; !seen {
+			m[mo.GetLabels()[agentpod.LabelRunID]] = now
 		}
 		wt.mu.Unlock()
 	}
@@ -297,7 +298,7 @@ func peerTable(scenario, us, them string, rows ...peerRow) string {
 }
 
 // bareManagedBy labels the peer's Jobs and Secrets instead of
-// ManagedByValue, so that the executor under test never sees them.
+// agentpod.ManagedByValue, so that the executor under test never sees them.
 const bareManagedBy = "pcsync-bench-peer"
 
 // bareBurst is the peer of BenchmarkKubeExecutor200: a bare client-go
@@ -352,9 +353,9 @@ func (e *env) bareBurstNamed(b *testing.B, wt *watchTimes, n int, prefix string)
 		if err != nil {
 			b.Fatal(err)
 		}
-		job.Labels[LabelManagedBy] = bareManagedBy
-		job.Spec.Template.Labels[LabelManagedBy] = bareManagedBy
-		sec.Labels[LabelManagedBy] = bareManagedBy
+		job.Labels[agentpod.LabelManagedBy] = bareManagedBy
+		job.Spec.Template.Labels[agentpod.LabelManagedBy] = bareManagedBy
+		sec.Labels[agentpod.LabelManagedBy] = bareManagedBy
 		objs[i] = pair{job, sec}
 	}
 	gate := make(chan struct{})
@@ -400,7 +401,7 @@ func (e *env) bareBurstNamed(b *testing.B, wt *watchTimes, n int, prefix string)
 	}
 	wt.mu.Unlock()
 	bg := metav1.DeletePropagationBackground
-	sel := metav1.ListOptions{LabelSelector: LabelManagedBy + "=" + bareManagedBy}
+	sel := metav1.ListOptions{LabelSelector: agentpod.LabelManagedBy + "=" + bareManagedBy}
 	if err := cs.BatchV1().Jobs(e.ns).DeleteCollection(ctx, metav1.DeleteOptions{PropagationPolicy: &bg}, sel); err != nil {
 		b.Fatal(err)
 	}

@@ -298,28 +298,3 @@ func TestJobName(t *testing.T) {
 		t.Errorf("JobName collides for long names: %s", a)
 	}
 }
-
-func TestLabelValue(t *testing.T) {
-	validRE := regexp.MustCompile(`^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`)
-	tests := []struct{ in, want string }{
-		{"claude_local", "claude_local"},
-		{"Globex Corp/R&D #7", "Globex-Corp-R-D--7"},
-		{"-x-", "x"},
-		{"", ""},
-	}
-	for _, tt := range tests {
-		if got := LabelValue(tt.in); got != tt.want {
-			t.Errorf("LabelValue(%q) = %q, want %q", tt.in, got, tt.want)
-		}
-	}
-	long := strings.Repeat("u", 80)
-	for _, s := range []string{long + "1", long + "2", strings.Repeat("-", 70) + "x"} {
-		got := LabelValue(s)
-		if len(got) > 63 || !validRE.MatchString(got) {
-			t.Errorf("LabelValue(%q) = %q: not a valid label value", s, got)
-		}
-	}
-	if LabelValue(long+"1") == LabelValue(long+"2") {
-		t.Error("long label values collide")
-	}
-}

@@ -11,33 +11,15 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/pcsync/pcsync/internal/lockedbuf"
 	"github.com/pcsync/pcsync/internal/testcluster"
 	"github.com/pcsync/pcsync/pkg/result"
 )
-
-// syncBuffer collects the daemon's logs from its goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestCallbackKeyOnlyInTheSecret, on the real control plane: a request
 // with the run's JWT, by company id. The pod's PAPERCLIP_API_KEY comes from
@@ -53,7 +35,7 @@ func TestCallbackKeyOnlyInTheSecret(t *testing.T) {
 	e.drop("cb-1", map[string]any{"company": nil, "companyId": e.model.Companies[0].Spec.ID,
 		"context":   map[string]any{"taskId": "T-7"},
 		"paperclip": map[string]any{"apiUrl": "http://127.0.0.1:3100", "apiKey": callbackJWT, "agentId": "pc-agent-7"}})
-	logs := &syncBuffer{}
+	logs := &lockedbuf.Buffer{}
 	d := e.startDaemon(true, func(o *Options) {
 		o.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})

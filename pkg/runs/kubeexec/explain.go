@@ -1,6 +1,7 @@
 package kubeexec
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"syscall"
@@ -11,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/pcsync/pcsync/internal/agentpod"
 	"github.com/pcsync/pcsync/pkg/procinit"
 	"github.com/pcsync/pcsync/pkg/result"
 )
@@ -87,66 +89,61 @@ type verdict struct {
 	Recheck time.Duration
 }
 
-// ImagePullFailed reports whether a container's waiting reason means that
-// its image will not arrive; the sandbox's lease pods read the same list.
-func ImagePullFailed(reason string) bool { return imagePullReasons[reason] }
-
-// imagePullReasons are the kubelet's waiting reasons that mean the image
-// will not arrive.
-var imagePullReasons = map[string]bool{
-	"ErrImagePull":              true,
-	"ImagePullBackOff":          true,
-	"InvalidImageName":          true,
-	"ErrImageNeverPull":         true,
-	"RegistryUnavailable":       true,
-	"SignatureValidationFailed": true,
-}
-
 // explain reads an observation. It is a pure function of its input, so that
-// every ending can be tested on constructed objects.
+// every ending can be tested on constructed objects. The Job's own verdict
+// comes first (it is final), then the agent container's end, then what a
+// pod that has not started waits for.
 func explain(o observation) verdict {
-	var v verdict
 	if o.Cancelled {
-		v.Final, v.Status, v.Code = true, result.StatusCancelled, result.ErrCancelled
-		v.Message = "cancelled: pcsync deleted the Job"
-		if o.Grace > 0 {
-			v.Message += fmt.Sprintf("; the agent got SIGTERM, and SIGKILL after %s", o.Grace)
-		}
-		v.PodDone = true
-		fillContainer(&v, o)
-		return v
+		return explainCancelled(o)
 	}
+	var v verdict
 	if o.Job == nil {
 		// Not in the cache yet (just created): wait for the informer.
 		return v
 	}
-	cs := containerStatus(o.Pod, o.Container)
-	if cs != nil && (cs.State.Running != nil || cs.State.Terminated != nil || cs.LastTerminationState.Terminated != nil) {
-		v.Started = true
+	v.Started = agentStarted(o)
+	if jv, ok := explainJob(o, v); ok {
+		return jv
 	}
-	if o.Pod != nil && (o.Pod.Status.Phase == corev1.PodRunning || o.Pod.Status.Phase == corev1.PodSucceeded || o.Pod.Status.Phase == corev1.PodFailed) {
-		v.Started = true
+	if pv, ok := explainAgentEnd(o, v); ok {
+		return pv
 	}
+	if o.Pod == nil {
+		return explainNoPod(o, v)
+	}
+	return explainPending(o, v)
+}
 
-	// The Job's own verdict comes first: it is final.
+// explainCancelled is the verdict of a run pcsync cancelled.
+func explainCancelled(o observation) verdict {
+	var v verdict
+	v.Final, v.Status, v.Code = true, result.StatusCancelled, result.ErrCancelled
+	v.Message = "cancelled: pcsync deleted the Job"
+	if o.Grace > 0 {
+		v.Message += fmt.Sprintf("; the agent got SIGTERM, and SIGKILL after %s", o.Grace)
+	}
+	v.PodDone = true
+	fillContainer(&v, o)
+	return v
+}
+
+// agentStarted says the agent container has started (running or
+// terminated), or the pod has.
+func agentStarted(o observation) bool {
+	cs := agentpod.ContainerStatus(o.Pod, o.Container)
+	if cs != nil && (cs.State.Running != nil || cs.State.Terminated != nil || cs.LastTerminationState.Terminated != nil) {
+		return true
+	}
+	return o.Pod != nil && (o.Pod.Status.Phase == corev1.PodRunning || o.Pod.Status.Phase == corev1.PodSucceeded || o.Pod.Status.Phase == corev1.PodFailed)
+}
+
+// explainJob reads the Job's own ending: failed (its deadline, the pod's
+// failure, or its own reason), complete, or deleted by someone else. ok is
+// false while it has none.
+func explainJob(o observation, v verdict) (_ verdict, ok bool) {
 	if c := jobCondition(o.Job, batchv1.JobFailed); c != nil {
-		v.Final, v.PodDone = true, true
-		fillContainer(&v, o)
-		if c.Reason == batchv1.JobReasonDeadlineExceeded || deadlinePassed(o.Job, c) {
-			v.Status, v.Code, v.TimedOut = result.StatusTimedOut, result.ErrTimeout, true
-			v.Message = fmt.Sprintf("timed out: the Job's activeDeadlineSeconds (%s, %s) passed and Kubernetes stopped the pod (SIGTERM, SIGKILL after %s)",
-				o.Timeout, o.TimeoutSource, o.Grace)
-			return v
-		}
-		if o.Pod != nil {
-			if pv := explainPodFailure(o); pv.Code != "" || pv.ExitCode != nil {
-				pv.Final, pv.PodDone, pv.Started = true, true, v.Started
-				return pv
-			}
-		}
-		v.Status, v.Code = result.StatusFailed, result.ErrAgentFailed
-		v.Message = fmt.Sprintf("the Job failed: %s", reasonMessage(c.Reason, c.Message))
-		return v
+		return explainJobFailed(o, v, c), true
 	}
 	if jobCondition(o.Job, batchv1.JobComplete) != nil {
 		v.Final, v.PodDone = true, true
@@ -154,7 +151,7 @@ func explain(o observation) verdict {
 		if v.ExitCode == nil {
 			v.ExitCode = ptr.To(0)
 		}
-		return v
+		return v, true
 	}
 	if o.JobDeleted {
 		v.Final, v.PodDone = true, true
@@ -162,9 +159,37 @@ func explain(o observation) verdict {
 		v.Status, v.Code = result.StatusFailed, result.ErrInternal
 		v.Message = fmt.Sprintf("Job/%s/%s was deleted before the run finished, and not by pcsync (kubectl delete, a namespace deletion, or another controller)",
 			o.Job.Namespace, o.Job.Name)
+		return v, true
+	}
+	return v, false
+}
+
+// explainJobFailed reads a Job with its Failed condition c.
+func explainJobFailed(o observation, v verdict, c *batchv1.JobCondition) verdict {
+	v.Final, v.PodDone = true, true
+	fillContainer(&v, o)
+	if c.Reason == batchv1.JobReasonDeadlineExceeded || deadlinePassed(o.Job, c) {
+		v.Status, v.Code, v.TimedOut = result.StatusTimedOut, result.ErrTimeout, true
+		v.Message = fmt.Sprintf("timed out: the Job's activeDeadlineSeconds (%s, %s) passed and Kubernetes stopped the pod (SIGTERM, SIGKILL after %s)",
+			o.Timeout, o.TimeoutSource, o.Grace)
 		return v
 	}
+	if o.Pod != nil {
+		if pv := explainPodFailure(o); pv.Code != "" || pv.ExitCode != nil {
+			pv.Final, pv.PodDone, pv.Started = true, true, v.Started
+			return pv
+		}
+	}
+	v.Status, v.Code = result.StatusFailed, result.ErrAgentFailed
+	v.Message = fmt.Sprintf("the Job failed: %s", reasonMessage(c.Reason, c.Message))
+	return v
+}
 
+// explainAgentEnd reads the agent's end before the Job's: pcsync init's
+// record of the CLI's success, a terminal phase, or the agent container's
+// own end. ok is false while the agent has not ended.
+func explainAgentEnd(o observation, v verdict) (_ verdict, ok bool) {
+	cs := agentpod.ContainerStatus(o.Pod, o.Container)
 	if r := o.AgentEnded; r != nil && r.ExitCode == 0 && !agentTerminated(cs) {
 		// pcsync init printed the CLI's success as the container's last
 		// line: the run is over a kubelet status sync before the kubelet
@@ -173,41 +198,44 @@ func explain(o observation) verdict {
 		v.Final, v.PodDone, v.Started = true, true, true
 		v.ExitCode = ptr.To(0)
 		v.StartedAt, v.FinishedAt, v.Timed = r.StartedAt, r.FinishedAt, true
-		return v
+		return v, true
 	}
 	pod := o.Pod
-	if pod != nil && (pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed || agentTerminated(cs)) {
-		// A terminal phase, or the agent container's own end: a kubelet
-		// reports the container terminated one status sync (about a
-		// second) before it gives the pod its phase, and the container
-		// never restarts (restartPolicy Never), so its end is the run's.
-		v.PodDone = true
-		if dt := podCondition(pod, corev1.DisruptionTarget); pod.DeletionTimestamp != nil || dt != nil && dt.Status == corev1.ConditionTrue {
-			// Stopped from outside (the Job's deadline, an eviction, a
-			// preemption): the Job's condition will say which.
-			return v
-		}
-		if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase != corev1.PodFailed && cs.State.Terminated.ExitCode == 0 {
-			v.Final = true
-			fillContainer(&v, o)
-			if v.ExitCode == nil {
-				v.ExitCode = ptr.To(0)
-			}
-			return v
-		}
-		pv := explainPodFailure(o)
-		pv.Final, pv.PodDone, pv.Started = true, true, v.Started
-		return pv
+	if pod == nil || !(pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed || agentTerminated(cs)) {
+		return v, false
 	}
+	// A terminal phase, or the agent container's own end: a kubelet
+	// reports the container terminated one status sync (about a second)
+	// before it gives the pod its phase, and the container never restarts
+	// (restartPolicy Never), so its end is the run's.
+	v.PodDone = true
+	if dt := agentpod.Condition(pod, corev1.DisruptionTarget); pod.DeletionTimestamp != nil || dt != nil && dt.Status == corev1.ConditionTrue {
+		// Stopped from outside (the Job's deadline, an eviction, a
+		// preemption): the Job's condition will say which.
+		return v, true
+	}
+	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase != corev1.PodFailed && cs.State.Terminated.ExitCode == 0 {
+		v.Final = true
+		fillContainer(&v, o)
+		if v.ExitCode == nil {
+			v.ExitCode = ptr.To(0)
+		}
+		return v, true
+	}
+	pv := explainPodFailure(o)
+	pv.Final, pv.PodDone, pv.Started = true, true, v.Started
+	return pv, true
+}
 
-	if pod == nil {
-		return explainNoPod(o, v)
-	}
+// explainPending reads a pod that has not started: it cannot be
+// scheduled, its image cannot be pulled, or its container cannot be made,
+// each after its grace.
+func explainPending(o observation, v verdict) verdict {
+	pod := o.Pod
 	if pod.Status.Phase != corev1.PodPending && pod.Status.Phase != "" {
 		return v
 	}
-	// Pending: scheduling, pulling, creating.
-	if c := podCondition(pod, corev1.PodScheduled); c != nil && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+	if c := agentpod.Unschedulable(pod); c != nil {
 		since := o.Since("unschedulable")
 		if t := c.LastTransitionTime.Time; !t.IsZero() && t.Before(since) {
 			since = t
@@ -221,25 +249,25 @@ func explain(o observation) verdict {
 		v.Message = fmt.Sprintf("the pod could not be scheduled for %s: %s", o.UnschedulableGrace, strings.TrimSpace(c.Message))
 		return v
 	}
-	if cs != nil && cs.State.Waiting != nil {
-		w := cs.State.Waiting
-		switch {
-		case imagePullReasons[w.Reason]:
-			v.Final, v.Stop = true, true
-			v.Status, v.Code = result.StatusFailed, result.ErrImagePullFailed
-			v.Message = fmt.Sprintf("container %s cannot pull image %s: %s", cs.Name, imageOf(pod, cs), reasonMessage(w.Reason, w.Message))
-			return v
-		case w.Reason == "CreateContainerConfigError" || w.Reason == "CreateContainerError":
-			since := o.Since("config:" + w.Reason)
-			if waited := o.Now.Sub(since); waited < o.ConfigErrorGrace {
-				v.Recheck = o.ConfigErrorGrace - waited
-				return v
-			}
-			v.Final, v.Stop = true, true
-			v.Status, v.Code = result.StatusFailed, result.ErrInternal
-			v.Message = fmt.Sprintf("container %s could not be created for %s: %s", cs.Name, o.ConfigErrorGrace, reasonMessage(w.Reason, w.Message))
+	cs := agentpod.ContainerStatus(pod, o.Container)
+	if cs == nil || cs.State.Waiting == nil {
+		return v
+	}
+	w := cs.State.Waiting
+	switch {
+	case agentpod.ImagePullFailed(w.Reason):
+		v.Final, v.Stop = true, true
+		v.Status, v.Code = result.StatusFailed, result.ErrImagePullFailed
+		v.Message = fmt.Sprintf("container %s cannot pull image %s: %s", cs.Name, cmp.Or(agentpod.ContainerImage(pod, cs.Name), cs.Image), reasonMessage(w.Reason, w.Message))
+	case agentpod.WaitingOf(w.Reason) == agentpod.WaitingCreate:
+		since := o.Since("config:" + w.Reason)
+		if waited := o.Now.Sub(since); waited < o.ConfigErrorGrace {
+			v.Recheck = o.ConfigErrorGrace - waited
 			return v
 		}
+		v.Final, v.Stop = true, true
+		v.Status, v.Code = result.StatusFailed, result.ErrInternal
+		v.Message = fmt.Sprintf("container %s could not be created for %s: %s", cs.Name, o.ConfigErrorGrace, reasonMessage(w.Reason, w.Message))
 	}
 	return v
 }
@@ -291,7 +319,7 @@ func explainPodFailure(o observation) verdict {
 	var v verdict
 	fillContainer(&v, o)
 	pod := o.Pod
-	cs := containerStatus(pod, o.Container)
+	cs := agentpod.ContainerStatus(pod, o.Container)
 	var term *corev1.ContainerStateTerminated
 	if cs != nil {
 		term = cs.State.Terminated
@@ -362,7 +390,7 @@ func describeTermination(name string, t *corev1.ContainerStateTerminated) string
 // fillContainer copies the agent container's exit code, signal and times
 // into v.
 func fillContainer(v *verdict, o observation) {
-	cs := containerStatus(o.Pod, o.Container)
+	cs := agentpod.ContainerStatus(o.Pod, o.Container)
 	if cs == nil {
 		return
 	}
@@ -413,40 +441,10 @@ func reasonMessage(reason, msg string) string {
 	return reason + ": " + msg
 }
 
-func containerStatus(pod *corev1.Pod, name string) *corev1.ContainerStatus {
-	if pod == nil {
-		return nil
-	}
-	for i := range pod.Status.ContainerStatuses {
-		if pod.Status.ContainerStatuses[i].Name == name {
-			return &pod.Status.ContainerStatuses[i]
-		}
-	}
-	return nil
-}
-
-func imageOf(pod *corev1.Pod, cs *corev1.ContainerStatus) string {
-	for _, c := range pod.Spec.Containers {
-		if c.Name == cs.Name {
-			return c.Image
-		}
-	}
-	return cs.Image
-}
-
 func jobCondition(job *batchv1.Job, t batchv1.JobConditionType) *batchv1.JobCondition {
 	for i := range job.Status.Conditions {
 		if c := &job.Status.Conditions[i]; c.Type == t && c.Status == corev1.ConditionTrue {
 			return c
-		}
-	}
-	return nil
-}
-
-func podCondition(pod *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition {
-	for i := range pod.Status.Conditions {
-		if pod.Status.Conditions[i].Type == t {
-			return &pod.Status.Conditions[i]
 		}
 	}
 	return nil

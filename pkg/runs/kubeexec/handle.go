@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/pcsync/pcsync/internal/agentpod"
 	"github.com/pcsync/pcsync/internal/redact"
 	"github.com/pcsync/pcsync/internal/safefile"
 	"github.com/pcsync/pcsync/pkg/adapters"
@@ -266,7 +267,7 @@ func (h *handle) step() (recheck time.Duration) {
 	}
 	obs := h.observe()
 	v := explain(obs)
-	cs := containerStatus(obs.Pod, obs.Container)
+	cs := agentpod.ContainerStatus(obs.Pod, obs.Container)
 	h.watched.observe(cs, obs.Now)
 	if obs.Pod != nil {
 		h.podName = obs.Pod.Name

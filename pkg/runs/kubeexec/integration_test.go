@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/pcsync/pcsync/internal/agentpod"
 	"github.com/pcsync/pcsync/internal/testcluster"
 	"github.com/pcsync/pcsync/pkg/adapters"
 	"github.com/pcsync/pcsync/pkg/result"
@@ -446,11 +447,11 @@ func TestJobOfAnOlderPcsyncHoldsItsSlot(t *testing.T) {
 	e := newEnv(t, envOptions{Labels: testcluster.SucceedAfter(2 * time.Second), LogLines: transcript(t, claudeTranscript)})
 	e.drop("older-1", nil)
 	old := e.createJobAsEarlierDaemon("older-1", func(j *batchv1.Job) {
-		delete(j.Labels, LabelAgent)
-		delete(j.Spec.Template.Labels, LabelAgent)
+		delete(j.Labels, agentpod.LabelAgent)
+		delete(j.Spec.Template.Labels, agentpod.LabelAgent)
 	})
-	if got, want := old.Labels[LabelAgentID], e.buildJob("older-1").Labels[LabelAgent]; got != want || want == "" {
-		t.Fatalf("the older Job's %s is %q, want the agent's name %q", LabelAgentID, got, want)
+	if got, want := old.Labels[agentpod.LabelAgentID], e.buildJob("older-1").Labels[agentpod.LabelAgent]; got != want || want == "" {
+		t.Fatalf("the older Job's %s is %q, want the agent's name %q", agentpod.LabelAgentID, got, want)
 	}
 	mostActive := e.watchMostActive()
 	e.drop("newer-1", nil)
@@ -564,7 +565,7 @@ func (e *env) createJobAsEarlierDaemon(name string, mutate func(*batchv1.Job)) *
 	if mutate != nil {
 		mutate(job)
 	}
-	recordAsEarlierDaemon(e.t, e.state, name, marker{RunID: job.Labels[LabelRunID], Namespace: e.ns, Job: job.Name, Request: name + ".json", Nonce: nonce})
+	recordAsEarlierDaemon(e.t, e.state, name, marker{RunID: job.Labels[agentpod.LabelRunID], Namespace: e.ns, Job: job.Name, Request: name + ".json", Nonce: nonce})
 	created, err := e.cs.BatchV1().Jobs(e.ns).Create(context.Background(), job, metav1.CreateOptions{})
 	if err != nil {
 		e.t.Fatal(err)
@@ -606,7 +607,7 @@ func TestLookAlikeJobIsNotAdopted(t *testing.T) {
 	e.startDaemon(true, nil).wait(t)
 
 	for _, job := range jobs {
-		name := job.Labels[LabelRunID]
+		name := job.Labels[agentpod.LabelRunID]
 		res := e.result(name)
 		want := "a Job not created by pcsync holds the run's name Job/" + e.ns + "/" + job.Name
 		if res.Status != result.StatusFailed || !strings.Contains(deref(res.ErrorMessage), want) {
@@ -634,7 +635,7 @@ func TestLookAlikeJobIsNotAdopted(t *testing.T) {
 			}
 		}
 	}
-	secrets, err := e.cs.CoreV1().Secrets(e.ns).List(context.Background(), metav1.ListOptions{LabelSelector: LabelManagedBy + "=" + ManagedByValue + "," + LabelRole + "=" + RoleAgent})
+	secrets, err := e.cs.CoreV1().Secrets(e.ns).List(context.Background(), metav1.ListOptions{LabelSelector: agentpod.LabelManagedBy + "=" + agentpod.ManagedByValue + "," + agentpod.LabelRole + "=" + agentpod.RoleAgent})
 	if err != nil {
 		t.Fatal(err)
 	}

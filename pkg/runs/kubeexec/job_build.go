@@ -9,12 +9,11 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/pcsync/pcsync/internal/agentpod"
 	"github.com/pcsync/pcsync/internal/podsec"
-	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/images"
 	"github.com/pcsync/pcsync/pkg/introspect"
 	"github.com/pcsync/pcsync/pkg/podsched"
@@ -33,14 +32,14 @@ const (
 // Labels returns the labels of a run's Job and Secret.
 func (in Input) Labels() map[string]string {
 	return map[string]string{
-		LabelManagedBy: ManagedByValue,
-		LabelRunID:     LabelValue(in.RunID),
-		LabelAgentID:   LabelValue(cmp.Or(in.AgentID, in.Agent.Name)),
-		LabelAgent:     LabelValue(in.Agent.Name),
-		LabelCompanyID: LabelValue(in.Company.Spec.ID),
-		LabelCompany:   LabelValue(in.Company.Slug()),
-		LabelAdapter:   LabelValue(string(in.Agent.Adapter)),
-		LabelRole:      RoleAgent,
+		agentpod.LabelManagedBy: agentpod.ManagedByValue,
+		agentpod.LabelRunID:     agentpod.LabelValue(in.RunID),
+		agentpod.LabelAgentID:   agentpod.LabelValue(cmp.Or(in.AgentID, in.Agent.Name)),
+		agentpod.LabelAgent:     agentpod.LabelValue(in.Agent.Name),
+		agentpod.LabelCompanyID: agentpod.LabelValue(in.Company.Spec.ID),
+		agentpod.LabelCompany:   agentpod.LabelValue(in.Company.Slug()),
+		agentpod.LabelAdapter:   agentpod.LabelValue(string(in.Agent.Adapter)),
+		agentpod.LabelRole:      agentpod.RoleAgent,
 	}
 }
 
@@ -64,7 +63,7 @@ func BuildJob(in Input, o BuildOptions) (*batchv1.Job, error) {
 	if len(in.Command.Args) == 0 {
 		return nil, errf("the adapter gave an empty command line")
 	}
-	res, err := resources(in.Model.AgentResources(in.Agent))
+	res, err := agentpod.Resources(in.Model.AgentResources(in.Agent))
 	if err != nil {
 		return nil, errf("agent %s resources: %w", in.Agent.Name, err)
 	}
@@ -73,13 +72,91 @@ func BuildJob(in Input, o BuildOptions) (*batchv1.Job, error) {
 	if err != nil {
 		return nil, errf("%w", err)
 	}
-	labels := in.Labels()
+	spec := batchv1.JobSpec{
+		BackoffLimit:            ptr.To(int32(0)),
+		TTLSecondsAfterFinished: int32Ptr(jobs.TTLSecondsAfterFinished),
+		Template:                in.podTemplate(o, name, res, hard),
+	}
+	if in.Timeout > 0 {
+		spec.ActiveDeadlineSeconds = ptr.To(int64((in.Timeout + time.Second - 1) / time.Second))
+	}
+	return &batchv1.Job{
+		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        name,
+			Namespace:   ns,
+			Labels:      in.Labels(),
+			Annotations: map[string]string{AnnotationRequest: in.RequestFile},
+		},
+		Spec: spec,
+	}, nil
+}
+
+// podTemplate is the Job's pod: the agent's labels under the run's, one
+// container, hardened, and where it runs: the agent's node selector and
+// tolerations, the company's runtime class (both shared with the sandbox's
+// lease pods), and the DNS config pcsync's own pod passes on.
+func (in Input) podTemplate(o BuildOptions, name string, res corev1.ResourceRequirements, hard podsec.Hardening) corev1.PodTemplateSpec {
 	podLabels := maps.Clone(in.Agent.Labels)
 	if podLabels == nil {
 		podLabels = map[string]string{}
 	}
-	maps.Copy(podLabels, labels)
+	maps.Copy(podLabels, in.Labels())
+	image, command, sharePID := in.launch(o)
+	env, envFrom := in.containerEnv(o, name)
+	mounts, volumes := in.volumes(o, name, hard)
+	t := corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{
+			Labels:      podLabels,
+			Annotations: map[string]string{"kubectl.kubernetes.io/default-container": o.ContainerName},
+		},
+		Spec: corev1.PodSpec{
+			ShareProcessNamespace:         sharePID,
+			TerminationGracePeriodSeconds: ptr.To(int64(in.Agent.GraceSec)),
+			ImagePullSecrets:              podsec.PullSecrets(in.pullSecrets(o)),
+			Containers: []corev1.Container{{
+				Name:                     o.ContainerName,
+				Image:                    image,
+				Command:                  command,
+				Args:                     escapeAll(in.Command.Args),
+				WorkingDir:               o.WorkDir,
+				Env:                      env,
+				EnvFrom:                  envFrom,
+				Resources:                res,
+				VolumeMounts:             mounts,
+				TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+			}},
+			Volumes: volumes,
+		},
+	}
+	hard.Apply(&t.Spec)
+	podsched.For(in.Company, in.Agent).Apply(&t.Spec)
+	if in.Model.Settings.Spec.Inherit.DNSConfig && o.Inherited.DNSConfig != nil {
+		t.Spec.DNSConfig = o.Inherited.DNSConfig.DeepCopy()
+		t.Spec.DNSPolicy = o.Inherited.DNSPolicy
+	}
+	return t
+}
 
+// launch is the agent container's image and command, and whether the pod
+// shares its process namespace. PID 1 forwards the kubelet's SIGTERM to
+// the CLI's process group and reaps orphans: pcsync init in pcsync's own
+// images (which also records the CLI's start and end to the millisecond);
+// in another image, the pod's pause container, by a shared process
+// namespace, so that the CLI is not PID 1 (which ignores every signal it
+// has no handler for).
+func (in Input) launch(o BuildOptions) (image string, command []string, sharePID *bool) {
+	image = in.Model.AgentImage(in.Agent)
+	command = escapeAll(o.Launcher)
+	if in.Model.ImageHasServer(image) {
+		return image, append([]string{images.ServerPath, "init", "--"}, command...), nil
+	}
+	return image, command, ptr.To(true)
+}
+
+// containerEnv is the agent container's env, its secret values taken from
+// the run's Secret name, and the company's secretRefs as envFrom.
+func (in Input) containerEnv(o BuildOptions, name string) ([]corev1.EnvVar, []corev1.EnvFromSource) {
 	var env []corev1.EnvVar
 	for _, e := range in.env(o) {
 		v := corev1.EnvVar{Name: e.Name, Value: e.Value}
@@ -99,8 +176,14 @@ func BuildJob(in Input, o BuildOptions) (*batchv1.Job, error) {
 			Optional:             ptr.To(s.Optional),
 		}})
 	}
+	return env, envFrom
+}
 
-	home := in.home(o)
+// volumes are the agent container's mounts and the pod's volumes: capped
+// emptyDirs for the working directory, the cache and /tmp, the prompt
+// from the run's Secret name, and HOME: the company's sessions volume, or
+// another emptyDir.
+func (in Input) volumes(o BuildOptions, name string, hard podsec.Hardening) ([]corev1.VolumeMount, []corev1.Volume) {
 	mounts := []corev1.VolumeMount{
 		{Name: volWorkspace, MountPath: o.WorkDir},
 		{Name: volCache, MountPath: o.CacheDir},
@@ -123,79 +206,20 @@ func BuildJob(in Input, o BuildOptions) (*batchv1.Job, error) {
 		volumes = append(volumes, corev1.Volume{Name: volSessions, VolumeSource: corev1.VolumeSource{
 			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: o.SessionsClaimName},
 		}})
-	} else {
-		mounts = append(mounts, corev1.VolumeMount{Name: volHome, MountPath: home})
-		volumes = append(volumes, hard.EmptyDir(volHome))
+		return mounts, volumes
 	}
+	mounts = append(mounts, corev1.VolumeMount{Name: volHome, MountPath: in.home(o)})
+	return mounts, append(volumes, hard.EmptyDir(volHome))
+}
 
-	inherit := in.Model.Settings.Spec.Inherit
-	pullNames := in.Model.ImagePullSecrets(in.Company)
-	if inherit.ImagePullSecrets {
-		pullNames = introspect.MergePullSecrets(pullNames, o.Inherited.ImagePullSecrets)
+// pullSecrets are the pod's image pull Secrets: the config's, and those of
+// pcsync's own pod when Settings inherit them.
+func (in Input) pullSecrets(o BuildOptions) []string {
+	names := in.Model.ImagePullSecrets(in.Company)
+	if in.Model.Settings.Spec.Inherit.ImagePullSecrets {
+		names = introspect.MergePullSecrets(names, o.Inherited.ImagePullSecrets)
 	}
-	image := in.Model.AgentImage(in.Agent)
-	// PID 1 forwards the kubelet's SIGTERM to the CLI's process group and
-	// reaps orphans: pcsync init in pcsync's own images (which also records
-	// the CLI's start and end to the millisecond); in another image, the
-	// pod's pause container, by a shared process namespace, so that the CLI
-	// is not PID 1 (which ignores every signal it has no handler for).
-	command, sharePID := escapeAll(o.Launcher), (*bool)(nil)
-	if in.Model.ImageHasServer(image) {
-		command = append([]string{images.ServerPath, "init", "--"}, command...)
-	} else {
-		sharePID = ptr.To(true)
-	}
-
-	spec := batchv1.JobSpec{
-		BackoffLimit:            ptr.To(int32(0)),
-		TTLSecondsAfterFinished: int32Ptr(jobs.TTLSecondsAfterFinished),
-		Template: corev1.PodTemplateSpec{
-			ObjectMeta: metav1.ObjectMeta{
-				Labels:      podLabels,
-				Annotations: map[string]string{"kubectl.kubernetes.io/default-container": o.ContainerName},
-			},
-			Spec: corev1.PodSpec{
-				ShareProcessNamespace:         sharePID,
-				TerminationGracePeriodSeconds: ptr.To(int64(in.Agent.GraceSec)),
-				ImagePullSecrets:              podsec.PullSecrets(pullNames),
-				Containers: []corev1.Container{{
-					Name:                     o.ContainerName,
-					Image:                    image,
-					Command:                  command,
-					Args:                     escapeAll(in.Command.Args),
-					WorkingDir:               o.WorkDir,
-					Env:                      env,
-					EnvFrom:                  envFrom,
-					Resources:                res,
-					VolumeMounts:             mounts,
-					TerminationMessagePolicy: corev1.TerminationMessageReadFile,
-				}},
-				Volumes: volumes,
-			},
-		},
-	}
-	// Hardened, and where the pod runs: the agent's node selector and
-	// tolerations, the company's runtime class (both shared with the
-	// sandbox's lease pods).
-	hard.Apply(&spec.Template.Spec)
-	podsched.For(in.Company, in.Agent).Apply(&spec.Template.Spec)
-	if inherit.DNSConfig && o.Inherited.DNSConfig != nil {
-		spec.Template.Spec.DNSConfig = o.Inherited.DNSConfig.DeepCopy()
-		spec.Template.Spec.DNSPolicy = o.Inherited.DNSPolicy
-	}
-	if in.Timeout > 0 {
-		spec.ActiveDeadlineSeconds = ptr.To(int64((in.Timeout + time.Second - 1) / time.Second))
-	}
-	return &batchv1.Job{
-		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name:        name,
-			Namespace:   ns,
-			Labels:      labels,
-			Annotations: map[string]string{AnnotationRequest: in.RequestFile},
-		},
-		Spec: spec,
-	}, nil
+	return names
 }
 
 func int32Ptr(v *int) *int32 {
@@ -213,46 +237,4 @@ func escapeAll(in []string) []string {
 		out[i] = strings.ReplaceAll(s, "$", "$$")
 	}
 	return out
-}
-
-// resources converts the config's requests and limits.
-func resources(r config.Resources) (corev1.ResourceRequirements, error) {
-	var out corev1.ResourceRequirements
-	conv := func(l *config.ResourceList) (corev1.ResourceList, error) {
-		if l == nil {
-			return nil, nil
-		}
-		rl := corev1.ResourceList{}
-		for _, q := range []struct {
-			name corev1.ResourceName
-			v    *config.Quantity
-		}{{corev1.ResourceCPU, l.CPU}, {corev1.ResourceMemory, l.Memory}, {corev1.ResourceEphemeralStorage, l.EphemeralStorage}} {
-			if q.v == nil {
-				continue
-			}
-			parsed, err := resource.ParseQuantity(string(*q.v))
-			if err != nil {
-				return nil, fmt.Errorf("%s %q: %w", q.name, string(*q.v), err)
-			}
-			rl[q.name] = parsed
-		}
-		if len(rl) == 0 {
-			return nil, nil
-		}
-		return rl, nil
-	}
-	var err error
-	if out.Requests, err = conv(r.Requests); err != nil {
-		return out, fmt.Errorf("requests: %w", err)
-	}
-	if out.Limits, err = conv(r.Limits); err != nil {
-		return out, fmt.Errorf("limits: %w", err)
-	}
-	return out, nil
-}
-
-// ResourceRequirements converts the config's requests and limits to a
-// container's (as agent Jobs get them); the sandbox's lease pods use it too.
-func ResourceRequirements(r config.Resources) (corev1.ResourceRequirements, error) {
-	return resources(r)
 }

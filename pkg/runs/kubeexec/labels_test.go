@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/pcsync/pcsync/internal/agentpod"
 )
 
 // TestLabelsOneMeaning: paperclip.io/agent-id holds the agent's id as
@@ -29,7 +31,7 @@ func TestLabelsOneMeaning(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			l := Input{Model: m, Company: c, Agent: a, RunID: "r1", AgentID: tt.agentID}.Labels()
-			got := [2]string{l[LabelAgentID], l[LabelAgent]}
+			got := [2]string{l[agentpod.LabelAgentID], l[agentpod.LabelAgent]}
 			if diff := cmp.Diff([2]string{tt.wantID, tt.wantAgt}, got); diff != "" {
 				t.Errorf("[agent-id, agent] labels (-want +got):\n%s", diff)
 			}
@@ -60,10 +62,10 @@ func TestAgentCountsOldAndNewJobs(t *testing.T) {
 	}
 	older := func(runID, agent string) map[string]string {
 		// The labels of a Job created before pcsync.io/agent existed.
-		return map[string]string{LabelManagedBy: ManagedByValue, LabelRunID: runID, LabelAgentID: agent, LabelRole: RoleAgent}
+		return map[string]string{agentpod.LabelManagedBy: agentpod.ManagedByValue, agentpod.LabelRunID: runID, agentpod.LabelAgentID: agent, agentpod.LabelRole: agentpod.RoleAgent}
 	}
 	other := current("r5", "coder")
-	other[LabelAgent] = "reviewer"
+	other[agentpod.LabelAgent] = "reviewer"
 	cs := fake.NewClientset(
 		job("new", current("r1", "0199c0de-0001"), false),
 		job("new-finished", current("r2", "0199c0de-0001"), true),

@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/pcsync/pcsync/internal/lockedbuf"
 	"github.com/pcsync/pcsync/pkg/adapters"
 	"github.com/pcsync/pcsync/pkg/procinit"
 )
@@ -117,24 +118,6 @@ func (l *fakeLog) openCount() []bool {
 	return append([]bool(nil), l.opens...)
 }
 
-// safeBuffer is a log file stand-in.
-type safeBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *safeBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *safeBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // waitFor waits (generously) until cond holds.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -162,7 +145,7 @@ func lines(n int, prefix string) []string {
 
 func TestFollowerKwokNeverEndsTheStream(t *testing.T) {
 	src := newFakeLog(lines(3, "first-")...)
-	out := &safeBuffer{}
+	out := &lockedbuf.Buffer{}
 	f, p := newTestFollower(src, out, 0)
 	podDone, podEnd := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
@@ -189,7 +172,7 @@ func TestFollowerKwokNeverEndsTheStream(t *testing.T) {
 func TestFollowerKubeletEndsTheStream(t *testing.T) {
 	src := newFakeLog(lines(2, "x-")...)
 	src.endFollow = true
-	out := &safeBuffer{}
+	out := &lockedbuf.Buffer{}
 	f, p := newTestFollower(src, out, 0)
 	// A stream ending after the pod is done holds the whole log: no second
 	// request.
@@ -208,7 +191,7 @@ func TestFollowerKubeletEndsTheStream(t *testing.T) {
 func TestFollowerEndedStreamBeforePodDoneReadsAgain(t *testing.T) {
 	src := newFakeLog(lines(2, "y-")...)
 	src.endFollow = true
-	out := &safeBuffer{}
+	out := &lockedbuf.Buffer{}
 	f, p := newTestFollower(src, out, 0)
 	f.reconnect = time.Hour // only the pod's end makes it read again
 	podDone, podEnd := context.WithCancel(context.Background())
@@ -233,7 +216,7 @@ func TestFollowerReconnectsWithoutDuplicates(t *testing.T) {
 	src := newFakeLog(lines(4, "z-")...)
 	// The first stream breaks in the middle of the third line.
 	src.breakAfter = len("z-a\nz-b\nz-")
-	out := &safeBuffer{}
+	out := &lockedbuf.Buffer{}
 	f, p := newTestFollower(src, out, 0)
 	podDone, podEnd := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
@@ -293,7 +276,7 @@ func TestFollowerAdoptedKeepsTheLogFile(t *testing.T) {
 
 func TestFollowerStderrTail(t *testing.T) {
 	src := newFakeLog(`{"type":"system"}`, "Error: Session not found", `{"type":"result"}`, "  ")
-	out := &safeBuffer{}
+	out := &lockedbuf.Buffer{}
 	f, _ := newTestFollower(src, out, 0)
 	podDone, podEnd := context.WithCancel(context.Background())
 	podEnd()
@@ -307,7 +290,7 @@ func TestFollowerStderrTail(t *testing.T) {
 
 func TestFollowerStopsWithContext(t *testing.T) {
 	src := newFakeLog("only")
-	out := &safeBuffer{}
+	out := &lockedbuf.Buffer{}
 	f, _ := newTestFollower(src, out, 0)
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
@@ -325,7 +308,7 @@ func TestFollowerHandsOverInitRecord(t *testing.T) {
 	rec := procinit.Record{StartedAt: time.Unix(100, 0).UTC(), FinishedAt: time.Unix(101, 5e8).UTC()}
 	src := newFakeLog(`{"type":"result"}`, "echo pcsync-init "+rec.String(), rec.String())
 	src.endFollow = true
-	out := &safeBuffer{}
+	out := &lockedbuf.Buffer{}
 	f, p := newTestFollower(src, out, 0)
 	var got []procinit.Record
 	f.ended = func(r procinit.Record) { got = append(got, r) }
@@ -363,7 +346,7 @@ func TestFollowerStopsAtTheRecordOfASuccess(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := procinit.Record{ExitCode: tc.exitCode, StartedAt: time.Unix(100, 0).UTC(), FinishedAt: time.Unix(101, 0).UTC()}
 			src := newFakeLog("a", "b", rec.String())
-			out := &safeBuffer{}
+			out := &lockedbuf.Buffer{}
 			f, p := newTestFollower(src, out, 0)
 			f.reconnect = time.Hour
 			var got []procinit.Record

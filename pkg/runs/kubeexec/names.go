@@ -6,34 +6,9 @@ import (
 	"strings"
 )
 
-// Label and annotation keys that pcsync puts on every run's Job, pod and
-// Secret. The paperclip.io keys are those of Paperclip's Kubernetes provider.
+// Annotation keys that pcsync puts on every run's Job. Its labels are
+// those of every agent pod, in package agentpod.
 const (
-	LabelManagedBy = "app.kubernetes.io/managed-by"
-	LabelRunID     = "paperclip.io/run-id"
-	// LabelAgentID is the agent's id as Paperclip knows it: the run's
-	// PAPERCLIP_AGENT_ID on Jobs (the request's paperclip.agentId, else the
-	// agent's name), the hook's agentId on sandbox lease pods. Until
-	// LabelAgent existed, Jobs carried the agent's name here (see
-	// AgentOf).
-	LabelAgentID = "paperclip.io/agent-id"
-	// LabelAgent is the name of the pcsync agent (the Git config's
-	// spec.agents[].name) a Job or lease pod serves; the executor counts
-	// an agent's running Jobs by it.
-	LabelAgent     = "pcsync.io/agent"
-	LabelCompanyID = "paperclip.io/company-id"
-	LabelAdapter   = "paperclip.io/adapter"
-	LabelRole      = "paperclip.io/role"
-	// LabelCompany is the company slug (the namespace already implies it;
-	// the label makes cluster-wide selection by company possible).
-	LabelCompany = "pcsync.io/company"
-
-	// ManagedByValue is the value of LabelManagedBy.
-	ManagedByValue = "pcsync"
-	// RoleAgent is the value of LabelRole; the tenant egress NetworkPolicy
-	// selects pods by it.
-	RoleAgent = "agent"
-
 	// AnnotationRequest holds the base name of the spool request file the
 	// Job runs, so that a daemon adopting the Job can tell it belongs to
 	// that request and not to another one with the same runId.
@@ -47,18 +22,6 @@ const (
 	// for the run's own (see checkOwner).
 	AnnotationNonce = "pcsync.io/run-nonce"
 )
-
-// AgentOf returns the label value of the pcsync agent whose run obj (a
-// Job's labels) is: LabelAgent, or, on a Job an older pcsync created
-// before LabelAgent existed, LabelAgentID, which then held the agent's
-// name. So a restarted daemon still counts (and thus adopts within the
-// agent's concurrency) the Jobs of the pcsync before it.
-func AgentOf(labels map[string]string) string {
-	if v, ok := labels[LabelAgent]; ok {
-		return v
-	}
-	return labels[LabelAgentID]
-}
 
 // maxNameLen is the longest Job name: the Job controller copies the name
 // into the pods' job-name label, whose values are at most 63 characters.
@@ -99,23 +62,4 @@ func sanitizeDNS(s string) string {
 		}
 	}
 	return strings.Trim(string(b), "-")
-}
-
-// LabelValue makes s a valid label value: characters other than
-// [A-Za-z0-9._-] become '-', the value starts and ends with an alphanumeric
-// character, and one longer than 63 characters is cut to 54 and followed by
-// "-" and 8 hex digits of a hash of s, so distinct long values stay distinct.
-func LabelValue(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			b[i] = '-'
-		}
-	}
-	v := strings.Trim(string(b), "-._")
-	if len(v) <= 63 {
-		return v
-	}
-	sum := sha256.Sum256([]byte(s))
-	return strings.TrimRight(v[:63-hashLen-1], "-._") + "-" + hex.EncodeToString(sum[:])[:hashLen]
 }

@@ -90,7 +90,7 @@ func (o *BuildOptions) complete() {
 	if len(o.Launcher) == 0 {
 		o.Launcher = d.Launcher
 	}
-	o.UID = cmp.Or(o.UID, d.UID)
+	o.UID = cmp.Or(max(o.UID, 0), d.UID)
 }
 
 // Options configure the executor. The zero value of a field means its

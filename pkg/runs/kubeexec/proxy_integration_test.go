@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/pcsync/pcsync/internal/agentpod"
 	"github.com/pcsync/pcsync/internal/testcluster"
 	"github.com/pcsync/pcsync/pkg/egressproxy/agentenv"
 	"github.com/pcsync/pcsync/pkg/egressproxy/allow"
@@ -41,7 +42,7 @@ func TestProxyModeTenant(t *testing.T) {
 	// Running on kwok, counted by the quota.
 	var proxyPod *corev1.Pod
 	e.waitUntil("the egress proxy's pod to run", func() bool {
-		pods, err := e.cs.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: render.LabelRole + "=" + render.RoleEgressProxy})
+		pods, err := e.cs.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: agentpod.LabelRole + "=" + agentpod.RoleEgressProxy})
 		if err != nil || len(pods.Items) != 1 || pods.Items[0].Status.Phase != corev1.PodRunning {
 			return false
 		}

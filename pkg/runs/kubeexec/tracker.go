@@ -14,13 +14,15 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/pcsync/pcsync/internal/agentpod"
 )
 
 // Indexer names.
 const (
 	// byJob indexes pods and events by the namespace/name of their Job.
 	byJob = "job"
-	// byAgent indexes Jobs by namespace/agent label (AgentOf).
+	// byAgent indexes Jobs by namespace/agent label (agentpod.AgentOf).
 	byAgent = "agent"
 )
 
@@ -66,7 +68,7 @@ func newTracker(client kubernetes.Interface) *tracker {
 		reserved: map[string]agentKey{},
 		changed:  make(chan struct{}),
 	}
-	managed := labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedByValue}).String()
+	managed := labels.SelectorFromSet(labels.Set{agentpod.LabelManagedBy: agentpod.ManagedByValue}).String()
 	f := informers.NewSharedInformerFactoryWithOptions(client, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = managed }))
 	t.jobs = f.Batch().V1().Jobs().Informer()
@@ -80,7 +82,14 @@ func newTracker(client kubernetes.Interface) *tracker {
 		}))
 	t.events = ef.Core().V1().Events().Informer()
 	t.factories = []informers.SharedInformerFactory{f, ef}
+	t.slim()
+	t.index()
+	t.handle()
+	return t
+}
 
+// slim sets the informers' transforms.
+func (t *tracker) slim() {
 	// The caches keep only what explain and adoption read: with a
 	// thousand runs in flight, whole Jobs and Pods (their templates and
 	// specs, managed fields) would be most of the daemon's memory.
@@ -92,12 +101,16 @@ func newTracker(client kubernetes.Interface) *tracker {
 		}
 		return obj, nil
 	})
+}
+
+// index adds the informers' indexes: Jobs by agent, pods and events by Job.
+func (t *tracker) index() {
 	_ = t.jobs.AddIndexers(cache.Indexers{byAgent: func(obj any) ([]string, error) {
 		j, ok := obj.(*batchv1.Job)
 		if !ok {
 			return nil, nil
 		}
-		return []string{jobKey(j.Namespace, AgentOf(j.Labels))}, nil
+		return []string{jobKey(j.Namespace, agentpod.AgentOf(j.Labels))}, nil
 	}})
 	_ = t.pods.AddIndexers(cache.Indexers{byJob: func(obj any) ([]string, error) {
 		p, ok := obj.(*corev1.Pod)
@@ -116,7 +129,10 @@ func newTracker(client kubernetes.Interface) *tracker {
 		}
 		return []string{jobKey(e.InvolvedObject.Namespace, e.InvolvedObject.Name)}, nil
 	}})
+}
 
+// handle wakes the runs whose Job, pod or FailedCreate event changed.
+func (t *tracker) handle() {
 	_, _ = t.jobs.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if j, ok := obj.(*batchv1.Job); ok {
@@ -159,7 +175,6 @@ func newTracker(client kubernetes.Interface) *tracker {
 	_, _ = t.events.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: eventHandler, UpdateFunc: func(_, obj any) { eventHandler(obj) },
 	})
-	return t
 }
 
 // start runs the informers until ctx ends and waits for their first list.
@@ -328,7 +343,7 @@ func (t *tracker) occupiedLocked(k agentKey) int {
 			keys[key] = true
 		}
 	}
-	objs, _ := t.jobs.GetIndexer().ByIndex(byAgent, jobKey(k.namespace, LabelValue(k.agent)))
+	objs, _ := t.jobs.GetIndexer().ByIndex(byAgent, jobKey(k.namespace, agentpod.LabelValue(k.agent)))
 	for _, o := range objs {
 		j, ok := o.(*batchv1.Job)
 		if !ok || j.DeletionTimestamp != nil || jobFinished(j) {

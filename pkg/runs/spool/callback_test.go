@@ -7,34 +7,16 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/pcsync/pcsync/internal/lockedbuf"
 	"github.com/pcsync/pcsync/pkg/result"
 )
 
 // testJWT stands for the Paperclip run JWT of the callback tests.
 const testJWT = "eyJhbGciOiJIUzI1NiJ9.eyJydW4iOiJsb2NhbCJ9.c2lnbmF0dXJlLWxvY2FsLXRlc3Q"
-
-// lockedBuffer is a bytes.Buffer safe for the daemon's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestCallbackReachesOnlyTheAgent: a request naming its company by
 // Paperclip id, with call-back credentials and a wake context. The agent
@@ -45,7 +27,7 @@ func (l *lockedBuffer) String() string {
 // event, and not in `runs list`/`runs show`.
 func TestCallbackReachesOnlyTheAgent(t *testing.T) {
 	h := newHarness(t, "")
-	logs := &lockedBuffer{}
+	logs := &lockedbuf.Buffer{}
 	h.logs = logs
 	req, err := json.Marshal(map[string]any{
 		"apiVersion": "pcsync.io/v1alpha1", "kind": "Run", "companyId": "co-acme-1", "agent": "coder",

@@ -1,40 +1,28 @@
 package spool
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/pcsync/pcsync/internal/hostilespool"
+	"github.com/pcsync/pcsync/internal/lockedbuf"
 	"github.com/pcsync/pcsync/pkg/result"
 	"github.com/pcsync/pcsync/pkg/runs"
 )
 
 // logBuffer collects a daemon's log lines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
+type logBuffer struct{ lockedbuf.Buffer }
 
 // lines returns the log lines at level that hold every one of words.
 func (b *logBuffer) lines(level string, words ...string) []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	var out []string
 next:
-	for _, l := range strings.Split(b.buf.String(), "\n") {
+	for _, l := range strings.Split(b.String(), "\n") {
 		if !strings.Contains(l, "level="+level) {
 			continue
 		}

@@ -416,8 +416,10 @@ func TestBackgroundSurvivesAndShutdownKillsIt(t *testing.T) {
 	if err != nil || string(exit.Stdout) != "started\n" {
 		t.Fatalf("Exec = %+v, %v", exit, err)
 	}
-	if d := time.Since(start); d > time.Second {
-		t.Errorf("Exec with a background child holding stdout took %v", d)
+	// Held up, it would wait for the 300 s sleep; the bound is far from
+	// both, so that a loaded machine does not fail it.
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("Exec with a background child holding stdout took %v: it waited for the child", d)
 	}
 
 	ctx := execCtx(t)
@@ -460,7 +462,10 @@ func TestTimeoutKillsGrandchild(t *testing.T) {
 }
 
 // TestBridgeStopLoopIsFast plays how the host stops a background bridge:
-// the killed orphan must be reaped at once, or kill -0 keeps succeeding.
+// the killed orphan must be reaped at once, or kill -0 keeps succeeding
+// (an orphan left a zombie stays "alive" for all 200 polls). The loop's
+// polls are counted, not timed: the reaping, not the machine's load, is
+// what is tested.
 func TestBridgeStopLoopIsFast(t *testing.T) {
 	s := startServer(t, nil)
 	c, _ := clientFor(t, s)
@@ -469,17 +474,19 @@ func TestBridgeStopLoopIsFast(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid := strings.TrimSpace(string(exit.Stdout))
-	start := time.Now()
 	exit, err = c.Exec(execCtx(t), cmdclient.Command{
 		Argv: []string{"sh", "-c", `kill $0; n=0; while kill -0 $0 2>/dev/null && [ $n -lt 200 ]; do sleep 0.01; n=$((n+1)); done; echo $n`, pid},
 	}, nil)
-	elapsed := time.Since(start)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("stop loop: %v, %s polls", elapsed, strings.TrimSpace(string(exit.Stdout)))
-	if elapsed > 100*time.Millisecond {
-		t.Errorf("stop loop took %v (%s polls of 10 ms), want well under 100 ms", elapsed, strings.TrimSpace(string(exit.Stdout)))
+	polls, err := strconv.Atoi(strings.TrimSpace(string(exit.Stdout)))
+	if err != nil {
+		t.Fatalf("stop loop printed %q", exit.Stdout)
+	}
+	t.Logf("stop loop: %d polls", polls)
+	if polls >= 50 {
+		t.Errorf("the killed orphan was still there after %d polls of kill -0 (200 is the loop's cap); want it reaped at once", polls)
 	}
 }
 
@@ -621,7 +628,9 @@ func TestReconnectGivesUp(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "could not be reopened within 200ms") {
 		t.Errorf("Wait: %v, want a reconnect failure", err)
 	}
-	if d := time.Since(start); d > 2*time.Second {
+	// Not given up, it would wait for the 300 s sleep: the bound tells
+	// the two apart on a loaded machine.
+	if d := time.Since(start); d > 30*time.Second {
 		t.Errorf("Wait failed after %v, want about the 200ms ReconnectTimeout", d)
 	}
 	if _, err := c.Exec(execCtx(t), cmdclient.Command{Argv: []string{"true"}}, nil); err == nil {

@@ -3,7 +3,6 @@
 package paperclip
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,13 +10,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/pcsync/pcsync/internal/lockedbuf"
 	"github.com/pcsync/pcsync/pkg/result"
 )
 
@@ -140,26 +139,8 @@ func worldDir(t testing.TB, prefix string) string {
 // daemon is a running `pcsync daemon` process.
 type daemon struct {
 	cmd  *exec.Cmd
-	out  *lockedBuffer
+	out  *lockedbuf.Buffer
 	done chan error
-}
-
-// lockedBuffer collects the daemon's output.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // startDaemon starts `pcsync daemon` on the env's spool with the given
@@ -173,7 +154,7 @@ func (e *pcsyncEnv) startDaemon(executor string, env []string, args ...string) *
 		"--skip-network-check"}, args...)
 	cmd := exec.Command(e.tl.Pcsync, argv...)
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + e.State}, env...)
-	d := &daemon{cmd: cmd, out: &lockedBuffer{}, done: make(chan error, 1)}
+	d := &daemon{cmd: cmd, out: &lockedbuf.Buffer{}, done: make(chan error, 1)}
 	cmd.Stdout, cmd.Stderr = d.out, d.out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

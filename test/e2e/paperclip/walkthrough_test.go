@@ -19,9 +19,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/pcsync/pcsync/internal/agentpod"
+	"github.com/pcsync/pcsync/internal/lockedbuf"
 	"github.com/pcsync/pcsync/internal/testcluster"
 	"github.com/pcsync/pcsync/pkg/images"
-	"github.com/pcsync/pcsync/pkg/runs/kubeexec"
 	"github.com/pcsync/pcsync/pkg/sandbox"
 )
 
@@ -118,7 +119,7 @@ func (w walkthrough) follow(t testing.TB, env ...string) (dir, output string) {
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	var out lockedBuffer
+	var out lockedbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()
 	err := cmd.Run()
@@ -242,7 +243,7 @@ func TestWalkthroughREADME(t *testing.T) {
 	company := srv.API.createCompany(t, "pcsync README")
 	registry := c.RealNode().Registry().Host() + "/walkthrough"
 	spool := filepath.Join(shortDir(t, "pcsp-"), "spool")
-	pods := watchPods(t, c, "paperclip-acme", kubeexec.LabelRunID)
+	pods := watchPods(t, c, "paperclip-acme", agentpod.LabelRunID)
 	walkthrough{
 		doc: "README.md", heading: "## Running Paperclip's agents on Kubernetes with pcsync", blocks: 2,
 		daemon: "pcsync daemon ./config --spool /var/spool/pcsync", ready: "/var/spool/pcsync/.pcsync/status.json",

@@ -1,0 +1,60 @@
+package sandbox
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+// A zero or negative duration of Options or PoolOptions takes its default;
+// a positive one is kept.
+func TestOptionsComplete(t *testing.T) {
+	d := DefaultOptions("/state")
+	d.Metrics = noMetrics{}
+	neg := Options{StateDir: "/state", DefaultLeaseTTL: -1, MaxLeaseTTL: -time.Hour, ReadyTimeout: -1, DeleteTimeout: -time.Second}
+	set := Options{StateDir: "/state", ServerPath: "/bin/x", DefaultLeaseTTL: time.Minute, MaxLeaseTTL: time.Hour,
+		ReadyTimeout: time.Second, DeleteTimeout: 2 * time.Second, ExecProtocol: ExecSPDY}
+	wantSet := set
+	wantSet.Logger, wantSet.Metrics = d.Logger, d.Metrics
+	tests := []struct {
+		name     string
+		in, want Options
+	}{
+		{"zero", Options{StateDir: "/state"}, d},
+		{"negative", neg, d},
+		{"set", set, wantSet},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := tt.in
+			got.complete()
+			if diff := cmp.Diff(tt.want, got, cmpopts.IgnoreFields(Options{}, "Logger")); diff != "" {
+				t.Errorf("complete (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestPoolOptionsComplete(t *testing.T) {
+	d := DefaultPoolOptions()
+	set := PoolOptions{Owner: "other", ReadyDeadline: 1, MemberMaxAge: 2, Resync: 3, QuotaBackoff: 4, ColdHold: 5, RoomWait: 6, PendingTTL: 7}
+	tests := []struct {
+		name     string
+		in, want PoolOptions
+	}{
+		{"zero", PoolOptions{}, d},
+		{"negative", PoolOptions{ReadyDeadline: -1, MemberMaxAge: -1, Resync: -time.Second, QuotaBackoff: -1, ColdHold: -1, RoomWait: -1, PendingTTL: -1}, d},
+		{"set", set, set},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := tt.in
+			got.complete()
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("complete (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -1,0 +1,421 @@
+//go:build integration
+
+package realnode
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
+
+	"github.com/pcsync/pcsync/internal/testcluster"
+	"github.com/pcsync/pcsync/internal/testimages"
+	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/images"
+	"github.com/pcsync/pcsync/pkg/result"
+)
+
+const (
+	// gitSyncImage is the image deploy/base's git-sync container names,
+	// without its tag.
+	gitSyncImage = "registry.k8s.io/git-sync/git-sync"
+	// gitSyncPeriod is GITSYNC_PERIOD in the test's overlay.
+	gitSyncPeriod = 3 * time.Second
+	// baseNamespace is deploy/base's namespace, kept as it is.
+	baseNamespace = "pcsync-system"
+)
+
+// pushGitSync builds the git-sync substitute (testdata/git-sync-substitute.sh:
+// Debian's git on pcsync's base image; k8s.io/git-sync's module is not served
+// by the Go module proxy, so git-sync itself cannot be built here) with it as
+// the image's entrypoint, pushes it to the real node's registry and returns
+// its reference.
+func pushGitSync(t *testing.T, reg *testcluster.Registry) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	built, err := testimages.Build(ctx, []string{images.Base}, imageTag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := testimages.WithFiles(built[images.Base], map[string]string{
+		"usr/local/bin/git-sync": mustRead("testdata/git-sync-substitute.sh"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := cf.Config.DeepCopy()
+	cfg.Entrypoint, cfg.Cmd, cfg.User = []string{"/usr/bin/tini", "--", "/usr/local/bin/git-sync"}, nil, "65533:65533"
+	img, err = mutate.Config(img, *cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := reg.Host() + "/git-sync/git-sync:" + imageTag
+	if err := reg.Push(ctx, ref, v1.Image(img)); err != nil {
+		t.Fatal(err)
+	}
+	return ref
+}
+
+// deploy/base applied as docs/daemon.md has a user apply it, its git-sync
+// following a Git repository that the test serves (Git's http-backend):
+// both replicas become Ready with git-sync beside pcsync, the leader applies
+// the Company committed to Git, a second commit is picked up through
+// git-sync's symlink swap, and a run dropped into the spool volume (a
+// PersistentVolume the test provides for deploy/base's claim) becomes a Job
+// on the real node whose result the daemon writes beside it. git-sync is
+// the substitute of pushGitSync.
+func TestDeployBaseGitSync(t *testing.T) {
+	c := testcluster.Get(t)
+	node := c.RealNode()
+	if node == nil {
+		t.Fatal("the cluster has no real node (TestMain sets Options.RealNode)")
+	}
+	apiHost, apiPort := node.APIServerHost()
+	if apiHost == "" {
+		t.Fatal("the real node has no API server address for pods (RealNode.APIServerHost)")
+	}
+	p := pushImages(t)
+	gitSync := pushGitSync(t, node.Registry())
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+
+	suffix := make([]byte, 3)
+	if _, err := rand.Read(suffix); err != nil {
+		t.Fatal(err)
+	}
+	prefix := "gs-" + hex.EncodeToString(suffix) + "-"
+	first, second := prefix+"acme", prefix+"initech"
+	repo := newGitServer(t, apiHost)
+	repo.commit("settings and acme", map[string]string{
+		"settings.yaml": gitSyncDoc(t, "Settings", "fleet", map[string]any{
+			"namespacePrefix": prefix, "images": map[string]any{"registry": p.Registry}}),
+		"acme.yaml": gitSyncCompany(t, node, "acme"),
+	})
+	spoolDir := hostVolume(t, c, baseNamespace, "pcsync-spool", corev1.ReadWriteMany)
+
+	objs := renderBaseGitSync(t, node, p.RealRegistry+"/pcsync", gitSync, repo.url, apiHost, apiPort)
+	t.Cleanup(func() {
+		cleanupDeployment(t, c, objs, first)
+		deleteNamespace(t, c, second)
+	})
+	applyObjects(ctx, t, c, objs)
+	start := time.Now()
+	pods, err := waitDeploymentReady(ctx, c, baseNamespace, "pcsync", 2)
+	if err != nil {
+		t.Fatalf("Deployment %s/pcsync: %v\n%s", baseNamespace, err, podsReport(c, baseNamespace))
+	}
+	t.Logf("deploy/base: 2 replicas Ready (pcsync and git-sync) %s after apply", time.Since(start).Round(time.Millisecond))
+	for _, pod := range pods {
+		if _, _, body, err := waitReadyz(ctx, c, baseNamespace, pod.Name); err != nil {
+			t.Fatalf("pod %s: /readyz: %v; last answer %s\n%s", pod.Name, err, body, podLogs(c, baseNamespace, pod.Name))
+		}
+	}
+	if err := waitNamespace(ctx, c, first); err != nil {
+		t.Fatalf("tenant %s of the Company committed to Git: %v\n%s", first, err, podsReport(c, baseNamespace))
+	}
+	t.Logf("tenant %s (committed before apply) applied %s after apply", first, time.Since(start).Round(time.Millisecond))
+
+	// A new commit: git-sync swaps its link, the daemon reconciles.
+	pushed := time.Now()
+	hash := repo.commit("add initech", map[string]string{"initech.yaml": gitSyncCompany(t, node, "initech")})
+	if err := waitNamespace(ctx, c, second); err != nil {
+		t.Fatalf("tenant %s of commit %s: %v\n%s", second, hash, err, podsReport(c, baseNamespace))
+	}
+	t.Logf("commit %.12s → tenant %s applied in %s (GITSYNC_PERIOD %s)", hash, second, time.Since(pushed).Round(time.Millisecond), gitSyncPeriod)
+
+	// A run dropped into the spool volume, as the Paperclip server writes it.
+	dropped := time.Now()
+	dropRun(t, spoolDir, "gs-run-1", "acme", "please succeed")
+	r := waitResult(ctx, t, spoolDir, "gs-run-1")
+	if r.Status != result.StatusSucceeded {
+		t.Fatalf("run gs-run-1: status %s (%s: %s), want succeeded\n%s", r.Status, deref(r.ErrorCode), deref(r.ErrorMessage), podsReport(c, baseNamespace))
+	}
+	if r.Usage == nil || r.Usage.OutputTokens != 8 || deref(r.CostUSD) != 0.0123 {
+		t.Errorf("run gs-run-1: usage %+v cost %v; want the stand-in transcript's (output 8, cost 0.0123)", r.Usage, deref(r.CostUSD))
+	}
+	job, err := waitJobComplete(ctx, c, first, "gs-run-1")
+	if err != nil {
+		t.Fatalf("the Job of run gs-run-1: %v\n%s", err, podsReport(c, first))
+	}
+	t.Logf("run gs-run-1 dropped into the spool → result %s in %s; Job %s Complete", r.Status, time.Since(dropped).Round(time.Millisecond), job.Name)
+}
+
+// renderBaseGitSync renders deploy/base through a user's overlay that sets
+// what its README and docs/daemon.md say an overlay sets: pcsync's image,
+// git-sync's repository (GITSYNC_REPO) and period, and, for git-sync's
+// image, the substitute (pushGitSync). What only this machine needs is
+// patched too: the pod pinned to the real node, and the API server at the
+// address its pods reach (KUBERNETES_SERVICE_HOST/PORT).
+func renderBaseGitSync(t *testing.T, node *testcluster.RealNode, pcsyncImage, gitSync, repoURL, apiHost, apiPort string) []*unstructured.Unstructured {
+	t.Helper()
+	fsys := filesys.MakeFsInMemory()
+	entries, err := os.ReadDir(deployBase)
+	if err != nil {
+		t.Fatalf("read deploy/base: %v", err)
+	}
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join(deployBase, e.Name()))
+		if err != nil {
+			t.Fatalf("read deploy/base: %v", err)
+		}
+		if err := fsys.WriteFile(filepath.Join("/base", e.Name()), data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tol := node.Toleration()
+	env := func(kv ...string) []any {
+		var out []any
+		for i := 0; i < len(kv); i += 2 {
+			out = append(out, map[string]any{"name": kv[i], "value": kv[i+1]})
+		}
+		return out
+	}
+	patch := map[string]any{
+		"apiVersion": "apps/v1", "kind": "Deployment", "metadata": map[string]any{"name": "pcsync", "namespace": baseNamespace},
+		"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
+			"nodeSelector": node.NodeSelector(),
+			"tolerations":  []any{map[string]any{"key": tol.Key, "operator": string(tol.Operator), "effect": string(tol.Effect)}},
+			"containers": []any{
+				map[string]any{"name": "pcsync", "env": env("KUBERNETES_SERVICE_HOST", apiHost, "KUBERNETES_SERVICE_PORT", apiPort)},
+				map[string]any{"name": "git-sync", "env": env("GITSYNC_REPO", repoURL, "GITSYNC_PERIOD", gitSyncPeriod.String())},
+			},
+		}}},
+	}
+	gsName, gsTag := splitRef(gitSync)
+	pcName, pcTag := pcsyncImage, imageTag
+	kustomization := map[string]any{
+		"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+		"resources": []any{"../base"},
+		"images": []any{
+			map[string]any{"name": "pcsync", "newName": pcName, "newTag": pcTag},
+			map[string]any{"name": gitSyncImage, "newName": gsName, "newTag": gsTag},
+		},
+		"patches": []any{map[string]any{"path": "deployment.yaml"}},
+	}
+	for name, v := range map[string]any{"kustomization.yaml": kustomization, "deployment.yaml": patch} {
+		data, err := yaml.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := fsys.WriteFile(filepath.Join("/overlay", name), data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rm, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(fsys, "/overlay")
+	if err != nil {
+		t.Fatalf("kustomize build of an overlay of deploy/base: %v", err)
+	}
+	var objs []*unstructured.Unstructured
+	for _, r := range rm.Resources() {
+		m, err := r.Map()
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs = append(objs, &unstructured.Unstructured{Object: m})
+	}
+	return objs
+}
+
+// splitRef splits host:port/path:tag into host:port/path and tag.
+func splitRef(ref string) (string, string) {
+	for i := len(ref) - 1; i >= 0 && ref[i] != '/'; i-- {
+		if ref[i] == ':' {
+			return ref[:i], ref[i+1:]
+		}
+	}
+	return ref, ""
+}
+
+// hostVolume provides the claim ns/claim with a PersistentVolume of access
+// mode mode, a directory of this machine (the one node mounts it, for every
+// pod that claims it), bound to that claim only; it returns the directory.
+// A cluster's storage provides this for a user.
+func hostVolume(t *testing.T, c *testcluster.Cluster, ns, claim string, mode corev1.PersistentVolumeAccessMode) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	suffix := make([]byte, 3)
+	if _, err := rand.Read(suffix); err != nil {
+		t.Fatal(err)
+	}
+	name := claim + "-" + hex.EncodeToString(suffix)
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("100Gi")},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{mode},
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			ClaimRef:                      &corev1.ObjectReference{Namespace: ns, Name: claim},
+			PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{
+				Path: dir, Type: ptr.To(corev1.HostPathDirectory)}},
+		},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := c.Client().CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("PersistentVolume %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		// Only a bound claim's deletion releases its finalizer; the volume
+		// may outlive the test's namespace for a moment.
+		_, _ = c.Client().CoreV1().PersistentVolumes().Patch(ctx, name, types.MergePatchType,
+			[]byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+		if err := c.Client().CoreV1().PersistentVolumes().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete PersistentVolume %s: %v", name, err)
+		}
+	})
+	return dir
+}
+
+// gitSyncDoc is one pcsync config document as YAML.
+func gitSyncDoc(t *testing.T, kind, name string, spec map[string]any) string {
+	t.Helper()
+	data, err := yaml.Marshal(map[string]any{"apiVersion": config.APIVersion, "kind": kind,
+		"metadata": map[string]any{"name": name}, "spec": spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+// gitSyncCompany is a Company whose one agent runs on the real node.
+func gitSyncCompany(t *testing.T, node *testcluster.RealNode, slug string) string {
+	tol := node.Toleration()
+	return gitSyncDoc(t, "Company", slug, map[string]any{"id": "company-" + slug, "agents": []any{map[string]any{
+		"name": "coder", "adapter": "claude_local", "model": "claude-sonnet-4-6", "graceSec": 30,
+		"nodeSelector": node.NodeSelector(),
+		"tolerations":  []any{map[string]any{"key": tol.Key, "operator": string(tol.Operator), "effect": string(tol.Effect)}},
+	}}})
+}
+
+// waitNamespace waits for a namespace to exist.
+func waitNamespace(ctx context.Context, c *testcluster.Cluster, name string) error {
+	for {
+		_, err := c.Client().CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("namespace %s: %v: %w", name, err, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// dropRun writes a run request into the spool the way writers must: a
+// hidden file renamed in.
+func dropRun(t *testing.T, spool, name, company, prompt string) {
+	t.Helper()
+	data, err := json.Marshal(map[string]any{"apiVersion": config.APIVersion, "kind": "Run",
+		"company": company, "agent": "coder", "prompt": prompt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := filepath.Join(spool, "."+name+".tmp")
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(spool, name+".json")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitResult waits for a run's result in the spool.
+func waitResult(ctx context.Context, t *testing.T, spool, name string) result.RunResult {
+	t.Helper()
+	path := filepath.Join(spool, name+result.Suffix)
+	for {
+		r, err := result.Read(path)
+		if err == nil {
+			return r
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			t.Fatal(err)
+		}
+		select {
+		case <-ctx.Done():
+			log, _ := os.ReadFile(filepath.Join(spool, name+".log"))
+			t.Fatalf("no result %s: %v; log %q", path, ctx.Err(), log)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// waitJobComplete waits for the one Job of a run (label paperclip.io/run-id)
+// to be Complete, its pod having run on the real node.
+func waitJobComplete(ctx context.Context, c *testcluster.Cluster, ns, run string) (*batchv1.Job, error) {
+	last := "no Job"
+	for {
+		jobs, err := c.Client().BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{LabelSelector: "paperclip.io/run-id=" + run})
+		switch {
+		case err != nil:
+			last = err.Error()
+		case len(jobs.Items) != 1:
+			last = fmt.Sprintf("%d Jobs", len(jobs.Items))
+		default:
+			j := &jobs.Items[0]
+			for _, cond := range j.Status.Conditions {
+				if cond.Type == batchv1.JobComplete && cond.Status == corev1.ConditionTrue {
+					return j, nil
+				}
+			}
+			last = fmt.Sprintf("Job %s: %d active, %d succeeded, %d failed", j.Name, j.Status.Active, j.Status.Succeeded, j.Status.Failed)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%s: %w", last, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// deleteNamespace deletes a namespace and waits for it to go.
+func deleteNamespace(t *testing.T, c *testcluster.Cluster, name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := c.Client().CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Errorf("delete namespace %s: %v", name, err)
+		return
+	}
+	for {
+		if _, err := c.Client().CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Errorf("namespace %s still there after cleanup", name)
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}

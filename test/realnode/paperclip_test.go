@@ -1,0 +1,252 @@
+//go:build integration
+
+package realnode
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
+
+	"github.com/pcsync/pcsync/internal/imagebuild"
+	"github.com/pcsync/pcsync/internal/testcluster"
+	"github.com/pcsync/pcsync/internal/testimages"
+	"github.com/pcsync/pcsync/pkg/images"
+)
+
+const (
+	// paperclipNamespace is deploy/paperclip's namespace.
+	paperclipNamespace = "paperclip"
+)
+
+// pushPaperclip builds the stand-in of Paperclip's published image
+// (imagebuild.PaperclipStandIn: paperclipai from npm on pcsync's base, with
+// the published image's user, data directory, port and environment),
+// pushes it to the real node's registry and returns its reference.
+func pushPaperclip(t *testing.T, reg *testcluster.Registry) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	built, err := testimages.Build(ctx, []string{images.Base}, imageTag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := imagebuild.DefaultOptions()
+	o.Version = imageTag
+	start := time.Now()
+	img, err := imagebuild.PaperclipStandIn(ctx, o, built[images.Base], imagebuild.PaperclipVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := reg.Host() + "/paperclipai/paperclip:" + imagebuild.PaperclipVersion
+	if err := reg.Push(ctx, ref, img); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("Paperclip stand-in %s built and pushed in %s", ref, time.Since(start).Round(time.Millisecond))
+	return ref
+}
+
+// deploy/paperclip applied through a user's overlay that sets what its
+// README says to set (the Paperclip image, pcsync's image, GITSYNC_REPO),
+// on the real node: the pod (Paperclip, pcsync, git-sync) becomes Ready and
+// the sidecar applies the Company committed to Git, and a new commit's
+// Company after it; a replaced pod starts on the same data, keeping the
+// BETTER_AUTH_SECRET its init container made once. The Paperclip image is
+// the stand-in of pushPaperclip, git-sync the substitute of pushGitSync.
+func TestPaperclipOverlay(t *testing.T) {
+	c := testcluster.Get(t)
+	node := c.RealNode()
+	if node == nil {
+		t.Fatal("the cluster has no real node (TestMain sets Options.RealNode)")
+	}
+	apiHost, apiPort := node.APIServerHost()
+	if apiHost == "" {
+		t.Fatal("the real node has no API server address for pods (RealNode.APIServerHost)")
+	}
+	p := pushImages(t)
+	gitSync := pushGitSync(t, node.Registry())
+	paperclip := pushPaperclip(t, node.Registry())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+
+	suffix := make([]byte, 3)
+	if _, err := rand.Read(suffix); err != nil {
+		t.Fatal(err)
+	}
+	prefix := "pc-" + hex.EncodeToString(suffix) + "-"
+	tenant := prefix + "acme"
+	repo := newGitServer(t, apiHost)
+	repo.commit("settings and acme", map[string]string{
+		"settings.yaml": gitSyncDoc(t, "Settings", "fleet", map[string]any{
+			"namespacePrefix": prefix, "images": map[string]any{"registry": p.Registry},
+			"pcsync": map[string]any{"serviceAccount": map[string]any{"name": "pcsync", "namespace": paperclipNamespace}}}),
+		"acme.yaml": gitSyncCompany(t, node, "acme"),
+	})
+	hostVolume(t, c, paperclipNamespace, "paperclip-data", corev1.ReadWriteOnce)
+	hostVolume(t, c, paperclipNamespace, "paperclip-spool", corev1.ReadWriteOnce)
+
+	objs := renderPaperclip(t, node, map[string]string{
+		"registry.example.com/paperclip/server": paperclip, "pcsync": p.RealRegistry + "/pcsync:" + imageTag, gitSyncImage: gitSync,
+	}, repo.url, apiHost, apiPort)
+	t.Cleanup(func() {
+		cleanupDeployment(t, c, objs, tenant)
+		deleteNamespace(t, c, prefix+"initech")
+	})
+	applyObjects(ctx, t, c, objs)
+	start := time.Now()
+	pods, err := waitDeploymentReady(ctx, c, paperclipNamespace, "paperclip-server", 1)
+	if err != nil {
+		t.Fatalf("Deployment %s/paperclip-server: %v\n%s", paperclipNamespace, err, podsReport(c, paperclipNamespace))
+	}
+	t.Logf("deploy/paperclip: pod %s Ready (paperclip, pcsync, git-sync) %s after apply", pods[0].Name, time.Since(start).Round(time.Millisecond))
+	if err := waitNamespace(ctx, c, tenant); err != nil {
+		t.Fatalf("tenant %s of the Company committed to Git: %v\n%s", tenant, err, podsReport(c, paperclipNamespace))
+	}
+	t.Logf("tenant %s applied by the sidecar %s after apply", tenant, time.Since(start).Round(time.Millisecond))
+
+	// A new commit: git-sync swaps its link, the sidecar reconciles.
+	second := prefix + "initech"
+	pushed := time.Now()
+	hash := repo.commit("add initech", map[string]string{"initech.yaml": gitSyncCompany(t, node, "initech")})
+	if err := waitNamespace(ctx, c, second); err != nil {
+		t.Fatalf("tenant %s of commit %s: %v\n%s", second, hash, err, podsReport(c, paperclipNamespace))
+	}
+	t.Logf("commit %.12s → tenant %s applied by the sidecar in %s (GITSYNC_PERIOD %s)", hash, second, time.Since(pushed).Round(time.Millisecond), gitSyncPeriod)
+
+	// The pod replaced: the next one starts on the same data volume, its
+	// init container keeping the BETTER_AUTH_SECRET the first one made.
+	checkAuthSecretLog(ctx, t, c, pods[0].Name, "BETTER_AUTH_SECRET: made in")
+	replaced := time.Now()
+	if err := c.Client().CoreV1().Pods(paperclipNamespace).Delete(ctx, pods[0].Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("delete pod %s: %v", pods[0].Name, err)
+	}
+	next, err := waitReplaced(ctx, c, pods[0].Name)
+	if err != nil {
+		t.Fatalf("Deployment %s/paperclip-server after its pod was deleted: %v\n%s", paperclipNamespace, err, podsReport(c, paperclipNamespace))
+	}
+	t.Logf("pod %s replaced by %s, Ready %s after the delete", pods[0].Name, next.Name, time.Since(replaced).Round(time.Millisecond))
+	checkAuthSecretLog(ctx, t, c, next.Name, "BETTER_AUTH_SECRET: kept in")
+}
+
+// checkAuthSecretLog checks that a pod's init container
+// paperclip-auth-secret logged want.
+func checkAuthSecretLog(ctx context.Context, t *testing.T, c *testcluster.Cluster, pod, want string) {
+	t.Helper()
+	log, err := c.Client().CoreV1().Pods(paperclipNamespace).GetLogs(pod, &corev1.PodLogOptions{Container: "paperclip-auth-secret"}).DoRaw(ctx)
+	if err != nil || !strings.Contains(string(log), want) {
+		t.Errorf("pod %s: init container paperclip-auth-secret logged %q (%v), want %q", pod, log, err, want)
+	}
+}
+
+// waitReplaced waits for the Deployment paperclip-server to have one Ready
+// pod other than old, and returns it.
+func waitReplaced(ctx context.Context, c *testcluster.Cluster, old string) (corev1.Pod, error) {
+	for {
+		pods, err := waitDeploymentReady(ctx, c, paperclipNamespace, "paperclip-server", 1)
+		if err != nil {
+			return corev1.Pod{}, err
+		}
+		if pods[0].Name != old {
+			return pods[0], nil
+		}
+		select {
+		case <-ctx.Done():
+			return corev1.Pod{}, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// renderPaperclip renders deploy/paperclip (with deploy/base beside it)
+// through a user's overlay: the images by their names in deploy/ (image),
+// GITSYNC_REPO (and a 3 s period), and what only this machine needs: the
+// pod pinned to the real node and pcsync pointed at the API server's
+// address there.
+func renderPaperclip(t *testing.T, node *testcluster.RealNode, image map[string]string, repoURL, apiHost, apiPort string) []*unstructured.Unstructured {
+	t.Helper()
+	fsys := filesys.MakeFsInMemory()
+	for _, dir := range []string{"base", "paperclip"} {
+		src := filepath.Join("../../deploy", dir)
+		err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || filepath.Ext(path) == ".go" {
+				return err
+			}
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			rel, err := filepath.Rel(src, path)
+			if err != nil {
+				return err
+			}
+			return fsys.WriteFile(filepath.Join("/deploy", dir, rel), data)
+		})
+		if err != nil {
+			t.Fatalf("read deploy/%s: %v", dir, err)
+		}
+	}
+	tol := node.Toleration()
+	env := func(kv ...string) []any {
+		var out []any
+		for i := 0; i < len(kv); i += 2 {
+			out = append(out, map[string]any{"name": kv[i], "value": kv[i+1]})
+		}
+		return out
+	}
+	patch := map[string]any{
+		"apiVersion": "apps/v1", "kind": "Deployment", "metadata": map[string]any{"name": "paperclip-server", "namespace": paperclipNamespace},
+		"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
+			"nodeSelector": node.NodeSelector(),
+			"tolerations":  []any{map[string]any{"key": tol.Key, "operator": string(tol.Operator), "effect": string(tol.Effect)}},
+			"containers": []any{
+				map[string]any{"name": "pcsync", "env": env("KUBERNETES_SERVICE_HOST", apiHost, "KUBERNETES_SERVICE_PORT", apiPort)},
+				map[string]any{"name": "git-sync", "env": env("GITSYNC_REPO", repoURL, "GITSYNC_PERIOD", gitSyncPeriod.String())},
+			},
+		}}},
+	}
+	var imgs []any
+	for name, ref := range image {
+		newName, tag := splitRef(ref)
+		imgs = append(imgs, map[string]any{"name": name, "newName": newName, "newTag": tag})
+	}
+	kustomization := map[string]any{
+		"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+		"resources": []any{"../deploy/paperclip"},
+		"images":    imgs,
+		"patches":   []any{map[string]any{"path": "deployment.yaml"}},
+	}
+	for name, v := range map[string]any{"kustomization.yaml": kustomization, "deployment.yaml": patch} {
+		data, err := yaml.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := fsys.WriteFile(filepath.Join("/overlay", name), data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rm, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(fsys, "/overlay")
+	if err != nil {
+		t.Fatalf("kustomize build of an overlay of deploy/paperclip: %v", err)
+	}
+	var objs []*unstructured.Unstructured
+	for _, r := range rm.Resources() {
+		m, err := r.Map()
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs = append(objs, &unstructured.Unstructured{Object: m})
+	}
+	return objs
+}
