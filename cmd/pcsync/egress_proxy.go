@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,10 +18,11 @@ import (
 
 	"github.com/pcsync/pcsync/pkg/egressproxy"
 	"github.com/pcsync/pcsync/pkg/egressproxy/allow"
+	"github.com/pcsync/pcsync/pkg/egressproxy/inject"
 )
 
 type egressProxyFlags struct {
-	config, allowList, listen, metrics string
+	config, allowList, listen, metrics, credentials string
 }
 
 // newEgressProxyCmd is `pcsync egress-proxy`: a tenant's egress proxy
@@ -38,7 +40,12 @@ loopback, link-local such as the cloud metadata address) even when an allowed
 name resolves to it. A refusal is logged ("egress refused": company, agent,
 host, port, reason; never a URL path or query) and counted in
 pcsync_egress_proxy_refused_total. /metrics and /healthz are served on --metrics.
-Agents name themselves in the proxy URL's user info: http://AGENT@HOST:3128.`,
+Agents name themselves in the proxy URL's user info: http://AGENT@HOST:3128.
+
+With --credentials (a file pcsync render mounts when the company declares
+spec.credentials), it also serves /credentials/NAME/…: a request with a live
+run's token in the provider's key header is forwarded to the provider (or the
+company's gateway) with the key from the credential's Secret.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return f.run(cmd.Context(), g)
@@ -49,6 +56,7 @@ Agents name themselves in the proxy URL's user info: http://AGENT@HOST:3128.`,
 	fl.StringVar(&f.config, "config", "", "the allow-list from a file (JSON or YAML)")
 	fl.StringVar(&f.listen, "listen", ":3128", "the proxy's address")
 	fl.StringVar(&f.metrics, "metrics", ":9090", "serve /metrics and /healthz on this address (off when empty)")
+	fl.StringVar(&f.credentials, "credentials", "", "serve the credential route of this JSON (inline, as render gives it, or a file; off when empty)")
 	cmd.MarkFlagsOneRequired("allow-list", "config")
 	cmd.MarkFlagsMutuallyExclusive("allow-list", "config")
 	return cmd
@@ -69,7 +77,13 @@ func (f *egressProxyFlags) run(ctx context.Context, g *globalOptions) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	p, err := egressproxy.New(list, egressproxy.Options{Logger: g.Logger, Registerer: reg})
+	opts := egressproxy.Options{Logger: g.Logger, Registerer: reg}
+	if f.credentials != "" {
+		if opts.Credentials, err = credentialRoute(f.credentials, g, reg); err != nil {
+			return err
+		}
+	}
+	p, err := egressproxy.New(list, opts)
 	if err != nil {
 		return err
 	}
@@ -84,6 +98,29 @@ func (f *egressProxyFlags) run(ctx context.Context, g *globalOptions) error {
 		eg.Go(func() error { return serveMetrics(ctx, f.metrics, reg) })
 	}
 	return eg.Wait()
+}
+
+// credentialRoute is the credential route of the configuration file.
+func credentialRoute(path string, g *globalOptions, reg prometheus.Registerer) (http.Handler, error) {
+	raw := []byte(path)
+	if !strings.HasPrefix(strings.TrimSpace(path), "{") {
+		var err error
+		if raw, err = os.ReadFile(path); err != nil {
+			return nil, fmt.Errorf("egress-proxy: %w", err)
+		}
+		path = "--credentials"
+	}
+	c, err := inject.ParseConfig(raw)
+	if err != nil {
+		return nil, fmt.Errorf("egress-proxy: %s: %w", path, err)
+	}
+	h, err := inject.NewHandler(c.Build(), inject.Options{Company: c.Company, Tokens: &inject.AnnotationTokens{Path: c.TokensFile},
+		Logger: g.Logger, Registerer: reg})
+	if err != nil {
+		return nil, fmt.Errorf("egress-proxy: %w", err)
+	}
+	g.Logger.Info("credential route", "company", c.Company, "credentials", len(c.Credentials))
+	return h, nil
 }
 
 // serveMetrics serves /metrics and /healthz until ctx ends.

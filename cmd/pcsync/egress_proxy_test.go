@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/pcsync/pcsync/internal/lockedbuf"
+	"github.com/pcsync/pcsync/pkg/egressproxy/inject"
 )
 
 // freeAddr is a loopback address no one listens on (just closed).
@@ -131,5 +132,77 @@ func TestEgressProxyAllowListFlag(t *testing.T) {
 	code = run(context.Background(), []string{"egress-proxy", "--allow-list", "{}", "--config", "x"}, io.Discard, &stderr)
 	if code == 0 {
 		t.Errorf("--allow-list with --config: exit 0, want a usage error; stderr %q", stderr.String())
+	}
+}
+
+// TestEgressProxyCredentialRoute: with --credentials, the proxy serves the
+// credential route beside the proxy: a token the pod's annotations file
+// names is taken (and its request forwarded: the upstream here listens
+// nowhere, so 502), another is refused with 403, an unknown credential is
+// 404, and nothing of either token is logged. (The forwarding itself, over
+// TLS with the key, is package inject's test.)
+func TestEgressProxyCredentialRoute(t *testing.T) {
+	dir := t.TempDir()
+	token, err := inject.NewToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hash := inject.TokenHash(token)
+	files := map[string]string{
+		"allow.json":  `{"company":"acme","hosts":["api.anthropic.com"],"ports":[443]}`,
+		"annotations": fmt.Sprintf("%s=%q\n", inject.AnnotationKey(hash), hash),
+		"key":         "sk-ant-never-logged\n",
+		"credentials.json": fmt.Sprintf(`{"company":"acme","tokensFile":%q,"credentials":[{"name":"claude","provider":"anthropic","type":"apiKey","upstream":"https://%s","keyFile":%q}]}`,
+			filepath.Join(dir, "annotations"), freeAddr(t), filepath.Join(dir, "key")),
+	}
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	listen, metrics := freeAddr(t), freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	stderr := &lockedbuf.Buffer{}
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"egress-proxy", "--config", filepath.Join(dir, "allow.json"), "--listen", listen,
+			"--metrics", metrics, "--credentials", filepath.Join(dir, "credentials.json")}, io.Discard, stderr)
+	}()
+	defer func() {
+		cancel()
+		if code := <-done; code != 0 {
+			t.Errorf("exit code %d; stderr:\n%s", code, stderr.String())
+		}
+	}()
+	post := func(path, tok string) int {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+listen+path, strings.NewReader("{}"))
+		req.Header.Set("x-api-key", tok)
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			resp, err := http.DefaultClient.Do(req)
+			if err == nil {
+				resp.Body.Close()
+				return resp.StatusCode
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("POST %s: %v", path, err)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		path, token string
+		want        int
+	}{
+		{"/credentials/claude/v1/messages", token, http.StatusBadGateway},
+		{"/credentials/claude/v1/messages", "pcsync-run-forged", http.StatusForbidden},
+		{"/credentials/nope/v1/messages", token, http.StatusNotFound},
+	} {
+		if got := post(tc.path, tc.token); got != tc.want {
+			t.Errorf("POST %s: %d, want %d", tc.path, got, tc.want)
+		}
+	}
+	for _, secret := range []string{token, "sk-ant-never-logged"} {
+		if strings.Contains(stderr.String(), secret) {
+			t.Errorf("the proxy's log holds a token or the key:\n%s", stderr.String())
+		}
 	}
 }

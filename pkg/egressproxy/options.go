@@ -2,6 +2,7 @@ package egressproxy
 
 import (
 	"log/slog"
+	"net/http"
 	"net/netip"
 	"time"
 
@@ -26,6 +27,9 @@ type Options struct {
 	// Registerer takes the proxy's metrics. Default none (they are kept
 	// but not exported).
 	Registerer prometheus.Registerer
+	// Credentials serves the origin-form requests under
+	// inject.PathPrefix (the credential route); nil: none are served.
+	Credentials http.Handler
 
 	// resolver replaces the system resolver; tests only (they resolve
 	// test names to loopback stand-ins).

@@ -18,6 +18,7 @@ import (
 	smetrics "github.com/stripe/smokescreen/pkg/smokescreen/metrics"
 
 	"github.com/pcsync/pcsync/pkg/egressproxy/allow"
+	"github.com/pcsync/pcsync/pkg/egressproxy/inject"
 )
 
 // denyRanges are refused beside what smokescreen refuses by itself (not
@@ -108,8 +109,15 @@ func (p *Proxy) config(d *decider) (*smokescreen.Config, error) {
 	return c, nil
 }
 
-// ServeHTTP serves one proxy request.
-func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) { p.handler.ServeHTTP(w, r) }
+// ServeHTTP serves one proxy request, or a request to the credential
+// route when the proxy has one.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if p.opts.Credentials != nil && inject.Serves(r) {
+		p.opts.Credentials.ServeHTTP(w, r)
+		return
+	}
+	p.handler.ServeHTTP(w, r)
+}
 
 // Serve accepts proxy clients on ln until ctx ends, then stops taking new
 // ones and closes the open tunnels.

@@ -8,15 +8,17 @@
 // A request is served at /credentials/<name>/<the API's path>. Its token
 // is taken from the header the provider takes a key in
 // (adapters.Route.Headers). The daemon gives each run (a Job's pod, a
-// lease's pod) a random token (NewToken) and puts only its hash on the
-// pod (AnnotationTokenHash); PodTokens takes a token only from the live pod
-// of the proxy's namespace that carries its hash, at that pod's address. A
-// refused token is answered 403 and counted (bad_token, run_ended), never
-// logged. A provider that refuses the key (401 or 403) is answered with an
+// lease's pod) a random token (NewToken), and writes only its hash, and
+// the run pod's address once known, on the proxy's pod (an annotation
+// under AnnotationTokenPrefix) while the run lives. The proxy reads its
+// own annotations from a downwardAPI file (AnnotationTokens): it needs no
+// access to the API server, and nothing but the daemon, which may patch
+// the proxy's pod, can make a token valid. A refused token is answered 403
+// and counted (bad_token, run_ended), never logged. A provider that refuses the key (401 or 403) is answered with an
 // error, in the provider's own format, that names the credential
 // <company>/<name>, so that the CLI's transcript says which key failed.
 //
-// Files: token.go (tokens and their hashes), pods.go (the pods' tokens),
-// key.go (the key, re-read when its file changes), handler.go (the route),
+// Files: token.go (tokens and their hashes), annotations.go (the live
+// tokens), config.go (the route's configuration file), key.go (the key, re-read when its file changes), handler.go (the route),
 // errors.go (the provider-shaped refusals), metrics.go.
 package inject

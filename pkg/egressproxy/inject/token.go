@@ -13,12 +13,6 @@ import (
 // glance (and by secret scanners).
 const tokenPrefix = "pcsync-run-"
 
-// AnnotationTokenHash is the annotation of a run's pod (a Job's, a
-// lease's) that holds the SHA-256 (hex) of the run's token: the proxy
-// takes a token only from the pod that carries its hash, while that pod
-// lives. The token itself is never stored on an object the API shows.
-const AnnotationTokenHash = "pcsync.io/credential-token-sha256"
-
 // NewToken returns a new random token (256 bits).
 func NewToken() (string, error) {
 	b := make([]byte, 32)

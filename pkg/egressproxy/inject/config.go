@@ -1,0 +1,68 @@
+package inject
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/url"
+
+	"github.com/pcsync/pcsync/pkg/adapters"
+)
+
+// Config is the credential route's part of a tenant proxy's configuration,
+// as pcsync render gives it to `pcsync egress-proxy --credentials`.
+type Config struct {
+	Company     string             `json:"company"`
+	Credentials []CredentialConfig `json:"credentials"`
+	// TokensFile is the downwardAPI file of the proxy pod's annotations.
+	TokensFile string `json:"tokensFile"`
+}
+
+// CredentialConfig is one credential: its provider and key kind, where
+// requests go, and the file of its key (the Secret's key, mounted).
+type CredentialConfig struct {
+	Name     string            `json:"name"`
+	Provider adapters.Provider `json:"provider"`
+	Type     adapters.KeyKind  `json:"type"`
+	Upstream string            `json:"upstream"`
+	KeyFile  string            `json:"keyFile"`
+}
+
+// ParseConfig reads a Config and checks it names known providers and key
+// kinds, https upstreams and files.
+func ParseConfig(raw []byte) (Config, error) {
+	var c Config
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return Config{}, fmt.Errorf("credentials: %w", err)
+	}
+	if c.Company == "" || c.TokensFile == "" {
+		return Config{}, fmt.Errorf("credentials: company and tokensFile are required")
+	}
+	routes := adapters.Routes()
+	for _, cr := range c.Credentials {
+		r, ok := routes[cr.Provider]
+		if !ok {
+			return Config{}, fmt.Errorf("credential %s/%s: unknown provider %q", c.Company, cr.Name, cr.Provider)
+		}
+		if _, ok := r.Headers[cr.Type]; !ok {
+			return Config{}, fmt.Errorf("credential %s/%s: provider %s takes no %q", c.Company, cr.Name, cr.Provider, cr.Type)
+		}
+		if u, err := url.Parse(cr.Upstream); err != nil || u.Scheme != "https" || u.Host == "" {
+			return Config{}, fmt.Errorf("credential %s/%s: upstream %q is not an https URL", c.Company, cr.Name, cr.Upstream)
+		}
+		if cr.KeyFile == "" {
+			return Config{}, fmt.Errorf("credential %s/%s: no keyFile", c.Company, cr.Name)
+		}
+	}
+	return c, nil
+}
+
+// Build returns the credentials of a parsed Config.
+func (c Config) Build() []Credential {
+	routes := adapters.Routes()
+	out := make([]Credential, len(c.Credentials))
+	for i, cr := range c.Credentials {
+		u, _ := url.Parse(cr.Upstream)
+		out[i] = Credential{Name: cr.Name, Route: routes[cr.Provider], Kind: cr.Type, Upstream: u, Key: &FileKey{Path: cr.KeyFile}}
+	}
+	return out
+}
