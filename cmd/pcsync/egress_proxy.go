@@ -102,17 +102,17 @@ func (f *egressProxyFlags) run(ctx context.Context, g *globalOptions) error {
 
 // credentialRoute is the credential route of the configuration file.
 func credentialRoute(path string, g *globalOptions, reg prometheus.Registerer) (http.Handler, error) {
-	raw := []byte(path)
+	raw, src := []byte(path), "--credentials"
 	if !strings.HasPrefix(strings.TrimSpace(path), "{") {
 		var err error
 		if raw, err = os.ReadFile(path); err != nil {
 			return nil, fmt.Errorf("egress-proxy: %w", err)
 		}
-		path = "--credentials"
+		src = path
 	}
 	c, err := inject.ParseConfig(raw)
 	if err != nil {
-		return nil, fmt.Errorf("egress-proxy: %s: %w", path, err)
+		return nil, fmt.Errorf("egress-proxy: %s: %w", src, err)
 	}
 	h, err := inject.NewHandler(c.Build(), inject.Options{Company: c.Company, Tokens: &inject.AnnotationTokens{Path: c.TokensFile},
 		Logger: g.Logger, Registerer: reg})
