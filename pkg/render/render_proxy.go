@@ -68,7 +68,9 @@ func (t tenant) egressProxyObjects() []map[string]any {
 	}
 	sa := t.object("v1", "ServiceAccount", EgressProxyName)
 	sa["automountServiceAccountToken"] = false
-	return []map[string]any{sa, t.egressProxyDeployment(string(data)), t.egressProxyService(), t.egressProxyPolicy(list.Ports)}
+	ports := append(slices.Clone(list.Ports), gatewayPorts(t.c)...)
+	slices.Sort(ports)
+	return []map[string]any{sa, t.egressProxyDeployment(string(data)), t.egressProxyService(), t.egressProxyPolicy(slices.Compact(ports))}
 }
 
 // egressProxyDeployment runs `pcsync egress-proxy --allow-list LIST` from
@@ -119,6 +121,9 @@ func (t tenant) egressProxyDeployment(list string) map[string]any {
 			"seccompProfile": map[string]any{"type": "RuntimeDefault"},
 		},
 		"containers": []any{container},
+	}
+	if cfg := t.credentialsConfig(); cfg != "" {
+		t.withCredentials(pod, container, cfg)
 	}
 	if secrets := t.m.ImagePullSecrets(t.c); len(secrets) > 0 {
 		refs := make([]any, len(secrets))
