@@ -14,6 +14,8 @@ import (
 
 	"github.com/pcsync/pcsync/internal/agentpod"
 	"github.com/pcsync/pcsync/internal/podsec"
+	"github.com/pcsync/pcsync/pkg/egressproxy/inject"
+	"github.com/pcsync/pcsync/pkg/egressproxy/tokensync"
 	"github.com/pcsync/pcsync/pkg/images"
 	"github.com/pcsync/pcsync/pkg/introspect"
 	"github.com/pcsync/pcsync/pkg/podsched"
@@ -105,10 +107,16 @@ func (in Input) podTemplate(o BuildOptions, name string, res corev1.ResourceRequ
 	image, command, sharePID := in.launch(o)
 	env, envFrom := in.containerEnv(o, name)
 	mounts, volumes := in.volumes(o, name, hard)
+	annotations := map[string]string{"kubectl.kubernetes.io/default-container": o.ContainerName}
+	if in.Credentials != nil {
+		// The proxy takes the run's token while this pod lives
+		// (package tokensync); the token itself is in the Secret only.
+		annotations[tokensync.AnnotationTokenHash] = inject.TokenHash(in.Credentials.Token)
+	}
 	t := corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{
 			Labels:      podLabels,
-			Annotations: map[string]string{"kubectl.kubernetes.io/default-container": o.ContainerName},
+			Annotations: annotations,
 		},
 		Spec: corev1.PodSpec{
 			ShareProcessNamespace:         sharePID,

@@ -67,6 +67,9 @@ type Input struct {
 	// Proxy are the egress proxy's variables (egress mode proxy; see
 	// package agentenv); none otherwise.
 	Proxy map[string]string
+	// Credentials are the company's credentials the CLI uses, with the
+	// run's token (egress mode proxy); nil when none.
+	Credentials *RunCredentials
 }
 
 // NewInput builds the Input of r: the adapter's command line for the run
@@ -144,6 +147,14 @@ func (in Input) env(o BuildOptions) []runs.EnvVar {
 		m[v.Name] = v
 	}
 	m[EnvPromptFile] = runs.EnvVar{Name: EnvPromptFile, Value: o.InputDir + "/" + SecretKeyPrompt}
+	if rc := in.Credentials; rc != nil {
+		for _, k := range rc.Blank {
+			m[k] = runs.EnvVar{Name: k}
+		}
+		for k, v := range rc.Set {
+			m[k] = runs.EnvVar{Name: k, Value: v, Secret: v == rc.Token}
+		}
+	}
 	out := make([]runs.EnvVar, 0, len(m))
 	for _, k := range slices.Sorted(maps.Keys(m)) {
 		out = append(out, m[k])

@@ -16,6 +16,7 @@ import (
 	"github.com/pcsync/pcsync/internal/tenantns"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/egressproxy/agentenv"
+	"github.com/pcsync/pcsync/pkg/egressproxy/inject"
 	"github.com/pcsync/pcsync/pkg/result"
 	"github.com/pcsync/pcsync/pkg/runs"
 )
@@ -82,8 +83,16 @@ func (e *Executor) newStart(ctx context.Context, r *runs.Run) (*start, error) {
 	if err != nil {
 		return nil, err
 	}
-	if in.Proxy, err = proxyVars(e.opts.ProxyAddresses, in); err != nil {
+	var ip string
+	if in.Proxy, ip, err = proxyVars(e.opts.ProxyAddresses, in); err != nil {
 		return nil, &runs.StartError{Code: result.ErrInvalidRequest, Err: fmt.Errorf("no Job created: %w", err)}
+	}
+	if ip != "" && len(in.Company.Spec.Credentials) > 0 {
+		token, err := inject.NewToken()
+		if err != nil {
+			return nil, err
+		}
+		in.Credentials = credentialsFor(in.Company, in.Agent, ip, token)
 	}
 	for _, w := range in.Command.Warnings {
 		log.Warn(w)
@@ -334,13 +343,13 @@ func (s *start) follow() *handle {
 
 // proxyVars are the egress proxy's variables of the run (egress mode
 // proxy and addresses set), from the tenant's proxy Service's ClusterIP.
-func proxyVars(addrs ProxyAddresses, in Input) (map[string]string, error) {
+func proxyVars(addrs ProxyAddresses, in Input) (map[string]string, string, error) {
 	if addrs == nil || in.Model.EgressMode(in.Company) != config.EgressProxy {
-		return nil, nil
+		return nil, "", nil
 	}
 	ip, err := addrs.ClusterIP(in.Namespace())
 	if err != nil {
-		return nil, fmt.Errorf("company %s is in egress mode proxy: %w", in.Company.Slug(), err)
+		return nil, "", fmt.Errorf("company %s is in egress mode proxy: %w", in.Company.Slug(), err)
 	}
-	return agentenv.Vars(in.Model, in.Company, ip, in.Agent.Name), nil
+	return agentenv.Vars(in.Model, in.Company, ip, in.Agent.Name), ip, nil
 }
