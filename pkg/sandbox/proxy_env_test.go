@@ -42,7 +42,7 @@ func TestAddProxyEnv(t *testing.T) {
 		t.Fatal(err)
 	}
 	proxy := "http://coder@10.0.0.42:3128"
-	no := "paperclip.paperclip.svc,localhost,127.0.0.1,::1,.svc,.cluster.local"
+	no := "paperclip.paperclip.svc,localhost,127.0.0.1,::1,.svc,.cluster.local,10.0.0.42"
 	want := map[string]string{"KEEP": "1", "HTTPS_PROXY": proxy, "HTTP_PROXY": proxy, "NO_PROXY": no,
 		"https_proxy": proxy, "http_proxy": proxy, "no_proxy": no}
 	if d := cmp.Diff(want, cmd.Env); d != "" {

@@ -20,7 +20,7 @@ var clusterLocal = []string{"localhost", "127.0.0.1", "::1", ".svc", ".cluster.l
 
 // Vars are the proxy variables of an agent of company c whose proxy
 // Service has address ip: the proxy URL http://<agent>@<ip>:3128 and
-// NO_PROXY (NoProxy), each in both cases. agent is only a label; one that
+// NO_PROXY (NoProxy and ip), each in both cases. agent is only a label; one that
 // is not a plain name is left out of the URL.
 func Vars(m *config.Model, c *config.Company, ip, agent string) map[string]string {
 	u := url.URL{Scheme: "http", Host: net.JoinHostPort(ip, strconv.Itoa(allow.ProxyPort))}
@@ -28,7 +28,9 @@ func Vars(m *config.Model, c *config.Company, ip, agent string) map[string]strin
 		u.User = url.User(agent)
 	}
 	proxy := u.String()
-	no := strings.Join(NoProxy(m, c), ",")
+	// The proxy itself is reached directly: its credential route is a
+	// base URL, not a destination to proxy to.
+	no := strings.Join(append(NoProxy(m, c), ip), ",")
 	return map[string]string{
 		"HTTPS_PROXY": proxy, "HTTP_PROXY": proxy, "NO_PROXY": no,
 		"https_proxy": proxy, "http_proxy": proxy, "no_proxy": no,

@@ -18,7 +18,7 @@ func TestVars(t *testing.T) {
 	c.Spec.Egress.AllowCIDRs = []config.CIDRRule{{CIDR: "10.20.0.0/16"}}
 	got := Vars(m, c, "10.96.0.42", "coder")
 	proxy := "http://coder@10.96.0.42:3128"
-	no := "paperclip.paperclip-system.svc,10.20.0.0/16,localhost,127.0.0.1,::1,.svc,.cluster.local"
+	no := "paperclip.paperclip-system.svc,10.20.0.0/16,localhost,127.0.0.1,::1,.svc,.cluster.local,10.96.0.42"
 	want := map[string]string{
 		"HTTPS_PROXY": proxy, "HTTP_PROXY": proxy, "NO_PROXY": no,
 		"https_proxy": proxy, "http_proxy": proxy, "no_proxy": no,
