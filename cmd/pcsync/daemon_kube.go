@@ -12,6 +12,7 @@ import (
 
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/egressproxy/agentenv"
+	"github.com/pcsync/pcsync/pkg/egressproxy/tokensync"
 	"github.com/pcsync/pcsync/pkg/images"
 	"github.com/pcsync/pcsync/pkg/introspect"
 	"github.com/pcsync/pcsync/pkg/metrics"
@@ -43,6 +44,9 @@ func newKubeExecutor(ctx context.Context, g *globalOptions, stateDir string, m *
 	if opts.ProxyAddresses, err = proxyAddresses(ctx, cfg); err != nil {
 		return nil, err
 	}
+	if err := startTokenSync(ctx, cfg, g.Logger); err != nil {
+		return nil, err
+	}
 	return kubeexec.New(ctx, cfg, opts)
 }
 
@@ -58,6 +62,16 @@ func proxyAddresses(ctx context.Context, cfg *rest.Config) (*agentenv.Addresses,
 		return nil, err
 	}
 	return a, nil
+}
+
+// startTokenSync starts the controller that keeps the egress proxies'
+// pods annotated with the live runs' credential tokens (spec.credentials).
+func startTokenSync(ctx context.Context, cfg *rest.Config, logger *slog.Logger) error {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("credential tokens: cluster access: %w", err)
+	}
+	return tokensync.New(cs, tokensync.Options{Logger: logger}).Run(ctx)
 }
 
 // readOwnPod reads the pod pcsync runs in: what agent pods inherit, and the
