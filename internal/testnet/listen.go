@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"math/big"
@@ -125,6 +126,19 @@ func ServeHTTPS(ln net.Listener, names []string, h http.Handler) (*http.Server, 
 	tl := tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
 	go func() { _ = srv.Serve(tl) }()
 	return srv, pool, nil
+}
+
+// ServeHTTPSPEM is ServeHTTPS, and returns the certificate in PEM, for a
+// client in another process (a pod's) to trust.
+func ServeHTTPSPEM(ln net.Listener, names []string, h http.Handler) (*http.Server, []byte, error) {
+	cert, _, err := selfSigned(names)
+	if err != nil {
+		return nil, nil, err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	tl := tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+	go func() { _ = srv.Serve(tl) }()
+	return srv, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Certificate[0]}), nil
 }
 
 // selfSigned makes a certificate for names that is its own CA.

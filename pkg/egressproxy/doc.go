@@ -24,8 +24,9 @@
 // (the ACL and the agent's name), tunnel.go (a CONNECT tunnel's copy),
 // options.go, metrics.go. Subpackages: allow (the allow-list file and its
 // host patterns, shared with config and render), agentenv (the agents'
-// HTTPS_PROXY/NO_PROXY and the proxy Services' addresses) and inject (the
-// credential route that sets a model key in place of a per-run token; not
-// yet served by `pcsync egress-proxy`: the config and the run paths that
-// declare keys and mint tokens come with it).
+// HTTPS_PROXY/NO_PROXY and the proxy Services' addresses), inject (the
+// credential route, served by `pcsync egress-proxy --credentials`, that
+// sets a model key in place of a per-run token) and tokensync (the
+// daemon's controller that names the live runs' tokens on the proxy's
+// pods).
 package egressproxy
