@@ -91,6 +91,13 @@ func (f *sandboxFlags) runner(g *globalOptions, d *daemonFlags, self *introspect
 		if o.ProxyAddresses, err = proxyAddresses(ctx, cfg); err != nil {
 			return err
 		}
+		if d.executor != "kubernetes" {
+			// The Kubernetes executor runs the credential tokens'
+			// controller when it runs; otherwise the sandbox does.
+			if err := startTokenSync(ctx, cfg, g.Logger); err != nil {
+				return err
+			}
+		}
 		mgr, err := sandbox.New(ctx, cfg, model, o)
 		if err != nil {
 			return err

@@ -19,6 +19,7 @@ type sandboxMetrics struct {
 	executeDuration prometheus.Histogram
 	reopens         prometheus.Counter
 	envKeysKept     *prometheus.CounterVec
+	keysReplaced    *prometheus.CounterVec
 	syncs           *prometheus.CounterVec
 	syncBytes       *prometheus.CounterVec
 	poolDeclared    *prometheus.GaugeVec
@@ -49,6 +50,8 @@ func newSandboxMetrics() *sandboxMetrics {
 			Help: "Lease command streams (pod execs) that broke and were reopened with their commands resumed."}),
 		envKeysKept: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: sub, Name: "env_keys_kept_total",
 			Help: "Env keys of executes kept from the lease pods by the env rule (a count; the names are logged once per lease, values never), by company."}, []string{"company"}),
+		keysReplaced: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: sub, Name: "credential_keys_replaced_total",
+			Help: "Key variables of executes whose values the daemon dropped for the company's declared credential (spec.credentials: the lease gets a token and the proxy's route instead; values never logged), by company."}, []string{"company"}),
 		syncs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: sub, Name: "syncs_total",
 			Help: "Native workspace sync mappings moved to (in) or from (out) lease pods, by company, direction and outcome (completed, failed)."}, []string{"company", "direction", "outcome"}),
 		syncBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: sub, Name: "sync_bytes_total",
@@ -79,7 +82,7 @@ func (s *sandboxMetrics) initLabels() {
 }
 
 func (s *sandboxMetrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{s.leases, s.acquireDuration, s.refusals, s.releases, s.executes, s.executeDuration, s.reopens, s.envKeysKept, s.syncs, s.syncBytes,
+	return []prometheus.Collector{s.leases, s.acquireDuration, s.refusals, s.releases, s.executes, s.executeDuration, s.reopens, s.envKeysKept, s.keysReplaced, s.syncs, s.syncBytes,
 		s.poolDeclared, s.poolMembers, s.poolReady, s.poolClaims, s.poolRefill}
 }
 
@@ -117,6 +120,12 @@ func (m *Metrics) SandboxStreamReopen() { m.sandbox.reopens.Inc() }
 // kept from its pod (sandbox.Metrics).
 func (m *Metrics) SandboxEnvKeysKept(company string, n int) {
 	m.sandbox.envKeysKept.WithLabelValues(company).Add(float64(n))
+}
+
+// SandboxKeysReplaced counts n key variables of an execute of company's
+// lease replaced by its credential's token (sandbox.Metrics).
+func (m *Metrics) SandboxKeysReplaced(company string, n int) {
+	m.sandbox.keysReplaced.WithLabelValues(company).Add(float64(n))
 }
 
 // SandboxSync counts a native sync mapping of company's lease in direction

@@ -66,6 +66,9 @@ type lease struct {
 	client  *cmdclient.Client
 	opening *openAttempt
 	warned  map[string]bool
+	// token is the lease's credential token once an execute needed one
+	// (its hash is on the pod: package tokensync).
+	token string
 	// held: counted in the metrics' leases held (from track to the end).
 	held bool
 	err  error

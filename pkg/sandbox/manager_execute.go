@@ -49,7 +49,7 @@ func (m *Manager) Execute(ctx context.Context, p ExecParams, onOutput func(strea
 	}
 	err := m.onLease(ctx, p.LeaseID, record, func(l *lease, c *cmdclient.Client) error {
 		cmd := m.command(l, p)
-		if err := m.addProxyEnv(l, &cmd); err != nil {
+		if err := m.addProxyEnv(ctx, l, &cmd); err != nil {
 			return fmt.Errorf("lease %s: %w", l.ID, err)
 		}
 		var out func(cmdclient.Stream, []byte)

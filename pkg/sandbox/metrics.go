@@ -27,6 +27,9 @@ type Metrics interface {
 	// SandboxEnvKeysKept counts n env keys of one execute of company's
 	// lease kept from its pod by the lease's EnvRule.
 	SandboxEnvKeysKept(company string, n int)
+	// SandboxKeysReplaced counts n key variables of one execute of
+	// company's lease whose values were dropped for a declared credential.
+	SandboxKeysReplaced(company string, n int)
 	// SandboxSync counts a native sync mapping of company's lease in
 	// direction (a SyncDirection) that ended with outcome (an ExecOutcome)
 	// and moved n bytes.
@@ -121,6 +124,7 @@ func (noMetrics) SandboxRelease(string)                        {}
 func (noMetrics) SandboxExecute(string, time.Duration, string) {}
 func (noMetrics) SandboxStreamReopen()                         {}
 func (noMetrics) SandboxEnvKeysKept(string, int)               {}
+func (noMetrics) SandboxKeysReplaced(string, int)              {}
 func (noMetrics) SandboxSync(string, string, string, int)      {}
 func (noMetrics) SandboxPool(string, int, int, int)            {}
 func (noMetrics) SandboxPoolClaim(string, string)              {}

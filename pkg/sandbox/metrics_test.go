@@ -26,6 +26,9 @@ func (r *recorder) SandboxStreamReopen() { r.calls = append(r.calls, "reopen") }
 func (r *recorder) SandboxEnvKeysKept(company string, n int) {
 	r.calls = append(r.calls, fmt.Sprintf("kept %s %d", company, n))
 }
+func (r *recorder) SandboxKeysReplaced(company string, n int) {
+	r.calls = append(r.calls, fmt.Sprintf("replaced %s %d", company, n))
+}
 func (r *recorder) SandboxSync(company, direction, outcome string, n int) {
 	r.calls = append(r.calls, fmt.Sprintf("sync %s %s %s %d", company, direction, outcome, n))
 }

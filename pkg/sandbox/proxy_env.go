@@ -1,10 +1,18 @@
 package sandbox
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/pcsync/pcsync/pkg/adapters"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/egressproxy/agentenv"
+	"github.com/pcsync/pcsync/pkg/egressproxy/inject"
+	"github.com/pcsync/pcsync/pkg/egressproxy/tokensync"
 	"github.com/pcsync/pcsync/pkg/sandbox/cmdclient"
 )
 
@@ -19,7 +27,7 @@ type ProxyAddresses interface {
 // execute's own). A warm pool member gets them only here, once claimed:
 // its pod was made without them. A company whose tenant has no proxy
 // Service fails the execute, naming the Service.
-func (m *Manager) addProxyEnv(l *lease, cmd *cmdclient.Command) error {
+func (m *Manager) addProxyEnv(ctx context.Context, l *lease, cmd *cmdclient.Command) error {
 	if m.opts.ProxyAddresses == nil {
 		return nil
 	}
@@ -38,5 +46,59 @@ func (m *Manager) addProxyEnv(l *lease, cmd *cmdclient.Command) error {
 	for k, v := range agentenv.Vars(model, c, ip, l.Agent) {
 		cmd.Env[k] = v
 	}
+	return m.replaceKeys(ctx, l, c, ip, cmd)
+}
+
+// replaceKeys drops, from an execute's env, the values of the key
+// variables of each provider the company declares a credential for (spec.
+// credentials) and sets the lease's token and the proxy's route instead;
+// an env that carries no such key is left as it is. The lease's token is
+// made by its first such execute, its hash put on the lease's pod.
+func (m *Manager) replaceKeys(ctx context.Context, l *lease, c *config.Company, ip string, cmd *cmdclient.Command) error {
+	if len(c.Spec.Credentials) == 0 {
+		return nil
+	}
+	probe := agentenv.CredentialsFor(c, adapters.Type(l.AdapterType), ip, "probe")
+	if probe == nil {
+		return nil
+	}
+	keys := probe.KeyVars(cmd.Env)
+	if len(keys) == 0 {
+		return nil
+	}
+	token, err := m.leaseToken(ctx, l)
+	if err != nil {
+		return err
+	}
+	rc := agentenv.CredentialsFor(c, adapters.Type(l.AdapterType), ip, token)
+	for _, k := range rc.Blank {
+		delete(cmd.Env, k)
+	}
+	for k, v := range rc.Set {
+		cmd.Env[k] = v
+	}
+	m.opts.Metrics.SandboxKeysReplaced(l.Company, len(keys))
 	return nil
+}
+
+// leaseToken is the lease's credential token, made and its hash put on
+// the lease's pod on first use.
+func (m *Manager) leaseToken(ctx context.Context, l *lease) (string, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.token != "" {
+		return l.token, nil
+	}
+	token, err := inject.NewToken()
+	if err != nil {
+		return "", err
+	}
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
+		tokensync.AnnotationTokenHash: inject.TokenHash(token)}}})
+	if _, err := m.cs.CoreV1().Pods(l.Namespace).Patch(ctx, l.ID, types.MergePatchType, patch,
+		metav1.PatchOptions{FieldManager: "pcsync"}); err != nil {
+		return "", fmt.Errorf("Pod/%s/%s: credential token: %w", l.Namespace, l.ID, err)
+	}
+	l.token = token
+	return token, nil
 }

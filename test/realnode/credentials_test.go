@@ -211,6 +211,17 @@ func assertKeysNowhere(ctx context.Context, t *testing.T, c *testcluster.Cluster
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The control: the run's token, which the pod must hold, is found by
+	// the same scan.
+	token := ""
+	for _, v := range sec.Data {
+		if strings.HasPrefix(string(v), "pcsync-run-") {
+			token = string(v)
+		}
+	}
+	if out := exec(environScanScript, sha(token)); token == "" || strings.HasSuffix(out, " hits 0") {
+		t.Errorf("the control: the run's token (found in its Secret: %v) in the pod's environments: %s; want it found", token != "", out)
+	}
 	specJSON, _ := json.Marshal(pod)
 	secJSON, _ := json.Marshal(sec)
 	for what, text := range map[string]string{"the pod": string(specJSON), "the run's Secret": string(secJSON), "the proxy's log": string(logs)} {

@@ -8,4 +8,9 @@
 // an agent needs no cluster DNS to find it. The URL's user info is the
 // agent's name (http://<agent>@<ip>:3128), which the proxy logs; it is no
 // secret and nothing else goes in these variables.
+//
+// CredentialsFor gives, for a company that declares spec.credentials, the
+// variables that replace a CLI's model keys: a per-run (per-lease) token in
+// the key variable and the proxy's credential route as the base URL; the
+// Jobs and the leases both take them from here.
 package agentenv

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pcsync/pcsync/pkg/adapters"
 	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/egressproxy/agentenv"
 	"github.com/pcsync/pcsync/pkg/egressproxy/inject"
 	"github.com/pcsync/pcsync/pkg/egressproxy/tokensync"
 )
@@ -32,7 +33,7 @@ func TestCredentialsInTheRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	token, _ := inject.NewToken()
-	in.Credentials = credentialsFor(in.Company, in.Agent, "10.96.0.42", token)
+	in.Credentials = agentenv.CredentialsFor(in.Company, adapters.ClaudeLocal, "10.96.0.42", token)
 	job, err := BuildJob(in, BuildOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -79,32 +80,5 @@ func TestCredentialsInTheRun(t *testing.T) {
 	}
 	if !slices.Contains(in.SecretValues(), token) {
 		t.Error("the token is not among the run's secret values (it would not be redacted)")
-	}
-}
-
-// TestCredentialsFor: which variables a credential sets per CLI and key
-// kind, and none for a CLI that does not use the provider.
-func TestCredentialsFor(t *testing.T) {
-	c := &config.Company{}
-	c.Spec.Credentials = []config.Credential{
-		{Name: "oai", Provider: adapters.ProviderOpenAI, Type: adapters.KeyAPIKey},
-		{Name: "ant", Provider: adapters.ProviderAnthropic, Type: adapters.KeyOAuthToken},
-	}
-	tests := []struct {
-		adapter config.AdapterType
-		want    *RunCredentials
-	}{
-		{"codex_local", &RunCredentials{Token: "T", Set: map[string]string{"OPENAI_API_KEY": "T",
-			"OPENAI_BASE_URL": "http://10.0.0.1:3128/credentials/oai/v1"}, Blank: []string{"CODEX_API_KEY"}}},
-		{"claude_local", &RunCredentials{Token: "T", Set: map[string]string{"CLAUDE_CODE_OAUTH_TOKEN": "T",
-			"ANTHROPIC_BASE_URL": "http://10.0.0.1:3128/credentials/ant"}, Blank: []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"}}},
-		{"gemini_local", nil},
-		{"cursor_local", nil},
-	}
-	for _, tc := range tests {
-		got := credentialsFor(c, &config.Agent{Adapter: tc.adapter}, "10.0.0.1", "T")
-		if diff := cmp.Diff(tc.want, got); diff != "" {
-			t.Errorf("%s (-want +got):\n%s", tc.adapter, diff)
-		}
 	}
 }

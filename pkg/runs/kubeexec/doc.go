@@ -57,7 +57,6 @@
 //	names.go        Job names and label values
 //	job_build.go    the Job, from the model, the run and the adapter's command
 //	secret_build.go the per-run Secret and the container environment
-//	credentials.go  the run's credential variables: a token and the proxy's route in place of each key
 //	tracker.go      the shared Job/Pod/Event informers and their dispatch
 //	logs_follow.go  following the container log, reconnecting without duplicates
 //	explain.go      turning Job, Pod and Event state into a verdict

@@ -15,6 +15,7 @@ import (
 
 	"github.com/pcsync/pcsync/pkg/adapters"
 	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/egressproxy/agentenv"
 	"github.com/pcsync/pcsync/pkg/result"
 	"github.com/pcsync/pcsync/pkg/runs"
 )
@@ -69,7 +70,7 @@ type Input struct {
 	Proxy map[string]string
 	// Credentials are the company's credentials the CLI uses, with the
 	// run's token (egress mode proxy); nil when none.
-	Credentials *RunCredentials
+	Credentials *agentenv.Credentials
 }
 
 // NewInput builds the Input of r: the adapter's command line for the run

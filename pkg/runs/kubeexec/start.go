@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/pcsync/pcsync/internal/tenantns"
+	"github.com/pcsync/pcsync/pkg/adapters"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/egressproxy/agentenv"
 	"github.com/pcsync/pcsync/pkg/egressproxy/inject"
@@ -92,7 +93,7 @@ func (e *Executor) newStart(ctx context.Context, r *runs.Run) (*start, error) {
 		if err != nil {
 			return nil, err
 		}
-		in.Credentials = credentialsFor(in.Company, in.Agent, ip, token)
+		in.Credentials = agentenv.CredentialsFor(in.Company, adapters.Type(in.Agent.Adapter), ip, token)
 	}
 	for _, w := range in.Command.Warnings {
 		log.Warn(w)

@@ -1,0 +1,75 @@
+package agentenv
+
+import (
+	"net"
+	"net/url"
+	"slices"
+	"strconv"
+
+	"github.com/pcsync/pcsync/pkg/adapters"
+	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/egressproxy/allow"
+	"github.com/pcsync/pcsync/pkg/egressproxy/inject"
+)
+
+// Credentials are the company's credentials an agent's CLI uses, as its
+// env gives them (egress mode proxy): the per-run token in place of each
+// key, the proxy's credential route as the base URL.
+type Credentials struct {
+	// Token is the run's (or lease's) token: secret.
+	Token string
+	// Set are the variables set: the token in each credential's key
+	// variable, the route in its base-URL variable.
+	Set map[string]string
+	// Blank are the other key variables of those providers: set empty on
+	// a Job's pod (an explicit variable wins over a secretRefs envFrom),
+	// dropped from a lease's execute env.
+	Blank []string
+}
+
+// CredentialsFor returns the credentials of an agent of adapter type t in
+// company c whose proxy Service has address ip, with token; nil when the
+// company declares none that the CLI uses.
+func CredentialsFor(c *config.Company, t adapters.Type, ip, token string) *Credentials {
+	uses := adapters.Providers(t)
+	routes := adapters.Routes()
+	rc := &Credentials{Token: token, Set: map[string]string{}}
+	for _, cr := range c.Spec.Credentials {
+		if !slices.Contains(uses, cr.Provider) {
+			continue
+		}
+		r := routes[cr.Provider]
+		for _, kind := range []adapters.KeyKind{adapters.KeyAPIKey, adapters.KeyOAuthToken} {
+			rc.Blank = append(rc.Blank, r.KeyEnv[kind]...)
+		}
+		rc.Set[r.KeyEnv[cr.Type][0]] = token
+		u := url.URL{Scheme: "http", Host: net.JoinHostPort(ip, strconv.Itoa(allow.ProxyPort)),
+			Path: inject.PathPrefix + cr.Name + r.BasePath}
+		rc.Set[r.BaseURLEnv] = u.String()
+	}
+	if len(rc.Set) == 0 {
+		return nil
+	}
+	rc.Blank = slices.DeleteFunc(rc.Blank, func(k string) bool { _, set := rc.Set[k]; return set })
+	slices.Sort(rc.Blank)
+	rc.Blank = slices.Compact(rc.Blank)
+	return rc
+}
+
+// KeyVars reports whether env carries a value in one of the key variables
+// that creds replaces.
+func (rc *Credentials) KeyVars(env map[string]string) []string {
+	var out []string
+	for k := range rc.Set {
+		if k != "" && env[k] != "" && rc.Set[k] == rc.Token {
+			out = append(out, k)
+		}
+	}
+	for _, k := range rc.Blank {
+		if env[k] != "" {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,47 @@
+package agentenv
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/pcsync/pcsync/pkg/adapters"
+	"github.com/pcsync/pcsync/pkg/config"
+)
+
+// TestCredentialsFor: which variables a credential sets per CLI and key
+// kind, and none for a CLI that does not use the provider.
+func TestCredentialsFor(t *testing.T) {
+	c := &config.Company{}
+	c.Spec.Credentials = []config.Credential{
+		{Name: "oai", Provider: adapters.ProviderOpenAI, Type: adapters.KeyAPIKey},
+		{Name: "ant", Provider: adapters.ProviderAnthropic, Type: adapters.KeyOAuthToken},
+	}
+	tests := []struct {
+		adapter config.AdapterType
+		want    *Credentials
+	}{
+		{"codex_local", &Credentials{Token: "T", Set: map[string]string{"OPENAI_API_KEY": "T",
+			"OPENAI_BASE_URL": "http://10.0.0.1:3128/credentials/oai/v1"}, Blank: []string{"CODEX_API_KEY"}}},
+		{"claude_local", &Credentials{Token: "T", Set: map[string]string{"CLAUDE_CODE_OAUTH_TOKEN": "T",
+			"ANTHROPIC_BASE_URL": "http://10.0.0.1:3128/credentials/ant"}, Blank: []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"}}},
+		{"gemini_local", nil},
+		{"cursor_local", nil},
+	}
+	for _, tc := range tests {
+		got := CredentialsFor(c, adapters.Type(tc.adapter), "10.0.0.1", "T")
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", tc.adapter, diff)
+		}
+	}
+}
+
+func TestKeyVars(t *testing.T) {
+	c := &config.Company{}
+	c.Spec.Credentials = []config.Credential{{Name: "ant", Provider: adapters.ProviderAnthropic, Type: adapters.KeyAPIKey}}
+	rc := CredentialsFor(c, adapters.ClaudeLocal, "10.0.0.1", "T")
+	got := rc.KeyVars(map[string]string{"ANTHROPIC_API_KEY": "sk", "CLAUDE_CODE_OAUTH_TOKEN": "o", "ANTHROPIC_BASE_URL": "https://x", "OTHER": "1", "ANTHROPIC_AUTH_TOKEN": ""})
+	if diff := cmp.Diff([]string{"ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN"}, got); diff != "" {
+		t.Errorf("KeyVars (-want +got):\n%s", diff)
+	}
+}
