@@ -12,11 +12,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/pcsync/pcsync/internal/testcluster"
@@ -89,8 +91,9 @@ spec:
 `)
 
 	// The acme tenant as pcsync would have applied it: its namespace, the
-	// sessions PVC (bound: the test cluster has no provisioner, so the
-	// status is set by hand) and the pull secret; acme-keys is missing.
+	// sessions PVC (bound by the test cluster's binder to a volume made
+	// for it: the cluster has no provisioner) and the pull secret;
+	// acme-keys is missing.
 	acme := prefix + "acme"
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: acme}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -104,12 +107,7 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	pvc.Status = corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound,
-		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
-		Capacity:    corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}
-	if _, err := cs.CoreV1().PersistentVolumeClaims(acme).UpdateStatus(ctx, pvc, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	bindSessions(ctx, t, cs, pvc)
 	if _, err := cs.CoreV1().Secrets(acme).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "regcred"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -230,5 +228,33 @@ func TestDoctorWithoutPermissionsOrCluster(t *testing.T) {
 	if diff := cmp.Diff([]string{"config|config directory|skip", "cluster|reachable|fail", "inherit|own pod|skip",
 		"spool|spool directory|skip"}, rows(r)); diff != "" {
 		t.Errorf("without a cluster (-want +got):\n%s", diff)
+	}
+}
+
+// bindSessions makes a PersistentVolume for pvc (pre-bound to it) and waits
+// until the test cluster's binder has bound the claim.
+func bindSessions(ctx context.Context, t *testing.T, cs kubernetes.Interface, pvc *corev1.PersistentVolumeClaim) {
+	t.Helper()
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: "doctor-" + pvc.Namespace},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:    corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+			ClaimRef:    &corev1.ObjectReference{Namespace: pvc.Namespace, Name: pvc.Name, UID: pvc.UID},
+			PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/nonexistent/doctor-test"}},
+		},
+	}
+	if _, err := cs.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.CoreV1().PersistentVolumes().Delete(context.Background(), pv.Name, metav1.DeleteOptions{}) })
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		got, err := cs.CoreV1().PersistentVolumeClaims(pvc.Namespace).Get(ctx, pvc.Name, metav1.GetOptions{})
+		if err == nil && got.Status.Phase == corev1.ClaimBound {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("PersistentVolumeClaim/%s/%s not Bound after a minute (err %v)", pvc.Namespace, pvc.Name, err)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -26,6 +27,7 @@ import (
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/egressproxy/agentenv"
 	"github.com/pcsync/pcsync/pkg/egressproxy/tokensync"
+	"github.com/pcsync/pcsync/pkg/sandbox"
 )
 
 // credKey is the model key of the test's credential: in the tenant's
@@ -189,6 +191,63 @@ func TestCredentialsStayInTheProxy(t *testing.T) {
 	}
 	mu.Unlock()
 	assertKeysNowhere(ctx, t, c, ns, jobPod, proxyPod, exec)
+	checkLeaseCredential(ctx, t, c, m, addrs, ns, slug, func() int { mu.Lock(); defer mu.Unlock(); return len(seen) },
+		func() string { mu.Lock(); defer mu.Unlock(); return seen[len(seen)-1].Get("x-api-key") })
+}
+
+// paperclipKey is the key Paperclip's execute env carries for a stock
+// claude_local run: the daemon must replace it.
+const paperclipKey = "sk-ant-paperclip-adapter-env-key"
+
+// checkLeaseCredential: a lease of the company (the sandbox Manager, as
+// the daemon runs it) gets an execute whose env carries Paperclip's key
+// and the provider's own base URL, as a stock adapter's does: the command
+// sees the lease's token and the proxy's route instead, and its request
+// reaches the stand-in with the credential's key.
+func checkLeaseCredential(ctx context.Context, t *testing.T, c *testcluster.Cluster, model *config.Model,
+	addrs *agentenv.Addresses, ns, slug string, requests func() int, lastKey func() string) {
+	t.Helper()
+	o := sandbox.DefaultOptions(t.TempDir())
+	o.ReadyTimeout = 3 * time.Minute
+	o.Agents = agentIDs{pinnedAgentID: "pinned"}
+	o.ProxyAddresses = addrs
+	o.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	m, err := sandbox.New(ctx, c.RESTConfig(), func() *config.Model { return model }, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	info, err := m.Acquire(ctx, sandbox.AcquireParams{Config: sandbox.EnvironmentConfig{Company: slug},
+		AdapterType: "claude_local", AgentID: pinnedAgentID, RunID: "cred-lease"})
+	if err != nil {
+		t.Fatalf("acquire: %v", err)
+	}
+	t.Cleanup(func() { _, _ = m.Release(context.Background(), sandbox.ReleaseParams{ID: info.ID, Cancel: true}) })
+	if err := c.RealNode().WaitFirewalled(ctx, ns, info.ID); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"ANTHROPIC_API_KEY": paperclipKey, "ANTHROPIC_BASE_URL": "https://api.anthropic.com"}
+	run := func(args ...string) string {
+		t.Helper()
+		r, err := m.Execute(ctx, sandbox.ExecParams{LeaseID: info.ID, Command: "node", Args: args, Env: env, Timeout: time.Minute}, nil)
+		if err != nil {
+			t.Fatalf("execute in lease %s: %v", info.ID, err)
+		}
+		return strings.TrimSpace(r.Stdout)
+	}
+	if got := run("-e", "const k = process.env.ANTHROPIC_API_KEY; console.log(k.startsWith('pcsync-run-'), k.includes('paperclip'))"); got != "true false" {
+		t.Errorf("the lease command's ANTHROPIC_API_KEY: token %s; want the lease's token, not Paperclip's key", got)
+	}
+	before := requests()
+	var out string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Second) {
+		if out = run("-e", anthropicCallScript); strings.HasPrefix(out, "status 200") || time.Now().After(deadline) {
+			break
+		}
+	}
+	if !strings.HasPrefix(out, "status 200") || requests() == before || lastKey() != credKey {
+		t.Errorf("the lease's request through the credential route: %s; the provider got the credential's key: %v", out, lastKey() == credKey)
+	}
 }
 
 // assertKeysNowhere checks that neither key is in the pod's processes'

@@ -417,14 +417,16 @@ func waitReadyz(ctx context.Context, c *testcluster.Cluster, ns, pod string) (in
 }
 
 // leaderPending tells whether a report is the leader's before the end of
-// its first reconcile.
+// its first reconcile, or before its runs loop reports (it starts beside
+// the reconcile, and on a loaded machine a moment later).
 func leaderPending(rep health.Report) bool {
-	leading, reconciled := false, false
+	leading, reconciled, runs := false, false, false
 	for _, c := range rep.Conditions {
 		leading = leading || (c.Type == "Leader" && c.Reason == "Leading")
 		reconciled = reconciled || c.Type == "Reconciled"
+		runs = runs || c.Type == "RunsServed"
 	}
-	return leading && !reconciled
+	return leading && !(reconciled && runs)
 }
 
 // podsReport describes the pods of a namespace, their containers' states
