@@ -105,7 +105,7 @@ func TestProxyModeTenant(t *testing.T) {
 		}
 	}
 	proxy := "http://" + agentName + "@" + ip + ":3128"
-	no := "paperclip-server.paperclip.svc,localhost,127.0.0.1,::1,.svc,.cluster.local"
+	no := "paperclip-server.paperclip.svc,localhost,127.0.0.1,::1,.svc,.cluster.local," + ip
 	want := map[string]string{"HTTPS_PROXY": proxy, "HTTP_PROXY": proxy, "NO_PROXY": no, "https_proxy": proxy, "http_proxy": proxy, "no_proxy": no}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("the Job's proxy variables (-want +got):\n%s", diff)
