@@ -2,7 +2,6 @@ package inject
 
 import (
 	"bufio"
-	"bytes"
 	"crypto/tls"
 	"io"
 	"log/slog"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/pcsync/pcsync/internal/lockedbuf"
 	"github.com/pcsync/pcsync/pkg/adapters"
 )
 
@@ -86,7 +86,7 @@ type world struct {
 	url     string
 	token   string
 	keyFile string
-	logs    *bytes.Buffer
+	logs    *lockedbuf.Buffer
 	reg     *prometheus.Registry
 }
 
@@ -111,7 +111,7 @@ func newWorld(t *testing.T, up *standIn) *world {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	w := &world{token: token, keyFile: filepath.Join(dir, "anthropic"), logs: &bytes.Buffer{},
+	w := &world{token: token, keyFile: filepath.Join(dir, "anthropic"), logs: &lockedbuf.Buffer{},
 		reg: prometheus.NewRegistry()}
 	writeKey(t, w.keyFile, realKey)
 	openaiKey := filepath.Join(dir, "openai")
@@ -120,13 +120,12 @@ func newWorld(t *testing.T, up *standIn) *world {
 	routes := adapters.Routes()
 	tr := up.srv.Client().Transport.(*http.Transport).Clone()
 	tr.TLSClientConfig = &tls.Config{RootCAs: tr.TLSClientConfig.RootCAs}
-	var logMu sync.Mutex
 	h, err := NewHandler([]Credential{
 		{Name: "claude", Route: routes[adapters.ProviderAnthropic], Kind: adapters.KeyAPIKey, Upstream: u, Key: &FileKey{Path: w.keyFile}},
 		{Name: "codex", Route: routes[adapters.ProviderOpenAI], Kind: adapters.KeyAPIKey, Upstream: u, Key: &FileKey{Path: openaiKey}},
 	}, Options{
 		Company: "acme", Tokens: oneToken{token: token, ended: "pcsync-run-ended"}, Transport: tr, Registerer: w.reg,
-		Logger: slog.New(slog.NewTextHandler(lockedWriter{&logMu, w.logs}, nil)),
+		Logger: slog.New(slog.NewTextHandler(w.logs, nil)),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -135,17 +134,6 @@ func newWorld(t *testing.T, up *standIn) *world {
 	t.Cleanup(srv.Close)
 	w.url = srv.URL
 	return w
-}
-
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  io.Writer
-}
-
-func (l lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 func writeKey(t *testing.T, path, key string) {
