@@ -171,8 +171,17 @@ func TestLeaseWebSocketForcedRefused(t *testing.T) {
 			t.Errorf("the Manager's error %q does not say %q", line, want)
 		}
 	}
-	if r, err := e.m.Execute(ctx, sandbox.ExecParams{LeaseID: info.ID, Command: "true"}, nil); !errors.Is(err, sandbox.ErrNoLease) {
-		t.Errorf("an execute on the ended lease: %+v %v, want ErrNoLease", r, err)
+	// The lease ends in the background (Ending, then gone): an execute is
+	// refused all along, and with ErrNoLease once it has ended.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		r, err := e.m.Execute(ctx, sandbox.ExecParams{LeaseID: info.ID, Command: "true"}, nil)
+		if errors.Is(err, sandbox.ErrNoLease) {
+			break
+		}
+		if err == nil || time.Now().After(deadline) {
+			t.Errorf("an execute on the ended lease: %+v %v, want ErrNoLease", r, err)
+			break
+		}
 	}
 	// A 403 is for good: one refused upgrade, not one per retry until the
 	// lease's patience runs out.
