@@ -1,6 +1,8 @@
 package adapters
 
 import (
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/pcsync/pcsync/pkg/result"
@@ -174,4 +176,26 @@ func codexRunUsage(total result.Usage, opts ParserOptions) (*result.Usage, *resu
 		// the previous total does not apply.
 	}
 	return &total, basisPtr(result.UsageSessionCumulative)
+}
+
+// WithBaseURL returns argv with the options that point t's CLI at the
+// base URL in env when the CLI does not read it from its environment.
+// Codex (0.169) takes its OpenAI base URL from its config's
+// openai_base_url only, never from OPENAI_BASE_URL: for a codex argv with
+// the exec subcommand and OPENAI_BASE_URL in env, `-c openai_base_url=…`
+// is added after "exec", unless argv sets it already. Any other argv is
+// returned as it is.
+func WithBaseURL(t Type, argv []string, env map[string]string) []string {
+	base := env[envOpenAIBaseURL]
+	if t != CodexLocal || base == "" {
+		return argv
+	}
+	at := slices.Index(argv, "exec")
+	if at < 0 || slices.ContainsFunc(argv, func(a string) bool { return strings.Contains(a, "openai_base_url") }) {
+		return argv
+	}
+	out := make([]string, 0, len(argv)+2)
+	out = append(out, argv[:at+1]...)
+	out = append(out, "-c", "openai_base_url="+strconv.Quote(base))
+	return append(out, argv[at+1:]...)
 }

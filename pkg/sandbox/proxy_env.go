@@ -46,7 +46,11 @@ func (m *Manager) addProxyEnv(ctx context.Context, l *lease, cmd *cmdclient.Comm
 	for k, v := range agentenv.Vars(model, c, ip, l.Agent) {
 		cmd.Env[k] = v
 	}
-	return m.replaceKeys(ctx, l, c, ip, cmd)
+	if err := m.replaceKeys(ctx, l, c, ip, cmd); err != nil {
+		return err
+	}
+	cmd.Argv = adapters.WithBaseURL(adapters.Type(l.AdapterType), cmd.Argv, cmd.Env)
+	return nil
 }
 
 // replaceKeys drops, from an execute's env, the values of the key

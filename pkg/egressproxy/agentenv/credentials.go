@@ -42,7 +42,11 @@ func CredentialsFor(c *config.Company, t adapters.Type, ip, token string) *Crede
 		for _, kind := range []adapters.KeyKind{adapters.KeyAPIKey, adapters.KeyOAuthToken} {
 			rc.Blank = append(rc.Blank, r.KeyEnv[kind]...)
 		}
-		rc.Set[r.KeyEnv[cr.Type][0]] = token
+		// Every variable of the kind: each CLI reads its own (codex exec
+		// reads CODEX_API_KEY, not OPENAI_API_KEY).
+		for _, k := range r.KeyEnv[cr.Type] {
+			rc.Set[k] = token
+		}
 		u := url.URL{Scheme: "http", Host: net.JoinHostPort(ip, strconv.Itoa(allow.ProxyPort)),
 			Path: inject.PathPrefix + cr.Name + r.BasePath}
 		rc.Set[r.BaseURLEnv] = u.String()
@@ -52,7 +56,9 @@ func CredentialsFor(c *config.Company, t adapters.Type, ip, token string) *Crede
 	}
 	rc.Blank = slices.DeleteFunc(rc.Blank, func(k string) bool { _, set := rc.Set[k]; return set })
 	slices.Sort(rc.Blank)
-	rc.Blank = slices.Compact(rc.Blank)
+	if rc.Blank = slices.Compact(rc.Blank); len(rc.Blank) == 0 {
+		rc.Blank = nil
+	}
 	return rc
 }
 

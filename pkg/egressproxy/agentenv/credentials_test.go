@@ -21,10 +21,11 @@ func TestCredentialsFor(t *testing.T) {
 		adapter config.AdapterType
 		want    *Credentials
 	}{
-		{"codex_local", &Credentials{Token: "T", Set: map[string]string{"OPENAI_API_KEY": "T",
-			"OPENAI_BASE_URL": "http://10.0.0.1:3128/credentials/oai/v1"}, Blank: []string{"CODEX_API_KEY"}}},
-		{"claude_local", &Credentials{Token: "T", Set: map[string]string{"CLAUDE_CODE_OAUTH_TOKEN": "T",
-			"ANTHROPIC_BASE_URL": "http://10.0.0.1:3128/credentials/ant"}, Blank: []string{"ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"}}},
+		// codex exec reads CODEX_API_KEY, other OpenAI clients OPENAI_API_KEY.
+		{"codex_local", &Credentials{Token: "T", Set: map[string]string{"OPENAI_API_KEY": "T", "CODEX_API_KEY": "T",
+			"OPENAI_BASE_URL": "http://10.0.0.1:3128/credentials/oai/v1"}}},
+		{"claude_local", &Credentials{Token: "T", Set: map[string]string{"CLAUDE_CODE_OAUTH_TOKEN": "T", "ANTHROPIC_AUTH_TOKEN": "T",
+			"ANTHROPIC_BASE_URL": "http://10.0.0.1:3128/credentials/ant"}, Blank: []string{"ANTHROPIC_API_KEY"}}},
 		{"gemini_local", nil},
 		{"cursor_local", nil},
 	}

@@ -163,6 +163,15 @@ func (in Input) env(o BuildOptions) []runs.EnvVar {
 	return out
 }
 
+// envValues is env's values by name.
+func (in Input) envValues(o BuildOptions) map[string]string {
+	m := map[string]string{}
+	for _, e := range in.env(o) {
+		m[e.Name] = e.Value
+	}
+	return m
+}
+
 // home is HOME: on the sessions volume when the company has one (so CLI
 // sessions survive for resume), else an emptyDir.
 func (in Input) home(o BuildOptions) string {

@@ -95,6 +95,7 @@ func (e *Executor) newStart(ctx context.Context, r *runs.Run) (*start, error) {
 		}
 		in.Credentials = agentenv.CredentialsFor(in.Company, adapters.Type(in.Agent.Adapter), ip, token)
 	}
+	in.Command.Args = adapters.WithBaseURL(adapters.Type(in.Agent.Adapter), in.Command.Args, in.envValues(b))
 	for _, w := range in.Command.Warnings {
 		log.Warn(w)
 	}

@@ -100,7 +100,9 @@ func (e *Executor) prepare(r *runs.Run) (prepared, error) {
 		e.log.Warn(w, r.LogAttrs()...)
 	}
 	spec.Adapter = cmd.Env
-	return prepared{argv: cmd.Args, env: spec.Build(), stdin: cmd.Stdin, secrets: secrets, workDir: inv.WorkDir}, nil
+	env := spec.Build()
+	argv := adapters.WithBaseURL(adapters.Type(r.Agent.Adapter), cmd.Args, runs.EnvMap(env))
+	return prepared{argv: argv, env: env, stdin: cmd.Stdin, secrets: secrets, workDir: inv.WorkDir}, nil
 }
 
 func pathOf(env []string) string {
