@@ -196,9 +196,10 @@ func (n *Net) Close() error {
 		if n.hostLink != "" {
 			if _, err := os.Stat(filepath.Join("/sys/class/net", n.hostLink)); err == nil {
 				// The namespace's deletion takes its veth end, and the kernel
-				// then removes this peer on its own: gone by now is no error.
+				// then removes this peer on its own: gone by now (or between
+				// the Stat and the del) is no error.
 				if out, err := exec.Command(n.ipBin, "link", "del", n.hostLink).CombinedOutput(); err != nil &&
-					!strings.Contains(string(out), "Cannot find device") {
+					!strings.Contains(string(out), "Cannot find device") && !strings.Contains(string(out), "No such device") {
 					errs = append(errs, fmt.Errorf("testnet %s: ip link del %s: %w: %s", n.opts.Name, n.hostLink, err, strings.TrimSpace(string(out))))
 				}
 			}
