@@ -199,3 +199,19 @@ func WithBaseURL(t Type, argv []string, env map[string]string) []string {
 	out = append(out, "-c", "openai_base_url="+strconv.Quote(base))
 	return append(out, argv[at+1:]...)
 }
+
+// CodexSystemConfigDir is the directory of codex's system config
+// (config.toml), read below the user's own.
+const CodexSystemConfigDir = "/etc/codex"
+
+// CodexSystemConfig is a codex system config.toml that points codex at
+// env's OPENAI_BASE_URL; nil when env sets none. It serves commands whose
+// argv pcsync cannot extend (Paperclip runs a lease's CLI inside a shell
+// script of its own).
+func CodexSystemConfig(env map[string]string) []byte {
+	base := env[envOpenAIBaseURL]
+	if base == "" {
+		return nil
+	}
+	return []byte("# Written by pcsync: the tenant's egress proxy route.\nopenai_base_url = " + strconv.Quote(base) + "\n")
+}

@@ -69,6 +69,8 @@ type lease struct {
 	// token is the lease's credential token once an execute needed one
 	// (its hash is on the pod: package tokensync).
 	token string
+	// codexConfig: codex's system config is written in the pod.
+	codexConfig bool
 	// held: counted in the metrics' leases held (from track to the end).
 	held bool
 	err  error

@@ -52,6 +52,9 @@ func (m *Manager) Execute(ctx context.Context, p ExecParams, onOutput func(strea
 		if err := m.addProxyEnv(ctx, l, &cmd); err != nil {
 			return fmt.Errorf("lease %s: %w", l.ID, err)
 		}
+		if err := m.writeCodexConfig(ctx, l, c, cmd.Env); err != nil {
+			return fmt.Errorf("lease %s: %w", l.ID, err)
+		}
 		var out func(cmdclient.Stream, []byte)
 		if onOutput != nil {
 			out = func(s cmdclient.Stream, b []byte) { onOutput(s.String(), b) }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pcsync/pcsync/internal/agentpod"
 	"github.com/pcsync/pcsync/internal/podsec"
+	"github.com/pcsync/pcsync/pkg/adapters"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/images"
 	"github.com/pcsync/pcsync/pkg/podsched"
@@ -93,6 +94,13 @@ func BuildPod(l *Record, m *config.Model) (*corev1.Pod, error) {
 			}},
 			Volumes: []corev1.Volume{hard.EmptyDir("workspace"), hard.EmptyDir("home"), hard.EmptyDir("tmp"), hard.EmptyDir("run")},
 		},
+	}
+	if adapters.Type(l.AdapterType) == adapters.CodexLocal {
+		// codex's system config, written by the daemon when the lease
+		// uses a credential (writeCodexConfig): on the run emptyDir, as
+		// the root filesystem is read-only.
+		main := &pod.Spec.Containers[0]
+		main.VolumeMounts = append(main.VolumeMounts, corev1.VolumeMount{Name: "run", MountPath: adapters.CodexSystemConfigDir, SubPath: "etc-codex"})
 	}
 	// Where the pod runs: as the agent's Jobs (its node selector and
 	// tolerations, the company's runtime class), or the company's defaults.

@@ -188,6 +188,31 @@ func TestLeasePodLabels(t *testing.T) {
 	}
 }
 
+// TestLeasePodCodexConfigDir: a codex lease's pod has a writable
+// /etc/codex (on its run emptyDir) for the system config the daemon writes
+// when the lease uses a credential; other leases' pods have none.
+func TestLeasePodCodexConfigDir(t *testing.T) {
+	m := schedModel(t)
+	c, _ := m.Company("acme")
+	for adapter, want := range map[string][]string{"codex_local": {"run:etc-codex"}, "claude_local": nil} {
+		l := &Record{ID: "pcsync-sbx-1", Namespace: m.Namespace(c), Company: "acme", Image: "img", AdapterType: adapter,
+			Server: "/usr/local/bin/pcsync", ExpiresAt: time.Now().Add(time.Hour)}
+		pod, err := BuildPod(l, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, vm := range pod.Spec.Containers[0].VolumeMounts {
+			if vm.MountPath == adapters.CodexSystemConfigDir && !vm.ReadOnly {
+				got = append(got, vm.Name+":"+vm.SubPath)
+			}
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s: mounts at %s (-want +got):\n%s", adapter, adapters.CodexSystemConfigDir, diff)
+		}
+	}
+}
+
 // TestBuildPodUnknownAgent: a record naming an agent the company does not
 // declare is refused, not built with some other scheduling.
 func TestBuildPodUnknownAgent(t *testing.T) {

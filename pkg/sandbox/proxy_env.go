@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -105,4 +107,34 @@ func (m *Manager) leaseToken(ctx context.Context, l *lease) (string, error) {
 	}
 	l.token = token
 	return token, nil
+}
+
+// writeCodexConfig writes, once per lease of codex_local whose execute
+// env points OPENAI_BASE_URL at a credential route, codex's system config
+// with that base URL: codex reads it from no variable, and Paperclip runs
+// the CLI inside a shell script whose argv pcsync cannot extend. Not where
+// pods share the host's filesystem (HostRoot): there is no pod's /etc.
+func (m *Manager) writeCodexConfig(ctx context.Context, l *lease, c *cmdclient.Client, env map[string]string) error {
+	if m.opts.HostRoot != "" || adapters.Type(l.AdapterType) != adapters.CodexLocal || !strings.Contains(env["OPENAI_BASE_URL"], inject.PathPrefix) {
+		return nil
+	}
+	l.mu.Lock()
+	done := l.codexConfig
+	l.mu.Unlock()
+	if done {
+		return nil
+	}
+	cmd := syncCommand(time.Minute, putFileScript, adapters.CodexSystemConfigDir+"/config.toml", "644")
+	cmd.Stdin = adapters.CodexSystemConfig(env)
+	exit, err := c.Exec(ctx, cmd, nil)
+	if err == nil && (exit.Code != 0 || exit.Signal != "" || exit.TimedOut) {
+		err = fmt.Errorf("%s%s", exitWords(exit), stderrTail(exit))
+	}
+	if err != nil {
+		return fmt.Errorf("codex's config at %s: %w", adapters.CodexSystemConfigDir, err)
+	}
+	l.mu.Lock()
+	l.codexConfig = true
+	l.mu.Unlock()
+	return nil
 }

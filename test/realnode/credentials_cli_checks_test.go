@@ -25,7 +25,7 @@ import (
 
 // cliKeys are every key of TestRealCLIsThroughTheProxy that no pod may
 // hold: the credentials', the gateway's, Paperclip's and the daemon's.
-var cliKeys = []string{cliAnthropicKey, cliOpenAIKey, gatewayKey, gatewayUpstreamKey, paperclipKey, paperclipOpenAIKey, daemonKey}
+var cliKeys = []string{cliAnthropicKey, cliOpenAIKey, gatewayKey, gatewayUpstreamKey, refusedKey, paperclipKey, paperclipOpenAIKey, daemonKey}
 
 // checkProvidersGotKeys wants every model call to have reached its
 // stand-in with the right key (a Job's and a lease's at least), and
@@ -33,14 +33,14 @@ var cliKeys = []string{cliAnthropicKey, cliOpenAIKey, gatewayKey, gatewayUpstrea
 func (e *cliEnv) checkProvidersGotKeys(t *testing.T) {
 	t.Helper()
 	want := map[string][]string{
-		"api.anthropic.com": {cliAnthropicKey},
+		"api.anthropic.com": {cliAnthropicKey, refusedKey},
 		"api.openai.com":    {cliOpenAIKey, gatewayUpstreamKey},
 		gatewayHost:         {gatewayKey},
 	}
 	for host, keys := range want {
 		got := e.api.keys(host)
 		for _, k := range keys {
-			if n := count(got, k); n < 2 {
+			if n := count(got, k); n < 2 && k != refusedKey || n < 1 {
 				t.Errorf("%s got %d model calls with the key %s…, want a Job's and a lease's", host, n, k[:12])
 			}
 		}
@@ -232,7 +232,7 @@ func (e *cliEnv) checkKeysNotInObjects(ctx context.Context, t *testing.T) {
 		assertNoKey(t, "the pods of "+ns, string(podsJSON))
 		assertNoKey(t, "the Secrets of "+ns, string(secretsJSON))
 	}
-	for _, name := range []string{"claude-job", "codex-job", "gateway-job"} {
+	for _, name := range []string{"claude-job", "codex-job", "gateway-job", "refused-job"} {
 		for _, suffix := range []string{".log", result.Suffix} {
 			b, err := os.ReadFile(filepath.Join(e.spool, name+suffix))
 			if err != nil {

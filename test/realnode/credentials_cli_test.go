@@ -74,9 +74,14 @@ func TestRealCLIsThroughTheProxy(t *testing.T) {
 		map[string]string{"ANTHROPIC_API_KEY": paperclipKey, "ANTHROPIC_BASE_URL": "https://api.anthropic.com"})
 	checkCLIOutput(t, "claude in a lease", claudeOut, standInAnthropicText, fmt.Sprint(`"input_tokens":`, standInAnthropicIn))
 	codexA := e.acquire(ctx, t, e.slugA, "codex_local", "codex-id")
-	codexOut := e.execute(ctx, t, codexA, "codex", codexArgs, strp("say hi"), paperclipOpenAIEnv)
+	// As Paperclip runs a CLI in a lease: inside a shell script (its log
+	// tee), whose argv pcsync cannot extend; codex finds its base URL in
+	// the system config the daemon writes into the pod.
+	codexOut := e.execute(ctx, t, codexA, "sh", append([]string{"-c", `codex "$@" | tee /tmp/codex.log`, "sh"}, codexArgs...),
+		strp("say hi"), paperclipOpenAIEnv)
 	checkCLIOutput(t, "codex in a lease", codexOut, standInOpenAIText, fmt.Sprint(`"input_tokens":`, standInOpenAIIn))
 	codexB := e.acquire(ctx, t, e.slugB, "codex_local", "codex-id")
+	// A command line the daemon extends (-c openai_base_url).
 	gwOut := e.execute(ctx, t, codexB, "codex", codexArgs, strp("say hi"), paperclipOpenAIEnv)
 	checkCLIOutput(t, "codex in a lease, through the gateway", gwOut, standInOpenAIText, fmt.Sprint(`"input_tokens":`, standInOpenAIIn))
 	e.checkProvidersGotKeys(t)
@@ -146,7 +151,7 @@ func (e *cliEnv) createSecrets(ctx context.Context, t *testing.T, caPEM string) 
 	cs := e.c.Client()
 	secrets := map[string]*corev1.Secret{
 		e.nsA: {ObjectMeta: metav1.ObjectMeta{Name: "model-keys"}, StringData: map[string]string{"anthropic": cliAnthropicKey, "openai": cliOpenAIKey}},
-		e.nsB: {ObjectMeta: metav1.ObjectMeta{Name: "gateway-keys"}, StringData: map[string]string{"master": gatewayKey}},
+		e.nsB: {ObjectMeta: metav1.ObjectMeta{Name: "gateway-keys"}, StringData: map[string]string{"master": gatewayKey, "anthropic": refusedKey}},
 	}
 	for ns, s := range secrets {
 		if _, err := cs.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{}); err != nil {
@@ -176,8 +181,9 @@ func (e *cliEnv) writeConfig(t *testing.T, prefix string) {
 	a := cliCompany(e.slugA, place, "    - {name: claude, provider: anthropic, secretRef: {name: model-keys, key: anthropic}}\n"+
 		"    - {name: codex, provider: openai, secretRef: {name: model-keys, key: openai}}\n",
 		"    - {name: claude, adapter: claude_local, "+place+"}\n    - {name: codex, adapter: codex_local, "+place+"}\n")
-	b := cliCompany(e.slugB, place, "    - {name: codex, provider: openai, secretRef: {name: gateway-keys, key: master}, gatewayUrl: 'https://"+gatewayHost+"'}\n",
-		"    - {name: codex, adapter: codex_local, "+place+"}\n")
+	b := cliCompany(e.slugB, place, "    - {name: codex, provider: openai, secretRef: {name: gateway-keys, key: master}, gatewayUrl: 'https://"+gatewayHost+"'}\n"+
+		"    - {name: claude, provider: anthropic, secretRef: {name: gateway-keys, key: anthropic}}\n",
+		"    - {name: codex, adapter: codex_local, "+place+"}\n    - {name: claude, adapter: claude_local, "+place+"}\n")
 	for name, text := range map[string]string{"settings.yaml": settings, "a.yaml": a, "b.yaml": b} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
 			t.Fatal(err)
@@ -282,6 +288,7 @@ func (e *cliEnv) checkJobRuns(ctx context.Context, t *testing.T) {
 	for _, r := range runs {
 		dropAgentRun(t, e.spool, r.name, r.company, r.agent, "say hi")
 	}
+	dropAgentRun(t, e.spool, "refused-job", e.slugB, "claude", "say hi")
 	for _, r := range runs {
 		got := waitResult(ctx, t, e.spool, r.name)
 		log, _ := os.ReadFile(filepath.Join(e.spool, r.name+".log"))
@@ -291,6 +298,14 @@ func (e *cliEnv) checkJobRuns(ctx context.Context, t *testing.T) {
 			b, _ := json.Marshal(got)
 			t.Errorf("%s: result %s; want success with the stand-in's usage %d/%d and its text; log:\n%s", r.name, b, r.in, r.out, log)
 		}
+	}
+	// The provider refuses tenant b's anthropic key: the run fails at once,
+	// its result naming the credential.
+	got := waitResult(ctx, t, e.spool, "refused-job")
+	t.Logf("refused-job: %s, %s", got.Status, deref(got.ErrorMessage))
+	if want := "the credential " + e.slugB + "/claude was refused"; got.Status != result.StatusFailed || !strings.Contains(deref(got.ErrorMessage), want) {
+		b, _ := json.Marshal(got)
+		t.Errorf("refused-job: result %s; want failed, its error saying %q", b, want)
 	}
 }
 

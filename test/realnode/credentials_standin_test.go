@@ -21,7 +21,10 @@ const (
 	gatewayKey         = "sk-litellm-master-key-held-by-the-proxy"
 	gatewayUpstreamKey = "sk-openai-key-of-the-gateway-itself"
 	paperclipOpenAIKey = "sk-paperclip-codex-adapter-env-key"
-	gatewayHost        = "llm-gateway.test"
+	// refusedKey is a credential's key that the Anthropic stand-in
+	// refuses with 401, as Anthropic does a revoked key.
+	refusedKey  = "sk-ant-revoked-credential-key"
+	gatewayHost = "llm-gateway.test"
 )
 
 // The figures each stand-in answers with: a run's result must carry them.
@@ -86,6 +89,12 @@ func (s *providerStandIns) anthropic(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.record("api.anthropic.com", r.Header.Get("x-api-key"))
+	if r.Header.Get("x-api-key") == refusedKey {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = io.WriteString(w, `{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}`)
+		return
+	}
 	var req struct {
 		Model  string `json:"model"`
 		Stream bool   `json:"stream"`

@@ -22,9 +22,12 @@ func withCredential(ctx context.Context, c *Credential, run string) context.Cont
 	return context.WithValue(ctx, ctxKey{}, forwarded{cred: c, run: run})
 }
 
-// refusedByProvider replaces a provider's 401 or 403 with an error, in the
-// provider's format, that names the credential: the CLI prints it, and the
-// run's transcript says which key was refused.
+// refusedByProvider replaces a provider's 401 or 403 with a 403 whose
+// error, in the provider's format, names the credential: the CLI prints
+// it, and the run's transcript says which key was refused. Always 403: the
+// run's token was good, and Claude Code (2.1) retries a 401 from a base
+// URL of its own for minutes without saying why, where it stops at a 403
+// and prints the message.
 func (h *Handler) refusedByProvider(resp *http.Response) error {
 	if resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden {
 		return nil
@@ -41,6 +44,7 @@ func (h *Handler) refusedByProvider(resp *http.Response) error {
 		" (HTTP " + strconv.Itoa(resp.StatusCode) + "); check the key in its Secret"
 	body := providerError(f.cred.Route.Provider, resp.StatusCode, msg)
 	_ = resp.Body.Close()
+	resp.StatusCode, resp.Status = http.StatusForbidden, "403 Forbidden"
 	resp.Body = io.NopCloser(bytes.NewReader(body))
 	resp.ContentLength = int64(len(body))
 	resp.Header.Set("Content-Length", strconv.Itoa(len(body)))

@@ -238,13 +238,13 @@ func TestInjects(t *testing.T) {
 	}
 }
 
-// TestRefusedKeyNamesCredential: the provider's 401 reaches the CLI as an
-// error in Anthropic's format that names acme/claude.
+// TestRefusedKeyNamesCredential: the provider's 401 reaches the CLI as a
+// 403 with an error in Anthropic's format that names acme/claude.
 func TestRefusedKeyNamesCredential(t *testing.T) {
 	up := newStandIn(t)
 	w := newWorld(t, up)
 	code, body := w.do(t, "/credentials/claude/refuse", map[string]string{"x-api-key": w.token})
-	if code != http.StatusUnauthorized || !strings.Contains(body, `"type":"authentication_error"`) ||
+	if code != http.StatusForbidden || !strings.Contains(body, `"type":"authentication_error"`) ||
 		!strings.Contains(body, "the credential acme/claude was refused") {
 		t.Errorf("got %d %s", code, body)
 	}
