@@ -107,6 +107,11 @@ type Cluster struct {
 	info           clusterInfo
 	// node is the real node, nil if there is none.
 	node *RealNode
+	// lazyNode starts a Lazy real node once the control plane runs
+	// (started); lazyErr is why it did not start.
+	lazyNode sync.Once
+	lazyErr  error
+	started  bool
 
 	// Only for a cluster this process started:
 	workDir      string
@@ -187,7 +192,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		return nil, err
 	}
 	c = &Cluster{opts: opts}
-	if opts.RealNode != nil {
+	if opts.RealNode != nil && !opts.RealNode.Lazy {
 		// Before the timeout starts: waiting for another real node is
 		// bounded by LockTimeout.
 		if err := c.prepareRealNode(ctx); err != nil {
@@ -226,6 +231,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 			}
 		}
 		if err == nil {
+			c.started = true
 			return c, nil
 		}
 		if attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
@@ -304,8 +310,10 @@ func (c *Cluster) prepare() (ports, error) {
 		}
 	}
 	var apiserverIPs []net.IP
-	if c.node != nil {
-		gw, err := gatewayIP(c.node.opts.PodSubnet)
+	if c.opts.RealNode != nil {
+		o := *c.opts.RealNode
+		o.complete()
+		gw, err := gatewayIP(o.PodSubnet)
 		if err != nil {
 			return ports{}, fmt.Errorf("real node: %w", err)
 		}

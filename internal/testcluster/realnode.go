@@ -2,6 +2,8 @@ package testcluster
 
 import (
 	"cmp"
+	"context"
+	"fmt"
 	"net"
 	"path/filepath"
 	"time"
@@ -51,6 +53,11 @@ type RealNodeOptions struct {
 	// the node's pods), and kube-router (default DefaultNetBinDir(), which
 	// `make k8sbin` fills through hack/kuberouter/build.sh).
 	NetBinDir string
+	// Lazy starts the node (and takes the machine-wide lock) at the first
+	// Cluster.RealNode call instead of with the control plane: a package
+	// whose few tests need the node then runs its other tests while another
+	// package holds it.
+	Lazy bool
 }
 
 // RealNodeTaintKey is the key of the NoSchedule taint the real node carries unless
@@ -168,5 +175,33 @@ func (n *RealNode) Pin(spec *corev1.PodSpec) {
 }
 
 // RealNode returns the cluster's real node, nil if it has none (Options.RealNode
-// unset, or an attached cluster started without one).
-func (c *Cluster) RealNode() *RealNode { return c.node }
+// unset, or an attached cluster started without one). A Lazy node is started by
+// the first call; nil if it could not start (RealNodeError says why).
+func (c *Cluster) RealNode() *RealNode {
+	if c.opts.RealNode != nil && c.opts.RealNode.Lazy && c.started {
+		c.lazyNode.Do(c.startLazyNode)
+	}
+	return c.node
+}
+
+// RealNodeError is why a Lazy real node did not start, or nil.
+func (c *Cluster) RealNodeError() error { return c.lazyErr }
+
+// startLazyNode takes the machine-wide lock (waiting up to LockTimeout) and
+// starts the node; on failure nothing of it is left and c.node stays nil.
+func (c *Cluster) startLazyNode() {
+	if err := c.prepareRealNode(context.Background()); err != nil {
+		c.lazyErr = fmt.Errorf("testcluster: %w", err)
+		c.node = nil
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.opts.StartTimeout)
+	defer cancel()
+	if err := c.startRealNode(ctx, time.Now()); err != nil {
+		c.lazyErr = fmt.Errorf("testcluster: %w", err)
+		if serr := c.stopRealNode(); serr != nil {
+			c.opts.Logf("testcluster: stop the real node that failed to start: %v", serr)
+		}
+		c.node = nil
+	}
+}

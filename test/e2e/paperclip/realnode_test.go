@@ -44,9 +44,10 @@ var (
 // registry (host:port/org), Settings spec.images.registry.
 func realNodeImages(t testing.TB) string {
 	t.Helper()
-	node := testcluster.Get(t).RealNode()
+	c := testcluster.Get(t)
+	node := c.RealNode()
 	if node == nil {
-		t.Fatal("the cluster has no real node (TestMain sets Options.RealNode)")
+		t.Fatalf("the cluster has no real node (TestMain sets Options.RealNode): %v", c.RealNodeError())
 	}
 	tl := getTools(t)
 	realNodeOnce.Do(func() {

@@ -190,7 +190,7 @@ func realNodeCluster(t testing.TB) *testcluster.Cluster {
 	t.Helper()
 	c := testcluster.Get(t)
 	if c.RealNode() == nil {
-		t.Fatal("the cluster has no real node (TestMain sets Options.RealNode)")
+		t.Fatalf("the cluster has no real node (TestMain sets Options.RealNode): %v", c.RealNodeError())
 	}
 	onlyRealNode(t, c)
 	return c
