@@ -147,6 +147,10 @@
 //		...
 //	}
 //
+// With RealNodeOptions.Lazy the node starts at the first RealNode call (and
+// RealNodeError says why it did not): a package whose few tests need it runs
+// the others while another package holds the machine's one node.
+//
 // The node (default name real-node-0) carries the taint pcsync.io/real-node=true:
 // NoSchedule (unless RealNodeOptions.NoTaint), so kwok keeps every pod that does not
 // ask for the real node; pcsync agents reach it with the agent's nodeSelector and
