@@ -15,8 +15,8 @@ import (
 const repoRoot = "../.."
 
 // goPackages returns every folder of the repository (relative, with
-// slashes) that holds a Go file other than a test, leaving out test/ (the
-// end-to-end suites) and hidden or data folders.
+// slashes) that holds a Go file other than a test (the suites under test/
+// each have a doc.go), leaving out hidden or data folders.
 func goPackages(t *testing.T) []string {
 	t.Helper()
 	var out []string
@@ -29,7 +29,7 @@ func goPackages(t *testing.T) []string {
 		if d.IsDir() {
 			base := d.Name()
 			if rel != "." && (strings.HasPrefix(base, ".") || strings.HasPrefix(base, "_") || base == "testdata" ||
-				base == "node_modules" || rel == "test" || rel == "bin") {
+				base == "node_modules" || rel == "bin") {
 				return filepath.SkipDir
 			}
 			return nil

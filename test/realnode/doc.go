@@ -78,4 +78,12 @@
 //	                  enforcer stopped (enforce_env_test.go builds the world)
 //	enforcer_switch_test.go  the enforcer stopped and started at run time
 //	probe_test.go     the probes: exec, /pause -dial and its Node.js twin
+//	credentials_test.go  spec.credentials (issue 40): a Job pod's request
+//	                  through the proxy's credential route, a forged token
+//	                  refused, no key in its processes, spec or Secret
+//	credentials_cli_test.go  the real Claude Code and Codex CLIs in Job and
+//	                  lease pods through two tenants' proxies, one to a
+//	                  LiteLLM-shaped gateway; refusals; the keys searched
+//	                  for everywhere (credentials_cli_checks_test.go), the
+//	                  stand-in APIs in credentials_standin_test.go
 package realnode
