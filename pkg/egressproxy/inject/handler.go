@@ -133,6 +133,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.metrics.count(name, outcomeForwarded)
+	// The provider answers once it has the request's body, maybe before
+	// the transport's last read of it (the check for bytes past its
+	// Content-Length). Without full duplex, writing the answer's head
+	// closes the body, that read fails, and the transport cuts the
+	// upstream connection mid-stream (golang/go#40747).
+	_ = http.NewResponseController(w).EnableFullDuplex()
 	out := r.Clone(r.Context())
 	out.URL.Path = "/" + rest
 	out.URL.RawPath = ""
