@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -85,20 +87,34 @@ func sseStandIn(bad *atomic.Int64) http.Handler {
 // Messages requests on one keep-alive connection, as a CLI does. MODE
 // "route": to ANTHROPIC_BASE_URL (the proxy's credential route) with KEY
 // or else ANTHROPIC_API_KEY (the run's token) in x-api-key; "straight":
-// to ADDR:443 over TLS as api.anthropic.com, trusting CA, with KEY.
+// to ADDR:443 over TLS as api.anthropic.com, trusting CA, with KEY;
+// "relay": the same through a CONNECT to the bare relay's port of the
+// proxy's Service (the floor: the route's hop without its HTTP work).
 // `ttfb N`: one warm-up request, then N, one line "ttfb T total U bytes
 // B" each (ms from the request's start to its first body byte and to its
 // end). `run N`: N requests on a new connection, then "whole T count N".
-const sseClientScript = `
-const http = require('http'), https = require('https');
+var sseClientScript = strings.ReplaceAll(`
+const http = require('http'), https = require('https'), tls = require('tls');
 const [mode, addr, ca, key, op, n] = process.argv.slice(1);
 const body = JSON.stringify({model: 'm', max_tokens: 64, stream: true, messages: [{role: 'user', content: 'hi'}]});
 const headers = {'x-api-key': key || process.env.ANTHROPIC_API_KEY, 'anthropic-version': '2023-06-01',
   'content-type': 'application/json', 'content-length': Buffer.byteLength(body), accept: 'text/event-stream'};
+const tunnel = () => new Promise((ok, fail) => {
+  const u = new URL(process.env.ANTHROPIC_BASE_URL);
+  const req = http.request({host: u.hostname, port: RELAY_PORT, method: 'CONNECT', path: 'api.anthropic.com:443', agent: false});
+  req.on('connect', (res, sock) => res.statusCode === 200 ? ok(sock) : fail(new Error('relay ' + res.statusCode)));
+  req.on('error', fail);
+  req.end();
+});
 let o;
 if (mode === 'route') {
   const u = new URL(process.env.ANTHROPIC_BASE_URL + '/v1/messages');
   o = {mod: http, agent: new http.Agent({keepAlive: true, maxSockets: 1}), host: u.hostname, port: u.port, path: u.pathname};
+} else if (mode === 'relay') {
+  headers.host = 'api.anthropic.com';
+  const agent = new https.Agent({keepAlive: true, maxSockets: 1});
+  agent.createConnection = () => tls.connect({socket: o.sock, servername: 'api.anthropic.com', ca});
+  o = {mod: https, agent, host: 'api.anthropic.com', port: 443, path: '/v1/messages'};
 } else {
   headers.host = 'api.anthropic.com';
   o = {mod: https, agent: new https.Agent({keepAlive: true, maxSockets: 1}), host: addr, port: 443, path: '/v1/messages',
@@ -121,18 +137,19 @@ const one = () => new Promise((ok, fail) => {
   req.end(body);
 });
 (async () => {
+  const t0 = process.hrtime.bigint();
+  if (mode === 'relay') o.sock = await tunnel();
   if (op === 'ttfb') {
     await one();
     for (let i = 0; i < +n; i++) { const r = await one(); console.log('ttfb ' + r.ttfb.toFixed(3) + ' total ' + r.total.toFixed(3) + ' bytes ' + r.bytes); }
   }
   if (op === 'run') {
-    const t0 = process.hrtime.bigint();
     for (let i = 0; i < +n; i++) await one();
     console.log('whole ' + (Number(process.hrtime.bigint() - t0) / 1e6).toFixed(3) + ' count ' + n);
   }
   o.agent.destroy();
 })().catch(e => { console.error(String(e)); process.exit(1); });
-`
+`, "RELAY_PORT", strconv.Itoa(benchRelayPort))
 
 // credBenchEnv is the credential benchmark's world: one company in egress
 // mode proxy with an anthropic credential, on the real node with the
@@ -181,6 +198,7 @@ func newCredBenchEnv(b *testing.B) *credBenchEnv {
 	m := e.writeConfig(b, b.TempDir(), e.ns[:i+1], p)
 	applyTenant(ctx, b, c, m)
 	e.allowStraight(ctx, b)
+	(&proxyBenchEnv{c: c, nsPX: e.ns}).allowRelay(ctx, b)
 	e.proxyPod = benchWaitRunning(ctx, b, c, e.ns, agentpod.LabelRole+"="+agentpod.RoleEgressProxy)
 	if err := tn.Forward(e.node.PodBridge()); err != nil {
 		b.Fatal(err)
@@ -241,7 +259,8 @@ func (e *credBenchEnv) startRun(ctx context.Context, b *testing.B, m *config.Mod
 // writeConfig writes and loads the config: the company with its
 // credential, its agent (up to a core, so that the client's own CPU limit
 // does not hide the route's cost) and its proxy on the real node, the
-// proxy resolving api.anthropic.com to the stand-in and trusting its CA.
+// proxy resolving api.anthropic.com to the stand-in and trusting its CA;
+// beside the proxy, the proxy benchmark's bare relay to the stand-in.
 func (e *credBenchEnv) writeConfig(b *testing.B, dir, prefix string, p pushed) *config.Model {
 	b.Helper()
 	tol := e.node.Toleration()
@@ -283,7 +302,26 @@ spec:
                     - {name: SSL_CERT_FILE, value: /etc/test-ca/ca.pem}
                   volumeMounts:
                     - {name: test-ca, mountPath: /etc/test-ca, readOnly: true}
-`, e.slug, e.slug, sel, tolerations, sel, tolerations, testnet.PublicAddress)
+                - name: relay
+                  image: %s
+                  command: [/pause, -relay, '%d=%s:443']
+                  ports: [{name: relay, containerPort: %d}]
+                  resources: {requests: {cpu: 100m, memory: 16Mi}, limits: {cpu: 500m, memory: 64Mi}}
+                  securityContext:
+                    runAsNonRoot: true
+                    runAsUser: 65532
+                    allowPrivilegeEscalation: false
+                    capabilities: {drop: [ALL]}
+                    seccompProfile: {type: RuntimeDefault}
+    - target: {kind: Service, name: paperclip-egress-proxy}
+      patch: |
+        apiVersion: v1
+        kind: Service
+        metadata: {name: paperclip-egress-proxy}
+        spec:
+          ports: [{name: relay, port: %d, targetPort: relay, protocol: TCP}]
+`, e.slug, e.slug, sel, tolerations, sel, tolerations, testnet.PublicAddress,
+		e.node.PauseImage(), benchRelayPort, testnet.PublicAddress, benchRelayPort, benchRelayPort)
 	for name, text := range map[string]string{"settings.yaml": settings, "company.yaml": company} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
 			b.Fatal(err)
@@ -321,17 +359,13 @@ func (e *credBenchEnv) allowStraight(ctx context.Context, b *testing.B) {
 // waitReady waits until a streamed request succeeds through the route
 // with token (the run's when "": the proxy's Service is programmed, and
 // the token reaches the proxy's annotations file, a moment after the pod
-// runs), and straight.
+// runs), through the relay and straight.
 func (e *credBenchEnv) waitReady(ctx context.Context, b *testing.B, token string) {
 	b.Helper()
-	for _, mode := range []string{"route", "straight"} {
+	for _, mode := range credModes {
 		var err error
 		for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline); time.Sleep(time.Second) {
-			key := token
-			if mode == "straight" {
-				key = benchCredKey
-			}
-			if _, err = e.clientRun(ctx, mode, key, "ttfb", 1); err == nil {
+			if _, err = e.clientRun(ctx, mode, token, "ttfb", 1); err == nil {
 				break
 			}
 		}
@@ -347,10 +381,10 @@ type sseTimes struct {
 }
 
 // clientRun runs sseClientScript in the client's pod and parses its
-// lines. key "" is the run's token for the route; the straight client
-// always sends the credential's key.
+// lines. key "" is the run's token for the route; the straight and relay
+// clients always send the credential's key.
 func (e *credBenchEnv) clientRun(ctx context.Context, mode, key, op string, n int) (sseTimes, error) {
-	if mode == "straight" {
+	if mode != "route" {
 		key = benchCredKey
 	}
 	out, err := podExec(ctx, e.c, e.ns, e.client.Name, e.client.Spec.Containers[0].Name,
@@ -432,9 +466,31 @@ func (e *credBenchEnv) rss(ctx context.Context, b *testing.B) float64 {
 	return (&proxyBenchEnv{c: e.c, nsPX: e.ns, proxyPod: e.proxyPod}).proxyRSS(ctx, b)
 }
 
-// cpu is the proxy container's CPU time and throttling (the proxy
-// benchmark's reading).
-func (e *credBenchEnv) cpu(ctx context.Context, b *testing.B) proxyCPU {
+// cpu is a container of the proxy's pod's CPU time and throttling (the
+// proxy benchmark's reading).
+func (e *credBenchEnv) cpu(ctx context.Context, b *testing.B, container string) proxyCPU {
 	b.Helper()
-	return (&proxyBenchEnv{c: e.c, nsPX: e.ns, proxyPod: e.proxyPod}).proxyCPU(ctx, b, proxyContainer)
+	return (&proxyBenchEnv{c: e.c, nsPX: e.ns, proxyPod: e.proxyPod}).proxyCPU(ctx, b, container)
+}
+
+// cpuUserSys is the proxy container's CPU time in user and kernel mode
+// (cgroup v1: cpuacct.usage_user, cpuacct.usage_sys), in ns.
+type cpuUserSys struct{ user, sys int64 }
+
+func (e *credBenchEnv) cpuSplit(ctx context.Context, b *testing.B) cpuUserSys {
+	b.Helper()
+	proc := (&proxyBenchEnv{c: e.c, nsPX: e.ns, proxyPod: e.proxyPod}).proxyProcs(ctx, b, proxyContainer)[0]
+	raw, err := os.ReadFile(filepath.Join(proc, "cgroup"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		f := strings.SplitN(line, ":", 3)
+		if len(f) == 3 && slices.Contains(strings.Split(f[1], ","), "cpuacct") {
+			dir := filepath.Join(cgroupV1Dir("cpuacct"), f[2])
+			return cpuUserSys{user: readInt(b, filepath.Join(dir, "cpuacct.usage_user")), sys: readInt(b, filepath.Join(dir, "cpuacct.usage_sys"))}
+		}
+	}
+	b.Fatalf("%s: no cpuacct cgroup", proc)
+	return cpuUserSys{}
 }
