@@ -111,7 +111,8 @@ lint:
 #   (test/e2e/paperclip),
 #   on the real node (test/realnode): lease acquire vs a plain pod, execute vs
 #   a bare exec, release vs a bare delete, spool drop → pod Running vs a bare
-#   Job, and the agent's exit → its result written.
+#   Job, the agent's exit → its result written, and the credential route
+#   (streamed requests) vs straight to the provider and a bare relay.
 # The control-plane benchmarks start their own cluster (make k8sbin first).
 bench: $(if $(wildcard hack/cluster.mk),k8sbin realnode-deps)
 	$(GO) test -timeout 60m -run '^$$' -bench . -benchmem -benchtime 3x ./pkg/config ./pkg/render

@@ -43,7 +43,8 @@ type Options struct {
 	// from.
 	Tokens Verifier
 	// Transport carries the requests upstream. Default: a clone of
-	// http.DefaultTransport without a proxy.
+	// http.DefaultTransport without a proxy, keeping an idle connection
+	// for each of up to 64 streams at once.
 	Transport  http.RoundTripper
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
@@ -70,9 +71,7 @@ func NewHandler(creds []Credential, opts Options) (*Handler, error) {
 		opts.Logger = slog.Default()
 	}
 	if opts.Transport == nil {
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.Proxy = nil
-		opts.Transport = t
+		opts.Transport = defaultTransport()
 	}
 	m, err := newMetrics(opts.Registerer, opts.Company)
 	if err != nil {
@@ -101,6 +100,21 @@ func NewHandler(creds []Credential, opts Options) (*Handler, error) {
 		ErrorHandler:   h.upstreamFailed,
 	}
 	return h, nil
+}
+
+// maxIdlePerUpstream is how many idle connections to each upstream the
+// route keeps: one for each run that streamed at once, up to this many.
+// Go's default (2) makes every stream beyond the second open a new TLS
+// connection to the provider for its next request.
+const maxIdlePerUpstream = 64
+
+// defaultTransport is http.DefaultTransport's settings without a proxy,
+// keeping maxIdlePerUpstream idle connections to each upstream.
+func defaultTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.Proxy = nil
+	t.MaxIdleConnsPerHost = maxIdlePerUpstream
+	return t
 }
 
 // Serves reports whether r is a request to the credential route (an
@@ -133,6 +147,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.metrics.count(name, outcomeForwarded)
+	// The provider answers once it has the request's body, maybe before
+	// the transport's last read of it (the check for bytes past its
+	// Content-Length). Without full duplex, writing the answer's head
+	// closes the body, that read fails, and the transport cuts the
+	// upstream connection mid-stream (golang/go#40747).
+	_ = http.NewResponseController(w).EnableFullDuplex()
 	out := r.Clone(r.Context())
 	out.URL.Path = "/" + rest
 	out.URL.RawPath = ""
