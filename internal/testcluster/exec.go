@@ -1,9 +1,14 @@
 package testcluster
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
+	"strconv"
+	"syscall"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -68,3 +73,31 @@ func (c *Cluster) StopExec(ctx context.Context, namespace string) error {
 }
 
 func clusterExecName(namespace string) string { return "pcsync-exec-" + namespace }
+
+// KillHostProcesses kills (SIGKILL) every process of this host whose
+// command line names a path under dir, and returns how many it killed.
+// ServeExec's pods share the host: a command they left running in the
+// background (a sandbox lease's command server, which outlives the pod by
+// design) would otherwise outlive the test that made dir.
+func KillHostProcesses(dir string) (int, error) {
+	dir = filepath.Clean(dir) + "/"
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, fmt.Errorf("testcluster: processes under %s: %w", dir, err)
+	}
+	n := 0
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !bytes.Contains(cmdline, []byte(dir)) {
+			continue
+		}
+		if err := syscall.Kill(pid, syscall.SIGKILL); err == nil {
+			n++
+		}
+	}
+	return n, nil
+}

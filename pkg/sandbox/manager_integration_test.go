@@ -154,7 +154,14 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = os.RemoveAll(hostDir) })
+	t.Cleanup(func() {
+		// A lease the test left (its daemon killed, or never released)
+		// keeps its command server running on this host: stop it.
+		if n, err := testcluster.KillHostProcesses(hostDir); err != nil || n > 0 {
+			t.Logf("stopped %d processes left under %s: %v", n, hostDir, err)
+		}
+		_ = os.RemoveAll(hostDir)
+	})
 	if err := c.ServeExec(ctx, ns, testcluster.ExecOptions{WorkDir: hostDir,
 		Env: map[string]string{"PATH": "/usr/local/bin:/usr/bin:/bin", "SANDBOX_TEST": "from-the-pod"}}); err != nil {
 		t.Fatal(err)

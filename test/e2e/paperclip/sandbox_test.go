@@ -154,7 +154,14 @@ func shortDir(t testing.TB, prefix string) string {
 	if err := os.Chmod(d, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = os.RemoveAll(d) })
+	t.Cleanup(func() {
+		// Lease command servers share this host and outlive their pods (and
+		// a killed daemon): none may outlive the test.
+		if n, err := testcluster.KillHostProcesses(d); err != nil || n > 0 {
+			t.Logf("stopped %d processes left under %s: %v", n, d, err)
+		}
+		_ = os.RemoveAll(d)
+	})
 	return d
 }
 
