@@ -31,13 +31,9 @@ type Credentials struct {
 // company c whose proxy Service has address ip, with token; nil when the
 // company declares none that the CLI uses.
 func CredentialsFor(c *config.Company, t adapters.Type, ip, token string) *Credentials {
-	uses := adapters.Providers(t)
 	routes := adapters.Routes()
 	rc := &Credentials{Token: token, Set: map[string]string{}}
-	for _, cr := range c.Spec.Credentials {
-		if !slices.Contains(uses, cr.Provider) {
-			continue
-		}
+	for _, cr := range c.CredentialsUsedBy(t) {
 		r := routes[cr.Provider]
 		for _, kind := range []adapters.KeyKind{adapters.KeyAPIKey, adapters.KeyOAuthToken} {
 			rc.Blank = append(rc.Blank, r.KeyEnv[kind]...)
