@@ -52,6 +52,20 @@ func CredentialsFor(c *config.Company, t adapters.Type, ip, token string) *Crede
 	return rc
 }
 
+// WithToken returns a copy of rc that gives token in place of rc's token
+// (a lease's Credentials, made before its token, to find the key
+// variables an execute carries; see KeyVars).
+func (rc *Credentials) WithToken(token string) *Credentials {
+	out := &Credentials{Token: token, Set: make(map[string]string, len(rc.Set)), Blank: slices.Clone(rc.Blank)}
+	for k, v := range rc.Set {
+		if v == rc.Token {
+			v = token
+		}
+		out.Set[k] = v
+	}
+	return out
+}
+
 // KeyVars reports whether env carries a value in one of the key variables
 // that creds replaces.
 func (rc *Credentials) KeyVars(env map[string]string) []string {
