@@ -14,17 +14,24 @@ import (
 // TestAcquireRefusedWithoutCredentialSecret: a lease of a company whose
 // credential (spec.credentials) the lease's CLI uses is refused before any
 // pod is created when the credential's Secret does not exist, naming the
-// Secret, the credential and how to create it; nothing is journaled. A
+// Secret, the credential and how to create it; nothing is journaled; and
+// Paperclip's environment probe warns of it. A
 // lease of a CLI that uses no declared credential is not held up. With the
 // Secret created, the lease is acquired.
 func TestAcquireRefusedWithoutCredentialSecret(t *testing.T) {
 	e := newEnv(t, envOptions{ProxyIP: "10.0.0.42", Agents: "[{name: coder, adapter: claude_local}]",
 		Credentials: "[{name: claude, provider: anthropic, type: apiKey, secretRef: {name: model-keys, key: anthropic}}]"})
 	ctx := context.Background()
-	_, err := e.m.Acquire(ctx, AcquireParams{Config: EnvironmentConfig{Company: e.slug()}, AdapterType: "claude_local", RunID: "run-1"})
-	want := &UserError{Code: CodeCredentialMissing, Message: "no pod created: credential " + e.slug() + "/claude: Secret " + e.ns +
+	missing := "credential " + e.slug() + "/claude: Secret " + e.ns +
 		"/model-keys does not exist, so the egress proxy has no key to give this run's CLI; create it in namespace " + e.ns +
-		` with key "anthropic" (kubectl -n ` + e.ns + " create secret generic model-keys --from-file=anthropic=<file holding the key>)"}
+		` with key "anthropic" (kubectl -n ` + e.ns + " create secret generic model-keys --from-file=anthropic=<file holding the key>)"
+	// Paperclip's environment probe warns of it.
+	wantDiag := Diagnostic{Severity: SeverityWarning, Code: CodeCredentialMissing, Message: "leases whose CLI uses anthropic are refused: " + missing}
+	if got := credentialDiagnostics(e.m.Probe(ctx, map[string]any{"company": e.slug()})); len(got) != 1 || got[0] != wantDiag {
+		t.Errorf("probe: %+v, want %+v", got, wantDiag)
+	}
+	_, err := e.m.Acquire(ctx, AcquireParams{Config: EnvironmentConfig{Company: e.slug()}, AdapterType: "claude_local", RunID: "run-1"})
+	want := &UserError{Code: CodeCredentialMissing, Message: "no pod created: " + missing}
 	var ue *UserError
 	if !errors.As(err, &ue) || *ue != *want {
 		t.Errorf("acquire:\n got %v\nwant %s: %s", err, want.Code, want.Message)
@@ -50,5 +57,20 @@ func TestAcquireRefusedWithoutCredentialSecret(t *testing.T) {
 		StringData: map[string]string{"anthropic": "sk-ant-lease-check"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	if got := credentialDiagnostics(e.m.Probe(ctx, map[string]any{"company": e.slug()})); len(got) != 0 {
+		t.Errorf("probe with the Secret: %+v, want no credential diagnostic", got)
+	}
 	e.acquire(t, EnvironmentConfig{})
+}
+
+// credentialDiagnostics are the probe's diagnostics of code
+// credential_missing.
+func credentialDiagnostics(p ProbeResponse) []Diagnostic {
+	var out []Diagnostic
+	for _, d := range p.Diagnostics {
+		if d.Code == CodeCredentialMissing {
+			out = append(out, d)
+		}
+	}
+	return out
 }
