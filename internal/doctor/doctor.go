@@ -201,6 +201,7 @@ func (d *doctor) run(ctx context.Context) {
 		d.checkSecrets(ctx, inherited)
 		d.checkNetwork(ctx)
 	}
+	d.checkKeys()
 	d.checkImages(ctx, reachable, inherited)
 	d.checkSpool()
 }
@@ -524,55 +525,6 @@ func (d *doctor) checkSessions(ctx context.Context) {
 	}
 }
 
-func (d *doctor) checkSecrets(ctx context.Context, inherited introspect.Inheritance) {
-	if d.model == nil {
-		return
-	}
-	type ref struct {
-		name     string
-		optional bool
-		what     string
-	}
-	for i := range d.model.Companies {
-		c := &d.model.Companies[i]
-		ns := d.model.Namespace(c)
-		var refs []ref
-		for _, s := range c.Spec.SecretRefs {
-			refs = append(refs, ref{s.Name, s.Optional, "secretRef"})
-		}
-		for _, s := range introspect.MergePullSecrets(d.model.ImagePullSecrets(c), inherited.ImagePullSecrets) {
-			what := "imagePullSecret"
-			if !slices.Contains(d.model.ImagePullSecrets(c), s) {
-				what = "inherited imagePullSecret"
-			}
-			refs = append(refs, ref{s, false, what})
-		}
-		if len(refs) == 0 {
-			continue
-		}
-		if _, err := d.cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-			d.add("secrets", ns, StatusWarn, "namespace not applied yet; %d Secret(s) it names to create there once it is", len(refs))
-			continue
-		}
-		for _, r := range refs {
-			name := ns + "/" + r.name
-			err := secretExists(ctx, d.cs, ns, r.name)
-			switch {
-			case err == nil:
-				d.add("secrets", name, StatusOK, "%s exists", r.what)
-			case apierrors.IsNotFound(err) && r.optional:
-				d.add("secrets", name, StatusWarn, "optional %s does not exist: agents of %s run without its keys", r.what, c.Slug())
-			case apierrors.IsNotFound(err) && r.what == "secretRef":
-				d.add("secrets", name, StatusFail, "%s does not exist: agent pods of %s cannot start (create it, or mark it optional)", r.what, c.Slug())
-			case apierrors.IsNotFound(err):
-				d.add("secrets", name, StatusFail, "%s does not exist: private images of %s cannot be pulled", r.what, c.Slug())
-			default:
-				d.add("secrets", name, StatusFail, "%v", err)
-			}
-		}
-	}
-}
-
 // checkImages resolves every image the config's pods would run in its
 // registry (package imagecheck), with the credentials of the pull secrets
 // that doctor's own credentials may read; a missing image is a failure
@@ -682,21 +634,4 @@ func cmpOr(s, def string) string {
 		return def
 	}
 	return s
-}
-
-// secretExists tells whether a Secret exists without reading it (pcsync
-// holds no get on Secrets outside its own namespace): a dry-run create of
-// an empty Secret of that name answers AlreadyExists when it does. It
-// returns nil when the Secret exists, a NotFound error when it does not,
-// and the API server's error otherwise.
-func secretExists(ctx context.Context, cs kubernetes.Interface, ns, name string) error {
-	probe := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
-	_, err := cs.CoreV1().Secrets(ns).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-	switch {
-	case apierrors.IsAlreadyExists(err):
-		return nil
-	case err == nil:
-		return apierrors.NewNotFound(corev1.Resource("secrets"), name)
-	}
-	return fmt.Errorf("Secret/%s/%s dry-run create failed: %w", ns, name, err)
 }

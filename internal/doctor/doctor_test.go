@@ -65,8 +65,9 @@ func TestDoctorFindsWhatIsMissing(t *testing.T) {
 	_, _ = rand.Read(b)
 	prefix := "d" + hex.EncodeToString(b) + "-"
 
-	// Config: acme with sessions, a required and an optional secretRef and
-	// a pull secret; globex in cilium mode, not applied.
+	// Config: acme with sessions, a required and an optional secretRef, a
+	// credential (whose Secret is missing) and a pull secret; globex in
+	// cilium mode, not applied.
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "settings.yaml"), fmt.Sprintf(
 		"apiVersion: pcsync.io/v1alpha1\nkind: Settings\nmetadata: {name: s}\nspec:\n  namespacePrefix: %s\n  images: {pullSecrets: [regcred]}\n", prefix))
@@ -79,6 +80,8 @@ spec:
   secretRefs:
     - {name: acme-keys, optional: false}
     - {name: acme-extra}
+  credentials:
+    - {name: claude, provider: anthropic, type: apiKey, secretRef: {name: model-keys, key: anthropic}}
   agents: [{name: coder, adapter: claude_local}]
 `)
 	writeFile(t, filepath.Join(dir, "globex.yaml"), `apiVersion: pcsync.io/v1alpha1
@@ -142,8 +145,11 @@ spec:
 		"secrets|" + acme + "/acme-extra|warn",
 		"secrets|" + acme + "/regcred|ok",
 		"secrets|" + acme + "/mirror|fail",
+		"secrets|" + acme + "/model-keys|fail",
 		"secrets|" + prefix + "globex|warn",
 		"network|NetworkPolicies enforced|fail",
+		"keys|acme|ok",
+		"keys|globex|info",
 		"images|Secret/" + acme + "/regcred|warn",
 		"images|pcsync-agent-claude:dev|fail",
 		"images|pcsync-agent-codex:dev|fail",
@@ -161,6 +167,9 @@ spec:
 		{"inherit", "agent Jobs inherit", "imagePullSecrets: mirror"},
 		{"secrets", acme + "/mirror", "inherited imagePullSecret does not exist"},
 		{"secrets", acme + "/acme-keys", "cannot start"},
+		{"secrets", acme + "/model-keys", "Secret of credential acme/claude does not exist: the runs and leases of coder (anthropic) fail before their pods start; create it in namespace " + acme + ` with key "anthropic"`},
+		{"keys", "acme", "no agent holds a model key in its pod: the egress proxy holds acme/claude (anthropic)"},
+		{"keys", "globex", "coder (codex_local: openai); spec.credentials would keep the openai keys in the egress proxy, which egress mode cilium does not run"},
 		{"rbac", "permissions", "the per-tenant ones in " + acme},
 		{"images", "Secret/" + acme + "/regcred", "not a docker config"},
 		{"network", "NetworkPolicies enforced", "not proven that NetworkPolicies are enforced: namespace " + acme + " has no NetworkPolicy"},

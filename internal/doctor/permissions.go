@@ -104,7 +104,7 @@ func DefaultPermissions() []Permission {
 		func(p *Permission) { p.CiliumOnly = true })
 	// Secrets are created and deleted, never read, outside pcsync's own namespace.
 	add("", []string{"secrets"}, []string{"create"}, ScopeTenant,
-		"per-run Secrets; doctor's dry-run checks that the Secrets the config names exist", nil)
+		"per-run Secrets; the dry-run checks that the Secrets the config names (doctor) and a run's credential Secrets (the daemon) exist", nil)
 	add("", []string{"secrets"}, []string{"delete"}, ScopeTenant,
 		"per-run Secrets, deleted once the run's result is written", nil)
 	add("batch", []string{"jobs"}, []string{"get", "list", "watch"}, ScopeCluster, "watching agent runs", nil)

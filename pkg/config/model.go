@@ -371,6 +371,19 @@ func (c *Company) Agent(name string) (*Agent, bool) {
 	return nil, false
 }
 
+// CredentialsUsedBy returns the company's credentials (spec.credentials)
+// whose provider the CLI of adapter type t uses, in their declared order.
+func (c *Company) CredentialsUsedBy(t adapters.Type) []Credential {
+	uses := adapters.Providers(t)
+	var out []Credential
+	for _, cr := range c.Spec.Credentials {
+		if slices.Contains(uses, cr.Provider) {
+			out = append(out, cr)
+		}
+	}
+	return out
+}
+
 // CompanySpec is Company.spec; see schema/company.cue for each field.
 type CompanySpec struct {
 	ID                        string            `json:"id"`

@@ -29,6 +29,9 @@ const (
 	CodeNamespaceNotTenant Code = "namespace_not_tenant"
 	// CodeNamespaceMissing: the company's namespace does not exist.
 	CodeNamespaceMissing Code = "namespace_missing"
+	// CodeCredentialMissing: a credential the lease's CLI uses
+	// (spec.credentials) has no Secret in the tenant namespace.
+	CodeCredentialMissing Code = "credential_missing"
 	// CodeQuotaFull: the company's ResourceQuota refused the pod.
 	CodeQuotaFull Code = "quota_full"
 	// CodePodForbidden: the API server refused the pod (RBAC, admission).

@@ -11,8 +11,8 @@
 // the stream, so a run's many executes cost no Kubernetes request each and
 // no env value or stdin ever appears in a request URL.
 //
-// A lease's life (lease_state.go): pending (config and image checked →
-// journal → pod create) → ready (the pod runs; executes) → draining (a
+// A lease's life (lease_state.go): pending (config, image and the
+// credentials' Secrets checked → journal → pod create) → ready (the pod runs; executes) → draining (a
 // release waits for the executes in flight) → ending (command server
 // shutdown → pod delete → gone → journal drop) → gone (termination
 // receipt). A cancel, the expiry or a failure skips draining. The expiry deletes the pod too, and the
@@ -41,7 +41,7 @@
 //	pod_build.go        BuildPod: the hardened lease pod
 //	journal.go          the lease journal in the state directory
 //	manager.go          Manager: adoption at start, lease registry, Close
-//	manager_acquire.go  Acquire, Resume, Workspace; waiting for the pod (internal/podwait); opening the command stream (wait.Backoff)
+//	manager_acquire.go  Acquire (its credentials' Secrets checked: secretcheck.Guard), Resume, Workspace; waiting for the pod (internal/podwait); opening the command stream (wait.Backoff)
 //	manager_execute.go  Execute: one command on a lease, its env filtered
 //	proxy_env.go        egress mode proxy: the proxy's variables on every execute
 //	manager_sync.go     Put and Get: one mapping of Paperclip's native workspace sync as one command of the lease's stream (a file, or a tree as a tar)

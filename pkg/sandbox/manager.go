@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/pcsync/pcsync/internal/agentpod"
+	"github.com/pcsync/pcsync/internal/secretcheck"
 	"github.com/pcsync/pcsync/internal/tenantns"
 	"github.com/pcsync/pcsync/pkg/config"
 )
@@ -32,6 +33,8 @@ type Manager struct {
 	log   *slog.Logger
 	// tenants confirms that a lease's namespace is its company's.
 	tenants *tenantns.Guard
+	// credentials confirms that the Secrets of a lease's credentials exist.
+	credentials *secretcheck.Guard
 
 	// pools keeps the warm pools; nil when the daemon keeps none.
 	pools *warmPools
@@ -67,7 +70,7 @@ func New(ctx context.Context, cfg *rest.Config, model func() *config.Model, o Op
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
 	m := &Manager{opts: o, cs: cs, rest: cfg, model: model, j: j, log: o.Logger, leases: map[string]*lease{},
-		tenants: tenantns.New(cs, 0)}
+		tenants: tenantns.New(cs, 0), credentials: secretcheck.NewGuard(cs, secretcheck.DefaultOptions())}
 	m.stopping, m.stop = context.WithCancel(context.Background())
 	if err := m.adopt(ctx); err != nil {
 		return nil, err

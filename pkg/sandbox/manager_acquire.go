@@ -16,7 +16,9 @@ import (
 
 	"github.com/pcsync/pcsync/internal/agentpod"
 	"github.com/pcsync/pcsync/internal/podwait"
+	"github.com/pcsync/pcsync/internal/secretcheck"
 	"github.com/pcsync/pcsync/internal/tenantns"
+	"github.com/pcsync/pcsync/pkg/adapters"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/images"
 	"github.com/pcsync/pcsync/pkg/podsched"
@@ -62,6 +64,9 @@ func (m *Manager) Acquire(ctx context.Context, p AcquireParams) (_ LeaseInfo, er
 	now := time.Now()
 	r, rule, err := m.plan(ctx, model, &p, now)
 	if err != nil {
+		return LeaseInfo{}, err
+	}
+	if err := m.credentialsExist(ctx, model, &r); err != nil {
 		return LeaseInfo{}, err
 	}
 	started := func() {}
@@ -154,6 +159,29 @@ func (m *Manager) plan(ctx context.Context, model *config.Model, p *AcquireParam
 	}
 	m.placeServer(&r, model)
 	return r, rule, nil
+}
+
+// credentialsExist refuses a lease of a company in egress mode proxy whose
+// credentials that the lease's CLI uses (spec.credentials) lack their
+// Secret: the proxy would have no key for its executes. One dry-run create
+// per Secret (secretcheck.Guard; none while a Secret found is trusted),
+// before any pod is created or claimed.
+func (m *Manager) credentialsExist(ctx context.Context, model *config.Model, r *Record) error {
+	if m.opts.ProxyAddresses == nil {
+		return nil // no execute gets the proxy's variables, nor a token
+	}
+	c, ok := model.Company(r.Company)
+	if !ok || model.EgressMode(c) != config.EgressProxy {
+		return nil
+	}
+	err := m.credentials.Check(ctx, r.Namespace, c, adapters.Type(r.AdapterType))
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, new(*secretcheck.MissingError)):
+		return userErrorf(CodeCredentialMissing, "no pod created: %v", err)
+	}
+	return fmt.Errorf("lease %s: %w", r.ID, err)
 }
 
 // agentOf is the agent company c declares in Git that Paperclip's agent id

@@ -62,6 +62,8 @@ type env struct {
 	logs    *strings.Builder
 	// resolver is the Manager's Options.Agents.
 	resolver AgentResolver
+	// proxy is the Manager's Options.ProxyAddresses.
+	proxy ProxyAddresses
 }
 
 type envOptions struct {
@@ -76,6 +78,11 @@ type envOptions struct {
 	Environment string
 	// Resolver is the Manager's Options.Agents.
 	Resolver AgentResolver
+	// Credentials is the company's spec.credentials (YAML flow style).
+	Credentials string
+	// ProxyIP, when set, is the address of the tenant's egress proxy
+	// Service the Manager is told (Options.ProxyAddresses).
+	ProxyIP string
 }
 
 func newEnv(t testing.TB, o envOptions) *env {
@@ -117,9 +124,12 @@ func newEnv(t testing.TB, o envOptions) *env {
 		agents = "[]"
 	}
 	var settingsPaperclip, companyPaperclip string
+	if o.Credentials != "" {
+		companyPaperclip = "\n  credentials: " + o.Credentials
+	}
 	if o.Environment != "" {
 		settingsPaperclip = "\n  paperclip: {url: \"http://127.0.0.1:9\", spoolDir: /spool}"
-		companyPaperclip = "\n  paperclip: {manage: true, environments: [{name: " + o.Environment + "}]}"
+		companyPaperclip += "\n  paperclip: {manage: true, environments: [{name: " + o.Environment + "}]}"
 	}
 	files := map[string]string{
 		"settings.yaml": fmt.Sprintf(`apiVersion: pcsync.io/v1alpha1
@@ -167,6 +177,9 @@ spec:
 		t.Fatal(err)
 	}
 	e := &env{t: t, c: c, ns: ns, model: model, hostDir: hostDir, logs: &strings.Builder{}, resolver: o.Resolver}
+	if o.ProxyIP != "" {
+		e.proxy = proxyIPs{ns: o.ProxyIP}
+	}
 	e.start()
 	return e
 }
@@ -178,6 +191,7 @@ func (e *env) start() {
 	o.HostRoot, o.ServerPath = e.hostDir, pcsyncBin
 	o.ReadyTimeout = time.Minute
 	o.Agents = e.resolver
+	o.ProxyAddresses = e.proxy
 	o.Logger = slog.New(slog.NewTextHandler(&syncWriter{b: e.logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	m, err := New(context.Background(), e.c.RESTConfig(), func() *config.Model { return e.model }, o)
 	if err != nil {

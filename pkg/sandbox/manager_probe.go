@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/pcsync/pcsync/internal/secretcheck"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/imagecheck"
 	"github.com/pcsync/pcsync/pkg/podsched"
@@ -80,6 +81,7 @@ func (m *Manager) probeCluster(ctx context.Context, model *config.Model, cfg Env
 		add(SeverityError, CodeClusterUnreachable, "Kubernetes API: "+err.Error())
 		return
 	}
+	m.probeCredentials(ctx, model, c, ns, add)
 	image := cfg.Image
 	if image == "" {
 		image = model.Adapter(DefaultAdapterType).Image
@@ -99,6 +101,27 @@ func (m *Manager) probeCluster(ctx context.Context, model *config.Model, cfg Env
 		}
 		add(SeverityInfo, CodePodAdmitted, fmt.Sprintf("%s (image %s) is admitted in namespace %s and needs %s",
 			pp.who, image, ns, podsched.Of(&pod.Spec)))
+	}
+}
+
+// probeCredentials warns of each credential of company c (spec.credentials)
+// whose Secret does not exist in namespace ns: the leases whose CLI uses it
+// are refused (credential_missing); those of other CLIs are not, so it is
+// a warning. Only where Acquire checks them (egress mode proxy, with the
+// proxy's addresses).
+func (m *Manager) probeCredentials(ctx context.Context, model *config.Model, c *config.Company, ns string, add func(Severity, Code, string)) {
+	if m.opts.ProxyAddresses == nil || model.EgressMode(c) != config.EgressProxy {
+		return
+	}
+	for _, cr := range c.Spec.Credentials {
+		err := secretcheck.Exists(ctx, m.cs, ns, cr.SecretRef.Name)
+		switch {
+		case apierrors.IsNotFound(err):
+			me := &secretcheck.MissingError{Company: c.Slug(), Credential: cr.Name, Namespace: ns, Secret: cr.SecretRef.Name, Key: cr.SecretRef.Key}
+			add(SeverityWarning, CodeCredentialMissing, fmt.Sprintf("leases whose CLI uses %s are refused: %v", cr.Provider, me))
+		case err != nil:
+			add(SeverityWarning, CodeClusterUnreachable, fmt.Sprintf("credential %s/%s: %v", c.Slug(), cr.Name, err))
+		}
 	}
 }
 

@@ -64,11 +64,13 @@ func (m *Manager) replaceKeys(ctx context.Context, l *lease, c *config.Company, 
 	if len(c.Spec.Credentials) == 0 {
 		return nil
 	}
-	probe := agentenv.CredentialsFor(c, adapters.Type(l.AdapterType), ip, "probe")
-	if probe == nil {
+	// The token is made only when an execute carries a key: the
+	// variables are found with a stand-in, replaced by the token below.
+	rc := agentenv.CredentialsFor(c, adapters.Type(l.AdapterType), ip, "token")
+	if rc == nil {
 		return nil
 	}
-	keys := probe.KeyVars(cmd.Env)
+	keys := rc.KeyVars(cmd.Env)
 	if len(keys) == 0 {
 		return nil
 	}
@@ -76,7 +78,7 @@ func (m *Manager) replaceKeys(ctx context.Context, l *lease, c *config.Company, 
 	if err != nil {
 		return err
 	}
-	rc := agentenv.CredentialsFor(c, adapters.Type(l.AdapterType), ip, token)
+	rc = rc.WithToken(token)
 	for _, k := range rc.Blank {
 		delete(cmd.Env, k)
 	}

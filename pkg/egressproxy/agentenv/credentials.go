@@ -31,13 +31,9 @@ type Credentials struct {
 // company c whose proxy Service has address ip, with token; nil when the
 // company declares none that the CLI uses.
 func CredentialsFor(c *config.Company, t adapters.Type, ip, token string) *Credentials {
-	uses := adapters.Providers(t)
 	routes := adapters.Routes()
 	rc := &Credentials{Token: token, Set: map[string]string{}}
-	for _, cr := range c.Spec.Credentials {
-		if !slices.Contains(uses, cr.Provider) {
-			continue
-		}
+	for _, cr := range c.CredentialsUsedBy(t) {
 		r := routes[cr.Provider]
 		for _, kind := range []adapters.KeyKind{adapters.KeyAPIKey, adapters.KeyOAuthToken} {
 			rc.Blank = append(rc.Blank, r.KeyEnv[kind]...)
@@ -60,6 +56,20 @@ func CredentialsFor(c *config.Company, t adapters.Type, ip, token string) *Crede
 		rc.Blank = nil
 	}
 	return rc
+}
+
+// WithToken returns a copy of rc that gives token in place of rc's token
+// (a lease's Credentials, made before its token, to find the key
+// variables an execute carries; see KeyVars).
+func (rc *Credentials) WithToken(token string) *Credentials {
+	out := &Credentials{Token: token, Set: make(map[string]string, len(rc.Set)), Blank: slices.Clone(rc.Blank)}
+	for k, v := range rc.Set {
+		if v == rc.Token {
+			v = token
+		}
+		out.Set[k] = v
+	}
+	return out
 }
 
 // KeyVars reports whether env carries a value in one of the key variables

@@ -46,3 +46,19 @@ func TestKeyVars(t *testing.T) {
 		t.Errorf("KeyVars (-want +got):\n%s", diff)
 	}
 }
+
+// TestWithToken: the copy gives the new token wherever the old one was,
+// the base URL unchanged, and the original is left as it was.
+func TestWithToken(t *testing.T) {
+	c := &config.Company{}
+	c.Spec.Credentials = []config.Credential{{Name: "ant", Provider: adapters.ProviderAnthropic, Type: adapters.KeyAPIKey}}
+	rc := CredentialsFor(c, adapters.ClaudeLocal, "10.0.0.1", "stand-in")
+	got := rc.WithToken("T")
+	want := CredentialsFor(c, adapters.ClaudeLocal, "10.0.0.1", "T")
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("WithToken (-want +got):\n%s", diff)
+	}
+	if rc.Token != "stand-in" || rc.Set["ANTHROPIC_API_KEY"] != "stand-in" {
+		t.Errorf("the original changed: %+v", rc)
+	}
+}

@@ -9,17 +9,20 @@
 //
 // The package implements runs.Executor. A run's life, start to end:
 //
-//	build → reserve → window → journal start → Job → Secret → journal created → steps → finish → Wait → Release: delete the Job → journal end
+//	build → reserve → window → (credentials' Secrets exist) journal start → Job → Secret → journal created → steps → finish → Wait → Release: delete the Job → journal end
 //
 // Start (start.go) builds the Job and the Secret and checks the tenant
 // namespace, then takes its steps: a slot of the agent's concurrency by the
 // cluster's count (reserve), a place in the start window, the run's start
-// record (with its nonce) on disk, the Job, the Secret; a step that fails
-// undoes the ones before it, newest first. Then the Job's UID goes into the
-// journal, the window's place is given back, and the handle (handle.go)
-// follows the run: its steps read the informer caches on every event of the
-// Job (state following); the step that finds the run final hands it to
-// finish (finishing), which builds the result and frees the slot (finished).
+// record (with its nonce) on disk while the Secrets of the credentials the
+// run uses are confirmed to exist (start_credentials.go: a missing one
+// fails the run, auth_required, before its Job), the Job, the Secret; a
+// step that fails undoes the ones before it, newest first. Then the Job's
+// UID goes into the journal, the window's place is given back, and the
+// handle (handle.go) follows the run: its steps read the informer caches on
+// every event of the Job (state following); the step that finds the run
+// final hands it to finish (finishing), which builds the result and frees
+// the slot (finished).
 // The spool writes the result, then Release deletes the Job (unless the
 // company retains Jobs) and ends the journal record. Adopt takes a run up at
 // the handle, after a restart.
@@ -62,6 +65,8 @@
 //	explain.go      turning Job, Pod and Event state into a verdict
 //	executor.go     New, the work queue's workers, and Adopt
 //	start.go        Start: its steps, each undone by one rollback on failure
+//	start_credentials.go the check that a run's credential Secrets exist
+//	                (secretcheck.Guard), beside the journal's write
 //	start_window.go the start window: how many runs are created at once, cut
 //	                on the API server's pushback (429, timeout, slow create)
 //	transient.go    which failed requests are the API server's absence, to repeat;

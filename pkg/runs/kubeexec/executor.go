@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/pcsync/pcsync/internal/secretcheck"
 	"github.com/pcsync/pcsync/internal/tenantns"
 	"github.com/pcsync/pcsync/pkg/result"
 	"github.com/pcsync/pcsync/pkg/runs"
@@ -41,6 +42,8 @@ type Executor struct {
 	tracker *tracker
 	// tenants confirms that a run's namespace is its company's.
 	tenants *tenantns.Guard
+	// credentials confirms that the Secrets of a run's credentials exist.
+	credentials *secretcheck.Guard
 }
 
 // syncTimeout bounds the informers' first list.
@@ -83,7 +86,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Executor, error)
 		return nil, fmt.Errorf("kubernetes executor: %w", err)
 	}
 	e := &Executor{ctx: ctx, client: client, logs: logs, window: window, journal: j, opts: opts, tracker: t,
-		tenants: tenantns.New(client, 0),
+		tenants: tenantns.New(client, 0), credentials: secretcheck.NewGuard(client, secretcheck.DefaultOptions()),
 		queue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[string]{
 			Name: "kubeexec_runs", MetricsProvider: opts.QueueMetrics,
 		})}

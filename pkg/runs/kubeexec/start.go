@@ -32,6 +32,10 @@ import (
 // that stops between the two requests creates the Secret when it adopts the
 // Job.
 //
+// A run that uses its company's credentials (spec.credentials) is failed
+// before its Job is created when a credential's Secret does not exist
+// (checkCredentials, credentialsExist).
+//
 // Each of those is a step of a start (below); a step that fails undoes the
 // ones before it, newest first (rollback), and Start returns its error.
 func (e *Executor) Start(ctx context.Context, r *runs.Run) (runs.Handle, error) {
@@ -40,11 +44,13 @@ func (e *Executor) Start(ctx context.Context, r *runs.Run) (runs.Handle, error) 
 		return nil, err
 	}
 	for _, step := range []func(context.Context) error{
-		s.reserve,      // a slot of the agent's concurrency, by the cluster's count
-		s.enterWindow,  // a place in the start window
-		s.journalStart, // the run's start record (its nonce) on disk
-		s.createJob,    // the Job, or the run's own Job found under its name
-		s.createSecret, // the Secret, owned by the Job
+		s.reserve,          // a slot of the agent's concurrency, by the cluster's count
+		s.enterWindow,      // a place in the start window
+		s.checkCredentials, // the credentials' Secrets exist: asked now, answered before the Job
+		s.journalStart,     // the run's start record (its nonce) on disk
+		s.credentialsExist, // the answer: a missing Secret fails the run here
+		s.createJob,        // the Job, or the run's own Job found under its name
+		s.createSecret,     // the Secret, owned by the Job
 	} {
 		if err := step(ctx); err != nil {
 			return nil, s.rollback(err)
@@ -67,6 +73,9 @@ type start struct {
 	m marker
 	// leaveWindow gives the start window's place back (enterWindow).
 	leaveWindow func()
+	// credentials receives the answer of checkCredentials (nil when the
+	// run uses no credential).
+	credentials chan error
 	// created is the run's Job as the API server answered (createJob).
 	created *batchv1.Job
 	// undo takes back the steps done so far, in the order they were
