@@ -263,13 +263,8 @@ func (e *credBenchEnv) startRun(ctx context.Context, b *testing.B, m *config.Mod
 // beside the proxy, the proxy benchmark's bare relay to the stand-in.
 func (e *credBenchEnv) writeConfig(b *testing.B, dir, prefix string, p pushed) *config.Model {
 	b.Helper()
-	tol := e.node.Toleration()
-	sel, _ := json.Marshal(e.node.NodeSelector())
-	tolerations := fmt.Sprintf("[{key: %q, operator: %s, effect: %s}]", tol.Key, tol.Operator, tol.Effect)
-	settings := fmt.Sprintf("apiVersion: pcsync.io/v1alpha1\nkind: Settings\nmetadata: {name: s}\nspec:\n"+
-		"  namespacePrefix: %s\n  images: {registry: %s, allowList: ['%s/*/*']}\n"+
-		"  defaults:\n    limitRange: {min: {cpu: 10m, memory: 16Mi}}\n    resources: {requests: {cpu: 20m, memory: 32Mi}, limits: {cpu: '1', memory: 256Mi}}\n",
-		prefix, p.Registry, e.node.Registry().Host())
+	pl := placementOf(e.node)
+	settings := testSettings(prefix, p.Registry, e.node, "{cpu: '1', memory: 256Mi}")
 	company := fmt.Sprintf(`apiVersion: pcsync.io/v1alpha1
 kind: Company
 metadata: {name: %q}
@@ -278,50 +273,9 @@ spec:
   credentials:
     - {name: claude, provider: anthropic, secretRef: {name: model-keys, key: anthropic}}
   agents:
-    - {name: pinned, adapter: claude_local, concurrency: 2, graceSec: 3, nodeSelector: %s, tolerations: %s}
-  patches:
-    - target: {kind: Deployment, name: paperclip-egress-proxy}
-      patch: |
-        apiVersion: apps/v1
-        kind: Deployment
-        metadata: {name: paperclip-egress-proxy}
-        spec:
-          template:
-            spec:
-              nodeSelector: %s
-              tolerations: %s
-              hostAliases:
-                - ip: %s
-                  hostnames: [api.anthropic.com]
-              volumes:
-                - name: test-ca
-                  configMap: {name: test-ca}
-              containers:
-                - name: egress-proxy
-                  env:
-                    - {name: SSL_CERT_FILE, value: /etc/test-ca/ca.pem}
-                  volumeMounts:
-                    - {name: test-ca, mountPath: /etc/test-ca, readOnly: true}
-                - name: relay
-                  image: %s
-                  command: [/pause, -relay, '%d=%s:443']
-                  ports: [{name: relay, containerPort: %d}]
-                  resources: {requests: {cpu: 100m, memory: 16Mi}, limits: {cpu: 500m, memory: 64Mi}}
-                  securityContext:
-                    runAsNonRoot: true
-                    runAsUser: 65532
-                    allowPrivilegeEscalation: false
-                    capabilities: {drop: [ALL]}
-                    seccompProfile: {type: RuntimeDefault}
-    - target: {kind: Service, name: paperclip-egress-proxy}
-      patch: |
-        apiVersion: v1
-        kind: Service
-        metadata: {name: paperclip-egress-proxy}
-        spec:
-          ports: [{name: relay, port: %d, targetPort: relay, protocol: TCP}]
-`, e.slug, e.slug, sel, tolerations, sel, tolerations, testnet.PublicAddress,
-		e.node.PauseImage(), benchRelayPort, testnet.PublicAddress, benchRelayPort, benchRelayPort)
+%s  patches:
+%s%s`, e.slug, e.slug, pl.Agent("name: pinned, adapter: claude_local, concurrency: 2, graceSec: 3"),
+		proxyPatch(pl, []string{"api.anthropic.com"}, true, relayContainerPatch(e.node.PauseImage())), relayServicePatch())
 	for name, text := range map[string]string{"settings.yaml": settings, "company.yaml": company} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
 			b.Fatal(err)

@@ -170,20 +170,14 @@ func (e *cliEnv) createSecrets(ctx context.Context, t *testing.T, caPEM string) 
 func (e *cliEnv) writeConfig(t *testing.T, prefix string) {
 	t.Helper()
 	dir := t.TempDir()
-	tol := e.node.Toleration()
-	sel, _ := json.Marshal(e.node.NodeSelector())
-	place := fmt.Sprintf("nodeSelector: %s, tolerations: [{key: %q, operator: %s, effect: %s}]", sel, tol.Key, tol.Operator, tol.Effect)
-	settings := fmt.Sprintf("apiVersion: pcsync.io/v1alpha1\nkind: Settings\nmetadata: {name: s}\nspec:\n"+
-		"  namespacePrefix: %s\n  images: {registry: %s, allowList: ['%s/*/*']}\n"+
-		"  defaults:\n    limitRange: {min: {cpu: 10m, memory: 16Mi}}\n"+
-		"    resources: {requests: {cpu: 20m, memory: 64Mi}, limits: {cpu: '1', memory: 1Gi}}\n",
-		prefix, e.p.RealRegistry, e.node.Registry().Host())
-	a := cliCompany(e.slugA, place, "    - {name: claude, provider: anthropic, secretRef: {name: model-keys, key: anthropic}}\n"+
+	pl := placementOf(e.node)
+	settings := testSettings(prefix, e.p.RealRegistry, e.node, "{cpu: '1', memory: 1Gi}")
+	a := cliCompany(e.slugA, pl, "    - {name: claude, provider: anthropic, secretRef: {name: model-keys, key: anthropic}}\n"+
 		"    - {name: codex, provider: openai, secretRef: {name: model-keys, key: openai}}\n",
-		"    - {name: claude, adapter: claude_local, "+place+"}\n    - {name: codex, adapter: codex_local, "+place+"}\n")
-	b := cliCompany(e.slugB, place, "    - {name: codex, provider: openai, secretRef: {name: gateway-keys, key: master}, gatewayUrl: 'https://"+gatewayHost+"'}\n"+
+		pl.Agent("name: claude, adapter: claude_local")+pl.Agent("name: codex, adapter: codex_local"))
+	b := cliCompany(e.slugB, pl, "    - {name: codex, provider: openai, secretRef: {name: gateway-keys, key: master}, gatewayUrl: 'https://"+gatewayHost+"'}\n"+
 		"    - {name: claude, provider: anthropic, secretRef: {name: gateway-keys, key: anthropic}}\n",
-		"    - {name: codex, adapter: codex_local, "+place+"}\n    - {name: claude, adapter: claude_local, "+place+"}\n")
+		pl.Agent("name: codex, adapter: codex_local")+pl.Agent("name: claude, adapter: claude_local"))
 	for name, text := range map[string]string{"settings.yaml": settings, "a.yaml": a, "b.yaml": b} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
 			t.Fatal(err)
@@ -197,38 +191,11 @@ func (e *cliEnv) writeConfig(t *testing.T, prefix string) {
 }
 
 // cliCompany is a Company of the test: its credentials and agents, its
-// egress proxy patched onto the real node with the stand-ins' names.
-func cliCompany(slug, place, credentials, agents string) string {
-	return fmt.Sprintf(`apiVersion: pcsync.io/v1alpha1
-kind: Company
-metadata: {name: %q}
-spec:
-  id: company-%s
-  credentials:
-%s  agents:
-%s  patches:
-    - target: {kind: Deployment, name: paperclip-egress-proxy}
-      patch: |
-        apiVersion: apps/v1
-        kind: Deployment
-        metadata: {name: paperclip-egress-proxy}
-        spec:
-          template:
-            spec:
-              %s
-              hostAliases:
-                - ip: %s
-                  hostnames: [api.anthropic.com, api.openai.com, %s]
-              volumes:
-                - name: test-ca
-                  configMap: {name: test-ca}
-              containers:
-                - name: egress-proxy
-                  env:
-                    - {name: SSL_CERT_FILE, value: /etc/test-ca/ca.pem}
-                  volumeMounts:
-                    - {name: test-ca, mountPath: /etc/test-ca, readOnly: true}
-`, slug, slug, credentials, agents, strings.Replace(place, ", tolerations", "\n              tolerations", 1), testnet.PublicAddress, gatewayHost)
+// egress proxy on the real node with the stand-ins' names.
+func cliCompany(slug string, pl placement, credentials, agents string) string {
+	return fmt.Sprintf("apiVersion: pcsync.io/v1alpha1\nkind: Company\nmetadata: {name: %q}\nspec:\n  id: company-%s\n"+
+		"  credentials:\n%s  agents:\n%s  patches:\n%s", slug, slug, credentials, agents,
+		proxyPatch(pl, []string{"api.anthropic.com", "api.openai.com", gatewayHost}, true, ""))
 }
 
 // startDaemon starts what the daemon runs: the Job executor and spool,

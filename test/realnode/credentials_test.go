@@ -298,13 +298,8 @@ func assertKeysNowhere(ctx context.Context, t *testing.T, c *testcluster.Cluster
 // trusting the stand-in's certificate (SSL_CERT_FILE, from a ConfigMap).
 func writeCredentialConfig(t *testing.T, dir, prefix, slug string, p pushed, node *testcluster.RealNode) *config.Model {
 	t.Helper()
-	tol := node.Toleration()
-	sel, _ := json.Marshal(node.NodeSelector())
-	tolerations := fmt.Sprintf("[{key: %q, operator: %s, effect: %s}]", tol.Key, tol.Operator, tol.Effect)
-	settings := fmt.Sprintf("apiVersion: pcsync.io/v1alpha1\nkind: Settings\nmetadata: {name: s}\nspec:\n"+
-		"  namespacePrefix: %s\n  images: {registry: %s, allowList: ['%s/*/*']}\n"+
-		"  defaults:\n    limitRange: {min: {cpu: 10m, memory: 16Mi}}\n    resources: {requests: {cpu: 20m, memory: 32Mi}, limits: {cpu: 200m, memory: 128Mi}}\n",
-		prefix, p.Registry, node.Registry().Host())
+	pl := placementOf(node)
+	settings := testSettings(prefix, p.Registry, node, "{cpu: 200m, memory: 128Mi}")
 	company := fmt.Sprintf(`apiVersion: pcsync.io/v1alpha1
 kind: Company
 metadata: {name: %q}
@@ -313,31 +308,8 @@ spec:
   credentials:
     - {name: claude, provider: anthropic, secretRef: {name: model-keys, key: anthropic}}
   agents:
-    - {name: pinned, adapter: claude_local, nodeSelector: %s, tolerations: %s}
-  patches:
-    - target: {kind: Deployment, name: paperclip-egress-proxy}
-      patch: |
-        apiVersion: apps/v1
-        kind: Deployment
-        metadata: {name: paperclip-egress-proxy}
-        spec:
-          template:
-            spec:
-              nodeSelector: %s
-              tolerations: %s
-              hostAliases:
-                - ip: %s
-                  hostnames: [api.anthropic.com]
-              volumes:
-                - name: test-ca
-                  configMap: {name: test-ca}
-              containers:
-                - name: egress-proxy
-                  env:
-                    - {name: SSL_CERT_FILE, value: /etc/test-ca/ca.pem}
-                  volumeMounts:
-                    - {name: test-ca, mountPath: /etc/test-ca, readOnly: true}
-`, slug, slug, sel, tolerations, sel, tolerations, testnet.PublicAddress)
+%s  patches:
+%s`, slug, slug, pl.Agent("name: pinned, adapter: claude_local"), proxyPatch(pl, []string{"api.anthropic.com"}, true, ""))
 	for name, text := range map[string]string{"settings.yaml": settings, "company.yaml": company} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
 			t.Fatal(err)

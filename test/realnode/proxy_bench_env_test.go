@@ -206,14 +206,9 @@ func newProxyBenchEnv(b *testing.B) *proxyBenchEnv {
 // not hide the proxy's cost.
 func (e *proxyBenchEnv) writeConfig(b *testing.B, dir, prefix string, p pushed) *config.Model {
 	b.Helper()
-	tol := e.node.Toleration()
-	sel, _ := json.Marshal(e.node.NodeSelector())
-	tolerations := fmt.Sprintf("[{key: %q, operator: %s, effect: %s}]", tol.Key, tol.Operator, tol.Effect)
-	agent := fmt.Sprintf("    - {name: pinned, adapter: claude_local, concurrency: 4, graceSec: 3, nodeSelector: %s, tolerations: %s}\n", sel, tolerations)
-	settings := fmt.Sprintf("apiVersion: pcsync.io/v1alpha1\nkind: Settings\nmetadata: {name: s}\nspec:\n"+
-		"  namespacePrefix: %s\n  images: {registry: %s, allowList: ['%s/*/*']}\n"+
-		"  defaults:\n    limitRange: {min: {cpu: 10m, memory: 16Mi}}\n    resources: {requests: {cpu: 20m, memory: 32Mi}, limits: {cpu: '1', memory: 256Mi}}\n",
-		prefix, p.Registry, e.node.Registry().Host())
+	pl := placementOf(e.node)
+	agent := pl.Agent("name: pinned, adapter: claude_local, concurrency: 4, graceSec: 3")
+	settings := testSettings(prefix, p.Registry, e.node, "{cpu: '1', memory: 256Mi}")
 	px := fmt.Sprintf(`apiVersion: pcsync.io/v1alpha1
 kind: Company
 metadata: {name: %q}
@@ -224,40 +219,7 @@ spec:
     allowFqdns: [allowed.test]
   agents:
 %s  patches:
-    - target: {kind: Deployment, name: paperclip-egress-proxy}
-      patch: |
-        apiVersion: apps/v1
-        kind: Deployment
-        metadata: {name: paperclip-egress-proxy}
-        spec:
-          template:
-            spec:
-              nodeSelector: %s
-              tolerations: %s
-              hostAliases:
-                - ip: %s
-                  hostnames: [allowed.test]
-              containers:
-                - name: relay
-                  image: %s
-                  command: [/pause, -relay, '%d=%s:443']
-                  ports: [{name: relay, containerPort: %d}]
-                  resources: {requests: {cpu: 100m, memory: 16Mi}, limits: {cpu: 500m, memory: 64Mi}}
-                  securityContext:
-                    runAsNonRoot: true
-                    runAsUser: 65532
-                    allowPrivilegeEscalation: false
-                    capabilities: {drop: [ALL]}
-                    seccompProfile: {type: RuntimeDefault}
-    - target: {kind: Service, name: paperclip-egress-proxy}
-      patch: |
-        apiVersion: v1
-        kind: Service
-        metadata: {name: paperclip-egress-proxy}
-        spec:
-          ports: [{name: relay, port: %d, targetPort: relay, protocol: TCP}]
-`, e.slugPX, e.slugPX, agent, sel, tolerations, testnet.PublicAddress,
-		e.node.PauseImage(), benchRelayPort, testnet.PublicAddress, benchRelayPort, benchRelayPort)
+%s%s`, e.slugPX, e.slugPX, agent, proxyPatch(pl, []string{"allowed.test"}, false, relayContainerPatch(e.node.PauseImage())), relayServicePatch())
 	dx := fmt.Sprintf("apiVersion: pcsync.io/v1alpha1\nkind: Company\nmetadata: {name: %q}\nspec:\n  id: company-%s\n"+
 		"  egress:\n    mode: standard\n    allowCidrs: [{cidr: %s/32, ports: [443], protocol: TCP}]\n  agents:\n%s",
 		e.slugDX, e.slugDX, testnet.PublicAddress, agent)

@@ -283,13 +283,8 @@ func checkProxyIngress(ctx context.Context, t *testing.T, c *testcluster.Cluster
 // the real node, the proxy resolving the test names through hostAliases.
 func writeProxyConfig(t *testing.T, dir, prefix, slug, monNS string, p pushed, node *testcluster.RealNode) *config.Model {
 	t.Helper()
-	tol := node.Toleration()
-	sel, _ := json.Marshal(node.NodeSelector())
-	tolerations := fmt.Sprintf("[{key: %q, operator: %s, effect: %s}]", tol.Key, tol.Operator, tol.Effect)
-	settings := fmt.Sprintf("apiVersion: pcsync.io/v1alpha1\nkind: Settings\nmetadata: {name: s}\nspec:\n"+
-		"  namespacePrefix: %s\n  images: {registry: %s, allowList: ['%s/*/*']}\n  egress: {metricsNamespace: %s}\n"+
-		"  defaults:\n    limitRange: {min: {cpu: 10m, memory: 16Mi}}\n    resources: {requests: {cpu: 20m, memory: 32Mi}, limits: {cpu: 200m, memory: 128Mi}}\n",
-		prefix, p.Registry, node.Registry().Host(), monNS)
+	pl := placementOf(node)
+	settings := testSettings(prefix, p.Registry, node, "{cpu: 200m, memory: 128Mi}", "  egress: {metricsNamespace: "+monNS+"}\n")
 	company := fmt.Sprintf(`apiVersion: pcsync.io/v1alpha1
 kind: Company
 metadata: {name: %q}
@@ -298,22 +293,8 @@ spec:
   egress:
     allowFqdns: [allowed.test]
   agents:
-    - {name: pinned, adapter: claude_local, nodeSelector: %s, tolerations: %s}
-  patches:
-    - target: {kind: Deployment, name: paperclip-egress-proxy}
-      patch: |
-        apiVersion: apps/v1
-        kind: Deployment
-        metadata: {name: paperclip-egress-proxy}
-        spec:
-          template:
-            spec:
-              nodeSelector: %s
-              tolerations: %s
-              hostAliases:
-                - ip: %s
-                  hostnames: [allowed.test, other.test]
-`, slug, slug, sel, tolerations, sel, tolerations, testnet.PublicAddress)
+%s  patches:
+%s`, slug, slug, pl.Agent("name: pinned, adapter: claude_local"), proxyPatch(pl, []string{"allowed.test", "other.test"}, false, ""))
 	for name, text := range map[string]string{"settings.yaml": settings, "company.yaml": company} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
 			t.Fatal(err)
