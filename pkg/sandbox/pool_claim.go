@@ -32,7 +32,7 @@ func (m *Manager) startPod(ctx context.Context, model *config.Model, r *Record) 
 			m.opts.Metrics.SandboxPoolClaim(r.Company, string(outcome))
 		}
 	}()
-	if p := m.pools; p != nil {
+	if m.pools != nil {
 		k, declared := m.poolKeyOf(r, model)
 		if declared {
 			outcome = ClaimMiss

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -129,4 +130,44 @@ func TestPoolExpectations(t *testing.T) {
 	now = now.Add(31 * time.Second)
 	check("a create never seen, past its TTL", waits{})
 	check("and forgotten", waits{})
+}
+
+// A new config queues the pools whose declaration it changed: added,
+// removed, another count or member; every pool of the first config.
+func TestChangedPools(t *testing.T) {
+	key := func(h string) poolKey { return poolKey{Namespace: "ns", Hash: h} }
+	decl := func(h string, count int, image string) *poolDecl {
+		return &poolDecl{key: key(h), count: count, rec: Record{Namespace: "ns", Company: "acme", Image: image}}
+	}
+	cfg := func(ds ...*poolDecl) *poolConfig {
+		out := &poolConfig{pools: map[poolKey]*poolDecl{}}
+		for _, d := range ds {
+			out.pools[d.key] = d
+		}
+		return out
+	}
+	before := cfg(decl("a", 2, "img:1"), decl("b", 1, "img:1"), decl("c", 1, "img:1"))
+	tests := []struct {
+		name     string
+		old, now *poolConfig
+		want     []string
+	}{
+		{"the first config", nil, before, []string{"a", "b", "c"}},
+		{"the same pools", before, cfg(decl("a", 2, "img:1"), decl("b", 1, "img:1"), decl("c", 1, "img:1")), nil},
+		{"a count lowered, a pool added, one removed", before, cfg(decl("a", 1, "img:1"), decl("b", 1, "img:1"), decl("d", 3, "img:1")), []string{"a", "c", "d"}},
+		{"a member's record changed", before, cfg(decl("a", 2, "img:1"), decl("b", 1, "img:2"), decl("c", 1, "img:1")), []string{"b"}},
+		{"every pool removed", before, cfg(), []string{"a", "b", "c"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []string
+			for _, k := range changedPools(tt.old, tt.now) {
+				got = append(got, k.Hash)
+			}
+			slices.Sort(got)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("queued pools (-want +got):\n%s", diff)
+			}
+		})
+	}
 }
