@@ -57,7 +57,13 @@
 //	metrics.go          Metrics the manager reports to (pcsync_sandbox_*), its outcome and end words
 //	pool.go             warm pools: the declared pools, a member's spec hash, a member built by BuildPod with a member's labels
 //	pool_options.go     PoolOptions and their defaults
-//	pool_controller.go  the pools' controller: a watch of the members; create, replace, drain, adopt
-//	pool_claim.go       startPod: claim a Ready member (a patch with a resourceVersion precondition), else create; the pool shrinks for quota room
+//	pool_controller.go  the pools' controller in client-go's shape: the members' informer and lister, a rate-limited workqueue of pool keys, its workers and event handlers
+//	pool_config.go      a changed config queues the pools it changed; the pools' metrics
+//	pool_sync.go        sync(key): a pool's declaration against its members in the lister; decide, its pure decision
+//	pool_expectations.go  the creates and deletes in flight a pool's sync waits for (client-go's ControllerExpectations)
+//	pool_hold.go        per namespace: refills held after a quota refusal and while acquires start pods of their own
+//	pool_refill.go      creating the missing members
+//	pool_remove.go      deleting a member (UID and resourceVersion preconditions); the pool shrinks for quota room
+//	pool_claim.go       startPod: claim a Ready member (a patch with resourceVersion and UID preconditions, no lock), else create
 //	pool_status.go      Pools: each pool against its declaration (doctor, the metrics)
 package sandbox

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -37,7 +38,10 @@ type Manager struct {
 	credentials *secretcheck.Guard
 
 	// pools keeps the warm pools; nil when the daemon keeps none.
-	pools *warmPools
+	pools *poolController
+	// closing is set when Close begins (read without the lock: a claim
+	// takes no lock of the Manager's).
+	closing atomic.Bool
 
 	mu     sync.Mutex
 	leases map[string]*lease
@@ -185,6 +189,7 @@ func (m *Manager) forget(id string) {
 // every command stream. Lease pods stay (the next daemon adopts them) and
 // end at their expiry at the latest.
 func (m *Manager) Close() {
+	m.closing.Store(true)
 	if m.pools != nil {
 		// Members stay: the next daemon adopts them.
 		m.pools.close()

@@ -56,6 +56,7 @@ type env struct {
 	t       testing.TB
 	c       *testcluster.Cluster
 	ns      string
+	dir     string // the config directory
 	model   *config.Model
 	m       *Manager
 	hostDir string
@@ -64,6 +65,8 @@ type env struct {
 	resolver AgentResolver
 	// proxy is the Manager's Options.ProxyAddresses.
 	proxy ProxyAddresses
+	// noPools disables the Manager's warm pools.
+	noPools bool
 }
 
 type envOptions struct {
@@ -83,6 +86,10 @@ type envOptions struct {
 	// ProxyIP, when set, is the address of the tenant's egress proxy
 	// Service the Manager is told (Options.ProxyAddresses).
 	ProxyIP string
+	// Sandbox, when set, is the company's spec.sandbox (YAML flow style).
+	Sandbox string
+	// NoPools starts the env's Manager with its warm pools disabled.
+	NoPools bool
 }
 
 func newEnv(t testing.TB, o envOptions) *env {
@@ -148,8 +155,8 @@ kind: Company
 metadata: {name: %q}
 spec:
   id: company-%s%s
-  agents: %s
-`, slug, slug, companyPaperclip, agents),
+  agents: %s%s
+`, slug, slug, companyPaperclip, agents, sandboxSpec(o.Sandbox)),
 	}
 	for name, text := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
@@ -176,12 +183,20 @@ spec:
 		Env: map[string]string{"PATH": "/usr/local/bin:/usr/bin:/bin", "SANDBOX_TEST": "from-the-pod"}}); err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, c: c, ns: ns, model: model, hostDir: hostDir, logs: &strings.Builder{}, resolver: o.Resolver}
+	e := &env{t: t, c: c, ns: ns, dir: dir, model: model, hostDir: hostDir, logs: &strings.Builder{}, resolver: o.Resolver, noPools: o.NoPools}
 	if o.ProxyIP != "" {
 		e.proxy = proxyIPs{ns: o.ProxyIP}
 	}
 	e.start()
 	return e
+}
+
+// sandboxSpec is the company's spec.sandbox line for sandbox; "" for none.
+func sandboxSpec(sandbox string) string {
+	if sandbox == "" {
+		return ""
+	}
+	return "\n  sandbox: " + sandbox
 }
 
 // start (re)starts the manager on the test's state directory.
@@ -192,6 +207,7 @@ func (e *env) start() {
 	o.ReadyTimeout = time.Minute
 	o.Agents = e.resolver
 	o.ProxyAddresses = e.proxy
+	o.Pool.Disabled = e.noPools
 	o.Logger = slog.New(slog.NewTextHandler(&syncWriter{b: e.logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	m, err := New(context.Background(), e.c.RESTConfig(), func() *config.Model { return e.model }, o)
 	if err != nil {

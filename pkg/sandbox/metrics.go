@@ -41,7 +41,8 @@ type Metrics interface {
 	// pod came from (a ClaimOutcome).
 	SandboxPoolClaim(company, outcome string)
 	// SandboxPoolReady observes a warm pool member of company that took d
-	// from its create to Ready: the pool's refill time.
+	// from its creationTimestamp to the daemon seeing it become Ready: the
+	// pool's refill time.
 	SandboxPoolReady(company string, d time.Duration)
 }
 

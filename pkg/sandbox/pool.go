@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -46,6 +47,12 @@ type poolKey struct {
 
 // String is the key as logs and doctor show it: namespace/hash.
 func (k poolKey) String() string { return k.Namespace + "/" + k.Hash }
+
+// parsePoolKey is the key whose String is s.
+func parsePoolKey(s string) poolKey {
+	ns, hash, _ := strings.Cut(s, "/")
+	return poolKey{Namespace: ns, Hash: hash}
+}
 
 // declaredPools are the warm pools of model's companies, by key. A pool
 // whose pod cannot be built (a broken config the validator let through)

@@ -12,13 +12,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/pcsync/pcsync/internal/agentpod"
-	"github.com/pcsync/pcsync/internal/podwait"
 	"github.com/pcsync/pcsync/internal/tenantns"
 	"github.com/pcsync/pcsync/pkg/config"
 )
@@ -35,8 +32,8 @@ func (m *Manager) startPod(ctx context.Context, model *config.Model, r *Record) 
 			m.opts.Metrics.SandboxPoolClaim(r.Company, string(outcome))
 		}
 	}()
-	if p := m.pools; p != nil {
-		k, declared := p.keyOf(r, model)
+	if m.pools != nil {
+		k, declared := m.poolKeyOf(r, model)
 		if declared {
 			outcome = ClaimMiss
 			if pod, err := m.claim(ctx, model, r, k); err != nil || pod != nil {
@@ -67,30 +64,30 @@ func quotaFull(err error) bool {
 	return errors.As(err, &ue) && ue.Code == CodeQuotaFull
 }
 
-// keyOf is the pool whose members lease r would claim, and whether the
-// config declares it.
-func (p *warmPools) keyOf(r *Record, model *config.Model) (poolKey, bool) {
-	hash, err := specHash(*r, model, p.m.opts.HostRoot)
+// poolKeyOf is the pool whose members lease r would claim, and whether
+// the config declares it.
+func (m *Manager) poolKeyOf(r *Record, model *config.Model) (poolKey, bool) {
+	hash, err := specHash(*r, model, m.opts.HostRoot)
 	if err != nil {
 		return poolKey{}, false
 	}
 	k := poolKey{Namespace: r.Namespace, Hash: hash}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	_, ok := p.declared[k]
-	return k, ok
+	return k, m.pools.declared(k) != nil
 }
 
 // claim takes a Ready member of pool k for lease r and makes it the
 // lease's pod; nil when no member could be had. The lease takes the
 // member's name (its id) and UID, and joins the journal before the claim's
 // patch; a claim that loses a race (the member changed or is gone) tries
-// the next member. The pool refills at once.
+// the next member. No lock is held: a member is marked taken by its UID
+// (poolController.claimed), and the patch's preconditions make the claim
+// safe against another process. The informer's event of the claimed
+// member (it leaves the pool) refills the pool.
 func (m *Manager) claim(ctx context.Context, model *config.Model, r *Record, k poolKey) (*corev1.Pod, error) {
 	p := m.pools
-	defer p.poke()
+	tried := map[types.UID]bool{}
 	for {
-		mem := p.take(k)
+		mem := p.take(k, tried)
 		if mem == nil {
 			return nil, nil
 		}
@@ -98,7 +95,8 @@ func (m *Manager) claim(ctx context.Context, model *config.Model, r *Record, k p
 		if err == nil {
 			return pod, nil
 		}
-		p.untake(mem.Name)
+		p.claimed.Delete(mem.UID)
+		tried[mem.UID] = true
 		var ue *UserError
 		if errors.As(err, &ue) || ctx.Err() != nil {
 			return nil, err
@@ -160,76 +158,26 @@ func (m *Manager) claimMember(ctx context.Context, model *config.Model, r *Recor
 	return pod, nil
 }
 
-// take marks the oldest Ready member of pool k as taken and returns it;
-// nil when none is Ready.
-func (p *warmPools) take(k poolKey) *corev1.Pod {
-	objs, _ := p.inf.GetIndexer().ByIndex(poolIndex, k.String())
+// take marks the oldest Ready member of pool k that is not marked and
+// not in tried as taken, and returns it; nil when there is none.
+func (c *poolController) take(k poolKey, tried map[types.UID]bool) *corev1.Pod {
+	objs, _ := c.informer.GetIndexer().ByIndex(poolIndex, k.String())
 	pods := make([]*corev1.Pod, 0, len(objs))
 	for _, o := range objs {
-		if pod := o.(*corev1.Pod); agentpod.Ready(pod) {
+		if pod := o.(*corev1.Pod); agentpod.Ready(pod) && pod.DeletionTimestamp == nil && !tried[pod.UID] {
 			pods = append(pods, pod)
 		}
 	}
 	slices.SortFunc(pods, func(a, b *corev1.Pod) int {
 		return cmp.Or(a.CreationTimestamp.Compare(b.CreationTimestamp.Time), cmp.Compare(a.Name, b.Name))
 	})
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	for _, pod := range pods {
-		if !p.taken[pod.Name] {
-			p.taken[pod.Name] = true
+		if _, taken := c.claimed.LoadOrStore(pod.UID, true); !taken {
 			return pod.DeepCopy()
 		}
 	}
 	return nil
 }
 
-// untake gives a member back to its pool after a claim that failed.
-func (p *warmPools) untake(name string) {
-	p.mu.Lock()
-	delete(p.taken, name)
-	p.mu.Unlock()
-}
-
-// shrink deletes one member of namespace ns (one that is not Ready
-// first) for a lease that needs its room in the quota, holds the
-// namespace's refills for QuotaBackoff, and returns once the member is
-// gone; false when ns has no member left.
-func (p *warmPools) shrink(ctx context.Context, ns string) bool {
-	objs, _ := p.inf.GetIndexer().ByIndex(cache.NamespaceIndex, ns)
-	var pick *corev1.Pod
-	p.mu.Lock()
-	p.pressure[ns] = time.Now().Add(p.m.opts.Pool.QuotaBackoff)
-	for _, o := range objs {
-		pod := o.(*corev1.Pod)
-		if p.taken[pod.Name] || pod.DeletionTimestamp != nil {
-			continue
-		}
-		if pick == nil || (agentpod.Ready(pick) && !agentpod.Ready(pod)) {
-			pick = pod
-		}
-	}
-	if pick != nil {
-		p.taken[pick.Name] = true
-	}
-	p.mu.Unlock()
-	if pick == nil {
-		return false
-	}
-	p.m.log.Info("sandbox: warm pool shrunk for a lease the quota has no room for", slog.String("pod", ns+"/"+pick.Name))
-	err := p.m.deletePod(ctx, ns, pick.Name, string(pick.UID))
-	if err == nil {
-		err = podwait.Gone(ctx, p.m.cs, ns, pick.Name)
-	}
-	if err != nil && !apierrors.IsNotFound(err) {
-		p.m.log.Warn("sandbox: warm pool member not deleted for room", slog.String("pod", ns+"/"+pick.Name), slog.Any("error", err))
-	}
-	return true
-}
-
 // isClosed says Close has begun.
-func (m *Manager) isClosed() bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.closed
-}
+func (m *Manager) isClosed() bool { return m.closing.Load() }

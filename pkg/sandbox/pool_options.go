@@ -26,9 +26,10 @@ type PoolOptions struct {
 	// replaced: its activeDeadlineSeconds covers this and MaxLeaseTTL.
 	// Default 12h.
 	MemberMaxAge time.Duration
-	// Resync is how often the pools are compared with the config besides
-	// on every change of a member: from the daemon's cache, with no
-	// request unless a member is missing or surplus. Default 2s.
+	// Resync is how often the controller looks for a new config (the
+	// Manager's model func returns another one) and queues the pools it
+	// changed, and gives the metrics the pools. A pool also syncs on every
+	// change of a member, and when a member's age will matter. Default 2s.
 	Resync time.Duration
 	// QuotaBackoff is how long no member is created in a namespace after a
 	// quota refusal there, a member's own or a lease's that shrank its
@@ -43,8 +44,9 @@ type PoolOptions struct {
 	// quota retries its create while the quota's usage catches up with the
 	// member's delete. Default 15s.
 	RoomWait time.Duration
-	// PendingTTL is how long a created member not yet in the daemon's
-	// cache counts as a member. Default 30s.
+	// PendingTTL is how long a pool's sync waits for its creates and
+	// deletes in flight to reach the daemon's cache (its expectations)
+	// before it forgets them. Default 30s.
 	PendingTTL time.Duration
 }
 

@@ -4,7 +4,7 @@ import (
 	"cmp"
 	"slices"
 
-	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/pcsync/pcsync/internal/agentpod"
 )
@@ -39,20 +39,16 @@ func (m *Manager) Pools() []PoolStatus {
 	return m.pools.status()
 }
 
-func (p *warmPools) status() []PoolStatus {
-	p.mu.Lock()
+func (c *poolController) status() []PoolStatus {
 	byKey := map[poolKey]*PoolStatus{}
-	for k, d := range p.declared {
-		byKey[k] = &PoolStatus{Company: d.rec.Company, Namespace: k.Namespace, Image: d.rec.Image, Agent: d.rec.Agent, Hash: k.Hash, Declared: d.count}
+	if cfg := c.cfg.Load(); cfg != nil {
+		for k, d := range cfg.pools {
+			byKey[k] = &PoolStatus{Company: d.rec.Company, Namespace: k.Namespace, Image: d.rec.Image, Agent: d.rec.Agent, Hash: k.Hash, Declared: d.count}
+		}
 	}
-	taken := make(map[string]bool, len(p.taken))
-	for n := range p.taken {
-		taken[n] = true
-	}
-	p.mu.Unlock()
-	for _, obj := range p.inf.GetStore().List() {
-		pod := obj.(*corev1.Pod)
-		if taken[pod.Name] || pod.DeletionTimestamp != nil {
+	pods, _ := c.lister.List(labels.Everything())
+	for _, pod := range pods {
+		if _, taken := c.claimed.Load(pod.UID); taken || pod.DeletionTimestamp != nil {
 			continue
 		}
 		k := poolKey{Namespace: pod.Namespace, Hash: pod.Labels[LabelPool]}
@@ -74,27 +70,4 @@ func (p *warmPools) status() []PoolStatus {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Image, b.Image), cmp.Compare(a.Hash, b.Hash))
 	})
 	return out
-}
-
-// report gives the metrics each company's pools: declared, members and
-// ready summed over its pools, and zeros for a company reported before
-// that has none now.
-func (p *warmPools) report() {
-	sums := map[string][3]int{}
-	for _, s := range p.status() {
-		v := sums[s.Company]
-		sums[s.Company] = [3]int{v[0] + s.Declared, v[1] + s.Members, v[2] + s.Ready}
-	}
-	for c := range p.reported {
-		if _, ok := sums[c]; !ok {
-			sums[c] = [3]int{}
-			delete(p.reported, c)
-		}
-	}
-	for c, v := range sums {
-		if v != [3]int{} {
-			p.reported[c] = true
-		}
-		p.m.opts.Metrics.SandboxPool(c, v[0], v[1], v[2])
-	}
 }

@@ -118,48 +118,37 @@ func TestPoolMemberEgressUntilClaimed(t *testing.T) {
 
 // A namespace's refills wait while its acquires are in flight (their cold
 // pods and the refill's would share the node), at most ColdHold, and while
-// a quota refusal there is recent; the last acquire's end asks for a
-// reconcile.
+// a quota refusal there is recent; the last acquire's end refills.
 func TestPoolHeld(t *testing.T) {
-	m := &Manager{opts: DefaultOptions(t.TempDir())}
-	m.opts.Pool.complete()
-	hold := m.opts.Pool.ColdHold
-	p := &warmPools{m: m, kick: make(chan struct{}, 1), inflight: map[string]int{}, inflightSince: map[string]time.Time{}, pressure: map[string]time.Time{}}
+	o := DefaultPoolOptions()
+	h := &nsHolds{quotaBackoff: o.QuotaBackoff, coldHold: o.ColdHold}
 	now := time.Now()
-	type state struct{ A, B bool }
-	heldNow := func(at time.Time) state { return state{p.held("a", at), p.held("b", at)} }
+	type state struct{ A, B time.Duration }
+	heldAt := func(at time.Time) state { return state{h.held("a", at), h.held("b", at)} }
+	ended := 0
 
-	if diff := cmp.Diff(state{}, heldNow(now)); diff != "" {
+	if diff := cmp.Diff(state{}, heldAt(now)); diff != "" {
 		t.Errorf("no acquire in flight (-want +got):\n%s", diff)
 	}
-	one, two := p.acquiring("a"), p.acquiring("a")
-	if diff := cmp.Diff(state{A: true}, heldNow(time.Now())); diff != "" {
-		t.Errorf("two acquires in flight in a (-want +got):\n%s", diff)
+	one := h.acquiring("a", now, func() { ended++ })
+	two := h.acquiring("a", now.Add(time.Second), func() { ended++ })
+	if diff := cmp.Diff(state{A: o.ColdHold - 2*time.Second}, heldAt(now.Add(2*time.Second))); diff != "" {
+		t.Errorf("two acquires in flight in a, ColdHold from the first (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(state{}, heldNow(time.Now().Add(hold+time.Second))); diff != "" {
+	if diff := cmp.Diff(state{}, heldAt(now.Add(o.ColdHold+time.Second))); diff != "" {
 		t.Errorf("after ColdHold (-want +got):\n%s", diff)
 	}
 	one()
 	one() // a second call is a no-op
-	if diff := cmp.Diff(state{A: true}, heldNow(time.Now())); diff != "" {
-		t.Errorf("one acquire left (-want +got):\n%s", diff)
-	}
-	select {
-	case <-p.kick:
-		t.Error("a reconcile was asked for with an acquire still in flight")
-	default:
+	if diff := cmp.Diff(state{A: o.ColdHold}, heldAt(now)); diff != "" || ended != 0 {
+		t.Errorf("one acquire left (-want +got):\n%s; refills asked for %d times, want 0", diff, ended)
 	}
 	two()
-	if diff := cmp.Diff(state{}, heldNow(time.Now())); diff != "" {
-		t.Errorf("every acquire ended (-want +got):\n%s", diff)
+	if diff := cmp.Diff(state{}, heldAt(now)); diff != "" || ended != 1 {
+		t.Errorf("every acquire ended (-want +got):\n%s; refills asked for %d times, want 1", diff, ended)
 	}
-	select {
-	case <-p.kick:
-	default:
-		t.Error("the last acquire's end asked for no reconcile")
-	}
-	p.pressure["b"] = time.Now().Add(m.opts.Pool.QuotaBackoff)
-	if diff := cmp.Diff(state{B: true}, heldNow(time.Now())); diff != "" {
+	h.quotaRefused("b", now)
+	if diff := cmp.Diff(state{B: o.QuotaBackoff - time.Second}, heldAt(now.Add(time.Second))); diff != "" {
 		t.Errorf("a quota refusal in b (-want +got):\n%s", diff)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/pcsync/pcsync/internal/agentpod"
 	"github.com/pcsync/pcsync/internal/testcluster"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/sandbox"
@@ -173,7 +174,7 @@ func (e *poolEnv) waitPool(t testing.TB, m *sandbox.Manager, what string, ok fun
 }
 
 // waitQuiet waits until the namespace holds no lease pod and no pod being
-// deleted, and, when pool, until m's pool has its 5 members Ready; then it
+// deleted (but the tenant's egress proxy), and, when pool, until m's pool has its 5 members Ready; then it
 // lets the node settle.
 func (e *poolEnv) waitQuiet(t testing.TB, m *sandbox.Manager, pool bool) {
 	t.Helper()
@@ -186,17 +187,20 @@ func (e *poolEnv) waitQuiet(t testing.TB, m *sandbox.Manager, pool bool) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		others := 0
+		var others []string
 		for _, p := range l.Items {
+			if p.Labels[agentpod.LabelRole] == agentpod.RoleEgressProxy {
+				continue // the tenant's (egress mode proxy)
+			}
 			if _, member := p.Labels[sandbox.LabelPool]; !member || p.DeletionTimestamp != nil {
-				others++
+				others = append(others, fmt.Sprintf("%s (%s, deleting %v, labels %v)", p.Name, p.Status.Phase, p.DeletionTimestamp != nil, p.Labels))
 			}
 		}
-		if others == 0 {
+		if len(others) == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("waiting for the namespace to hold only the pool: %d other pods", others)
+			t.Fatalf("waiting for the namespace to hold only the pool: %d other pods: %s", len(others), strings.Join(others, "; "))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

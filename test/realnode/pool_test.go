@@ -87,7 +87,7 @@ func TestPoolClaimRace(t *testing.T) {
 func TestPoolEgressUntilClaimed(t *testing.T) {
 	p := pushImages(t)
 	e := newPoolEnv(t, p, "  sandbox:\n    warmPool:\n      - {adapterType: claude_local, count: 1, agent: pinned}\n")
-	m := e.manager(t, func(o *sandbox.Options) { o.Pool.Resync = time.Hour }) // no refill during the test
+	m := e.manager(t, nil)
 	e.waitPool(t, m, "1 Ready member", func(ready, _ int) bool { return ready == 1 })
 	member := e.members(t)[0]
 
