@@ -98,6 +98,25 @@ func (a *api) must(t testing.TB, method, path string, in, out any) {
 	}
 }
 
+// waitSession waits until Paperclip has kept session id as the agent's
+// (its runtime state), which it does a moment after the run that made it
+// is reported succeeded: a wake sent before then is handed no session.
+func (a *api) waitSession(t testing.TB, agentID, id string, within time.Duration) {
+	t.Helper()
+	var st struct {
+		SessionID *string `json:"sessionId"`
+	}
+	for deadline := time.Now().Add(within); ; time.Sleep(200 * time.Millisecond) {
+		a.must(t, "GET", "/api/agents/"+agentID+"/runtime-state", nil, &st)
+		if str(st.SessionID) == id {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("agent %s's session is %q after %s, want %q", agentID, str(st.SessionID), within, id)
+		}
+	}
+}
+
 func (a *api) createCompany(t testing.TB, name string) company {
 	t.Helper()
 	var c company

@@ -316,6 +316,7 @@ func TestSandboxClaudeRun(t *testing.T) {
 	// the CLI resume it (--resume) only in the lease it was made in, which
 	// it keeps for runs with an execution workspace (reuseLease); a plain
 	// wake gets a fresh lease, and the adapter says so in the run's log.
+	srv.API.waitSession(t, coder.ID, tr.SessionID, time.Minute)
 	run2 := srv.API.wake(t, coder.ID, "e2e: sandbox second wake")
 	got2 := srv.API.waitRun(t, run2.ID, 3*time.Minute)
 	if got2.Status != "succeeded" || str(got2.SessionIDBefore) != tr.SessionID {

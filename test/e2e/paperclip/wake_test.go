@@ -76,6 +76,7 @@ func TestWakeRunsThroughPcsync(t *testing.T) {
 	waitSpend(t, srv, w.company.ID, cents(tr.CostUSD))
 
 	// The second wake resumes the session the first one created.
+	srv.API.waitSession(t, coder.ID, tr.SessionID, time.Minute)
 	run2 := srv.API.wake(t, coder.ID, "e2e: second wake")
 	got2 := srv.API.waitRun(t, run2.ID, 2*time.Minute)
 	if got2.Status != "succeeded" || str(got2.SessionIDBefore) != tr.SessionID {
