@@ -74,30 +74,40 @@ func (c *Cluster) StopExec(ctx context.Context, namespace string) error {
 
 func clusterExecName(namespace string) string { return "pcsync-exec-" + namespace }
 
-// KillHostProcesses kills (SIGKILL) every process of this host whose
-// command line names a path under dir, and returns how many it killed.
-// ServeExec's pods share the host: a command they left running in the
-// background (a sandbox lease's command server, which outlives the pod by
-// design) would otherwise outlive the test that made dir.
-func KillHostProcesses(dir string) (int, error) {
+// HostProcesses returns the pids of this host's processes (but this one)
+// whose command line names a path under dir.
+func HostProcesses(dir string) ([]int, error) {
 	dir = filepath.Clean(dir) + "/"
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
-		return 0, fmt.Errorf("testcluster: processes under %s: %w", dir, err)
+		return nil, fmt.Errorf("testcluster: processes under %s: %w", dir, err)
 	}
-	n := 0
+	var pids []int
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil || pid == os.Getpid() {
 			continue
 		}
 		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil || !bytes.Contains(cmdline, []byte(dir)) {
-			continue
+		if err == nil && bytes.Contains(cmdline, []byte(dir)) {
+			pids = append(pids, pid)
 		}
-		if err := syscall.Kill(pid, syscall.SIGKILL); err == nil {
+	}
+	return pids, nil
+}
+
+// KillHostProcesses kills (SIGKILL) HostProcesses(dir) and returns how
+// many it killed. ServeExec's pods share the host: a command they left
+// running in the background (a sandbox lease's command server, which
+// outlives the pod by design) would otherwise outlive the test that made
+// dir.
+func KillHostProcesses(dir string) (int, error) {
+	pids, err := HostProcesses(dir)
+	n := 0
+	for _, pid := range pids {
+		if syscall.Kill(pid, syscall.SIGKILL) == nil {
 			n++
 		}
 	}
-	return n, nil
+	return n, err
 }
