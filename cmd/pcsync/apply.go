@@ -11,15 +11,8 @@ import (
 	"github.com/pcsync/pcsync/pkg/paperclip"
 )
 
-func newApplyCmd(g *globalOptions) *cobra.Command {
-	var (
-		flags gitopsFlags
-		opts  = apply.DefaultApplyOptions()
-	)
-	cmd := &cobra.Command{
-		Use:   "apply [DIR]",
-		Short: "Server-side apply the tenant manifests of a config directory",
-		Long: `apply validates and renders DIR (default ".") and server-side applies the result with
+// applyLong is the help of pcsync apply.
+const applyLong = `apply validates and renders DIR (default ".") and server-side applies the result with
 field manager "pcsync": CRDs first (waiting until they are Established), then
 Namespaces and other cluster-scoped objects, then namespaced objects (each once its
 Namespace is there), in parallel. Objects that are already as desired are not sent: a sync with nothing to
@@ -44,8 +37,18 @@ failure of one side does not stop the other.
 An invalid config changes nothing (exit code 1). Output: one line per object,
 "<kind>[.<group>]/<name> <action>[ (<namespace>)]" with action created, configured,
 unchanged, recreated, pruned, retained or failed, then a summary line; -o json
-for machines. Exit code 2 if any object failed.`,
-		Args: cobra.MaximumNArgs(1),
+for machines. Exit code 2 if any object failed.`
+
+func newApplyCmd(g *globalOptions) *cobra.Command {
+	var (
+		flags gitopsFlags
+		opts  = apply.DefaultApplyOptions()
+	)
+	cmd := &cobra.Command{
+		Use:   "apply [DIR]",
+		Short: "Server-side apply the tenant manifests of a config directory",
+		Long:  applyLong,
+		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in, err := flags.load(cmd.Context(), g, args)
 			if err != nil {

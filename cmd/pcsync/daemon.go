@@ -47,16 +47,8 @@ type daemonFlags struct {
 	leaseDuration, renewDeadline, retryDur time.Duration
 }
 
-func newDaemonCmd(g *globalOptions) *cobra.Command {
-	ro := reconcile.DefaultOptions("")
-	lo := leader.DefaultOptions()
-	f := daemonFlags{executor: "kubernetes", rescan: spool.DefaultOptions("").RescanInterval,
-		interval: ro.Interval, debounce: ro.Debounce,
-		leaseID: lo.Name, leaseDuration: lo.LeaseDuration, renewDeadline: lo.RenewDeadline, retryDur: lo.RetryPeriod}
-	cmd := &cobra.Command{
-		Use:   "daemon DIR --spool DIR [--executor kubernetes|local] [--once]",
-		Short: "Keep the cluster in the shape of the config directory and run the agent work requested in a spool directory",
-		Long: `daemon runs two loops in one process.
+// daemonLong is the help of pcsync daemon.
+const daemonLong = `daemon runs two loops in one process.
 
 DIR is the config directory, as for apply, diff and validate (--config DIR is
 the same, kept for deployments that pass it).
@@ -94,8 +86,19 @@ the Lease and exits; runs go on and are adopted.
 
 --once reconciles once, handles every request present at start, waits for all
 their results and exits 0; failed runs are results, not daemon errors.
-See docs/daemon.md and docs/runs.md.`,
-		Args: cobra.MaximumNArgs(1),
+See docs/daemon.md and docs/runs.md.`
+
+func newDaemonCmd(g *globalOptions) *cobra.Command {
+	ro := reconcile.DefaultOptions("")
+	lo := leader.DefaultOptions()
+	f := daemonFlags{executor: "kubernetes", rescan: spool.DefaultOptions("").RescanInterval,
+		interval: ro.Interval, debounce: ro.Debounce,
+		leaseID: lo.Name, leaseDuration: lo.LeaseDuration, renewDeadline: lo.RenewDeadline, retryDur: lo.RetryPeriod}
+	cmd := &cobra.Command{
+		Use:   "daemon DIR --spool DIR [--executor kubernetes|local] [--once]",
+		Short: "Keep the cluster in the shape of the config directory and run the agent work requested in a spool directory",
+		Long:  daemonLong,
+		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := f.configDir(args); err != nil {
 				return err

@@ -10,15 +10,8 @@ import (
 	"github.com/pcsync/pcsync/pkg/paperclip"
 )
 
-func newDiffCmd(g *globalOptions) *cobra.Command {
-	var (
-		flags gitopsFlags
-		opts  = apply.DefaultDiffOptions()
-	)
-	cmd := &cobra.Command{
-		Use:   "diff [DIR]",
-		Short: "Show what apply would change in the cluster",
-		Long: `diff validates and renders DIR (default ".") and, like kubectl diff, shows for each
+// diffLong is the help of pcsync diff.
+const diffLong = `diff validates and renders DIR (default ".") and, like kubectl diff, shows for each
 object a unified diff between the live object and the result of a server-side
 dry-run apply, without managedFields, resourceVersion, generation, uid,
 creationTimestamp and status. Secret values are masked as kubectl diff masks them
@@ -35,8 +28,18 @@ out; --kubernetes=false shows only it (no cluster needed).
 
 Exit code: 0 no differences, 1 differences (or an invalid config), 2 or more when
 the API server refuses (or with --force-conflicts=false, a conflict) or Paperclip
-cannot be read. A summary line goes to stderr.`,
-		Args: cobra.MaximumNArgs(1),
+cannot be read. A summary line goes to stderr.`
+
+func newDiffCmd(g *globalOptions) *cobra.Command {
+	var (
+		flags gitopsFlags
+		opts  = apply.DefaultDiffOptions()
+	)
+	cmd := &cobra.Command{
+		Use:   "diff [DIR]",
+		Short: "Show what apply would change in the cluster",
+		Long:  diffLong,
+		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in, err := flags.load(cmd.Context(), g, args)
 			if err != nil {

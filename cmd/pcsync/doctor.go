@@ -13,17 +13,8 @@ import (
 // errChecksFailed is what doctor returns (exit code 1) when a check failed.
 var errChecksFailed = errors.New("checks failed")
 
-func newDoctorCmd(g *globalOptions) *cobra.Command {
-	var (
-		spool, stateDir, leaseNS, output string
-		skipNetwork                      bool
-		networkTimeout                   time.Duration
-		kubeletPort                      int
-	)
-	cmd := &cobra.Command{
-		Use:   "doctor [DIR] [--spool DIR]",
-		Short: "Check that pcsync can do its work here: cluster, permissions, CRDs, volumes, Secrets, spool",
-		Long: `doctor checks, and prints one row per check:
+// doctorLong is the help of pcsync doctor.
+const doctorLong = `doctor checks, and prints one row per check:
 
   config    DIR (when given) is valid
   cluster   the cluster is reachable, and its version
@@ -51,8 +42,20 @@ func newDoctorCmd(g *globalOptions) *cobra.Command {
             is stuck or died without stopping)
 
 Exit code 0 when nothing failed (warnings allowed), 1 when a check failed,
-2 for usage errors.`,
-		Args: cobra.MaximumNArgs(1),
+2 for usage errors.`
+
+func newDoctorCmd(g *globalOptions) *cobra.Command {
+	var (
+		spool, stateDir, leaseNS, output string
+		skipNetwork                      bool
+		networkTimeout                   time.Duration
+		kubeletPort                      int
+	)
+	cmd := &cobra.Command{
+		Use:   "doctor [DIR] [--spool DIR]",
+		Short: "Check that pcsync can do its work here: cluster, permissions, CRDs, volumes, Secrets, spool",
+		Long:  doctorLong,
+		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if output != "table" && output != "json" {
 				return usageErrorf("--output %q: want table or json", output)

@@ -276,17 +276,7 @@ func (d *daemon) work(ctx context.Context) (err error) {
 	}()
 
 	var server atomic.Pointer[spool.Server]
-	ro := d.opts.Reconcile
-	onModel := ro.OnModel
-	ro.OnModel = func(m *config.Model) {
-		if onModel != nil {
-			onModel(m)
-		}
-		if s := server.Load(); s != nil {
-			s.SetModel(m)
-		}
-	}
-	loop, err := reconcile.New(d.opts.Applier, ro)
+	loop, err := d.newLoop(&server)
 	if err != nil {
 		return err
 	}
@@ -296,15 +286,8 @@ func (d *daemon) work(ctx context.Context) (err error) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	if d.opts.Once {
-		out := loop.ReconcileOnce(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if out.Model == nil {
-			return fmt.Errorf("%w: %w", ErrInvalidConfig, out.Err)
-		}
-		if out.Err != nil {
-			return fmt.Errorf("reconcile: %w", out.Err)
+		if stop, err := reconcileOnce(ctx, loop); stop {
+			return err
 		}
 	} else {
 		wg.Add(1)
@@ -317,13 +300,7 @@ func (d *daemon) work(ctx context.Context) (err error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			select {
-			case <-loop.Ready():
-			case <-ctx.Done():
-				return
-			}
-			if err := d.opts.Sandbox(ctx, loop.Model); err != nil && ctx.Err() == nil {
-				err = fmt.Errorf("sandbox: %w", err)
+			if err := d.runSandbox(ctx, loop); err != nil {
 				sandboxErr.Store(&err)
 				cancel()
 			}
@@ -335,7 +312,56 @@ func (d *daemon) work(ctx context.Context) (err error) {
 		}
 		return nil
 	}
+	return d.serveRuns(ctx, loop, &server)
+}
 
+// newLoop makes the config loop; each model it loads also goes to the runs
+// loop's server once server holds one.
+func (d *daemon) newLoop(server *atomic.Pointer[spool.Server]) (*reconcile.Loop, error) {
+	ro := d.opts.Reconcile
+	onModel := ro.OnModel
+	ro.OnModel = func(m *config.Model) {
+		if onModel != nil {
+			onModel(m)
+		}
+		if s := server.Load(); s != nil {
+			s.SetModel(m)
+		}
+	}
+	return reconcile.New(d.opts.Applier, ro)
+}
+
+// reconcileOnce reconciles once; stop says work ends here, with err.
+func reconcileOnce(ctx context.Context, loop *reconcile.Loop) (stop bool, err error) {
+	out := loop.ReconcileOnce(ctx)
+	switch {
+	case ctx.Err() != nil:
+		return true, nil
+	case out.Model == nil:
+		return true, fmt.Errorf("%w: %w", ErrInvalidConfig, out.Err)
+	case out.Err != nil:
+		return true, fmt.Errorf("reconcile: %w", out.Err)
+	}
+	return false, nil
+}
+
+// runSandbox runs the sandbox once the config loop has a model, until ctx
+// ends; its error is nil when ctx ended.
+func (d *daemon) runSandbox(ctx context.Context, loop *reconcile.Loop) error {
+	select {
+	case <-loop.Ready():
+	case <-ctx.Done():
+		return nil
+	}
+	if err := d.opts.Sandbox(ctx, loop.Model); err != nil && ctx.Err() == nil {
+		return fmt.Errorf("sandbox: %w", err)
+	}
+	return nil
+}
+
+// serveRuns serves the runs loop once the config loop has a model, until
+// ctx ends (or, with Once, until the requests present at start are done).
+func (d *daemon) serveRuns(ctx context.Context, loop *reconcile.Loop, server *atomic.Pointer[spool.Server]) error {
 	select {
 	case <-loop.Ready():
 	case <-ctx.Done():

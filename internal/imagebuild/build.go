@@ -49,6 +49,50 @@ func Build(ctx context.Context, o Options) ([]Built, error) {
 	b := &builder{o: o}
 
 	start := time.Now()
+	base, err := b.base(ctx)
+	if err != nil {
+		return nil, err
+	}
+	baseElapsed := time.Since(start)
+
+	var out []Built
+	for _, s := range specs {
+		start := time.Now()
+		got := Built{Name: s.Name}
+		switch {
+		case s.From == "":
+			got.Image, got.Elapsed = base.img, baseElapsed
+			out = append(out, got)
+			continue
+		case s.Package != "":
+			if got, err = b.cliImage(ctx, s, base); err != nil {
+				return nil, err
+			}
+		default:
+			if got.Image, err = assemble(base.img, nil, ConfigOf(s, o.Base, o.Version), o.Arch); err != nil {
+				return nil, fmt.Errorf("image %s: %w", s.Name, err)
+			}
+		}
+		got.Elapsed = time.Since(start)
+		o.Logger.Info("built", "image", s.Name, "elapsed", got.Elapsed.Round(time.Millisecond))
+		out = append(out, got)
+	}
+	return out, nil
+}
+
+// baseImage is the built base image and the trees it was made of (the
+// pcsync tree, the node tree and the root file system, in layer order from
+// the top), which an agent image's verification runs on.
+type baseImage struct {
+	img      v1.Image
+	nodeTree string
+	trees    []string
+}
+
+// base builds the base image: the root file system, node and pcsync, and
+// checks it when Options.Verify is set.
+func (b *builder) base(ctx context.Context) (*baseImage, error) {
+	o := b.o
 	rootfs, baseLayer, err := b.baseRootfs(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("image %s: %w", images.Base, err)
@@ -71,52 +115,42 @@ func Build(ctx context.Context, o Options) ([]Built, error) {
 	if err != nil {
 		return nil, fmt.Errorf("image %s: %w", images.Base, err)
 	}
+	trees := []string{pcsyncTree, nodeTree, rootfs}
 	if o.Verify {
-		if _, err := b.verify(ctx, baseSpec, []string{pcsyncTree, nodeTree, rootfs}, []string{"/bin/sh", "-ec", baseCheck}, "ok"); err != nil {
+		if _, err := b.verify(ctx, baseSpec, trees, []string{"/bin/sh", "-ec", baseCheck}, "ok"); err != nil {
 			return nil, err
 		}
 	}
-	baseElapsed := time.Since(start)
+	return &baseImage{img: baseImg, nodeTree: nodeTree, trees: trees}, nil
+}
 
-	var out []Built
-	for _, s := range specs {
-		start := time.Now()
-		got := Built{Name: s.Name}
-		switch {
-		case s.From == "":
-			got.Image, got.Elapsed = baseImg, baseElapsed
-			out = append(out, got)
-			continue
-		case s.Package != "":
-			cliTree, cliLayer, err := b.cli(ctx, s, nodeTree)
-			if err != nil {
-				return nil, fmt.Errorf("image %s: %w", s.Name, err)
-			}
-			if got.Image, err = assemble(baseImg, []step{{cliLayer, "npm " + strings.Join(s.NPMInstallArgs("/usr/local"), " ")}},
-				ConfigOf(s, base, o.Version), o.Arch); err != nil {
-				return nil, fmt.Errorf("image %s: %w", s.Name, err)
-			}
-			if o.Verify {
-				trees := []string{cliTree, pcsyncTree, nodeTree, rootfs}
-				if got.CLIVersion, err = b.verify(ctx, s, trees, []string{"/usr/local/bin/" + s.Binary, "--version"}, s.Version); err != nil {
-					return nil, err
-				}
-				if probe := s.ACPProbe(); probe != nil {
-					if _, err := b.verify(ctx, s, trees, probe, `"version":"`+s.ACP.Version+`"`); err != nil {
-						return nil, err
-					}
-				}
-			}
-		default:
-			if got.Image, err = assemble(baseImg, nil, ConfigOf(s, base, o.Version), o.Arch); err != nil {
-				return nil, fmt.Errorf("image %s: %w", s.Name, err)
-			}
-		}
-		got.Elapsed = time.Since(start)
-		o.Logger.Info("built", "image", s.Name, "elapsed", got.Elapsed.Round(time.Millisecond))
-		out = append(out, got)
+// cliImage builds the agent image s, whose CLI is an npm package, on base,
+// and checks it when Options.Verify is set: its CLI's version, and its ACP
+// agent's when it has one.
+func (b *builder) cliImage(ctx context.Context, s images.Spec, base *baseImage) (Built, error) {
+	o := b.o
+	got := Built{Name: s.Name}
+	cliTree, cliLayer, err := b.cli(ctx, s, base.nodeTree)
+	if err != nil {
+		return got, fmt.Errorf("image %s: %w", s.Name, err)
 	}
-	return out, nil
+	if got.Image, err = assemble(base.img, []step{{cliLayer, "npm " + strings.Join(s.NPMInstallArgs("/usr/local"), " ")}},
+		ConfigOf(s, o.Base, o.Version), o.Arch); err != nil {
+		return got, fmt.Errorf("image %s: %w", s.Name, err)
+	}
+	if !o.Verify {
+		return got, nil
+	}
+	trees := append([]string{cliTree}, base.trees...)
+	if got.CLIVersion, err = b.verify(ctx, s, trees, []string{"/usr/local/bin/" + s.Binary, "--version"}, s.Version); err != nil {
+		return got, err
+	}
+	if probe := s.ACPProbe(); probe != nil {
+		if _, err := b.verify(ctx, s, trees, probe, `"version":"`+s.ACP.Version+`"`); err != nil {
+			return got, err
+		}
+	}
+	return got, nil
 }
 
 // selectImages returns the catalog's images that names name, in catalog

@@ -58,27 +58,9 @@ func (p pruneObject) order() int {
 // returns those not among objs. Only objects that carry this set's part-of label are
 // ever candidates, and never the namespace that holds the parent.
 func (m *Manager) planPrune(ctx context.Context, inv *inventory, objs []*desiredObject, idx *liveIndex) (*prunePlan, error) {
-	mappings := uniqueMappings(objs)
-	have := map[schema.GroupKind]bool{}
-	for _, mp := range mappings {
-		have[mp.GroupVersionKind.GroupKind()] = true
-	}
-	for _, gk := range sortedKinds(inv.kinds) {
-		if have[gk] {
-			continue
-		}
-		mp, err := m.mapper.RESTMapping(gk)
-		if meta.IsNoMatchError(err) {
-			// The kind is gone from the cluster (e.g. its CRD was deleted), and with it
-			// every object of the kind.
-			m.log.Warn("the ApplySet lists a kind the cluster no longer serves", "kind", gk.String())
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		have[gk] = true
-		mappings = append(mappings, mp)
+	mappings, err := m.pruneMappings(inv, objs)
+	if err != nil {
+		return nil, err
 	}
 	if err := idx.loadAll(ctx, mappings); err != nil {
 		return nil, err
@@ -128,8 +110,43 @@ func (m *Manager) planPrune(ctx context.Context, inv *inventory, objs []*desired
 		}
 	}
 	plan.tenants.Delete(inv.parent.Namespace)
-	sort.SliceStable(plan.objects, func(i, j int) bool {
-		a, b := plan.objects[i], plan.objects[j]
+	sortPrune(plan.objects)
+	return plan, nil
+}
+
+// pruneMappings returns the mappings of the kinds objs have and of those
+// the parent names that the cluster still serves.
+func (m *Manager) pruneMappings(inv *inventory, objs []*desiredObject) ([]*meta.RESTMapping, error) {
+	mappings := uniqueMappings(objs)
+	have := map[schema.GroupKind]bool{}
+	for _, mp := range mappings {
+		have[mp.GroupVersionKind.GroupKind()] = true
+	}
+	for _, gk := range sortedKinds(inv.kinds) {
+		if have[gk] {
+			continue
+		}
+		mp, err := m.mapper.RESTMapping(gk)
+		if meta.IsNoMatchError(err) {
+			// The kind is gone from the cluster (e.g. its CRD was deleted), and with it
+			// every object of the kind.
+			m.log.Warn("the ApplySet lists a kind the cluster no longer serves", "kind", gk.String())
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		have[gk] = true
+		mappings = append(mappings, mp)
+	}
+	return mappings, nil
+}
+
+// sortPrune orders objects for deletion: by order group, then namespace,
+// kind and name.
+func sortPrune(objects []pruneObject) {
+	sort.SliceStable(objects, func(i, j int) bool {
+		a, b := objects[i], objects[j]
 		if a.order() != b.order() {
 			return a.order() < b.order()
 		}
@@ -141,7 +158,6 @@ func (m *Manager) planPrune(ctx context.Context, inv *inventory, objs []*desired
 		}
 		return a.ref.Name < b.ref.Name
 	})
-	return plan, nil
 }
 
 // prune deletes the planned objects, one order group after the other, each group in
@@ -239,46 +255,7 @@ func (m *Manager) namespaceHoldsOthers(ctx context.Context, ns string, plan *pru
 	for _, p := range plan.objects {
 		pruning[p.ref.key()] = true
 	}
-	type res struct {
-		gvr  schema.GroupVersionResource
-		kind string
-	}
-	var resources []res
-	// namespaced are the namespaced kinds: an object one of them owns is
-	// not counted (its owner, in this namespace, is: counted, or pruned,
-	// and the garbage collector then deletes it: a pruned Deployment's
-	// ReplicaSet and pods, a pruned Service's EndpointSlices).
-	namespaced := map[schema.GroupKind]bool{}
-	for _, l := range lists {
-		gv, perr := schema.ParseGroupVersion(l.GroupVersion)
-		if perr != nil {
-			continue
-		}
-		for _, r := range l.APIResources {
-			namespaced[schema.GroupKind{Group: gv.Group, Kind: r.Kind}] = true
-		}
-	}
-	ownedHere := func(u metav1.Object) bool {
-		for _, o := range u.GetOwnerReferences() {
-			if gv, err := schema.ParseGroupVersion(o.APIVersion); err == nil && namespaced[schema.GroupKind{Group: gv.Group, Kind: o.Kind}] {
-				return true
-			}
-		}
-		return false
-	}
-	for _, l := range lists {
-		gv, perr := schema.ParseGroupVersion(l.GroupVersion)
-		if perr != nil {
-			continue
-		}
-		for _, r := range l.APIResources {
-			if strings.Contains(r.Name, "/") || !slices.Contains(r.Verbs, "list") || r.Name == "events" ||
-				(gv.Group == "" && r.Name == "endpoints") { // deprecated; EndpointSlices show the same
-				continue
-			}
-			resources = append(resources, res{gvr: gv.WithResource(r.Name), kind: r.Kind})
-		}
-	}
+	resources, namespaced := listableResources(lists)
 	var mu sync.Mutex
 	var others []string
 	var failures []string
@@ -296,7 +273,7 @@ func (m *Manager) namespaceHoldsOthers(ctx context.Context, ns string, plan *pru
 		for _, u := range list.Items {
 			key := objKey{group: r.gvr.Group, kind: r.kind, namespace: ns, name: u.GetName()}
 			switch {
-			case u.GetDeletionTimestamp() != nil, pruning[key], ownedHere(&u),
+			case u.GetDeletionTimestamp() != nil, pruning[key], ownedHere(&u, namespaced),
 				r.gvr.Group == "" && r.kind == "ServiceAccount" && u.GetName() == "default",
 				r.gvr.Group == "" && r.kind == "ConfigMap" && u.GetName() == "kube-root-ca.crt":
 				continue
@@ -320,4 +297,45 @@ func (m *Manager) namespaceHoldsOthers(ctx context.Context, ns string, plan *pru
 	}
 	return "holds objects that are not in the set, which deleting it would delete too: " +
 		strings.Join(others, ", ") + more + "; it is pruned once they are gone"
+}
+
+// nsResource is a namespaced resource namespaceHoldsOthers lists.
+type nsResource struct {
+	gvr  schema.GroupVersionResource
+	kind string
+}
+
+// listableResources returns the namespaced resources of lists that are
+// listed for objects (not subresources, events or the deprecated
+// Endpoints), and every namespaced kind.
+func listableResources(lists []*metav1.APIResourceList) (resources []nsResource, namespaced map[schema.GroupKind]bool) {
+	namespaced = map[schema.GroupKind]bool{}
+	for _, l := range lists {
+		gv, perr := schema.ParseGroupVersion(l.GroupVersion)
+		if perr != nil {
+			continue
+		}
+		for _, r := range l.APIResources {
+			namespaced[schema.GroupKind{Group: gv.Group, Kind: r.Kind}] = true
+			if strings.Contains(r.Name, "/") || !slices.Contains(r.Verbs, "list") || r.Name == "events" ||
+				(gv.Group == "" && r.Name == "endpoints") { // deprecated; EndpointSlices show the same
+				continue
+			}
+			resources = append(resources, nsResource{gvr: gv.WithResource(r.Name), kind: r.Kind})
+		}
+	}
+	return resources, namespaced
+}
+
+// ownedHere reports whether an object of a namespaced kind owns u. Such an
+// object is not counted (its owner, in this namespace, is: counted, or
+// pruned, and the garbage collector then deletes it: a pruned Deployment's
+// ReplicaSet and pods, a pruned Service's EndpointSlices).
+func ownedHere(u metav1.Object, namespaced map[schema.GroupKind]bool) bool {
+	for _, o := range u.GetOwnerReferences() {
+		if gv, err := schema.ParseGroupVersion(o.APIVersion); err == nil && namespaced[schema.GroupKind{Group: gv.Group, Kind: o.Kind}] {
+			return true
+		}
+	}
+	return false
 }

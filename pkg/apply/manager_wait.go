@@ -21,29 +21,9 @@ import (
 // Failed, and after opts.Timeout with the objects that are not ready and why.
 func (m *Manager) Wait(ctx context.Context, cs *ChangeSet, opts WaitOptions) error {
 	opts.complete()
-	type target struct {
-		ref     ObjectRef
-		mapping *meta.RESTMapping
-		gone    bool
-	}
-	var targets []target
-	for _, o := range cs.Objects {
-		var gone bool
-		switch o.Action {
-		case ActionCreated, ActionConfigured, ActionUnchanged, ActionRecreated:
-		case ActionPruned:
-			gone = true
-		default:
-			continue
-		}
-		mp, err := m.mapper.RESTMapping(o.Ref.GroupKind(), o.Ref.Version)
-		if err != nil {
-			return fmt.Errorf("waiting: %s: %w", o.Ref, err)
-		}
-		targets = append(targets, target{ref: o.Ref, mapping: mp, gone: gone})
-	}
-	if len(targets) == 0 {
-		return nil
+	targets, err := m.waitTargets(cs)
+	if err != nil || len(targets) == 0 {
+		return err
 	}
 	namespaces := sets.New[string]()
 	var mappings []*meta.RESTMapping
@@ -59,10 +39,9 @@ func (m *Manager) Wait(ctx context.Context, cs *ChangeSet, opts WaitOptions) err
 	}
 
 	var notReady []string
-	var failed []string
 	var lastErr error
 	start := time.Now()
-	err := wait.PollUntilContextTimeout(ctx, opts.Interval, opts.Timeout, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, opts.Interval, opts.Timeout, true, func(ctx context.Context) (bool, error) {
 		idx := m.newLiveIndex(cs.ApplySetID, namespaces)
 		if err := idx.loadAll(ctx, mappings); err != nil {
 			// Transient (or the deadline is near): try again until the timeout.
@@ -70,32 +49,8 @@ func (m *Manager) Wait(ctx context.Context, cs *ChangeSet, opts WaitOptions) err
 			m.log.Debug("waiting: listing failed", "error", err)
 			return false, nil
 		}
-		notReady, failed = notReady[:0], failed[:0]
-		for _, t := range targets {
-			u := idx.get(t.mapping, t.ref)
-			if t.gone {
-				if u != nil {
-					notReady = append(notReady, t.ref.String()+": still exists")
-				}
-				continue
-			}
-			if u == nil {
-				notReady = append(notReady, t.ref.String()+": not found")
-				continue
-			}
-			res, err := status.Compute(u)
-			if err != nil {
-				notReady = append(notReady, fmt.Sprintf("%s: %v", t.ref, err))
-				continue
-			}
-			switch res.Status {
-			case status.CurrentStatus:
-			case status.FailedStatus:
-				failed = append(failed, fmt.Sprintf("%s: %s: %s", t.ref, res.Status, res.Message))
-			default:
-				notReady = append(notReady, fmt.Sprintf("%s: %s: %s", t.ref, res.Status, res.Message))
-			}
-		}
+		var failed []string
+		notReady, failed = checkTargets(idx, targets, notReady[:0])
 		if len(failed) > 0 {
 			return false, errors.New("failed: " + strings.Join(failed, "; "))
 		}
@@ -114,4 +69,64 @@ func (m *Manager) Wait(ctx context.Context, cs *ChangeSet, opts WaitOptions) err
 			opts.Timeout, len(notReady), strings.Join(notReady, "; "))
 	}
 	return fmt.Errorf("waiting for objects: %w", err)
+}
+
+// waitTarget is an object Wait waits for: to be current, or gone.
+type waitTarget struct {
+	ref     ObjectRef
+	mapping *meta.RESTMapping
+	gone    bool
+}
+
+// waitTargets returns the objects of cs that Wait waits for: those applied
+// (current) and those pruned (gone).
+func (m *Manager) waitTargets(cs *ChangeSet) ([]waitTarget, error) {
+	var targets []waitTarget
+	for _, o := range cs.Objects {
+		var gone bool
+		switch o.Action {
+		case ActionCreated, ActionConfigured, ActionUnchanged, ActionRecreated:
+		case ActionPruned:
+			gone = true
+		default:
+			continue
+		}
+		mp, err := m.mapper.RESTMapping(o.Ref.GroupKind(), o.Ref.Version)
+		if err != nil {
+			return nil, fmt.Errorf("waiting: %s: %w", o.Ref, err)
+		}
+		targets = append(targets, waitTarget{ref: o.Ref, mapping: mp, gone: gone})
+	}
+	return targets, nil
+}
+
+// checkTargets appends to notReady each target not yet as wanted in idx, and
+// returns those whose status is Failed.
+func checkTargets(idx *liveIndex, targets []waitTarget, notReady []string) (_ []string, failed []string) {
+	for _, t := range targets {
+		u := idx.get(t.mapping, t.ref)
+		if t.gone {
+			if u != nil {
+				notReady = append(notReady, t.ref.String()+": still exists")
+			}
+			continue
+		}
+		if u == nil {
+			notReady = append(notReady, t.ref.String()+": not found")
+			continue
+		}
+		res, err := status.Compute(u)
+		if err != nil {
+			notReady = append(notReady, fmt.Sprintf("%s: %v", t.ref, err))
+			continue
+		}
+		switch res.Status {
+		case status.CurrentStatus:
+		case status.FailedStatus:
+			failed = append(failed, fmt.Sprintf("%s: %s: %s", t.ref, res.Status, res.Message))
+		default:
+			notReady = append(notReady, fmt.Sprintf("%s: %s: %s", t.ref, res.Status, res.Message))
+		}
+	}
+	return notReady, failed
 }

@@ -166,24 +166,7 @@ func (m *Manager) claim(ctx context.Context, desired []*desiredObject, idx *live
 	if err != nil {
 		return err
 	}
-	notOwned := map[string]bool{}
-	for _, d := range strangers {
-		if d.ref.GroupKind() != namespaceGroupKind {
-			continue
-		}
-		if d.ref.Name == inv.parent.Namespace {
-			d.err = objectError(d.ref, "apply", &NotOwnedError{Ref: d.ref, ApplySetID: inv.id,
-				Reserved: "the namespace of the ApplySet parent " + inv.parent.String()})
-			notOwned[d.ref.Name] = true
-			continue
-		}
-		if live := nsLive[d.ref.Name]; live != nil {
-			if e := m.notOwned(d, live, inv.id); e != nil {
-				d.err = objectError(d.ref, "apply", e)
-				notOwned[d.ref.Name] = true
-			}
-		}
-	}
+	notOwned := m.claimNamespaces(strangers, nsLive, inv)
 	// Objects other than Namespaces: read those that may exist and are not
 	// in a Namespace the set created.
 	var check []*desiredObject
@@ -203,6 +186,36 @@ func (m *Manager) claim(ctx context.Context, desired []*desiredObject, idx *live
 		}
 		check = append(check, d)
 	}
+	return m.claimObjects(ctx, check, inv)
+}
+
+// claimNamespaces fails each Namespace of strangers the set may not take
+// (nsLive holds those that exist) and returns their names.
+func (m *Manager) claimNamespaces(strangers []*desiredObject, nsLive map[string]*unstructured.Unstructured, inv *inventory) map[string]bool {
+	notOwned := map[string]bool{}
+	for _, d := range strangers {
+		if d.ref.GroupKind() != namespaceGroupKind {
+			continue
+		}
+		if d.ref.Name == inv.parent.Namespace {
+			d.err = objectError(d.ref, "apply", &NotOwnedError{Ref: d.ref, ApplySetID: inv.id,
+				Reserved: "the namespace of the ApplySet parent " + inv.parent.String()})
+			notOwned[d.ref.Name] = true
+			continue
+		}
+		if live := nsLive[d.ref.Name]; live != nil {
+			if e := m.notOwned(d, live, inv.id); e != nil {
+				d.err = objectError(d.ref, "apply", e)
+				notOwned[d.ref.Name] = true
+			}
+		}
+	}
+	return notOwned
+}
+
+// claimObjects reads each object of check and fails those that exist and
+// the set may not take.
+func (m *Manager) claimObjects(ctx context.Context, check []*desiredObject, inv *inventory) error {
 	errs := make([]error, len(check))
 	forEach(ctx, m.opts.Workers, len(check), func(ctx context.Context, i int) {
 		d := check[i]

@@ -215,112 +215,124 @@ func (x *exporter) marshal(lv *lazyValue) error {
 	return nil
 }
 
+// value appends the export of e, a document expression whose schema is n
+// and whose unified value is lv.
 func (x *exporter) value(e ast.Expr, n *schemaNode, lv *lazyValue) error {
 	switch e := e.(type) {
 	case *ast.BasicLit:
-		switch e.Kind {
-		case token.STRING:
-			s, err := literal.Unquote(e.Value)
-			if err != nil {
-				return x.marshal(lv)
-			}
-			x.buf = appendJSONString(x.buf, s)
-		case token.INT:
-			// The converter writes integers in decimal, as CUE exports them.
-			x.buf = append(x.buf, e.Value...)
-		case token.TRUE, token.FALSE, token.NULL:
-			x.buf = append(x.buf, e.Value...)
-		default:
-			return x.marshal(lv)
-		}
-		return nil
+		return x.basicLit(e, lv)
 	case *ast.StructLit:
-		st := n.structShape()
-		if st == nil {
-			return x.marshal(lv)
+		if st := n.structShape(); st != nil {
+			return x.structLit(e, st, lv)
 		}
-		x.buf = append(x.buf, '{')
-		first := true
-		var present map[string]bool
-		if len(st.regular) > 0 {
-			present = make(map[string]bool, len(e.Elts))
-		}
-		for _, d := range e.Elts {
-			f, ok := d.(*ast.Field)
-			if !ok {
-				return errUnexpected
-			}
-			name, _, err := ast.LabelName(f.Label)
-			if err != nil {
-				return errUnexpected
-			}
-			if !first {
-				x.buf = append(x.buf, ',')
-			}
-			first = false
-			if present != nil {
-				present[name] = true
-			}
-			x.buf = appendJSONString(x.buf, name)
-			x.buf = append(x.buf, ':')
-			child := lv.child(cue.Str(name))
-			if fn, ok := st.fields[name]; ok {
-				if err := x.value(f.Value, fn, child); err != nil {
-					return err
-				}
-				continue
-			}
-			// A field that only a pattern constraint (or an open struct)
-			// allows: a scalar is the document's; anything else is
-			// exported whole.
-			if _, ok := f.Value.(*ast.BasicLit); ok {
-				if err := x.value(f.Value, nil, child); err != nil {
-					return err
-				}
-				continue
-			}
-			if err := x.marshal(child); err != nil {
-				return err
-			}
-		}
-		for _, name := range st.regular {
-			if present[name] {
-				continue
-			}
-			if !first {
-				x.buf = append(x.buf, ',')
-			}
-			first = false
-			x.buf = appendJSONString(x.buf, name)
-			x.buf = append(x.buf, ':')
-			if b, ok := st.defaults[name]; ok {
-				x.buf = append(x.buf, b...)
-				continue
-			}
-			if err := x.marshal(lv.child(cue.Str(name))); err != nil {
-				return err
-			}
-		}
-		x.buf = append(x.buf, '}')
-		return nil
 	case *ast.ListLit:
-		elem, ok := n.listElem()
-		if !ok {
-			return x.marshal(lv)
+		if elem, ok := n.listElem(); ok {
+			return x.listLit(e, elem, lv)
 		}
-		x.buf = append(x.buf, '[')
-		for i, el := range e.Elts {
-			if i > 0 {
-				x.buf = append(x.buf, ',')
-			}
-			if err := x.value(el, elem, lv.child(cue.Index(i))); err != nil {
-				return err
-			}
-		}
-		x.buf = append(x.buf, ']')
-		return nil
 	}
 	return x.marshal(lv)
+}
+
+// basicLit appends a scalar as the document writes it.
+func (x *exporter) basicLit(e *ast.BasicLit, lv *lazyValue) error {
+	switch e.Kind {
+	case token.STRING:
+		s, err := literal.Unquote(e.Value)
+		if err != nil {
+			return x.marshal(lv)
+		}
+		x.buf = appendJSONString(x.buf, s)
+	case token.INT:
+		// The converter writes integers in decimal, as CUE exports them.
+		x.buf = append(x.buf, e.Value...)
+	case token.TRUE, token.FALSE, token.NULL:
+		x.buf = append(x.buf, e.Value...)
+	default:
+		return x.marshal(lv)
+	}
+	return nil
+}
+
+// structLit appends a struct: the document's fields in its order, then the
+// schema's regular fields it left out.
+func (x *exporter) structLit(e *ast.StructLit, st *structShape, lv *lazyValue) error {
+	x.buf = append(x.buf, '{')
+	var present map[string]bool
+	if len(st.regular) > 0 {
+		present = make(map[string]bool, len(e.Elts))
+	}
+	for i, d := range e.Elts {
+		f, ok := d.(*ast.Field)
+		if !ok {
+			return errUnexpected
+		}
+		name, _, err := ast.LabelName(f.Label)
+		if err != nil {
+			return errUnexpected
+		}
+		if present != nil {
+			present[name] = true
+		}
+		x.key(i > 0, name)
+		if err := x.field(f, st, lv.child(cue.Str(name)), name); err != nil {
+			return err
+		}
+	}
+	first := len(e.Elts) == 0
+	for _, name := range st.regular {
+		if present[name] {
+			continue
+		}
+		x.key(!first, name)
+		first = false
+		if b, ok := st.defaults[name]; ok {
+			x.buf = append(x.buf, b...)
+			continue
+		}
+		if err := x.marshal(lv.child(cue.Str(name))); err != nil {
+			return err
+		}
+	}
+	x.buf = append(x.buf, '}')
+	return nil
+}
+
+// key appends a member's name and colon, after a comma unless it is the
+// first.
+func (x *exporter) key(comma bool, name string) {
+	if comma {
+		x.buf = append(x.buf, ',')
+	}
+	x.buf = appendJSONString(x.buf, name)
+	x.buf = append(x.buf, ':')
+}
+
+// field appends the value of the document's field f named name.
+func (x *exporter) field(f *ast.Field, st *structShape, child *lazyValue, name string) error {
+	if fn, ok := st.fields[name]; ok {
+		return x.value(f.Value, fn, child)
+	}
+	// A field that only a pattern constraint (or an open struct) allows: a
+	// scalar is the document's; anything else is exported whole.
+	if _, ok := f.Value.(*ast.BasicLit); ok {
+		return x.value(f.Value, nil, child)
+	}
+	return x.marshal(child)
+}
+
+// listLit appends a list whose elements have the schema elem.
+func (x *exporter) listLit(e *ast.ListLit, elem *schemaNode, lv *lazyValue) error {
+	x.buf = append(x.buf, '[')
+	for i, el := range e.Elts {
+		if i > 0 {
+			x.buf = append(x.buf, ',')
+		}
+		if err := x.value(el, elem, lv.child(cue.Index(i))); err != nil {
+			return err
+		}
+	}
+	x.buf = append(x.buf, ']')
+	return nil
 }
 
 // errUnexpected reports a document syntax the exporter does not know; the

@@ -83,6 +83,26 @@ var ReservedNamespaces = []string{"kube-system", "kube-public", "kube-node-lease
 
 func (k *checker) company(d *document, c *Company) {
 	k.metadata(d, c.Metadata)
+	k.companyNamespace(d, c)
+	k.annotations(d, keys("spec", "serviceAccountAnnotations"), c.Spec.ServiceAccountAnnotations)
+	k.egress(d, c)
+	k.agents(d, c)
+	k.environments(d, c)
+	k.reportsTo(d, c)
+	k.credentials(d, c)
+	k.warmPool(d, c)
+	k.egressQuota(d, c)
+	if c.Spec.Paperclip.Manage && k.m.Settings.Spec.Paperclip == nil {
+		p := keys("spec", "paperclip", "manage")
+		k.errs.add(d.posIn(p, false), p.String(),
+			"company %q: managing its agents in Paperclip needs Settings spec.paperclip (url and spoolDir)", c.Metadata.Name)
+	}
+	k.patches(d, keys("spec", "patches"), c.Spec.Patches)
+}
+
+// companyNamespace refuses a company whose namespace is one pcsync must not
+// restrict: Kubernetes', the Paperclip server's, pcsync's, or a protected one.
+func (k *checker) companyNamespace(d *document, c *Company) {
 	ns := k.m.Namespace(c)
 	switch server := k.m.Settings.Spec.Server.Namespace; {
 	case slices.Contains(ReservedNamespaces, ns):
@@ -102,7 +122,10 @@ func (k *checker) company(d *document, c *Company) {
 			"company %q renders to namespace %q, which is %s: pcsync would restrict it and, on prune, delete it; rename the company or change Settings spec.namespacePrefix",
 			c.Metadata.Name, ns, k.protected[ns])
 	}
-	k.annotations(d, keys("spec", "serviceAccountAnnotations"), c.Spec.ServiceAccountAnnotations)
+}
+
+// egress checks the company's egress allowances: host names and CIDRs.
+func (k *checker) egress(d *document, c *Company) {
 	for i, h := range c.Spec.Egress.AllowFQDNs {
 		k.fqdn(d, keys("spec", "egress", "allowFqdns").with(index(i)), h)
 	}
@@ -119,6 +142,11 @@ func (k *checker) company(d *document, c *Company) {
 			k.errs.add(d.posIn(p, false), p.String(), "CIDR %q has host bits set: write %s", r.CIDR, pfx.Masked())
 		}
 	}
+}
+
+// agents checks the company's agents: unique names, allowed images, labels,
+// Paperclip metadata and environment.
+func (k *checker) agents(d *document, c *Company) {
 	names := map[string]Position{}
 	for i, a := range c.Spec.Agents {
 		ap := keys("spec", "agents").with(index(i))
@@ -147,6 +175,11 @@ func (k *checker) company(d *document, c *Company) {
 			k.errs.add(d.posIn(p, false), p.String(), "environment %q: company %q declares no such spec.paperclip.environments entry", env, c.Metadata.Name)
 		}
 	}
+}
+
+// environments checks the company's Paperclip environments: unique names,
+// allowed images.
+func (k *checker) environments(d *document, c *Company) {
 	envNames := map[string]bool{}
 	for i, e := range c.Spec.Paperclip.Environments {
 		ep := keys("spec", "paperclip", "environments").with(index(i))
@@ -159,16 +192,6 @@ func (k *checker) company(d *document, c *Company) {
 				"image %q is not allowed: it is no adapter's image and matches no glob of Settings spec.images.allowList", e.Image)
 		}
 	}
-	k.reportsTo(d, c)
-	k.credentials(d, c)
-	k.warmPool(d, c)
-	k.egressQuota(d, c)
-	if c.Spec.Paperclip.Manage && k.m.Settings.Spec.Paperclip == nil {
-		p := keys("spec", "paperclip", "manage")
-		k.errs.add(d.posIn(p, false), p.String(),
-			"company %q: managing its agents in Paperclip needs Settings spec.paperclip (url and spoolDir)", c.Metadata.Name)
-	}
-	k.patches(d, keys("spec", "patches"), c.Spec.Patches)
 }
 
 // PaperclipMarkerKey is the key of an agent's Paperclip metadata that

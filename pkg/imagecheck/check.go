@@ -37,9 +37,10 @@ const (
 type Options struct {
 	// Keychain gives credentials per registry; nil means anonymous.
 	Keychain authn.Keychain
-	// Timeout bounds each image's check. Default 10s.
+	// Timeout bounds each image's check. Zero or negative: 10s.
 	Timeout time.Duration
-	// Concurrency is how many images are checked at once. Default 4.
+	// Concurrency is how many images are checked at once. Zero or
+	// negative: 4.
 	Concurrency int
 	// Transport carries the requests. Default remote.DefaultTransport.
 	Transport http.RoundTripper
@@ -55,7 +56,7 @@ func (o *Options) complete() {
 	if o.Keychain == nil {
 		o.Keychain = d.Keychain
 	}
-	o.Timeout = cmp.Or(o.Timeout, d.Timeout)
+	o.Timeout = cmp.Or(max(o.Timeout, 0), d.Timeout)
 	o.Concurrency = cmp.Or(max(o.Concurrency, 0), d.Concurrency)
 	if o.Transport == nil {
 		o.Transport = d.Transport

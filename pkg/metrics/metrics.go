@@ -86,96 +86,13 @@ type Metrics struct {
 // New creates the metrics in a fresh registry.
 func New() *Metrics {
 	m := &Metrics{
-		Registry: prometheus.NewRegistry(),
-		ReconcileDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: namespace, Name: "reconcile_duration_seconds",
-			Help:    "Duration of config reconciles (load, validate, render, apply, prune).",
-			Buckets: []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120},
-		}, []string{"outcome"}),
-		ReconcileErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "reconcile_errors_total",
-			Help: "Failed reconciles by the stage that failed.",
-		}, []string{"stage"}),
-		ConfigValid: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: namespace, Name: "config_valid",
-			Help: "1 while the last loaded config was valid, else 0 (the last good state is kept).",
-		}),
-		LastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: namespace, Name: "reconcile_last_success_timestamp_seconds",
-			Help: "Unix time of the last successful reconcile.",
-		}),
-		ObjectsApplied: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "objects_applied_total",
-			Help: "Objects handled by apply, by action.",
-		}, []string{"action"}),
-		DriftCorrections: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: namespace, Name: "drift_corrections_total",
-			Help: "Objects changed by a reconcile while the config had not changed: drift corrected.",
-		}),
-		Prunes: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: namespace, Name: "pruned_objects_total",
-			Help: "Objects deleted by prune.",
-		}),
-		PruneBlocked: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: namespace, Name: "prune_blocked",
-			Help: "Tenants a prune held by the prune guard would remove; it waits for approval (0: none held).",
-		}),
-		PaperclipAgents: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "paperclip_agents_total",
-			Help: "Paperclip agents handled by a reconcile, by action.",
-		}, []string{"action"}),
-		PaperclipDrift: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: namespace, Name: "paperclip_drift_corrections_total",
-			Help: "Paperclip agents put back after a hand edit of a field pcsync manages.",
-		}),
-		PaperclipRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "paperclip_requests_total",
-			Help: "Requests sent to Paperclip's API, by kind (read, write).",
-		}, []string{"kind"}),
-		Leader: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: namespace, Name: "leader",
-			Help: "1 while this replica leads (reconciles and runs agents), else 0.",
-		}),
-		Runs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "runs_total",
-			Help: "Finished runs by status, adapter and company.",
-		}, []string{"status", "adapter", "company"}),
-		RunsQueued: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: namespace, Name: "runs_queued",
-			Help: "Accepted runs waiting for a concurrency slot.",
-		}),
-		RunsInFlight: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: namespace, Name: "runs_in_flight",
-			Help: "Runs started and not yet finished.",
-		}),
-		RunDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: namespace, Name: "run_duration_seconds",
-			Help:    "Run durations by adapter and status.",
-			Buckets: []float64{1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200},
-		}, []string{"adapter", "status"}),
-		Tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "tokens_total",
-			Help: "Tokens used by runs, by company, agent and kind (input, cached_input, cache_creation, output).",
-		}, []string{"company", "agent", "kind"}),
-		CostUSD: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "cost_usd_total",
-			Help: "Cost reported by the agent CLIs, in US dollars, by company and agent.",
-		}, []string{"company", "agent"}),
-		StartWindow: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: namespace, Name: "start_window",
-			Help: "How many runs the Kubernetes executor may be creating at once now (halves on the API server's pushback).",
-		}),
-		StartWindowCuts: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: namespace, Name: "start_window_cuts_total",
-			Help: "Cuts of the Kubernetes executor's start window on a 429, a timeout or a slow create.",
-		}),
-		PaperclipUnreachable: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: namespace, Name: "paperclip_unreachable_total",
-			Help: "Reconciles whose Paperclip side got no answer from Paperclip's API (refused, timed out, unresolvable).",
-		}),
+		Registry:  prometheus.NewRegistry(),
 		workqueue: newWorkqueueMetrics(),
 		sandbox:   newSandboxMetrics(),
 	}
+	m.reconcileMetrics()
+	m.paperclipMetrics()
+	m.runMetrics()
 	m.Registry.MustRegister(m.workqueue.collectors()...)
 	m.Registry.MustRegister(m.sandbox.collectors()...)
 	m.initLabels()
@@ -189,6 +106,104 @@ func New() *Metrics {
 		m.StartWindow, m.StartWindowCuts, m.PaperclipUnreachable,
 	)
 	return m
+}
+
+// reconcileMetrics creates the config loop's metrics.
+func (m *Metrics) reconcileMetrics() {
+	m.ReconcileDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: namespace, Name: "reconcile_duration_seconds",
+		Help:    "Duration of config reconciles (load, validate, render, apply, prune).",
+		Buckets: []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120},
+	}, []string{"outcome"})
+	m.ReconcileErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "reconcile_errors_total",
+		Help: "Failed reconciles by the stage that failed.",
+	}, []string{"stage"})
+	m.ConfigValid = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "config_valid",
+		Help: "1 while the last loaded config was valid, else 0 (the last good state is kept).",
+	})
+	m.LastSuccess = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "reconcile_last_success_timestamp_seconds",
+		Help: "Unix time of the last successful reconcile.",
+	})
+	m.ObjectsApplied = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "objects_applied_total",
+		Help: "Objects handled by apply, by action.",
+	}, []string{"action"})
+	m.DriftCorrections = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: namespace, Name: "drift_corrections_total",
+		Help: "Objects changed by a reconcile while the config had not changed: drift corrected.",
+	})
+	m.Prunes = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: namespace, Name: "pruned_objects_total",
+		Help: "Objects deleted by prune.",
+	})
+	m.PruneBlocked = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "prune_blocked",
+		Help: "Tenants a prune held by the prune guard would remove; it waits for approval (0: none held).",
+	})
+	m.Leader = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "leader",
+		Help: "1 while this replica leads (reconciles and runs agents), else 0.",
+	})
+}
+
+// paperclipMetrics creates the metrics of the Paperclip side of a reconcile.
+func (m *Metrics) paperclipMetrics() {
+	m.PaperclipAgents = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "paperclip_agents_total",
+		Help: "Paperclip agents handled by a reconcile, by action.",
+	}, []string{"action"})
+	m.PaperclipDrift = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: namespace, Name: "paperclip_drift_corrections_total",
+		Help: "Paperclip agents put back after a hand edit of a field pcsync manages.",
+	})
+	m.PaperclipRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "paperclip_requests_total",
+		Help: "Requests sent to Paperclip's API, by kind (read, write).",
+	}, []string{"kind"})
+	m.PaperclipUnreachable = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: namespace, Name: "paperclip_unreachable_total",
+		Help: "Reconciles whose Paperclip side got no answer from Paperclip's API (refused, timed out, unresolvable).",
+	})
+}
+
+// runMetrics creates the runs loop's metrics.
+func (m *Metrics) runMetrics() {
+	m.Runs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "runs_total",
+		Help: "Finished runs by status, adapter and company.",
+	}, []string{"status", "adapter", "company"})
+	m.RunsQueued = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "runs_queued",
+		Help: "Accepted runs waiting for a concurrency slot.",
+	})
+	m.RunsInFlight = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "runs_in_flight",
+		Help: "Runs started and not yet finished.",
+	})
+	m.RunDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: namespace, Name: "run_duration_seconds",
+		Help:    "Run durations by adapter and status.",
+		Buckets: []float64{1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200},
+	}, []string{"adapter", "status"})
+	m.Tokens = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "tokens_total",
+		Help: "Tokens used by runs, by company, agent and kind (input, cached_input, cache_creation, output).",
+	}, []string{"company", "agent", "kind"})
+	m.CostUSD = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Name: "cost_usd_total",
+		Help: "Cost reported by the agent CLIs, in US dollars, by company and agent.",
+	}, []string{"company", "agent"})
+	m.StartWindow = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "start_window",
+		Help: "How many runs the Kubernetes executor may be creating at once now (halves on the API server's pushback).",
+	})
+	m.StartWindowCuts = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: namespace, Name: "start_window_cuts_total",
+		Help: "Cuts of the Kubernetes executor's start window on a 429, a timeout or a slow create.",
+	})
 }
 
 // initLabels creates the series of the known, fixed label values at 0, so

@@ -64,8 +64,37 @@ type CompanyPlan struct {
 // Plan compares what a company wants with its live agents.
 func Plan(want DesiredCompany, live []Agent) CompanyPlan {
 	p := CompanyPlan{Slug: want.Slug, ID: want.ID}
-	managed := map[string]*Agent{} // by pcsync agent name
-	names := map[string]string{}   // id → pcsync agent name, managed agents
+	managed, names, notes := managedAgents(live)
+	p.Notes = notes
+	p.Managed = len(managed)
+	declared := map[string]bool{}
+	for i := range want.Agents {
+		d := &want.Agents[i]
+		declared[d.Name] = true
+		p.Actions = append(p.Actions, planAgent(d, managed[d.Name], names))
+	}
+	var pauses []Action
+	for name, a := range managed {
+		if declared[name] {
+			continue
+		}
+		if a.Status == StatusPaused {
+			continue // already paused (by pcsync or by hand)
+		}
+		pauses = append(pauses, Action{Agent: name, ID: a.ID, Verb: VerbPause, live: a,
+			Changes: []Change{{Path: "status", From: string(a.Status), To: string(StatusPaused)}}})
+	}
+	slices.SortFunc(pauses, func(x, y Action) int { return cmp.Compare(x.Agent, y.Agent) })
+	p.Actions = append(p.Actions, pauses...)
+	return p
+}
+
+// managedAgents returns the live agents pcsync manages (marked, not
+// terminated) by pcsync agent name, the names of their ids, and a note for
+// each agent that carries a marker another one carries too.
+func managedAgents(live []Agent) (managed map[string]*Agent, names map[string]string, notes []string) {
+	managed = map[string]*Agent{} // by pcsync agent name
+	names = map[string]string{}   // id → pcsync agent name, managed agents
 	for i := range live {
 		a := &live[i]
 		m, ok := a.marker()
@@ -82,79 +111,73 @@ func Plan(want DesiredCompany, live []Agent) CompanyPlan {
 			managed[m.Agent] = keep
 			delete(names, other.ID)
 			names[keep.ID] = m.Agent
-			p.Notes = append(p.Notes, "agents "+keep.ID+" and "+other.ID+" both carry pcsync's marker for "+
+			notes = append(notes, "agents "+keep.ID+" and "+other.ID+" both carry pcsync's marker for "+
 				m.Agent+"; "+other.ID+" is left alone")
 			continue
 		}
 		managed[m.Agent] = a
 		names[a.ID] = m.Agent
 	}
-	p.Managed = len(managed)
-	declared := map[string]bool{}
-	for i := range want.Agents {
-		d := &want.Agents[i]
-		declared[d.Name] = true
-		a := managed[d.Name]
-		if a == nil {
-			act := Action{Agent: d.Name, Verb: VerbCreate, desired: d}
-			for _, path := range sortedPaths(d.Fields) {
-				act.Changes = append(act.Changes, Change{Path: path, To: d.Fields[path]})
-			}
-			p.Actions = append(p.Actions, act)
-			continue
-		}
-		m, _ := a.marker()
-		act := Action{Agent: d.Name, ID: a.ID, Verb: VerbNone, desired: d, live: a}
+	return managed, names, notes
+}
+
+// planAgent is the action for the declared agent d, whose live agent is a
+// (nil: none yet).
+func planAgent(d *DesiredAgent, a *Agent, names map[string]string) Action {
+	if a == nil {
+		act := Action{Agent: d.Name, Verb: VerbCreate, desired: d}
 		for _, path := range sortedPaths(d.Fields) {
-			want := d.Fields[path]
-			got := liveValue(a, path)
-			if path == "reportsTo" {
-				got = managerName(got, names)
-			}
-			// A redacted live value cannot be compared: it is taken as
-			// declared unless the declaration changed since pcsync last
-			// wrote it (the marker's hash).
-			if !equal(got, want) || (m.Hash != d.Hash && !reflect.DeepEqual(normalize(got), normalize(want))) {
-				act.Changes = append(act.Changes, Change{Path: path, From: got, To: want})
-			}
+			act.Changes = append(act.Changes, Change{Path: path, To: d.Fields[path]})
 		}
-		for _, path := range m.Fields {
-			if _, still := d.Fields[path]; still {
-				continue
-			}
-			got, want := liveValue(a, path), resetValue(path)
-			if path == "reportsTo" {
-				got = managerName(got, names)
-			}
-			if !equal(got, want) {
-				act.Changes = append(act.Changes, Change{Path: path, From: got, To: want})
-			}
-		}
-		slices.SortFunc(act.Changes, func(x, y Change) int { return cmp.Compare(x.Path, y.Path) })
-		act.Drift = len(act.Changes) > 0 && m.Hash == d.Hash
-		switch {
-		case m.Paused && a.Status == StatusPaused:
-			act.Verb = VerbResume
-		case len(act.Changes) > 0 || m.Hash != d.Hash || !slices.Equal(m.Fields, d.Optional) || m.Paused:
-			// The marker itself is out of date: written with the changes.
-			act.Verb = VerbUpdate
-		}
-		p.Actions = append(p.Actions, act)
+		return act
 	}
-	var pauses []Action
-	for name, a := range managed {
-		if declared[name] {
+	m, _ := a.marker()
+	act := Action{Agent: d.Name, ID: a.ID, Verb: VerbNone, desired: d, live: a}
+	act.Changes = agentChanges(d, a, m, names)
+	act.Drift = len(act.Changes) > 0 && m.Hash == d.Hash
+	switch {
+	case m.Paused && a.Status == StatusPaused:
+		act.Verb = VerbResume
+	case len(act.Changes) > 0 || m.Hash != d.Hash || !slices.Equal(m.Fields, d.Optional) || m.Paused:
+		// The marker itself is out of date: written with the changes.
+		act.Verb = VerbUpdate
+	}
+	return act
+}
+
+// agentChanges returns the changes, by path, that make the live agent a,
+// whose marker is m, what d declares: each declared field that differs, and
+// each field pcsync set before and d no longer declares, back to its reset
+// value.
+func agentChanges(d *DesiredAgent, a *Agent, m Marker, names map[string]string) []Change {
+	var changes []Change
+	for _, path := range sortedPaths(d.Fields) {
+		want := d.Fields[path]
+		got := liveValue(a, path)
+		if path == "reportsTo" {
+			got = managerName(got, names)
+		}
+		// A redacted live value cannot be compared: it is taken as
+		// declared unless the declaration changed since pcsync last
+		// wrote it (the marker's hash).
+		if !equal(got, want) || (m.Hash != d.Hash && !reflect.DeepEqual(normalize(got), normalize(want))) {
+			changes = append(changes, Change{Path: path, From: got, To: want})
+		}
+	}
+	for _, path := range m.Fields {
+		if _, still := d.Fields[path]; still {
 			continue
 		}
-		if a.Status == StatusPaused {
-			continue // already paused (by pcsync or by hand)
+		got, want := liveValue(a, path), resetValue(path)
+		if path == "reportsTo" {
+			got = managerName(got, names)
 		}
-		pauses = append(pauses, Action{Agent: name, ID: a.ID, Verb: VerbPause, live: a,
-			Changes: []Change{{Path: "status", From: string(a.Status), To: string(StatusPaused)}}})
+		if !equal(got, want) {
+			changes = append(changes, Change{Path: path, From: got, To: want})
+		}
 	}
-	slices.SortFunc(pauses, func(x, y Action) int { return cmp.Compare(x.Agent, y.Agent) })
-	p.Actions = append(p.Actions, pauses...)
-	return p
+	slices.SortFunc(changes, func(x, y Change) int { return cmp.Compare(x.Path, y.Path) })
+	return changes
 }
 
 // managerName turns a live reportsTo id into the manager's pcsync name, or

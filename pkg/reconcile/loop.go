@@ -261,37 +261,10 @@ func (l *Loop) nextInterval() time.Duration {
 func (l *Loop) reconcile(ctx context.Context, trigger Trigger) (out Outcome) {
 	out = Outcome{Trigger: trigger, Started: time.Now()}
 	log := l.log.With(slog.String("trigger", string(trigger)))
-	defer func() {
-		out.Duration = time.Since(out.Started)
-		if ctx.Err() != nil {
-			return // stopping: not a failure worth reporting
-		}
-		if (l.applier != nil || out.Paperclip != nil) && l.opts.Metrics != nil {
-			l.opts.Metrics.ObserveReconcile(out.Duration, string(out.FailedStage), time.Now())
-		}
-		if l.opts.Observe != nil {
-			l.opts.Observe(out)
-		}
-	}()
+	defer func() { l.observe(ctx, &out) }()
 
-	// Load from the directory the path resolves to now: one consistent
-	// checkout even if git-sync swaps its link meanwhile (and the loader
-	// does not descend into a root that is a link).
-	dir, err := filepath.EvalSymlinks(l.opts.Dir)
-	if err != nil {
-		l.invalid(log, &out, StageLoad, fmt.Errorf("config directory: %w", err))
-		return out
-	}
-	m, err := config.Load(ctx, dir, l.opts.Load)
-	if err != nil {
-		if ctx.Err() == nil {
-			l.invalid(log, &out, StageLoad, err)
-		}
-		return out
-	}
-	rendered, err := render.Render(m, l.opts.Render)
-	if err != nil {
-		l.invalid(log, &out, StageRender, err)
+	m, rendered, ok := l.loadAndRender(ctx, log, &out)
+	if !ok {
 		return out
 	}
 	out.Model = m
@@ -317,18 +290,7 @@ func (l *Loop) reconcile(ctx context.Context, trigger Trigger) (out Outcome) {
 	}
 	l.record(log, &out, len(rendered.Objects))
 	l.pruneHeld(ctx, log, trigger, report)
-	switch {
-	case err != nil:
-		out.FailedStage, out.Err = StageApply, err
-		if errors.Is(err, apply.ErrEmptyRender) || errors.Is(err, apply.ErrMassPrune) {
-			out.FailedStage = StagePrune
-		}
-	case report != nil && report.Err() != nil:
-		out.FailedStage, out.Err = StageApply, report.Err()
-		if report.OnlyPrunesFailed() {
-			out.FailedStage = StagePrune
-		}
-	}
+	out.FailedStage, out.Err = applyFailure(err, report)
 	kubeOK := out.Err == nil
 	if kubeOK {
 		l.appliedHash = hash
@@ -342,6 +304,65 @@ func (l *Loop) reconcile(ctx context.Context, trigger Trigger) (out Outcome) {
 		h.Set(CondReconciled, true, false, "Applied", fmt.Sprintf("%d objects in the cluster as the config says", len(rendered.Objects)))
 	}
 	return out
+}
+
+// observe records the end of a reconcile: its duration, metric and Observe.
+func (l *Loop) observe(ctx context.Context, out *Outcome) {
+	out.Duration = time.Since(out.Started)
+	if ctx.Err() != nil {
+		return // stopping: not a failure worth reporting
+	}
+	if (l.applier != nil || out.Paperclip != nil) && l.opts.Metrics != nil {
+		l.opts.Metrics.ObserveReconcile(out.Duration, string(out.FailedStage), time.Now())
+	}
+	if l.opts.Observe != nil {
+		l.opts.Observe(*out)
+	}
+}
+
+// loadAndRender loads the config and renders it; a failure is recorded in
+// out and ok is false.
+func (l *Loop) loadAndRender(ctx context.Context, log *slog.Logger, out *Outcome) (_ *config.Model, _ *render.Output, ok bool) {
+	// Load from the directory the path resolves to now: one consistent
+	// checkout even if git-sync swaps its link meanwhile (and the loader
+	// does not descend into a root that is a link).
+	dir, err := filepath.EvalSymlinks(l.opts.Dir)
+	if err != nil {
+		l.invalid(log, out, StageLoad, fmt.Errorf("config directory: %w", err))
+		return nil, nil, false
+	}
+	m, err := config.Load(ctx, dir, l.opts.Load)
+	if err != nil {
+		if ctx.Err() == nil {
+			l.invalid(log, out, StageLoad, err)
+		}
+		return nil, nil, false
+	}
+	rendered, err := render.Render(m, l.opts.Render)
+	if err != nil {
+		l.invalid(log, out, StageRender, err)
+		return nil, nil, false
+	}
+	return m, rendered, true
+}
+
+// applyFailure returns the stage that failed and why, from apply's error and
+// report: the prune when only the prune failed (or its guard held it),
+// else the apply; none when nothing failed.
+func applyFailure(err error, report *apply.ChangeSet) (Stage, error) {
+	switch {
+	case err != nil:
+		if errors.Is(err, apply.ErrEmptyRender) || errors.Is(err, apply.ErrMassPrune) {
+			return StagePrune, err
+		}
+		return StageApply, err
+	case report != nil && report.Err() != nil:
+		if report.OnlyPrunesFailed() {
+			return StagePrune, report.Err()
+		}
+		return StageApply, report.Err()
+	}
+	return "", nil
 }
 
 // failed logs a failed reconcile (a repeat of the same failure at debug)

@@ -207,12 +207,41 @@ func (w *Watcher) resync() error {
 
 // resyncOnce is one pass of resync; it reports whether it added a watch.
 func (w *Watcher) resyncOnce() (bool, error) {
-	anchors, anchorDirs := map[string]bool{}, map[string]bool{}
-	target := ""
-	tree := map[string]bool{}
+	target, anchors, anchorDirs, err := w.resolve()
+	if err != nil {
+		return false, err
+	}
+	tree, err := w.walkTree(target)
+	if err != nil {
+		return false, err
+	}
+	want := map[string]bool{}
+	for d := range tree {
+		want[d] = true
+	}
+	for d := range anchorDirs {
+		want[d] = true
+	}
+	added, err := w.watchOnly(want)
+	if target != w.target {
+		w.log.Info("watching the config directory", slog.String("path", w.dir), slog.String("resolved", target))
+	}
+	w.mu.Lock()
+	w.tree, w.anchors, w.anchorDirs, w.target = tree, anchors, anchorDirs, target
+	w.mu.Unlock()
+	return added, err
+}
 
-	cur := string(filepath.Separator)
-	rest := strings.Split(strings.TrimPrefix(w.dir, cur), string(filepath.Separator))
+// resolve follows the config directory's path component by component,
+// links included. It returns the directory it resolves to ("" if none yet),
+// and the paths whose change may change that (anchors: each link, and the
+// first missing entry or a file where a directory should be) with their
+// parent directories.
+func (w *Watcher) resolve() (target string, anchors, anchorDirs map[string]bool, err error) {
+	anchors, anchorDirs = map[string]bool{}, map[string]bool{}
+	sep := string(filepath.Separator)
+	cur := sep
+	rest := strings.Split(strings.TrimPrefix(w.dir, cur), sep)
 	hops := 0
 	for len(rest) > 0 {
 		if rest[0] == "" {
@@ -229,7 +258,7 @@ func (w *Watcher) resyncOnce() (bool, error) {
 		if fi.Mode()&fs.ModeSymlink != 0 {
 			anchors[next], anchorDirs[cur] = true, true
 			if hops++; hops > 40 {
-				return false, fmt.Errorf("watch config %s: too many levels of symbolic links", w.dir)
+				return "", nil, nil, fmt.Errorf("watch config %s: too many levels of symbolic links", w.dir)
 			}
 			dest, err := os.Readlink(next)
 			if err != nil {
@@ -240,8 +269,8 @@ func (w *Watcher) resyncOnce() (bool, error) {
 			}
 			// Resolve the link's target component by component too: it may
 			// contain links itself.
-			rest = append(strings.Split(strings.TrimPrefix(filepath.Clean(dest), string(filepath.Separator)), string(filepath.Separator)), rest[1:]...)
-			cur = string(filepath.Separator)
+			rest = append(strings.Split(strings.TrimPrefix(filepath.Clean(dest), sep), sep), rest[1:]...)
+			cur = sep
 			continue
 		}
 		cur, rest = next, rest[1:]
@@ -254,36 +283,41 @@ func (w *Watcher) resyncOnce() (bool, error) {
 			}
 		}
 	}
-	if target != "" {
-		err := filepath.WalkDir(target, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				if p == target {
-					return err
-				}
-				return nil // vanished meanwhile; the next event resyncs
-			}
-			if !d.IsDir() {
-				return nil
-			}
-			if p != target && hidden(d.Name()) {
-				return filepath.SkipDir
-			}
-			tree[p] = true
-			return nil
-		})
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return false, fmt.Errorf("watch config %s: %w", w.dir, err)
-		}
-	}
+	return target, anchors, anchorDirs, nil
+}
 
-	want := map[string]bool{}
-	for d := range tree {
-		want[d] = true
+// walkTree returns the directories under target (itself included), leaving
+// hidden ones out; none when target is "".
+func (w *Watcher) walkTree(target string) (map[string]bool, error) {
+	tree := map[string]bool{}
+	if target == "" {
+		return tree, nil
 	}
-	for d := range anchorDirs {
-		want[d] = true
+	err := filepath.WalkDir(target, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if p == target {
+				return err
+			}
+			return nil // vanished meanwhile; the next event resyncs
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		if p != target && hidden(d.Name()) {
+			return filepath.SkipDir
+		}
+		tree[p] = true
+		return nil
+	})
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("watch config %s: %w", w.dir, err)
 	}
-	var errs []error
+	return tree, nil
+}
+
+// watchOnly makes fsnotify watch the directories of want and no other; it
+// reports whether it added a watch. A directory gone meanwhile is no error.
+func (w *Watcher) watchOnly(want map[string]bool) (bool, error) {
 	for d := range w.watching() {
 		if !want[d] {
 			_ = w.w.Remove(d)
@@ -291,6 +325,7 @@ func (w *Watcher) resyncOnce() (bool, error) {
 	}
 	have := w.watching()
 	added := false
+	var errs []error
 	for d := range want {
 		if have[d] {
 			continue
@@ -303,12 +338,6 @@ func (w *Watcher) resyncOnce() (bool, error) {
 			errs = append(errs, fmt.Errorf("watch %s: %w", d, err))
 		}
 	}
-	if target != w.target {
-		w.log.Info("watching the config directory", slog.String("path", w.dir), slog.String("resolved", target))
-	}
-	w.mu.Lock()
-	w.tree, w.anchors, w.anchorDirs, w.target = tree, anchors, anchorDirs, target
-	w.mu.Unlock()
 	return added, errors.Join(errs...)
 }
 

@@ -34,11 +34,22 @@ type violation struct {
 // checkBaseline returns the invariants that the patched objects got break,
 // given the tenant's base objects (before patches), in a fixed order.
 func (t tenant) checkBaseline(base, got []*unstructured.Unstructured) []violation {
-	var out []violation
-	add := func(inv config.UnsafePatch, format string, args ...any) {
-		out = append(out, violation{inv: inv, msg: fmt.Sprintf(format, args...)})
-	}
+	var out violations
+	t.checkPodSecurity(&out, got)
+	t.checkNetworkPolicy(&out, got)
+	t.checkRBAC(&out, base, got)
+	checkObjectIdentity(&out, base, got)
+	return out
+}
 
+// violations collects the broken invariants in the order they are found.
+type violations []violation
+
+func (v *violations) add(inv config.UnsafePatch, format string, args ...any) {
+	*v = append(*v, violation{inv: inv, msg: fmt.Sprintf(format, args...)})
+}
+
+func (t tenant) checkPodSecurity(out *violations, got []*unstructured.Unstructured) {
 	// podSecurity: every Namespace among the objects, the tenant's first.
 	nsFound := false
 	for _, o := range got {
@@ -52,33 +63,37 @@ func (t tenant) checkBaseline(base, got []*unstructured.Unstructured) []violatio
 		for _, mode := range []string{"enforce", "audit", "warn"} {
 			k := "pod-security.kubernetes.io/" + mode
 			if v, ok := labels[k]; !ok {
-				add(config.UnsafePodSecurity, "Namespace %s: label %s is removed, want %q", o.GetName(), k, PodSecurityLevel)
+				out.add(config.UnsafePodSecurity, "Namespace %s: label %s is removed, want %q", o.GetName(), k, PodSecurityLevel)
 			} else if v != PodSecurityLevel {
-				add(config.UnsafePodSecurity, "Namespace %s: label %s is %q, want %q", o.GetName(), k, v, PodSecurityLevel)
+				out.add(config.UnsafePodSecurity, "Namespace %s: label %s is %q, want %q", o.GetName(), k, v, PodSecurityLevel)
 			}
 			if v, ok := labels[k+"-version"]; ok && v != "latest" {
-				add(config.UnsafePodSecurity, "Namespace %s: label %s-version pins %q, want none or \"latest\"", o.GetName(), k, v)
+				out.add(config.UnsafePodSecurity, "Namespace %s: label %s-version pins %q, want none or \"latest\"", o.GetName(), k, v)
 			}
 		}
 	}
 	if !nsFound {
-		add(config.UnsafePodSecurity, "Namespace %s, which carries the Pod Security labels, is gone", t.ns)
+		out.add(config.UnsafePodSecurity, "Namespace %s, which carries the Pod Security labels, is gone", t.ns)
 	}
+}
 
+func (t tenant) checkNetworkPolicy(out *violations, got []*unstructured.Unstructured) {
 	// networkPolicy: the deny-all policy, unchanged in what it selects and
 	// denies.
 	if np := find(got, "networking.k8s.io/v1", "NetworkPolicy", t.ns, DenyAllName); np == nil {
-		add(config.UnsafeNetworkPolicy, "NetworkPolicy %s/%s, which denies all ingress and egress, is gone", t.ns, DenyAllName)
+		out.add(config.UnsafeNetworkPolicy, "NetworkPolicy %s/%s, which denies all ingress and egress, is gone", t.ns, DenyAllName)
 	} else if why := denyAllBroken(np); why != "" {
-		add(config.UnsafeNetworkPolicy, "NetworkPolicy %s/%s %s", t.ns, DenyAllName, why)
+		out.add(config.UnsafeNetworkPolicy, "NetworkPolicy %s/%s %s", t.ns, DenyAllName, why)
 	}
+}
 
+func (t tenant) checkRBAC(out *violations, base, got []*unstructured.Unstructured) {
 	// rbac: the Role within the base Role's rules; the RoleBinding binds
 	// that Role to ServiceAccounts of the tenant namespace only.
 	baseRole := find(base, "rbac.authorization.k8s.io/v1", "Role", t.ns, RoleName)
 	if r := find(got, "rbac.authorization.k8s.io/v1", "Role", t.ns, RoleName); r != nil && baseRole != nil {
 		if why := ruleBeyond(baseRole, r); why != "" {
-			add(config.UnsafeRBAC, "Role %s/%s %s", t.ns, RoleName, why)
+			out.add(config.UnsafeRBAC, "Role %s/%s %s", t.ns, RoleName, why)
 		}
 	}
 	if rb := find(got, "rbac.authorization.k8s.io/v1", "RoleBinding", t.ns, RoleBindingName); rb != nil {
@@ -86,7 +101,7 @@ func (t tenant) checkBaseline(base, got []*unstructured.Unstructured) []violatio
 		// the tenant namespace.
 		sameNS := func(s map[string]any) bool { return s["kind"] == "ServiceAccount" && s["namespace"] == t.ns }
 		if why := bindingBroken(rb, "Role", RoleName, sameNS, "a ServiceAccount of "+t.ns); why != "" {
-			add(config.UnsafeRBAC, "RoleBinding %s/%s %s", t.ns, RoleBindingName, why)
+			out.add(config.UnsafeRBAC, "RoleBinding %s/%s %s", t.ns, RoleBindingName, why)
 		}
 	}
 
@@ -100,10 +115,12 @@ func (t tenant) checkBaseline(base, got []*unstructured.Unstructured) []violatio
 		}
 		want := fmt.Sprintf("pcsync's ServiceAccount %s/%s (Settings spec.pcsync.serviceAccount)", sa.Namespace, sa.Name)
 		if why := bindingBroken(rb, "ClusterRole", PcsyncTenantClusterRole, isPcsync, want); why != "" {
-			add(config.UnsafeRBAC, "RoleBinding %s/%s %s", t.ns, PcsyncRoleBindingName, why)
+			out.add(config.UnsafeRBAC, "RoleBinding %s/%s %s", t.ns, PcsyncRoleBindingName, why)
 		}
 	}
+}
 
+func checkObjectIdentity(out *violations, base, got []*unstructured.Unstructured) {
 	// objectIdentity: the same objects, by apiVersion, kind, namespace and
 	// name.
 	want := map[objKey]bool{}
@@ -134,9 +151,8 @@ func (t tenant) checkBaseline(base, got []*unstructured.Unstructured) []violatio
 		if len(added) > 0 {
 			parts = append(parts, "not a tenant object: "+strings.Join(added, ", "))
 		}
-		add(config.UnsafeObjectIdentity, "%s", strings.Join(parts, "; "))
+		out.add(config.UnsafeObjectIdentity, "%s", strings.Join(parts, "; "))
 	}
-	return out
 }
 
 // find returns the object of that apiVersion, kind, namespace and name.

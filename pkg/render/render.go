@@ -140,6 +140,15 @@ func Render(m *config.Model, opts Options) (*Output, error) {
 		guardWarnings[i], errs[i] = guardCompany(yw, m, c, tenant{m: m, c: c, ns: comps[i].Namespace}, bases[i], comps[i].Objects)
 	})
 
+	if err := joinErrors(errs); err != nil {
+		return nil, err
+	}
+	return newOutput(m, comps, guardWarnings, opts.Reference), nil
+}
+
+// joinErrors returns the companies' config errors as one, or the first
+// other error.
+func joinErrors(errs []error) error {
 	var cfgErrs config.Errors
 	for _, err := range errs {
 		var ce *config.Errors
@@ -148,13 +157,19 @@ func Render(m *config.Model, opts Options) (*Output, error) {
 		case errors.As(err, &ce):
 			cfgErrs.List = append(cfgErrs.List, ce.List...)
 		default:
-			return nil, err
+			return err
 		}
 	}
 	if len(cfgErrs.List) > 0 {
-		return nil, &cfgErrs
+		return &cfgErrs
 	}
-	out := &Output{Companies: comps, reference: opts.Reference}
+	return nil
+}
+
+// newOutput gathers the companies' objects, sorted, and the warnings of the
+// config and of the baseline guard.
+func newOutput(m *config.Model, comps []CompanyOutput, guardWarnings [][]config.Warning, reference fastpath.Reference) *Output {
+	out := &Output{Companies: comps, reference: reference}
 	total := 0
 	for _, c := range comps {
 		total += len(c.Objects)
@@ -172,7 +187,7 @@ func Render(m *config.Model, opts Options) (*Output, error) {
 			out.Warnings = append(out.Warnings, warningLine(w))
 		}
 	}
-	return out, nil
+	return out
 }
 
 // forEach calls fn for 0..n-1 on up to opts.Concurrency goroutines at

@@ -109,15 +109,9 @@ func resolveRequest(m *config.Model, paths Paths, file string, req *config.RunRe
 		return nil, rej
 	}
 	rej.Adapter = string(ag.Adapter)
-	runID := req.RunID
-	switch {
-	case runID == "" && !IsDNSLabel(paths.Name):
-		rej.Message = fmt.Sprintf("%s: runId: no runId given and the file name %q is not a DNS-safe run id (at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit); set runId or rename the file", file, paths.Name)
-		return nil, rej
-	case runID == "":
-		runID = paths.Name
-	case !IsDNSLabel(runID):
-		rej.Message = fmt.Sprintf("%s: runId: %q is not a DNS-safe run id (at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit)", file, runID)
+	runID, msg := requestRunID(paths, req)
+	if msg != "" {
+		rej.Message = file + ": " + msg
 		return nil, rej
 	}
 	if len(req.Prompt) == 0 || len(req.Prompt) > 1<<20 {
@@ -129,25 +123,9 @@ func resolveRequest(m *config.Model, paths Paths, file string, req *config.RunRe
 		rej.Message = fmt.Sprintf("%s: agent: %v", file, err)
 		return nil, rej
 	}
-	inv := adapters.Invocation{
-		Command:          m.Adapter(ag.Adapter).Command,
-		Model:            ag.Model,
-		Effort:           cmp.Or(ag.Effort, ag.Variant),
-		MaxTurns:         ag.MaxTurnsPerRun,
-		SessionID:        req.SessionID,
-		InstructionsFile: ag.InstructionsFile,
-		ExtraArgs:        ag.ExtraArgs,
-		Prompt:           req.Prompt,
-	}
-	// A request the adapter cannot turn into a safe command (a session id
-	// that looks like a flag) is rejected now instead of failing later.
-	if err := ad.Check(inv); err != nil {
-		field := ""
-		var ie *adapters.InvocationError
-		if errors.As(err, &ie) && ie.Field == adapters.FieldSessionID {
-			field = "sessionId: " // the one field that comes from the request
-		}
-		rej.Message = fmt.Sprintf("%s: %s%v", file, field, err)
+	inv, msg := invocation(m, ag, req, ad)
+	if msg != "" {
+		rej.Message = file + ": " + msg
 		return nil, rej
 	}
 	run := &Run{
@@ -161,17 +139,63 @@ func resolveRequest(m *config.Model, paths Paths, file string, req *config.RunRe
 		Adapter:    ad,
 		Invocation: inv,
 	}
+	run.Timeout, run.TimeoutSource = runTimeout(m, co, ag, req)
+	return run, nil
+}
+
+// requestRunID returns the run's id: the request's runId, or else the file's
+// name; msg says why neither will do.
+func requestRunID(paths Paths, req *config.RunRequest) (runID, msg string) {
+	switch runID = req.RunID; {
+	case runID == "" && !IsDNSLabel(paths.Name):
+		return "", fmt.Sprintf("runId: no runId given and the file name %q is not a DNS-safe run id (at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit); set runId or rename the file", paths.Name)
+	case runID == "":
+		return paths.Name, ""
+	case !IsDNSLabel(runID):
+		return "", fmt.Sprintf("runId: %q is not a DNS-safe run id (at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit)", runID)
+	}
+	return runID, ""
+}
+
+// invocation returns what the adapter ad is asked to run for the agent ag;
+// msg says why the adapter cannot turn it into a safe command (a session id
+// that looks like a flag): such a request is rejected now instead of
+// failing later.
+func invocation(m *config.Model, ag *config.Agent, req *config.RunRequest, ad adapters.Adapter) (_ adapters.Invocation, msg string) {
+	inv := adapters.Invocation{
+		Command:          m.Adapter(ag.Adapter).Command,
+		Model:            ag.Model,
+		Effort:           cmp.Or(ag.Effort, ag.Variant),
+		MaxTurns:         ag.MaxTurnsPerRun,
+		SessionID:        req.SessionID,
+		InstructionsFile: ag.InstructionsFile,
+		ExtraArgs:        ag.ExtraArgs,
+		Prompt:           req.Prompt,
+	}
+	if err := ad.Check(inv); err != nil {
+		field := ""
+		var ie *adapters.InvocationError
+		if errors.As(err, &ie) && ie.Field == adapters.FieldSessionID {
+			field = "sessionId: " // the one field that comes from the request
+		}
+		return inv, fmt.Sprintf("%s%v", field, err)
+	}
+	return inv, ""
+}
+
+// runTimeout returns the run's timeout and where it comes from: the
+// request's, the agent's, or the Jobs' active deadline (0: none).
+func runTimeout(m *config.Model, co *config.Company, ag *config.Agent, req *config.RunRequest) (time.Duration, string) {
 	switch {
 	case req.TimeoutSec > 0:
-		run.Timeout, run.TimeoutSource = time.Duration(req.TimeoutSec)*time.Second, "the request's timeoutSec"
+		return time.Duration(req.TimeoutSec) * time.Second, "the request's timeoutSec"
 	case ag.TimeoutSec > 0:
-		run.Timeout, run.TimeoutSource = time.Duration(ag.TimeoutSec)*time.Second, "the agent's timeoutSec"
-	default:
-		if d := m.Jobs(co).ActiveDeadlineSeconds; d != nil && *d > 0 {
-			run.Timeout, run.TimeoutSource = time.Duration(*d)*time.Second, "jobs.activeDeadlineSeconds"
-		}
+		return time.Duration(ag.TimeoutSec) * time.Second, "the agent's timeoutSec"
 	}
-	return run, nil
+	if d := m.Jobs(co).ActiveDeadlineSeconds; d != nil && *d > 0 {
+		return time.Duration(*d) * time.Second, "jobs.activeDeadlineSeconds"
+	}
+	return 0, ""
 }
 
 // LoadRequest reads and validates the request file at path.

@@ -145,7 +145,7 @@ func (l *lease) begin() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.state != LeaseReady {
-		return fmt.Errorf("lease %s is %s: no new commands", l.ID, l.state)
+		return fmt.Errorf("lease %s: state %s: no new commands", l.ID, l.state)
 	}
 	l.running++
 	return nil

@@ -99,7 +99,7 @@ func (m *Manager) Acquire(ctx context.Context, p AcquireParams) (_ LeaseInfo, er
 	}
 	started()
 	if !l.to(LeasePending, LeaseReady) {
-		return LeaseInfo{}, fmt.Errorf("lease %s is %s: it ended while its pod started", l.ID, l.State())
+		return LeaseInfo{}, fmt.Errorf("lease %s: state %s: it ended while its pod started", l.ID, l.State())
 	}
 	m.connect(l, patience)
 	m.log.Info("sandbox lease ready", slog.String("lease", r.ID), slog.Duration("took", time.Since(now).Round(time.Millisecond)))
@@ -308,7 +308,7 @@ func (m *Manager) Resume(_ context.Context, id string) (LeaseInfo, error) {
 		return LeaseInfo{}, fmt.Errorf("lease %s: %w: its pod is gone or it was never pcsync's", id, ErrNoLease)
 	}
 	if s := l.State(); s != LeaseReady {
-		return LeaseInfo{}, fmt.Errorf("lease %s is %s", id, s)
+		return LeaseInfo{}, fmt.Errorf("lease %s: state %s", id, s)
 	}
 	return m.info(l), nil
 }
@@ -421,7 +421,7 @@ func (m *Manager) client(ctx context.Context, l *lease) (*cmdclient.Client, erro
 		case c != nil:
 			return c, nil
 		case state == LeaseEnding || state == LeaseGone:
-			return nil, fmt.Errorf("lease %s is %s", l.ID, state)
+			return nil, fmt.Errorf("lease %s: state %s", l.ID, state)
 		case opening != nil:
 			select {
 			case <-opening.done:
@@ -458,7 +458,7 @@ func (m *Manager) openShared(ctx context.Context, l *lease) (*cmdclient.Client, 
 	l.opening = nil
 	if err == nil && (l.state == LeaseEnding || l.state == LeaseGone) {
 		_ = c.Close()
-		err = fmt.Errorf("lease %s is %s", l.ID, l.state)
+		err = fmt.Errorf("lease %s: state %s", l.ID, l.state)
 	}
 	op.err = err
 	close(op.done)

@@ -26,7 +26,7 @@ func (p proxyIPs) ClusterIP(ns string) (string, error) {
 	if ip, ok := p[ns]; ok {
 		return ip, nil
 	}
-	return "", errors.New("Service " + ns + "/paperclip-egress-proxy: the tenant has no egress proxy Service: the tenant is not applied")
+	return "", errors.New("Service/" + ns + "/paperclip-egress-proxy: the tenant has no egress proxy Service: the tenant is not applied")
 }
 
 // TestAddProxyEnv: an execute of a lease of a company in egress mode proxy
@@ -68,7 +68,7 @@ func TestAddProxyEnv(t *testing.T) {
 
 	m.Companies[1].Spec.Egress.Mode = ""
 	err := mgr.addProxyEnv(context.Background(), newLease(Record{ID: "l3", Namespace: "paperclip-initech", Company: "initech"}), &cmdclient.Command{})
-	if err == nil || !strings.Contains(err.Error(), "Service paperclip-initech/paperclip-egress-proxy") {
+	if err == nil || !strings.Contains(err.Error(), "Service/paperclip-initech/paperclip-egress-proxy") {
 		t.Errorf("a proxy-mode tenant without its Service: err %v, want one naming the Service", err)
 	}
 }

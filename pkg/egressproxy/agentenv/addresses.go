@@ -66,11 +66,11 @@ func (a *Addresses) ClusterIP(ns string) (string, error) {
 	s, err := a.lister.Services(ns).Get(allow.ProxyName)
 	switch {
 	case apierrors.IsNotFound(err):
-		return "", fmt.Errorf("Service %s/%s: %w", ns, allow.ProxyName, ErrNoProxy)
+		return "", fmt.Errorf("Service/%s/%s: %w", ns, allow.ProxyName, ErrNoProxy)
 	case err != nil:
-		return "", fmt.Errorf("Service %s/%s: %w", ns, allow.ProxyName, err)
+		return "", fmt.Errorf("Service/%s/%s: %w", ns, allow.ProxyName, err)
 	case s.Spec.ClusterIP == "" || s.Spec.ClusterIP == corev1.ClusterIPNone:
-		return "", fmt.Errorf("Service %s/%s has no ClusterIP", ns, allow.ProxyName)
+		return "", fmt.Errorf("Service/%s/%s: no ClusterIP", ns, allow.ProxyName)
 	}
 	return s.Spec.ClusterIP, nil
 }

@@ -137,8 +137,8 @@ func TestProxyModeWithoutService(t *testing.T) {
 	res := e.result("noproxy-1")
 	msg := deref(res.ErrorMessage)
 	if res.Status != result.StatusFailed || deref(res.ErrorCode) != result.ErrInvalidRequest ||
-		!strings.Contains(msg, "Service "+e.ns+"/"+allow.ProxyName) || !strings.Contains(msg, "not applied") {
-		t.Fatalf("result: %s %s %q; want failed (invalid_request), naming Service %s/%s and saying the tenant is not applied",
+		!strings.Contains(msg, "Service/"+e.ns+"/"+allow.ProxyName) || !strings.Contains(msg, "not applied") {
+		t.Fatalf("result: %s %s %q; want failed (invalid_request), naming Service/%s/%s and saying the tenant is not applied",
 			res.Status, deref(res.ErrorCode), msg, e.ns, allow.ProxyName)
 	}
 	if _, err := e.cs.BatchV1().Jobs(e.ns).Get(ctx, e.jobName("noproxy-1"), metav1.GetOptions{}); err == nil {

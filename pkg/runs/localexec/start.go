@@ -175,63 +175,24 @@ func (e *Executor) start(_ context.Context, r *runs.Run) (runs.Handle, error) {
 		return nil, err
 	}
 	files := localFiles{dir: e.layout.RunDir(r.Name())}
-	if err := os.RemoveAll(files.dir); err != nil {
-		return nil, fmt.Errorf("run directory: %w", err)
-	}
-	for _, d := range []string{files.dir, p.workDir, e.layout.Home(r.AgentKey())} {
-		if err := safefile.MkdirAll(d); err != nil {
-			return nil, fmt.Errorf("run directories: %w", err)
-		}
-	}
-	st := RunState{
-		Phase: PhaseStarting, RunID: r.RunID, Company: r.Company.Slug(), Agent: r.Agent.Name,
-		Adapter: string(r.Agent.Adapter), StartedAt: time.Now().UTC(),
-		TimeoutSec: int(r.Timeout / time.Second), TimeoutSource: r.TimeoutSource, GraceSec: int(r.Grace / time.Second),
-		SessionResumed: r.Request.SessionID != "",
-	}
-	stdinPath := os.DevNull
-	if p.stdin != nil {
-		if err := writeNew(files.stdin(), p.stdin); err != nil {
-			return nil, fmt.Errorf("write stdin: %w", err)
-		}
-		stdinPath = files.stdin()
-	}
-	// The run directory's entry must be durable too.
-	if err := safefile.SyncDir(filepath.Dir(files.dir)); err != nil {
+	st, err := e.recordStarting(r, &p, files)
+	if err != nil {
 		return nil, err
 	}
-	if err := writeRunState(files.state(), st, true); err != nil {
+	stdio, err := openStdio(files, p.stdin != nil)
+	if err != nil {
 		return nil, err
 	}
-	var stdin *os.File
-	if stdinPath == os.DevNull {
-		stdin, err = os.Open(os.DevNull)
-	} else {
-		stdin, _, err = safefile.Open(stdinPath)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("open stdin: %w", err)
-	}
-	defer stdin.Close()
-	stdout, err := safefile.OpenWrite(files.stdout(), safefile.Exclusive, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("open stdout: %w", err)
-	}
-	defer stdout.Close()
-	stderr, err := safefile.OpenWrite(files.stderr(), safefile.Exclusive, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("open stderr: %w", err)
-	}
-	defer stderr.Close()
+	defer stdio.close()
 	argv := slices.Concat(e.opts.Shim, []string{"--exit-file", files.exit(), "--"}, p.argv)
 	cmd := &exec.Cmd{
 		Path:        argv[0],
 		Args:        argv,
 		Env:         p.env,
 		Dir:         p.workDir,
-		Stdin:       stdin,
-		Stdout:      stdout,
-		Stderr:      stderr,
+		Stdin:       stdio.in,
+		Stdout:      stdio.out,
+		Stderr:      stdio.err,
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
 	st.StartedAt = time.Now().UTC()
@@ -263,6 +224,76 @@ func (e *Executor) start(_ context.Context, r *runs.Run) (runs.Handle, error) {
 		close(h.exited)
 	}()
 	return h, nil
+}
+
+// recordStarting makes the run's directories, writes its stdin, and records
+// the run as starting, durably: a restarted daemon finds it before its
+// process exists.
+func (e *Executor) recordStarting(r *runs.Run, p *prepared, files localFiles) (RunState, error) {
+	if err := os.RemoveAll(files.dir); err != nil {
+		return RunState{}, fmt.Errorf("run directory: %w", err)
+	}
+	for _, d := range []string{files.dir, p.workDir, e.layout.Home(r.AgentKey())} {
+		if err := safefile.MkdirAll(d); err != nil {
+			return RunState{}, fmt.Errorf("run directories: %w", err)
+		}
+	}
+	st := RunState{
+		Phase: PhaseStarting, RunID: r.RunID, Company: r.Company.Slug(), Agent: r.Agent.Name,
+		Adapter: string(r.Agent.Adapter), StartedAt: time.Now().UTC(),
+		TimeoutSec: int(r.Timeout / time.Second), TimeoutSource: r.TimeoutSource, GraceSec: int(r.Grace / time.Second),
+		SessionResumed: r.Request.SessionID != "",
+	}
+	if p.stdin != nil {
+		if err := writeNew(files.stdin(), p.stdin); err != nil {
+			return RunState{}, fmt.Errorf("write stdin: %w", err)
+		}
+	}
+	// The run directory's entry must be durable too.
+	if err := safefile.SyncDir(filepath.Dir(files.dir)); err != nil {
+		return RunState{}, err
+	}
+	if err := writeRunState(files.state(), st, true); err != nil {
+		return RunState{}, err
+	}
+	return st, nil
+}
+
+// runStdio is the run's standard streams: its stdin file (or /dev/null) and
+// its new stdout and stderr files.
+type runStdio struct{ in, out, err *os.File }
+
+// openStdio opens the run's standard streams; hasStdin says whether the run
+// has a stdin file.
+func openStdio(files localFiles, hasStdin bool) (*runStdio, error) {
+	s := &runStdio{}
+	var err error
+	if hasStdin {
+		s.in, _, err = safefile.Open(files.stdin())
+	} else {
+		s.in, err = os.Open(os.DevNull)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open stdin: %w", err)
+	}
+	if s.out, err = safefile.OpenWrite(files.stdout(), safefile.Exclusive, 0o600); err != nil {
+		s.close()
+		return nil, fmt.Errorf("open stdout: %w", err)
+	}
+	if s.err, err = safefile.OpenWrite(files.stderr(), safefile.Exclusive, 0o600); err != nil {
+		s.close()
+		return nil, fmt.Errorf("open stderr: %w", err)
+	}
+	return s, nil
+}
+
+// close closes the streams that are open (the process has its own copies).
+func (s *runStdio) close() {
+	for _, f := range []*os.File{s.in, s.out, s.err} {
+		if f != nil {
+			f.Close()
+		}
+	}
 }
 
 // writeNew writes data to a new file of mode 0600 (O_EXCL: never through a
