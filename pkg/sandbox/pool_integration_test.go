@@ -36,21 +36,29 @@ func newPoolEnv(t *testing.T, count int) *poolEnv {
 	e := &poolEnv{env: newEnv(t, envOptions{Sandbox: poolSpec(count), NoPools: true})}
 	e.owner = "test-" + e.slug()
 	e.cur.Store(e.model)
-	o := DefaultOptions(filepath.Join(e.hostDir, "pool-state"))
+	e.pm = e.poolManager(t, "daemon-a")
+	if os.Getenv("POOL_TEST_LOGS") != "" {
+		t.Cleanup(func() { t.Log(e.logs.String()) })
+	}
+	return e
+}
+
+// poolManager starts a Manager of the env's owner, named identity in the
+// owner's pool Lease (short timings), on a state directory of its own.
+func (e *poolEnv) poolManager(t *testing.T, identity string) *Manager {
+	t.Helper()
+	o := DefaultOptions(filepath.Join(e.hostDir, "pool-state-"+identity))
 	o.HostRoot, o.ServerPath = e.hostDir, pcsyncBin
 	o.ReadyTimeout = time.Minute
 	o.Pool.Owner, o.Pool.Resync = e.owner, 100*time.Millisecond
-	o.Logger = slog.New(slog.NewTextHandler(&syncWriter{b: e.logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	o.Pool.Lease = testPoolLease(identity)
+	o.Logger = slog.New(slog.NewTextHandler(&syncWriter{b: e.logs}, &slog.HandlerOptions{Level: slog.LevelDebug})).With("daemon", identity)
 	m, err := New(context.Background(), e.c.RESTConfig(), e.cur.Load, o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(m.Close)
-	if os.Getenv("POOL_TEST_LOGS") != "" {
-		t.Cleanup(func() { t.Log(e.logs.String()) })
-	}
-	e.pm = m
-	return e
+	return m
 }
 
 func poolSpec(count int) string {
