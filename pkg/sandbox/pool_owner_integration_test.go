@@ -59,6 +59,28 @@ func (ch *churn) counts() (created, deleted int) {
 	return len(ch.created), len(ch.deleted)
 }
 
+// startTogether starts a Manager of the env's owner for each name at
+// once (two daemons started together: both find the pool empty).
+func startTogether(t *testing.T, e *poolEnv, names []string) []*Manager {
+	t.Helper()
+	ms := make([]*Manager, len(names))
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Go(func() { ms[i], errs[i] = e.poolManager(name) })
+	}
+	wg.Wait()
+	for i, m := range ms {
+		if m != nil {
+			t.Cleanup(m.Close)
+		}
+		if errs[i] != nil {
+			t.Fatalf("%s: %v", names[i], errs[i])
+		}
+	}
+	return ms
+}
+
 // leadership is which of ms acts on the owner's pools (-1: none or more
 // than one) and the holder each names.
 func leadership(ms ...*Manager) (acting int, holders []string) {
@@ -96,17 +118,18 @@ func waitLeader(t *testing.T, e *poolEnv, names []string, ms ...*Manager) int {
 	}
 }
 
-// Two daemons of one owner (one ApplySet, no --leader-elect) run one
-// config with a pool of 1. Only the holder of the owner's Lease keeps the
+// Two daemons of one owner (one ApplySet, no --leader-elect), started
+// together, run one config with a pool of 1. Only the holder of the owner's Lease keeps the
 // pool, the other stands by: the pool is whole (1 member Ready) and
 // quiet (one create, no delete) for 20 s. Then the holder closes (its
 // Lease released): the other takes over and keeps the same member, with
 // no create and no delete.
 func TestPoolTwoControllersOneOwner(t *testing.T) {
-	e := newPoolEnv(t, 1)
+	e := newPoolTenant(t, 1)
 	ch := watchChurn(t, e)
 	names := []string{"daemon-a", "daemon-b"}
-	ms := []*Manager{e.pm, e.poolManager(t, "daemon-b")}
+	ms := startTogether(t, e, names)
+	e.pm = ms[0]
 	first := e.waitPool(t, "the pool to fill", 1, nil)
 	holder := waitLeader(t, e, names, ms...)
 	standby := 1 - holder
