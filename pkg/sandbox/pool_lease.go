@@ -131,6 +131,7 @@ func (c *poolController) lead(ctx context.Context) error {
 	c.acting.Lock()
 	c.leading = true
 	c.acting.Unlock()
+	c.metrics.SandboxPoolActing(true)
 	c.log.Info("sandbox: "+c.who()+": acting (holds its Lease)",
 		slog.String("lease", c.opts.Lease.Namespace+"/"+PoolLeaseName(c.opts.Owner)), slog.String("identity", c.opts.Lease.Identity))
 	c.enqueueAll()
@@ -138,6 +139,7 @@ func (c *poolController) lead(ctx context.Context) error {
 	c.acting.Lock()
 	c.leading = false
 	c.acting.Unlock()
+	c.metrics.SandboxPoolActing(false)
 	c.log.Info("sandbox: " + c.who() + ": stopped acting")
 	return nil
 }
