@@ -40,6 +40,7 @@ import (
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/introspect"
 	"github.com/pcsync/pcsync/pkg/render"
+	"github.com/pcsync/pcsync/pkg/sandbox"
 )
 
 // Every test binary of this package runs one real control plane.
@@ -402,14 +403,17 @@ func TestRBACIsSufficient(t *testing.T) {
 		t.Errorf("doctor without the tenant's RoleBinding pcsync: missing verbs (-want +got):\n%s", diff)
 	}
 
-	// The leader Lease in pcsync's namespace.
-	lo := leader.DefaultOptions()
-	lo.Namespace, lo.Identity = "pcsync-system", "rbac-test"
-	lctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	led := false
-	if err := leader.Run(lctx, saClient, lo, func(context.Context) error { led = true; return nil }); err != nil || !led {
-		t.Errorf("leader election as %s: led %v, %v", serviceAccount, led, err)
+	// The leader Lease in pcsync's namespace, and the warm pools' Lease of
+	// the deployment's owner (its ApplySet ID) beside it.
+	for _, name := range []string{"pcsync", sandbox.PoolLeaseName(apply.ParentID("pcsync", "pcsync-system"))} {
+		lo := leader.DefaultOptions()
+		lo.Namespace, lo.Name, lo.Identity = "pcsync-system", name, "rbac-test"
+		lctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		led := false
+		if err := leader.Run(lctx, saClient, lo, func(context.Context) error { led = true; return nil }); err != nil || !led {
+			t.Errorf("Lease pcsync-system/%s as %s: led %v, %v", name, serviceAccount, led, err)
+		}
+		cancel()
 	}
 }
 

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"path/filepath"
 
 	"github.com/spf13/pflag"
 
+	"github.com/pcsync/pcsync/internal/leader"
 	"github.com/pcsync/pcsync/pkg/apply"
 
 	"github.com/pcsync/pcsync/pkg/config"
@@ -69,7 +71,8 @@ func (d *daemonFlags) stateDirectory() string {
 // runner returns the daemon d's sandbox loop: the lease manager and its
 // API, reporting into the daemon's metrics m. Its warm pools' owner is the
 // daemon's ApplySet ID: the replicas of one deployment share it, another
-// deployment on the cluster has its own.
+// deployment on the cluster has its own. The owner's pool Lease takes the
+// leader-election Lease's timings.
 func (f *sandboxFlags) runner(g *globalOptions, d *daemonFlags, self *introspect.Self, m *metrics.Metrics) func(context.Context, func() *config.Model) error {
 	stateDir := d.stateDirectory()
 	return func(ctx context.Context, model func() *config.Model) error {
@@ -82,6 +85,12 @@ func (f *sandboxFlags) runner(g *globalOptions, d *daemonFlags, self *introspect
 		o.ServerPath, o.HelperImage, o.HostRoot, o.Logger, o.Metrics = f.serverPath, f.helperImage, f.hostRoot, g.Logger, m
 		o.ExecProtocol = f.execProtocol
 		o.Pool.Owner = apply.ParentID(d.set.name, d.set.namespace)
+		// Two daemons of one owner: only the holder of the owner's pool
+		// Lease keeps its pools. It lives beside the leader-election
+		// Lease, else in the pod's namespace, else (outside a pod) in the
+		// ApplySet parent's, which apply creates.
+		o.Pool.Lease.Namespace = cmp.Or(d.leaseNamespace, leader.PodNamespace(), d.set.namespace)
+		o.Pool.Lease.LeaseDuration, o.Pool.Lease.RenewDeadline, o.Pool.Lease.RetryPeriod = d.leaseDuration, d.renewDeadline, d.retryDur
 		// A lease's pod gets the scheduling of the agent it serves, which
 		// Paperclip names by its id: pcsync's marker on it says which.
 		o.Agents = paperclipReconciler(g)

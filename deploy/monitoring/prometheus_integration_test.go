@@ -180,6 +180,7 @@ spec:
 	p.wait(t, "a warm claim", fmt.Sprintf(`pcsync_sandbox_pool_claims_total{company=%q,outcome="warm"}`, slugs[0]), eq(1))
 	p.wait(t, "the pool refilled", pool("ready"), eq(1))
 	p.wait(t, "two members' refill times", `pcsync_sandbox_pool_refill_seconds_count`, eq(2))
+	p.wait(t, "the daemon keeping its owner's pools", `pcsync_sandbox_pool_acting`, eq(1))
 	// A workspace sync: a file in, and back out.
 	target := filepath.Join(hostDir, "synced.txt") // kwok: the lease's commands run on this host
 	sb.syncPut(t, lease.ProviderLeaseID, target, "synced\n")

@@ -114,7 +114,7 @@ func DefaultPermissions() []Permission {
 	add("", []string{"events"}, []string{"list", "watch"}, ScopeCluster, "explaining runs the Job controller cannot start", nil)
 	add("", []string{"pods"}, []string{"create", "delete", "patch"}, ScopeTenant, "sandbox leases (pcsync daemon --sandbox); patch claims a warm pool member", nil)
 	add("", []string{"pods/exec"}, []string{"get", "create"}, ScopeTenant, "sandbox leases' command streams", nil)
-	add("coordination.k8s.io", []string{"leases"}, []string{"get", "create", "update"}, ScopeOwnNamespace, "leader election", nil)
+	add("coordination.k8s.io", []string{"leases"}, []string{"get", "create", "update"}, ScopeOwnNamespace, "leader election (--leader-elect); the warm pools' Lease of the daemon's owner (--sandbox)", nil)
 	add("", []string{"secrets"}, []string{"get", "create", "patch"}, ScopeOwnNamespace,
 		"the ApplySet parent (--applyset, default pcsync)", func(p *Permission) { p.Name = "pcsync" })
 	add("authorization.k8s.io", []string{"selfsubjectaccessreviews"}, []string{"create"}, ScopeCluster, "pcsync doctor", nil)

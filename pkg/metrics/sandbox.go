@@ -27,6 +27,7 @@ type sandboxMetrics struct {
 	poolReady       *prometheus.GaugeVec
 	poolClaims      *prometheus.CounterVec
 	poolRefill      prometheus.Histogram
+	poolActing      prometheus.Gauge
 }
 
 func newSandboxMetrics() *sandboxMetrics {
@@ -67,6 +68,8 @@ func newSandboxMetrics() *sandboxMetrics {
 		poolRefill: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Subsystem: sub, Name: "pool_refill_seconds",
 			Help:    "Time from a warm pool member's create to Ready: how soon a pool is whole again after a claim.",
 			Buckets: []float64{.25, .5, 1, 2, 5, 10, 30, 60, 180}}),
+		poolActing: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Subsystem: sub, Name: "pool_acting",
+			Help: "1 while this daemon's warm pool controller holds its owner's Lease and keeps the pools; 0 while it stands by (another daemon of the same ApplySet keeps them)."}),
 	}
 }
 
@@ -83,7 +86,7 @@ func (s *sandboxMetrics) initLabels() {
 
 func (s *sandboxMetrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{s.leases, s.acquireDuration, s.refusals, s.releases, s.executes, s.executeDuration, s.reopens, s.envKeysKept, s.keysReplaced, s.syncs, s.syncBytes,
-		s.poolDeclared, s.poolMembers, s.poolReady, s.poolClaims, s.poolRefill}
+		s.poolDeclared, s.poolMembers, s.poolReady, s.poolClaims, s.poolRefill, s.poolActing}
 }
 
 // SandboxLeases adds delta to pcsync_sandbox_leases_active{company}
@@ -154,4 +157,13 @@ func (m *Metrics) SandboxPoolClaim(company, outcome string) {
 // (sandbox.Metrics).
 func (m *Metrics) SandboxPoolReady(_ string, d time.Duration) {
 	m.sandbox.poolRefill.Observe(d.Seconds())
+}
+
+// SandboxPoolActing sets pcsync_sandbox_pool_acting (sandbox.Metrics).
+func (m *Metrics) SandboxPoolActing(acting bool) {
+	v := 0.0
+	if acting {
+		v = 1
+	}
+	m.sandbox.poolActing.Set(v)
 }

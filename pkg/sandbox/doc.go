@@ -57,6 +57,7 @@
 //	metrics.go          Metrics the manager reports to (pcsync_sandbox_*), its outcome and end words
 //	pool.go             warm pools: the declared pools, a member's spec hash, a member built by BuildPod with a member's labels
 //	pool_options.go     PoolOptions and their defaults
+//	pool_lease.go       the owner's Lease: only its holder's pools sync, other controllers of the owner stand by
 //	pool_controller.go  the pools' controller in client-go's shape: the members' informer and lister, a rate-limited workqueue of pool keys, its workers and event handlers
 //	pool_config.go      a changed config queues the pools it changed; the pools' metrics
 //	pool_sync.go        sync(key): a pool's declaration against its members in the lister; decide, its pure decision

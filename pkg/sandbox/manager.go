@@ -65,6 +65,9 @@ func New(ctx context.Context, cfg *rest.Config, model func() *config.Model, o Op
 	if o.StateDir == "" {
 		return nil, errors.New("sandbox: no state directory")
 	}
+	if err := o.Pool.Lease.validate(); err != nil && !o.Pool.Disabled {
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: cluster access: %w", err)

@@ -208,6 +208,7 @@ func (e *env) start() {
 	o.Agents = e.resolver
 	o.ProxyAddresses = e.proxy
 	o.Pool.Disabled = e.noPools
+	o.Pool.Lease = testPoolLease("")
 	o.Logger = slog.New(slog.NewTextHandler(&syncWriter{b: e.logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	m, err := New(context.Background(), e.c.RESTConfig(), func() *config.Model { return e.model }, o)
 	if err != nil {
@@ -215,6 +216,14 @@ func (e *env) start() {
 	}
 	e.m = m
 	e.t.Cleanup(m.Close)
+}
+
+// testPoolLease is the tests' pool Lease: in namespace default (every
+// cluster has it), with short timings, named identity ("" for a random
+// one).
+func testPoolLease(identity string) PoolLeaseOptions {
+	return PoolLeaseOptions{Namespace: "default", Identity: identity,
+		LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond}
 }
 
 type syncWriter struct {

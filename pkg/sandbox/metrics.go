@@ -44,6 +44,9 @@ type Metrics interface {
 	// from its creationTimestamp to the daemon seeing it become Ready: the
 	// pool's refill time.
 	SandboxPoolReady(company string, d time.Duration)
+	// SandboxPoolActing says whether this daemon's pool controller holds
+	// its owner's Lease and keeps the pools (false: it stands by).
+	SandboxPoolActing(acting bool)
 }
 
 // SyncDirection is the way a native sync mapping goes.
@@ -130,6 +133,7 @@ func (noMetrics) SandboxSync(string, string, string, int)      {}
 func (noMetrics) SandboxPool(string, int, int, int)            {}
 func (noMetrics) SandboxPoolClaim(string, string)              {}
 func (noMetrics) SandboxPoolReady(string, time.Duration)       {}
+func (noMetrics) SandboxPoolActing(bool)                       {}
 
 // observeAcquire records an acquire that began at began and returned err.
 func (m *Manager) observeAcquire(began time.Time, err error) {

@@ -42,6 +42,10 @@ func (r *recorder) SandboxPoolReady(company string, _ time.Duration) {
 	r.calls = append(r.calls, "pool ready "+company)
 }
 
+func (r *recorder) SandboxPoolActing(acting bool) {
+	r.calls = append(r.calls, fmt.Sprintf("pool acting %v", acting))
+}
+
 func TestObserveAcquire(t *testing.T) {
 	tests := []struct {
 		name string

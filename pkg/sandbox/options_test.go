@@ -39,7 +39,9 @@ func TestOptionsComplete(t *testing.T) {
 
 func TestPoolOptionsComplete(t *testing.T) {
 	d := DefaultPoolOptions()
-	set := PoolOptions{Owner: "other", ReadyDeadline: 1, MemberMaxAge: 2, Resync: 3, QuotaBackoff: 4, ColdHold: 5, RoomWait: 6, PendingTTL: 7}
+	d.Lease.Identity = "" // random: compared apart (TestPoolLeaseOptionsComplete)
+	set := PoolOptions{Owner: "other", ReadyDeadline: 1, MemberMaxAge: 2, Resync: 3, QuotaBackoff: 4, ColdHold: 5, RoomWait: 6, PendingTTL: 7,
+		Lease: PoolLeaseOptions{Namespace: "ns", Identity: "me", LeaseDuration: 8, RenewDeadline: 9, RetryPeriod: 10}}
 	tests := []struct {
 		name     string
 		in, want PoolOptions
@@ -52,6 +54,9 @@ func TestPoolOptionsComplete(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			got := tt.in
 			got.complete()
+			if tt.in.Lease.Identity == "" {
+				got.Lease.Identity = ""
+			}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("complete (-want +got):\n%s", diff)
 			}

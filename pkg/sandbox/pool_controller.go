@@ -37,7 +37,9 @@ const poolWorkers = 2
 // declaration with its members in the lister (sync.go); and expectations
 // for the creates and deletes in flight. A restarted daemon's informer
 // lists the members of the one before: it adopts them, and creates only
-// what is missing. Members of another owner it never sees.
+// what is missing. Members of another owner it never sees. Of the
+// controllers of one owner (two daemons on one ApplySet), only the holder
+// of the owner's Lease syncs; the others stand by (pool_lease.go).
 type poolController struct {
 	poolDeps
 	informer cache.SharedIndexInformer
@@ -55,6 +57,16 @@ type poolController struct {
 	// reported are the companies whose pools the metrics were last given
 	// (the config loop's goroutine only).
 	reported map[string]bool
+
+	// acting guards leading: a sync runs holding it for reading, and the
+	// end of a leadership waits for the syncs in flight (pool_lease.go).
+	acting sync.RWMutex
+	// leading is set while this controller holds its owner's Lease: only
+	// then do its pools sync.
+	leading bool
+	// holder is the identity of the controller that holds the owner's
+	// Lease, as last observed; nil before one is.
+	holder atomic.Pointer[string]
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -134,7 +146,8 @@ func newPoolController(d poolDeps) *poolController {
 }
 
 // start runs the informer, waits for its first list (30s at most), and
-// starts the config loop and the workers.
+// starts the config loop, the workers and the owner's election (the
+// workers sync only while this controller holds the owner's Lease).
 func (c *poolController) start(ctx context.Context) error {
 	run, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
@@ -151,10 +164,14 @@ func (c *poolController) start(ctx context.Context) error {
 	}
 	c.configChanged()
 	c.report()
-	c.wg.Add(1 + poolWorkers)
+	c.wg.Add(2 + poolWorkers)
 	go func() {
 		defer c.wg.Done()
 		c.configLoop(run)
+	}()
+	go func() {
+		defer c.wg.Done()
+		c.elect(run)
 	}()
 	for range poolWorkers {
 		go func() {
@@ -166,7 +183,8 @@ func (c *poolController) start(ctx context.Context) error {
 	return nil
 }
 
-// close stops the controller; the members stay for the next daemon.
+// close stops the controller and releases the owner's Lease if it held
+// it; the members stay for the next daemon, or the standby.
 func (c *poolController) close() {
 	c.cancel()
 	c.queue.ShutDown()
@@ -181,7 +199,7 @@ func (c *poolController) next(ctx context.Context) bool {
 		return false
 	}
 	defer c.queue.Done(k)
-	if err := c.sync(ctx, k); err != nil {
+	if err := c.syncIfLeading(ctx, k); err != nil {
 		if ctx.Err() == nil {
 			c.log.Warn("sandbox: warm pool sync failed; retrying", slog.String("pool", k.String()), slog.Any("error", err))
 		}

@@ -33,24 +33,39 @@ type poolEnv struct {
 
 func newPoolEnv(t *testing.T, count int) *poolEnv {
 	t.Helper()
-	e := &poolEnv{env: newEnv(t, envOptions{Sandbox: poolSpec(count), NoPools: true})}
-	e.owner = "test-" + e.slug()
-	e.cur.Store(e.model)
-	o := DefaultOptions(filepath.Join(e.hostDir, "pool-state"))
-	o.HostRoot, o.ServerPath = e.hostDir, pcsyncBin
-	o.ReadyTimeout = time.Minute
-	o.Pool.Owner, o.Pool.Resync = e.owner, 100*time.Millisecond
-	o.Logger = slog.New(slog.NewTextHandler(&syncWriter{b: e.logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	m, err := New(context.Background(), e.c.RESTConfig(), e.cur.Load, o)
+	e := newPoolTenant(t, count)
+	m, err := e.poolManager("daemon-a")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(m.Close)
+	e.pm = m
+	return e
+}
+
+// newPoolTenant is a poolEnv with no pool Manager yet.
+func newPoolTenant(t *testing.T, count int) *poolEnv {
+	t.Helper()
+	e := &poolEnv{env: newEnv(t, envOptions{Sandbox: poolSpec(count), NoPools: true})}
+	e.owner = "test-" + e.slug()
+	e.cur.Store(e.model)
 	if os.Getenv("POOL_TEST_LOGS") != "" {
 		t.Cleanup(func() { t.Log(e.logs.String()) })
 	}
-	e.pm = m
 	return e
+}
+
+// poolManager starts a Manager of the env's owner, named identity in the
+// owner's pool Lease (short timings), on a state directory of its own;
+// the caller closes it.
+func (e *poolEnv) poolManager(identity string) (*Manager, error) {
+	o := DefaultOptions(filepath.Join(e.hostDir, "pool-state-"+identity))
+	o.HostRoot, o.ServerPath = e.hostDir, pcsyncBin
+	o.ReadyTimeout = time.Minute
+	o.Pool.Owner, o.Pool.Resync = e.owner, 100*time.Millisecond
+	o.Pool.Lease = testPoolLease(identity)
+	o.Logger = slog.New(slog.NewTextHandler(&syncWriter{b: e.logs}, &slog.HandlerOptions{Level: slog.LevelDebug})).With("daemon", identity)
+	return New(context.Background(), e.c.RESTConfig(), e.cur.Load, o)
 }
 
 func poolSpec(count int) string {

@@ -48,6 +48,10 @@ type PoolOptions struct {
 	// deletes in flight to reach the daemon's cache (its expectations)
 	// before it forgets them. Default 30s.
 	PendingTTL time.Duration
+	// Lease is the owner's Lease: of the pool controllers of one owner
+	// (two daemons on one ApplySet), only its holder syncs the pools; the
+	// others stand by and take over when it stops.
+	Lease PoolLeaseOptions
 }
 
 // DefaultPoolOptions returns the warm pools' defaults.
@@ -61,6 +65,7 @@ func DefaultPoolOptions() PoolOptions {
 		ColdHold:      30 * time.Second,
 		RoomWait:      15 * time.Second,
 		PendingTTL:    30 * time.Second,
+		Lease:         DefaultPoolLeaseOptions(),
 	}
 }
 
@@ -74,4 +79,5 @@ func (o *PoolOptions) complete() {
 	o.ColdHold = cmp.Or(max(o.ColdHold, 0), d.ColdHold)
 	o.RoomWait = cmp.Or(max(o.RoomWait, 0), d.RoomWait)
 	o.PendingTTL = cmp.Or(max(o.PendingTTL, 0), d.PendingTTL)
+	o.Lease.complete()
 }

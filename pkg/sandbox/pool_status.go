@@ -28,6 +28,12 @@ type PoolStatus struct {
 	// them a lease may claim.
 	Members int
 	Ready   int
+	// Acting says this daemon's pool controller holds its owner's Lease
+	// and keeps the pool; Holder is the identity of the controller that
+	// does ("" while none is known). A standby claims members for its
+	// acquires but creates and deletes none.
+	Acting bool
+	Holder string
 }
 
 // Pools returns each warm pool against its declaration, sorted by
@@ -62,8 +68,10 @@ func (c *poolController) status() []PoolStatus {
 			s.Ready++
 		}
 	}
+	acting, holder := c.leadership()
 	out := make([]PoolStatus, 0, len(byKey))
 	for _, s := range byKey {
+		s.Acting, s.Holder = acting, holder
 		out = append(out, *s)
 	}
 	slices.SortFunc(out, func(a, b PoolStatus) int {

@@ -68,6 +68,7 @@ func TestCloseWhileStreamOpens(t *testing.T) {
 
 	// The next daemon, reaching the API server directly, adopts the lease.
 	o := sandbox.DefaultOptions(state)
+	o.Pool.Lease.Namespace = "default" // the pools' Lease: a namespace every cluster has
 	o.Agents = agentIDs{pinnedAgentID: "pinned"}
 	o.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	next, err := sandbox.New(ctx, e.c.RESTConfig(), func() *config.Model { return e.model }, o)

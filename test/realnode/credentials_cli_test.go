@@ -231,6 +231,7 @@ func (e *cliEnv) startDaemon(ctx context.Context, t *testing.T) {
 	go func() { done <- d.Run(runCtx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	so := sandbox.DefaultOptions(t.TempDir())
+	so.Pool.Lease.Namespace = "default" // the pools' Lease: a namespace every cluster has
 	so.ReadyTimeout, so.Agents, so.ProxyAddresses, so.Logger = 4*time.Minute, cliAgentIDs, addrs, logger
 	if e.m, err = sandbox.New(ctx, e.c.RESTConfig(), func() *config.Model { return e.model }, so); err != nil {
 		t.Fatal(err)

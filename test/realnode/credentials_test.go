@@ -208,6 +208,7 @@ func checkLeaseCredential(ctx context.Context, t *testing.T, c *testcluster.Clus
 	addrs *agentenv.Addresses, ns, slug string, requests func() int, lastKey func() string) {
 	t.Helper()
 	o := sandbox.DefaultOptions(t.TempDir())
+	o.Pool.Lease.Namespace = "default" // the pools' Lease: a namespace every cluster has
 	o.ReadyTimeout = 3 * time.Minute
 	o.Agents = agentIDs{pinnedAgentID: "pinned"}
 	o.ProxyAddresses = addrs

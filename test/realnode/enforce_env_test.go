@@ -246,6 +246,7 @@ func (e *enfEnv) controlProbers(ctx context.Context, t *testing.T) (control, oth
 func (e *enfEnv) manager(t *testing.T) *sandbox.Manager {
 	t.Helper()
 	o := sandbox.DefaultOptions(t.TempDir())
+	o.Pool.Lease.Namespace = "default" // the pools' Lease: a namespace every cluster has
 	o.ReadyTimeout = 3 * time.Minute
 	o.Agents = agentIDs{pinnedAgentID: "pinned"}
 	o.Pool.Resync = 200 * time.Millisecond

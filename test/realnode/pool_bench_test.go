@@ -155,6 +155,7 @@ func BenchmarkPool(b *testing.B) {
 	})
 	warmM.Close()
 	o := sandbox.DefaultOptions(e.stateDir)
+	o.Pool.Lease.Namespace = "default" // the pools' Lease: a namespace every cluster has
 	o.Agents, o.Logger = agentIDs{pinnedAgentID: "pinned"}, discardLogger()
 	counted, err := sandbox.New(ctx, cfg, e.model.Load, o)
 	if err != nil {

@@ -112,6 +112,7 @@ func loadConfig(dir string) (*config.Model, error) {
 func (e *poolEnv) manager(t testing.TB, edit func(*sandbox.Options)) *sandbox.Manager {
 	t.Helper()
 	o := sandbox.DefaultOptions(e.stateDir)
+	o.Pool.Lease.Namespace = "default" // the pools' Lease: a namespace every cluster has
 	o.ReadyTimeout = 3 * time.Minute
 	o.Agents = agentIDs{pinnedAgentID: "pinned"}
 	o.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -224,6 +225,7 @@ func runPoolDaemon() int {
 		return 2
 	}
 	o := sandbox.DefaultOptions(os.Getenv(poolDaemonState))
+	o.Pool.Lease.Namespace = "default" // the pools' Lease: a namespace every cluster has
 	o.Agents = agentIDs{pinnedAgentID: "pinned"}
 	if _, err := sandbox.New(context.Background(), cfg, func() *config.Model { return m }, o); err != nil {
 		fmt.Fprintln(os.Stderr, err)

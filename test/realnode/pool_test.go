@@ -337,6 +337,7 @@ func TestPoolOwners(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := sandbox.DefaultOptions(t.TempDir())
+	o.Pool.Lease.Namespace = "default" // the pools' Lease: a namespace every cluster has
 	o.Pool.Owner, o.Pool.Resync, o.Logger = "deployment-b", 100*time.Millisecond, discardLogger()
 	other, err := sandbox.New(ctx, e.c.RESTConfig(), func() *config.Model { return model }, o)
 	if err != nil {

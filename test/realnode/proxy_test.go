@@ -184,6 +184,7 @@ func checkLeaseThroughProxy(ctx context.Context, t *testing.T, c *testcluster.Cl
 	addrs *agentenv.Addresses, ns, slug string) {
 	t.Helper()
 	o := sandbox.DefaultOptions(t.TempDir())
+	o.Pool.Lease.Namespace = "default" // the pools' Lease: a namespace every cluster has
 	o.ReadyTimeout = 3 * time.Minute
 	o.Agents = agentIDs{pinnedAgentID: "pinned"}
 	o.ProxyAddresses = addrs

@@ -93,6 +93,7 @@ func newLeaseEnvWith(t testing.TB, p pushed, cfg *rest.Config, edit func(*sandbo
 	}
 	applyTenant(ctx, t, c, m)
 	o := sandbox.DefaultOptions(t.TempDir())
+	o.Pool.Lease.Namespace = "default" // the pools' Lease: a namespace every cluster has
 	o.ReadyTimeout = 2 * time.Minute
 	o.Agents = agentIDs{pinnedAgentID: "pinned", untoleratingAgentID: "untolerating"}
 	o.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
