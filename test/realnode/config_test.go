@@ -3,9 +3,12 @@
 package realnode
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
+	"testing"
 
 	"github.com/pcsync/pcsync/internal/testcluster"
 	"github.com/pcsync/pcsync/internal/testnet"
@@ -111,4 +114,29 @@ func relayServicePatch() string {
         spec:
           ports: [{name: relay, port: %d, targetPort: relay, protocol: TCP}]
 `, benchRelayPort)
+}
+
+// deployNode is the real node of a test that runs pcsync's own pods (deploy/
+// overlays), and the address pods reach the API server at; either missing
+// fails the test.
+func deployNode(t *testing.T) (c *testcluster.Cluster, node *testcluster.RealNode, apiHost, apiPort string) {
+	t.Helper()
+	c = testcluster.Get(t)
+	if node = c.RealNode(); node == nil {
+		t.Fatal("the cluster has no real node (TestMain sets Options.RealNode)")
+	}
+	if apiHost, apiPort = node.APIServerHost(); apiHost == "" {
+		t.Fatal("the real node has no API server address for pods (RealNode.APIServerHost)")
+	}
+	return c, node, apiHost, apiPort
+}
+
+// randomSuffix is 6 random hex digits, for names the test makes.
+func randomSuffix(t *testing.T) string {
+	t.Helper()
+	b := make([]byte, 3)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
 }

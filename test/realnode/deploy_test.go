@@ -5,8 +5,6 @@ package realnode
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -166,27 +164,16 @@ func renderDeployment(t *testing.T, o deployOverlay) []*unstructured.Unstructure
 // and /readyz, asked through the API server's pod proxy, answers 200 with
 // pcsync's report.
 func TestDeployment(t *testing.T) {
-	c := testcluster.Get(t)
-	node := c.RealNode()
-	if node == nil {
-		t.Fatal("the cluster has no real node (TestMain sets Options.RealNode)")
-	}
-	apiHost, apiPort := node.APIServerHost()
-	if apiHost == "" {
-		t.Fatal("the real node has no API server address for pods (RealNode.APIServerHost)")
-	}
+	c, node, apiHost, apiPort := deployNode(t)
 	p := pushImages(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cs := c.Client()
 
-	suffix := make([]byte, 3)
-	if _, err := rand.Read(suffix); err != nil {
-		t.Fatal(err)
-	}
-	ns := "pcsync-" + hex.EncodeToString(suffix)
+	suffix := randomSuffix(t)
+	ns := "pcsync-" + suffix
 	// Settings spec.namespacePrefix: at most 20 characters.
-	prefix, slug := "rn-"+hex.EncodeToString(suffix)+"-", "acme"
+	prefix, slug := "rn-"+suffix+"-", "acme"
 	tenant := prefix + slug
 
 	tol := node.Toleration()

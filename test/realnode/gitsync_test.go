@@ -4,8 +4,6 @@ package realnode
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -90,25 +88,13 @@ func pushGitSync(t *testing.T, reg *testcluster.Registry) string {
 // on the real node whose result the daemon writes beside it. git-sync is
 // the substitute of pushGitSync.
 func TestDeployBaseGitSync(t *testing.T) {
-	c := testcluster.Get(t)
-	node := c.RealNode()
-	if node == nil {
-		t.Fatal("the cluster has no real node (TestMain sets Options.RealNode)")
-	}
-	apiHost, apiPort := node.APIServerHost()
-	if apiHost == "" {
-		t.Fatal("the real node has no API server address for pods (RealNode.APIServerHost)")
-	}
+	c, node, apiHost, apiPort := deployNode(t)
 	p := pushImages(t)
 	gitSync := pushGitSync(t, node.Registry())
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 
-	suffix := make([]byte, 3)
-	if _, err := rand.Read(suffix); err != nil {
-		t.Fatal(err)
-	}
-	prefix := "gs-" + hex.EncodeToString(suffix) + "-"
+	prefix := "gs-" + randomSuffix(t) + "-"
 	first, second := prefix+"acme", prefix+"initech"
 	repo := newGitServer(t, apiHost)
 	repo.commit("settings and acme", map[string]string{
@@ -261,11 +247,7 @@ func hostVolume(t *testing.T, c *testcluster.Cluster, ns, claim string, mode cor
 	if err := os.Chmod(dir, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	suffix := make([]byte, 3)
-	if _, err := rand.Read(suffix); err != nil {
-		t.Fatal(err)
-	}
-	name := claim + "-" + hex.EncodeToString(suffix)
+	name := claim + "-" + randomSuffix(t)
 	pv := &corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: corev1.PersistentVolumeSpec{

@@ -4,8 +4,6 @@ package realnode
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -66,26 +64,14 @@ func pushPaperclip(t *testing.T, reg *testcluster.Registry) string {
 // BETTER_AUTH_SECRET its init container made once. The Paperclip image is
 // the stand-in of pushPaperclip, git-sync the substitute of pushGitSync.
 func TestPaperclipOverlay(t *testing.T) {
-	c := testcluster.Get(t)
-	node := c.RealNode()
-	if node == nil {
-		t.Fatal("the cluster has no real node (TestMain sets Options.RealNode)")
-	}
-	apiHost, apiPort := node.APIServerHost()
-	if apiHost == "" {
-		t.Fatal("the real node has no API server address for pods (RealNode.APIServerHost)")
-	}
+	c, node, apiHost, apiPort := deployNode(t)
 	p := pushImages(t)
 	gitSync := pushGitSync(t, node.Registry())
 	paperclip := pushPaperclip(t, node.Registry())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 
-	suffix := make([]byte, 3)
-	if _, err := rand.Read(suffix); err != nil {
-		t.Fatal(err)
-	}
-	prefix := "pc-" + hex.EncodeToString(suffix) + "-"
+	prefix := "pc-" + randomSuffix(t) + "-"
 	tenant := prefix + "acme"
 	repo := newGitServer(t, apiHost)
 	repo.commit("settings and acme", map[string]string{
