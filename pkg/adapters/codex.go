@@ -14,6 +14,9 @@ import (
 //	      --dangerously-bypass-approvals-and-sandbox [-m M]
 //	      [-c model_reasoning_effort="E"] [extra args…] [resume SID] -  < prompt
 //
+// (and -c openai_base_url="U" after exec when the run's env sets
+// OPENAI_BASE_URL=U: WithBaseURL).
+//
 // "-" makes codex read the prompt from stdin (with a prompt argument and an
 // open stdin it would wait for more input). Options go before "resume". The
 // instructions file is named in a preamble to the prompt: codex's

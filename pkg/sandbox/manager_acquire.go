@@ -178,7 +178,7 @@ func (m *Manager) credentialsExist(ctx context.Context, model *config.Model, r *
 	switch {
 	case err == nil:
 		return nil
-	case errors.As(err, new(*secretcheck.MissingError)):
+	case secretcheck.IsMissing(err):
 		return userErrorf(CodeCredentialMissing, "no pod created: %v", err)
 	}
 	return fmt.Errorf("lease %s: %w", r.ID, err)

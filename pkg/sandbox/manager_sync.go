@@ -208,7 +208,7 @@ func (m *Manager) syncRun(ctx context.Context, id string, dir SyncDirection, wha
 		if err != nil {
 			return fmt.Errorf("lease %s: sync %s: %w", l.ID, what, err)
 		}
-		if exit.Code != 0 || exit.Signal != "" || exit.TimedOut {
+		if exitFailed(exit) {
 			return userErrorf(CodeSyncFailed, "lease %s: sync %s: %s%s", l.ID, what, exitWords(exit), stderrTail(exit))
 		}
 		out = exit.Stdout
@@ -221,6 +221,9 @@ func (m *Manager) syncRun(ctx context.Context, id string, dir SyncDirection, wha
 }
 
 // exitWords says how a failed command ended.
+// exitFailed reports whether a command did not exit 0 of its own.
+func exitFailed(e cmdclient.Exit) bool { return e.Code != 0 || e.Signal != "" || e.TimedOut }
+
 func exitWords(e cmdclient.Exit) string {
 	switch {
 	case e.TimedOut:

@@ -129,7 +129,7 @@ func (m *Manager) writeCodexConfig(ctx context.Context, l *lease, c *cmdclient.C
 	cmd := syncCommand(time.Minute, putFileScript, adapters.CodexSystemConfigDir+"/config.toml", "644")
 	cmd.Stdin = adapters.CodexSystemConfig(env)
 	exit, err := c.Exec(ctx, cmd, nil)
-	if err == nil && (exit.Code != 0 || exit.Signal != "" || exit.TimedOut) {
+	if err == nil && exitFailed(exit) {
 		err = fmt.Errorf("%s%s", exitWords(exit), stderrTail(exit))
 	}
 	if err != nil {

@@ -2,7 +2,6 @@ package kubeexec
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/pcsync/pcsync/internal/secretcheck"
@@ -51,7 +50,7 @@ func (s *start) credentialsExist(ctx context.Context) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.As(err, new(*secretcheck.MissingError)):
+	case secretcheck.IsMissing(err):
 		return &runs.StartError{Code: result.ErrAuthRequired, Err: fmt.Errorf("no Job created: %w", err)}
 	}
 	return fmt.Errorf("no Job created: %w", err)
