@@ -7,13 +7,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/pcsync/pcsync/pkg/adapters"
 )
 
 // slowConn pauses after each write, as a loaded proxy's sending goroutine
@@ -52,21 +48,7 @@ func TestStreamsWhileTheBodyIsSent(t *testing.T) {
 		}
 		return slowConn{c}, nil
 	}
-	token, err := NewToken()
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyFile := filepath.Join(t.TempDir(), "anthropic")
-	writeKey(t, keyFile, realKey)
-	u, _ := url.Parse(up.URL)
-	h, err := NewHandler([]Credential{{Name: "claude", Route: adapters.Routes()[adapters.ProviderAnthropic],
-		Kind: adapters.KeyAPIKey, Upstream: u, Key: &FileKey{Path: keyFile}}},
-		Options{Company: "acme", Tokens: oneToken{token: token}, Transport: tr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
+	srv, token := claudeRoute(t, up.URL, tr)
 	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1}}
 	for i := range 3 {
 		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/credentials/claude/v1/messages",

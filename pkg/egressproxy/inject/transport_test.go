@@ -46,21 +46,7 @@ func TestKeepsAConnectionPerConcurrentStream(t *testing.T) {
 	t.Cleanup(up.Close)
 	tr := defaultTransport()
 	tr.TLSClientConfig = &tls.Config{RootCAs: up.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs}
-	token, err := NewToken()
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyFile := filepath.Join(t.TempDir(), "anthropic")
-	writeKey(t, keyFile, realKey)
-	u, _ := url.Parse(up.URL)
-	h, err := NewHandler([]Credential{{Name: "claude", Route: adapters.Routes()[adapters.ProviderAnthropic],
-		Kind: adapters.KeyAPIKey, Upstream: u, Key: &FileKey{Path: keyFile}}},
-		Options{Company: "acme", Tokens: oneToken{token: token}, Transport: tr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
+	srv, token := claudeRoute(t, up.URL, tr)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: n}}
 	var opened [2]int32
 	for wave := range opened {
@@ -100,4 +86,28 @@ func TestKeepsAConnectionPerConcurrentStream(t *testing.T) {
 	if opened[0] != n || opened[1] > 2 {
 		t.Errorf("new connections to the provider: %d for the first %d streams at once, %d for the next %d; want %d, then (next to) none", opened[0], n, opened[1], n, n)
 	}
+}
+
+// claudeRoute serves, on a test server, the route of one anthropic
+// credential ("claude" of company acme, realKey in its key file) to the
+// upstream at upstreamURL through tr, and returns the server and the one
+// token it takes.
+func claudeRoute(t *testing.T, upstreamURL string, tr http.RoundTripper) (*httptest.Server, string) {
+	t.Helper()
+	token, err := NewToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(t.TempDir(), "anthropic")
+	writeKey(t, keyFile, realKey)
+	u, _ := url.Parse(upstreamURL)
+	h, err := NewHandler([]Credential{{Name: "claude", Route: adapters.Routes()[adapters.ProviderAnthropic],
+		Kind: adapters.KeyAPIKey, Upstream: u, Key: &FileKey{Path: keyFile}}},
+		Options{Company: "acme", Tokens: oneToken{token: token}, Transport: tr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv, token
 }
