@@ -266,7 +266,9 @@ func (f *daemonFlags) options(ctx context.Context, g *globalOptions, lim apply.A
 		opts.Runs, opts.NewExecutor = f.runs(g, opts.Metrics, self)
 	}
 	if f.sandbox.enabled {
-		opts.Sandbox = f.sandbox.runner(g, f, self, opts.Metrics)
+		if err := f.sandboxOptions(ctx, g, &opts, self); err != nil {
+			return opts, err
+		}
 	}
 	// Agents run in the cluster: prove that their NetworkPolicies hold.
 	if !f.skipNetworkCheck && !f.once && (f.sandbox.enabled || !f.noRuns && f.executor == "kubernetes") {

@@ -23,6 +23,10 @@ type sandboxFlags struct {
 	enabled                                   bool
 	socket, serverPath, helperImage, hostRoot string
 	execProtocol                              sandbox.ExecProtocol
+	// paperclipDir is --paperclip-install; hello takes the hellos of the
+	// packages installed there (paperclip_loaded.go).
+	paperclipDir string
+	hello        sandbox.HelloFunc
 }
 
 func (f *sandboxFlags) add(fl *pflag.FlagSet) {
@@ -41,11 +45,17 @@ func (f *sandboxFlags) add(fl *pflag.FlagSet) {
 			"websocket, or spdy (for a proxy or load balancer in front of the API server that breaks WebSocket upgrades)")
 	fl.StringVar(&f.hostRoot, "sandbox-host-root", "",
 		"for nodes whose pod execs run on a shared host (kwok): keep each lease's workspace, HOME, /tmp and socket under DIR/<pod>")
+	fl.StringVar(&f.paperclipDir, "paperclip-install", "",
+		"the directory where `pcsync paperclip install` put pcsync's adapter and plugin for the Paperclip server beside this daemon: "+
+			"/readyz (PaperclipLoaded) waits until Paperclip has loaded both, at those versions (needs --sandbox)")
 }
 
 func (f *sandboxFlags) validate(d *daemonFlags) error {
-	if !f.enabled {
+	if !f.enabled && f.paperclipDir == "" {
 		return nil
+	}
+	if f.paperclipDir != "" && !f.enabled {
+		return usageErrorf("--paperclip-install needs --sandbox: pcsync's adapter and plugin say hello on the sandbox socket")
 	}
 	if d.stateDirectory() == "" {
 		return usageErrorf("--sandbox needs --state-dir or --spool (the lease journal and the socket live in the state directory)")
@@ -116,6 +126,6 @@ func (f *sandboxFlags) runner(g *globalOptions, d *daemonFlags, self *introspect
 		if socket == "" {
 			socket = filepath.Join(stateDir, sandbox.SocketName)
 		}
-		return sandbox.NewAPI(mgr, socket).Serve(ctx)
+		return sandbox.NewAPI(mgr, socket).WithHello(f.hello).Serve(ctx)
 	}
 }

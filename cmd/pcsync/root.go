@@ -63,6 +63,7 @@ func subcommands(g *globalOptions) []*cobra.Command {
 		newInitCmd(g),
 		newEgressProxyCmd(g),
 		newNetprobeCmd(g),
+		newPaperclipCmd(g),
 	}
 }
 

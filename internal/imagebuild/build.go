@@ -69,7 +69,15 @@ func Build(ctx context.Context, o Options) ([]Built, error) {
 				return nil, err
 			}
 		default:
-			if got.Image, err = assemble(base.img, nil, ConfigOf(s, o.Base, o.Version), o.Arch); err != nil {
+			var steps []step
+			if s.Name == images.Pcsync {
+				l, err := b.paperclipLayer(ctx)
+				if err != nil {
+					return nil, fmt.Errorf("image %s: %w", s.Name, err)
+				}
+				steps = []step{{l, "integrations/paperclip{,-sandbox}/build.sh into " + images.PaperclipDir}}
+			}
+			if got.Image, err = assemble(base.img, steps, ConfigOf(s, o.Base, o.Version), o.Arch); err != nil {
 				return nil, fmt.Errorf("image %s: %w", s.Name, err)
 			}
 		}

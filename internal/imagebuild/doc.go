@@ -21,6 +21,7 @@
 //	rootfs.go   the base's root file system: debootstrap, SetupScript in a chroot
 //	npm.go      Node.js and the CLIs with npm
 //	pcsync.go   the pcsync binary's layer
+//	pcsync_paperclip.go  the layer of pcsync's image with its Paperclip adapter and plugin
 //	paperclip.go  PaperclipStandIn: a stand-in of Paperclip's published
 //	            image (paperclipai from npm on the base), for tests
 //	image.go    layers and config into a v1.Image

@@ -98,6 +98,8 @@ func TestDockerfilesDescribeTheBuild(t *testing.T) {
 				}
 			case s.Package != "":
 				needs = []string{strings.Join(s.NPMInstallArgs("/out/usr/local"), " "), "COPY --from=cli /out/ /"}
+			case s.Name == images.Pcsync:
+				needs = append([]string{"COPY --from=paperclip /out/ " + images.PaperclipDir + "/"}, images.PaperclipBuildSteps...)
 			}
 			for _, n := range needs {
 				if !strings.Contains(all, n) {

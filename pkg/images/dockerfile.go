@@ -50,9 +50,15 @@ func Dockerfile(s Spec, b BaseSpec) ([]byte, error) {
 		if s.Package != "" {
 			writeCLIStage(&w, s, b)
 		}
+		if s.Name == Pcsync {
+			writePaperclipStage(&w, s, b)
+		}
 		fmt.Fprintf(&w, "FROM ${REGISTRY}/%s:${TAG}\n", s.From)
 		if s.Package != "" {
 			fmt.Fprintf(&w, "COPY --from=cli /out/ /\n")
+		}
+		if s.Name == Pcsync {
+			fmt.Fprintf(&w, "COPY --from=paperclip /out/ %s/\n", PaperclipDir)
 		}
 	}
 	writeConfig(&w, s.Config(b, "${VERSION}"))
@@ -105,6 +111,27 @@ func writeCLIStage(w *bytes.Buffer, s Spec, b BaseSpec) {
 	fmt.Fprintf(w, "ADD https://registry.npmjs.org/npm/-/npm-%s.tgz /tmp/npm.tgz\n", b.NPMVersion)
 	fmt.Fprintf(w, "RUN tar -xzf /tmp/npm.tgz -C /tmp \\\n && node /tmp/package/bin/npm-cli.js %s\n\n",
 		strings.Join(s.NPMInstallArgs("/out/usr/local"), " "))
+}
+
+// PaperclipBuildSteps are the commands that build pcsync's Paperclip
+// adapter and plugin into /out/adapter and /out/plugin, from the
+// repository at /src (the Go builder runs the same scripts).
+var PaperclipBuildSteps = []string{
+	"PAPERCLIP_ADAPTER_DIR=/out/adapter bash integrations/paperclip/build.sh",
+	"PAPERCLIP_PLUGIN_DIR=/out/plugin bash integrations/paperclip-sandbox/build.sh",
+}
+
+// writePaperclipStage writes the stage that builds pcsync's Paperclip
+// adapter and sandbox plugin with their build scripts, npm running from
+// its tarball on the base's node.
+func writePaperclipStage(w *bytes.Buffer, s Spec, b BaseSpec) {
+	fmt.Fprintf(w, "\nFROM ${REGISTRY}/%s:${TAG} AS paperclip\nUSER root\n", s.From)
+	fmt.Fprintf(w, "ADD https://registry.npmjs.org/npm/-/npm-%s.tgz /tmp/npm.tgz\n", b.NPMVersion)
+	fmt.Fprintf(w, "COPY hack/node /src/hack/node\nCOPY integrations/paperclip /src/integrations/paperclip\n")
+	fmt.Fprintf(w, "COPY integrations/paperclip-sandbox /src/integrations/paperclip-sandbox\nWORKDIR /src\n")
+	fmt.Fprintf(w, "ENV HOME=/tmp PATH=/tmp/npm/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n")
+	fmt.Fprintf(w, "RUN mkdir -p /tmp/npm/bin && tar -xzf /tmp/npm.tgz -C /tmp/npm \\\n && ln -s /tmp/npm/package/bin/npm-cli.js /tmp/npm/bin/npm \\\n")
+	fmt.Fprintf(w, " && %s\n\n", strings.Join(PaperclipBuildSteps, " \\\n && "))
 }
 
 // writeConfig writes the final stage's config instructions.

@@ -24,6 +24,12 @@ const (
 // ServerPath is where every image of the catalog holds the pcsync binary.
 const ServerPath = "/usr/local/bin/pcsync"
 
+// PaperclipDir is where pcsync's own image holds its Paperclip adapter
+// (adapter/) and sandbox plugin (plugin/), each a package directory with
+// its production node_modules, for `pcsync paperclip install` to copy into
+// a Paperclip server's pod.
+const PaperclipDir = "/usr/local/share/pcsync/paperclip"
+
 // ServerLabel is the image label whose value is the path of the pcsync
 // binary inside the image (ServerPath); it tells pcsync that the image
 // already holds its binary.

@@ -30,6 +30,7 @@ type API struct {
 	m      *Manager
 	socket string
 	log    *slog.Logger
+	hello  HelloFunc
 }
 
 // NewAPI returns the API of m on socket (created with mode 0600).
@@ -77,6 +78,7 @@ func (a *API) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/hooks/{hook}", a.hook)
 	mux.HandleFunc("POST /v1/sync/put", a.syncPut)
 	mux.HandleFunc("POST /v1/sync/get", a.syncGet)
+	mux.HandleFunc("POST /v1/hello", a.serveHello)
 	return mux
 }
 

@@ -15,12 +15,14 @@ import (
 
 // offlineAPI is the API of a manager with no cluster and no config: enough
 // for what is answered before the cluster is asked.
-func offlineAPI() http.Handler {
+func offlineAPI() http.Handler { return NewAPI(offlineManager(), "unused.sock").Handler() }
+
+// offlineManager is a manager with no cluster and no config.
+func offlineManager() *Manager {
 	o := DefaultOptions("")
 	o.Logger = slog.New(slog.DiscardHandler)
 	o.complete()
-	m := &Manager{opts: o, log: o.Logger, model: func() *config.Model { return nil }, leases: map[string]*lease{}}
-	return NewAPI(m, "unused.sock").Handler()
+	return &Manager{opts: o, log: o.Logger, model: func() *config.Model { return nil }, leases: map[string]*lease{}}
 }
 
 // post sends params to hook and returns the status and the decoded body.

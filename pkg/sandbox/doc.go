@@ -54,6 +54,7 @@
 //	api_decode.go       decoding a hook's params: a 400 that names the field
 //	api_hooks.go        each hook: its request to the Manager's call, the call's outcome to its response
 //	api_sync.go         the workspace sync's routes: a mapping's raw bytes in (put) and out (get) of a lease
+//	api_hello.go        POST /v1/hello: pcsync's adapter and plugin say Paperclip loaded them (WithHello)
 //	metrics.go          Metrics the manager reports to (pcsync_sandbox_*), its outcome and end words
 //	pool.go             warm pools: the declared pools, a member's spec hash, a member built by BuildPod with a member's labels
 //	pool_options.go     PoolOptions and their defaults

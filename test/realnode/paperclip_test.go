@@ -4,6 +4,8 @@ package realnode
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -19,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/pcsync/pcsync/internal/imagebuild"
+	"github.com/pcsync/pcsync/internal/paperclipinstall"
 	"github.com/pcsync/pcsync/internal/testcluster"
 	"github.com/pcsync/pcsync/internal/testimages"
 	"github.com/pcsync/pcsync/pkg/images"
@@ -27,6 +30,9 @@ import (
 const (
 	// paperclipNamespace is deploy/paperclip's namespace.
 	paperclipNamespace = "paperclip"
+	// paperclipImage is the name of Paperclip's published image, which
+	// deploy/paperclip runs (pinned to imagebuild.PaperclipVersion).
+	paperclipImage = "ghcr.io/paperclipai/paperclip"
 )
 
 // pushPaperclip builds the stand-in of Paperclip's published image
@@ -84,7 +90,7 @@ func TestPaperclipOverlay(t *testing.T) {
 	hostVolume(t, c, paperclipNamespace, "paperclip-spool", corev1.ReadWriteOnce)
 
 	objs := renderPaperclip(t, node, map[string]string{
-		"registry.example.com/paperclip/server": paperclip, "pcsync": p.RealRegistry + "/pcsync:" + imageTag, gitSyncImage: gitSync,
+		paperclipImage: paperclip, "pcsync": p.RealRegistry + "/pcsync:" + imageTag, gitSyncImage: gitSync,
 	}, repo.url, apiHost, apiPort)
 	t.Cleanup(func() {
 		cleanupDeployment(t, c, objs, tenant)
@@ -97,6 +103,7 @@ func TestPaperclipOverlay(t *testing.T) {
 		t.Fatalf("Deployment %s/paperclip-server: %v\n%s", paperclipNamespace, err, podsReport(c, paperclipNamespace))
 	}
 	t.Logf("deploy/paperclip: pod %s Ready (paperclip, pcsync, git-sync) %s after apply", pods[0].Name, time.Since(start).Round(time.Millisecond))
+	checkSelfInstall(ctx, t, c, pods[0].Name, "adapter installed")
 	if err := waitNamespace(ctx, c, tenant); err != nil {
 		t.Fatalf("tenant %s of the Company committed to Git: %v\n%s", tenant, err, podsReport(c, paperclipNamespace))
 	}
@@ -124,6 +131,61 @@ func TestPaperclipOverlay(t *testing.T) {
 	}
 	t.Logf("pod %s replaced by %s, Ready %s after the delete", pods[0].Name, next.Name, time.Since(replaced).Round(time.Millisecond))
 	checkAuthSecretLog(ctx, t, c, next.Name, "BETTER_AUTH_SECRET: kept in")
+	checkSelfInstall(ctx, t, c, next.Name, "adapter kept")
+}
+
+// checkSelfInstall checks, in a Ready pod's logs, that pcsync installed
+// itself into Paperclip: the init container pcsync-paperclip-install
+// logged action for the adapter, Paperclip loaded the adapter and
+// activated the plugin from the paths it was given, and pcsync's
+// PaperclipLoaded condition (gating its /readyz, so the pod is Ready only
+// after it) turned true from their hellos, at the versions in place.
+func checkSelfInstall(ctx context.Context, t *testing.T, c *testcluster.Cluster, pod, action string) {
+	t.Helper()
+	logs := func(container string) string {
+		out, err := c.Client().CoreV1().Pods(paperclipNamespace).GetLogs(pod, &corev1.PodLogOptions{Container: container}).DoRaw(ctx)
+		if err != nil {
+			t.Errorf("pod %s: logs of %s: %v", pod, container, err)
+		}
+		return string(out)
+	}
+	adapter := readPackage(t, "../../integrations/paperclip/package.json")
+	plugin := readPackage(t, "../../integrations/paperclip-sandbox/package.json")
+	for _, w := range []struct{ container, want string }{
+		{"pcsync-paperclip-install", `"msg":"` + action + `"`},
+		{"pcsync-paperclip-install", `"version":"` + adapter.Version + `"`},
+		{"paperclip", `Loaded external adapters from plugin store`},
+		{"paperclip", `/pcsync-paperclip/adapter`},
+		{"paperclip", `plugin activated successfully`},
+		{"pcsync", fmt.Sprintf("Paperclip loaded pcsync's adapter %s %s and plugin %s %s", adapter.Name, adapter.Version, plugin.Name, plugin.Version)},
+	} {
+		if got := logs(w.container); !strings.Contains(got, w.want) {
+			t.Errorf("pod %s: container %s logged no %q:\n%s", pod, w.container, w.want, tailLines(got, 40))
+		}
+	}
+}
+
+// readPackage reads an npm package's name and version.
+func readPackage(t *testing.T, path string) paperclipinstall.Package {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p paperclipinstall.Package
+	if err := json.Unmarshal(data, &p); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return p
+}
+
+// tailLines returns the last n lines of s.
+func tailLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }
 
 // checkAuthSecretLog checks that a pod's init container

@@ -3,6 +3,8 @@
 // no cluster credentials; the daemon does the work.
 import { definePlugin, runWorker } from "@paperclipai/plugin-sdk";
 import { createHooks } from "./hooks.js";
+import { DEFAULT_SOCKET } from "./defaults.js";
+import { packageOf, startHello } from "./hello.js";
 
 /** @type {import("@paperclipai/plugin-sdk").PluginContext | undefined} */
 let context;
@@ -11,6 +13,8 @@ const plugin = definePlugin({
   async setup(ctx) {
     context = ctx;
     ctx.events.on("agent.run.cancelled", onRunCancelled);
+    // Paperclip loaded the plugin: tell the daemon (its /readyz waits for it).
+    startHello(DEFAULT_SOCKET, { component: "plugin", ...packageOf(new URL("../package.json", import.meta.url)) });
   },
   ...hooks,
 });

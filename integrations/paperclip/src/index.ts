@@ -8,6 +8,7 @@ import type { AdapterConfigSchema, AdapterSessionCodec, ServerAdapterModule } fr
 import { ADAPTER_LABEL, ADAPTER_TYPE, BILLING_TYPES, DEFAULTS } from "./config.js";
 import { configTable } from "./config-doc.js";
 import { execute } from "./execute.js";
+import { helloOnce } from "./hello.js";
 import { testEnvironment } from "./test-environment.js";
 
 export { execute } from "./execute.js";
@@ -145,6 +146,7 @@ docs/paperclip.md.
 
 /** createServerAdapter is the entry point Paperclip's plugin loader calls. */
 export function createServerAdapter(): ServerAdapterModule {
+  helloOnce();
   return {
     type: ADAPTER_TYPE,
     execute,

@@ -1,0 +1,50 @@
+package sandbox
+
+import (
+	"io"
+	"net/http"
+)
+
+// HelloFunc takes a hello: Paperclip loaded pcsync's component (adapter or
+// plugin), the npm package name at version.
+type HelloFunc func(component, name, version string) error
+
+// Hello is the body of POST /v1/hello, which pcsync's adapter and plugin
+// send when Paperclip loads them.
+type Hello struct {
+	Component string `json:"component"`
+	Name      string `json:"name"`
+	Version   string `json:"version"`
+}
+
+// WithHello sets what takes the hellos; without it they are logged only.
+func (a *API) WithHello(f HelloFunc) *API {
+	a.hello = f
+	return a
+}
+
+// serveHello answers POST /v1/hello with 204, or a 400 naming the field.
+func (a *API) serveHello(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 4<<10))
+	if err != nil {
+		fail(w, http.StatusRequestEntityTooLarge, CodeBadRequest, "request body: "+err.Error())
+		return
+	}
+	var h Hello
+	if err := decode(body, &h); err != nil {
+		refuse(w, err)
+		return
+	}
+	if h.Component == "" || h.Version == "" {
+		fail(w, http.StatusBadRequest, CodeBadRequest, "hello: component and version are required")
+		return
+	}
+	a.log.Info("Paperclip loaded pcsync's "+h.Component, "package", h.Name, "version", h.Version)
+	if a.hello != nil {
+		if err := a.hello(h.Component, h.Name, h.Version); err != nil {
+			fail(w, http.StatusBadRequest, CodeBadRequest, "hello: "+err.Error())
+			return
+		}
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
