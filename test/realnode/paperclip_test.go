@@ -74,7 +74,7 @@ func TestPaperclipOverlay(t *testing.T) {
 	p := pushImages(t)
 	gitSync := pushGitSync(t, node.Registry())
 	paperclip := pushPaperclip(t, node.Registry())
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 
 	prefix := "pc-" + randomSuffix(t) + "-"
@@ -117,6 +117,10 @@ func TestPaperclipOverlay(t *testing.T) {
 		t.Fatalf("tenant %s of commit %s: %v\n%s", second, hash, err, podsReport(c, paperclipNamespace))
 	}
 	t.Logf("commit %.12s → tenant %s applied by the sidecar in %s (GITSYNC_PERIOD %s)", hash, second, time.Since(pushed).Round(time.Millisecond), gitSyncPeriod)
+
+	// Paperclip's first admin wakes a pcsync agent through Paperclip.
+	board := newPaperclipBoard(ctx, t, c, pods[0])
+	checkPcsyncWake(ctx, t, c, board, tenant)
 
 	// The pod replaced: the next one starts on the same data volume, its
 	// init container keeping the BETTER_AUTH_SECRET the first one made.

@@ -1,0 +1,256 @@
+//go:build integration
+
+package realnode
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/pcsync/pcsync/internal/testcluster"
+)
+
+// paperclipPublicURL is PAPERCLIP_PUBLIC_URL in deploy/paperclip.
+const paperclipPublicURL = "http://paperclip-server.paperclip.svc:3100"
+
+// paperclipBoard is the Paperclip server of deploy/paperclip's pod as its
+// first admin uses it in authenticated mode: under the public URL (dialled
+// at the pod's IP, as the Service would route it), with a board API key.
+type paperclipBoard struct {
+	hc  *http.Client
+	key string
+}
+
+// newPaperclipBoard makes the instance's first admin the way Paperclip's
+// docs have an operator do it: a bootstrap invite from `paperclipai auth
+// bootstrap-ceo` run in the Paperclip container, a sign-up, the invite
+// accepted, then a board API key for what follows.
+func newPaperclipBoard(ctx context.Context, t *testing.T, c *testcluster.Cluster, pod corev1.Pod) *paperclipBoard {
+	t.Helper()
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	podAddr := net.JoinHostPort(pod.Status.PodIP, "3100")
+	dialer := &net.Dialer{Timeout: 10 * time.Second}
+	b := &paperclipBoard{hc: &http.Client{Jar: jar, Timeout: time.Minute, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) { return dialer.DialContext(ctx, network, podAddr) },
+	}}}
+	// The CLI reads the instance's config file, which the server in the
+	// published image runs without (its environment says it all): the
+	// operator hands it one that says the same.
+	cfg, err := json.Marshal(bootstrapConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const cfgPath = "/tmp/paperclip-bootstrap-config.json"
+	if _, stderr, err := podExecIn(ctx, c, paperclipNamespace, pod.Name, "paperclip", bytes.NewReader(cfg), []string{"sh", "-c", "cat > " + cfgPath}); err != nil {
+		t.Fatalf("write %s: %v %s", cfgPath, err, stderr)
+	}
+	out, err := podExec(ctx, c, paperclipNamespace, pod.Name, "paperclip",
+		[]string{"/app/node_modules/.bin/paperclipai", "auth", "bootstrap-ceo", "--config", cfgPath, "--base-url", paperclipPublicURL})
+	if err != nil {
+		t.Fatalf("paperclipai auth bootstrap-ceo: %v\n%s", err, out)
+	}
+	m := regexp.MustCompile(`/invite/(pcp_bootstrap_[0-9a-f]+)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("paperclipai auth bootstrap-ceo printed no invite URL:\n%s", out)
+	}
+	b.must(ctx, t, "POST", "/api/auth/sign-up/email", map[string]any{"email": "admin@example.com", "password": "pcsync-" + randomSuffix(t) + "-secret", "name": "Admin"}, nil)
+	b.must(ctx, t, "POST", "/api/invites/"+m[1]+"/accept", map[string]any{"requestType": "human"}, nil)
+	var key struct {
+		Token string `json:"token"`
+	}
+	b.must(ctx, t, "POST", "/api/board-api-keys", map[string]any{"name": "pcsync realnode test"}, &key)
+	if key.Token == "" {
+		t.Fatal("POST /api/board-api-keys returned no token")
+	}
+	b.key = key.Token
+	b.hc.Jar = nil
+	return b
+}
+
+// bootstrapConfig is a Paperclip config file that says what deploy/paperclip's
+// environment says: authenticated mode, the data directory /paperclip and
+// embedded Postgres on its default port.
+func bootstrapConfig() map[string]any {
+	inst := "/paperclip/instances/default"
+	return map[string]any{
+		"$meta": map[string]any{"version": 1, "updatedAt": time.Now().UTC().Format(time.RFC3339), "source": "onboard"},
+		"database": map[string]any{"mode": "embedded-postgres", "embeddedPostgresDataDir": inst + "/db", "embeddedPostgresPort": 54329,
+			"backup": map[string]any{"enabled": false, "intervalMinutes": 60, "retentionDays": 7, "dir": inst + "/data/backups"}},
+		"logging": map[string]any{"mode": "file", "logDir": inst + "/logs"},
+		"server": map[string]any{"deploymentMode": "authenticated", "exposure": "private", "bind": "lan",
+			"host": "0.0.0.0", "port": 3100, "allowedHostnames": []any{}, "serveUi": true},
+		"telemetry": map[string]any{"enabled": false},
+		"updates":   map[string]any{"checkEnabled": false},
+		"auth":      map[string]any{"baseUrlMode": "explicit", "publicBaseUrl": paperclipPublicURL, "disableSignUp": false},
+		"storage": map[string]any{"provider": "local_disk", "localDisk": map[string]any{"baseDir": inst + "/data/storage"},
+			"s3": map[string]any{"bucket": "paperclip", "region": "us-east-1", "prefix": "", "forcePathStyle": false}},
+		"secrets": map[string]any{"provider": "local_encrypted", "strictMode": false,
+			"localEncrypted": map[string]any{"keyFilePath": inst + "/secrets/master.key"}},
+	}
+}
+
+// do sends one request under the public URL, as JSON; out, when not nil,
+// receives the JSON answer. A status outside 2xx is an error quoting the
+// body.
+func (b *paperclipBoard) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		data, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(data)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, paperclipPublicURL+path, body)
+	if err != nil {
+		return err
+	}
+	u, _ := url.Parse(paperclipPublicURL)
+	req.Header.Set("Origin", u.Scheme+"://"+u.Host)
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if b.key != "" {
+		req.Header.Set("Authorization", "Bearer "+b.key)
+	}
+	resp, err := b.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(data)))
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return fmt.Errorf("%s %s: decode %.300q: %w", method, path, data, err)
+		}
+	}
+	return nil
+}
+
+// must is do for tests: any error is fatal.
+func (b *paperclipBoard) must(ctx context.Context, t *testing.T, method, path string, in, out any) {
+	t.Helper()
+	if err := b.do(ctx, method, path, in, out); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// paperclipRun is what a heartbeat run's page shows.
+type paperclipRun struct {
+	ID        string         `json:"id"`
+	Status    string         `json:"status"`
+	Error     *string        `json:"error"`
+	ErrorCode *string        `json:"errorCode"`
+	UsageJSON map[string]any `json:"usageJson"`
+}
+
+// waitRun polls a run until it is over (Paperclip has no watch for runs).
+func (b *paperclipBoard) waitRun(ctx context.Context, t *testing.T, id string) paperclipRun {
+	t.Helper()
+	for {
+		var r paperclipRun
+		b.must(ctx, t, "GET", "/api/heartbeat-runs/"+id, nil, &r)
+		switch r.Status {
+		case "succeeded", "failed", "cancelled", "timed_out":
+			return r
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("run %s still %s: %v", id, r.Status, ctx.Err())
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// runLog returns the run's log as Paperclip stored it (every chunk, in
+// order).
+func (b *paperclipBoard) runLog(ctx context.Context, t *testing.T, id string) string {
+	t.Helper()
+	var page struct {
+		Content string `json:"content"`
+	}
+	b.must(ctx, t, "GET", "/api/heartbeat-runs/"+id+"/log?limitBytes=1048576", nil, &page)
+	var sb strings.Builder
+	for _, line := range strings.Split(page.Content, "\n") {
+		var e struct {
+			Chunk string `json:"chunk"`
+		}
+		if json.Unmarshal([]byte(line), &e) == nil {
+			sb.WriteString(e.Chunk)
+		}
+	}
+	return sb.String()
+}
+
+// checkPcsyncWake is what a Paperclip user of deploy/paperclip does with a
+// pcsync agent: a Paperclip company and an agent of adapter type pcsync
+// (company acme, agent coder of the config in Git), an issue assigned to
+// it, which wakes it. The run becomes a Job on the real node in tenant,
+// and its transcript, tokens and cost reach the run's page and the
+// company's costs.
+func checkPcsyncWake(ctx context.Context, t *testing.T, c *testcluster.Cluster, b *paperclipBoard, tenant string) {
+	t.Helper()
+	var company, agent struct {
+		ID string `json:"id"`
+	}
+	b.must(ctx, t, "POST", "/api/companies", map[string]any{"name": "Acme"}, &company)
+	b.must(ctx, t, "POST", "/api/companies/"+company.ID+"/agents", map[string]any{"name": "Coder", "adapterType": "pcsync",
+		"adapterConfig": map[string]any{"spoolDir": "/spool", "company": "acme", "agent": "coder"}}, &agent)
+	woken := time.Now()
+	b.must(ctx, t, "POST", "/api/companies/"+company.ID+"/issues", map[string]any{"title": "Say hello",
+		"description": "please succeed", "assigneeAgentId": agent.ID, "status": "todo"}, nil)
+	var runs []paperclipRun
+	for len(runs) == 0 {
+		b.must(ctx, t, "GET", "/api/companies/"+company.ID+"/heartbeat-runs", nil, &runs)
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the assigned issue woke no run of agent %s: %v", agent.ID, ctx.Err())
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	r := b.waitRun(ctx, t, runs[0].ID)
+	t.Logf("issue assigned → run %s %s on Paperclip's page in %s", r.ID, r.Status, time.Since(woken).Round(time.Millisecond))
+	if r.Status != "succeeded" {
+		t.Fatalf("run %s: %s (%s: %s), want succeeded\n%s", r.ID, r.Status, deref(r.ErrorCode), deref(r.Error), podsReport(c, tenant))
+	}
+	if out, _ := r.UsageJSON["outputTokens"].(float64); out != 8 {
+		t.Errorf("run %s: usage %v, want the stand-in transcript's 8 output tokens", r.ID, r.UsageJSON)
+	}
+	if cost, _ := r.UsageJSON["costUsd"].(float64); cost != 0.0123 {
+		t.Errorf("run %s: usage %v, want the stand-in transcript's cost 0.0123", r.ID, r.UsageJSON)
+	}
+	if log := b.runLog(ctx, t, r.ID); !strings.Contains(log, "The README says hello.") {
+		t.Errorf("run %s: its transcript on Paperclip's page has no %q:\n%.2000s", r.ID, "The README says hello.", log)
+	}
+	var costs struct {
+		SpendCents float64 `json:"spendCents"`
+	}
+	b.must(ctx, t, "GET", "/api/companies/"+company.ID+"/costs/summary", nil, &costs)
+	t.Logf("company %s costs: %+v", company.ID, costs)
+	jobs, err := c.Client().BatchV1().Jobs(tenant).List(ctx, metav1.ListOptions{})
+	if err != nil || len(jobs.Items) == 0 {
+		t.Errorf("tenant %s: no Job of run %s (%v)", tenant, r.ID, err)
+	}
+}
