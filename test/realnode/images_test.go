@@ -108,6 +108,12 @@ case "$prompt" in
 	sleep 3
 	echo '{"type":"result","subtype":"success","is_error":false,"duration_ms":3000,"num_turns":1,"result":"Done later.","session_id":"standin-1","total_cost_usd":0.001,"usage":{"input_tokens":10,"output_tokens":2}}'
 	;;
+*succeed-slowly*)
+	# Long enough to replace the pod of Paperclip and pcsync while it runs.
+	echo "$init"
+	sleep 25
+	echo '{"type":"result","subtype":"success","is_error":false,"duration_ms":25000,"num_turns":1,"result":"Done slowly.","session_id":"standin-1","total_cost_usd":0.05,"usage":{"input_tokens":50,"output_tokens":5}}'
+	;;
 *succeed*)
 	echo "$init"
 	echo '{"type":"assistant","message":{"model":"claude-sonnet-4-6","role":"assistant","content":[{"type":"text","text":"The README says hello."}],"usage":{"input_tokens":120,"output_tokens":8}},"session_id":"standin-1"}'

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/cookiejar"
@@ -32,6 +33,8 @@ const paperclipPublicURL = "http://paperclip-server.paperclip.svc:3100"
 type paperclipBoard struct {
 	hc  *http.Client
 	key string
+	// open are the issues assign made that done has not closed.
+	open []string
 }
 
 // newPaperclipBoard makes the instance's first admin the way Paperclip's
@@ -44,11 +47,9 @@ func newPaperclipBoard(ctx context.Context, t *testing.T, c *testcluster.Cluster
 	if err != nil {
 		t.Fatal(err)
 	}
-	podAddr := net.JoinHostPort(pod.Status.PodIP, "3100")
-	dialer := &net.Dialer{Timeout: 10 * time.Second}
-	b := &paperclipBoard{hc: &http.Client{Jar: jar, Timeout: time.Minute, Transport: &http.Transport{
-		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) { return dialer.DialContext(ctx, network, podAddr) },
-	}}}
+	b := &paperclipBoard{}
+	b.at(pod)
+	b.hc.Jar = jar
 	// The CLI reads the instance's config file, which the server in the
 	// published image runs without (its environment says it all): the
 	// operator hands it one that says the same.
@@ -81,6 +82,15 @@ func newPaperclipBoard(ctx context.Context, t *testing.T, c *testcluster.Cluster
 	b.key = key.Token
 	b.hc.Jar = nil
 	return b
+}
+
+// at points the board at pod, the one the Service routes to.
+func (b *paperclipBoard) at(pod corev1.Pod) {
+	podAddr := net.JoinHostPort(pod.Status.PodIP, "3100")
+	dialer := &net.Dialer{Timeout: 10 * time.Second}
+	b.hc = &http.Client{Timeout: time.Minute, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) { return dialer.DialContext(ctx, network, podAddr) },
+	}}
 }
 
 // bootstrapConfig is a Paperclip config file that says what deploy/paperclip's
@@ -159,21 +169,29 @@ func (b *paperclipBoard) must(ctx context.Context, t *testing.T, method, path st
 
 // paperclipRun is what a heartbeat run's page shows.
 type paperclipRun struct {
-	ID        string         `json:"id"`
-	Status    string         `json:"status"`
-	Error     *string        `json:"error"`
-	ErrorCode *string        `json:"errorCode"`
-	UsageJSON map[string]any `json:"usageJson"`
+	ID              string         `json:"id"`
+	Status          string         `json:"status"`
+	Error           *string        `json:"error"`
+	ErrorCode       *string        `json:"errorCode"`
+	UsageJSON       map[string]any `json:"usageJson"`
+	ContextSnapshot map[string]any `json:"contextSnapshot"`
 }
 
-// waitRun polls a run until it is over (Paperclip has no watch for runs).
+// cents is the run's cost as Paperclip books it, in cents.
+func (r paperclipRun) cents() float64 {
+	cost, _ := r.UsageJSON["costUsd"].(float64)
+	return math.Round(cost * 100)
+}
+
+// waitRun polls a run until it is over (Paperclip has no watch for
+// runs): neither queued nor running (succeeded, failed, cancelled,
+// timed_out, or interrupted by a server's shutdown).
 func (b *paperclipBoard) waitRun(ctx context.Context, t *testing.T, id string) paperclipRun {
 	t.Helper()
 	for {
 		var r paperclipRun
 		b.must(ctx, t, "GET", "/api/heartbeat-runs/"+id, nil, &r)
-		switch r.Status {
-		case "succeeded", "failed", "cancelled", "timed_out":
+		if r.Status != "" && r.Status != "queued" && r.Status != "running" {
 			return r
 		}
 		select {
@@ -204,13 +222,19 @@ func (b *paperclipBoard) runLog(ctx context.Context, t *testing.T, id string) st
 	return sb.String()
 }
 
+// paperclipAgent is a Paperclip company and its agent of adapter type
+// pcsync.
+type paperclipAgent struct {
+	company, agent string
+}
+
 // checkPcsyncWake is what a Paperclip user of deploy/paperclip does with a
 // pcsync agent: a Paperclip company and an agent of adapter type pcsync
 // (company acme, agent coder of the config in Git), an issue assigned to
 // it, which wakes it. The run becomes a Job on the real node in tenant,
 // and its transcript, tokens and cost reach the run's page and the
 // company's costs.
-func checkPcsyncWake(ctx context.Context, t *testing.T, c *testcluster.Cluster, b *paperclipBoard, tenant string) {
+func checkPcsyncWake(ctx context.Context, t *testing.T, c *testcluster.Cluster, b *paperclipBoard, tenant string) paperclipAgent {
 	t.Helper()
 	var company, agent struct {
 		ID string `json:"id"`
@@ -218,19 +242,9 @@ func checkPcsyncWake(ctx context.Context, t *testing.T, c *testcluster.Cluster, 
 	b.must(ctx, t, "POST", "/api/companies", map[string]any{"name": "Acme"}, &company)
 	b.must(ctx, t, "POST", "/api/companies/"+company.ID+"/agents", map[string]any{"name": "Coder", "adapterType": "pcsync",
 		"adapterConfig": map[string]any{"spoolDir": "/spool", "company": "acme", "agent": "coder"}}, &agent)
+	a := paperclipAgent{company.ID, agent.ID}
 	woken := time.Now()
-	b.must(ctx, t, "POST", "/api/companies/"+company.ID+"/issues", map[string]any{"title": "Say hello",
-		"description": "please succeed", "assigneeAgentId": agent.ID, "status": "todo"}, nil)
-	var runs []paperclipRun
-	for len(runs) == 0 {
-		b.must(ctx, t, "GET", "/api/companies/"+company.ID+"/heartbeat-runs", nil, &runs)
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the assigned issue woke no run of agent %s: %v", agent.ID, ctx.Err())
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
-	r := b.waitRun(ctx, t, runs[0].ID)
+	r := b.waitRun(ctx, t, b.assign(ctx, t, a, "please succeed"))
 	t.Logf("issue assigned → run %s %s on Paperclip's page in %s", r.ID, r.Status, time.Since(woken).Round(time.Millisecond))
 	if r.Status != "succeeded" {
 		t.Fatalf("run %s: %s (%s: %s), want succeeded\n%s", r.ID, r.Status, deref(r.ErrorCode), deref(r.Error), podsReport(c, tenant))
@@ -244,13 +258,98 @@ func checkPcsyncWake(ctx context.Context, t *testing.T, c *testcluster.Cluster, 
 	if log := b.runLog(ctx, t, r.ID); !strings.Contains(log, "The README says hello.") {
 		t.Errorf("run %s: its transcript on Paperclip's page has no %q:\n%.2000s", r.ID, "The README says hello.", log)
 	}
-	var costs struct {
-		SpendCents float64 `json:"spendCents"`
+	b.checkSpend(ctx, t, a, 0, "each run's cost once")
+	if jobs := runJobs(ctx, t, c, tenant, r.ID); len(jobs) != 1 {
+		t.Errorf("tenant %s: Jobs of run %s %v, want one", tenant, r.ID, jobs)
 	}
-	b.must(ctx, t, "GET", "/api/companies/"+company.ID+"/costs/summary", nil, &costs)
-	t.Logf("company %s costs: %+v", company.ID, costs)
-	jobs, err := c.Client().BatchV1().Jobs(tenant).List(ctx, metav1.ListOptions{})
-	if err != nil || len(jobs.Items) == 0 {
-		t.Errorf("tenant %s: no Job of run %s (%v)", tenant, r.ID, err)
+	b.done(ctx, t)
+	return a
+}
+
+// assign creates an issue whose description is prompt, assigned to a's
+// agent (which wakes it), and returns the id of the run it woke (the run
+// whose context names the issue: Paperclip may start other runs of the
+// agent by itself).
+func (b *paperclipBoard) assign(ctx context.Context, t *testing.T, a paperclipAgent, prompt string) string {
+	t.Helper()
+	var issue struct {
+		ID string `json:"id"`
 	}
+	b.must(ctx, t, "POST", "/api/companies/"+a.company+"/issues", map[string]any{"title": "Say hello",
+		"description": prompt, "assigneeAgentId": a.agent, "status": "todo"}, &issue)
+	b.open = append(b.open, issue.ID)
+	for {
+		for _, r := range b.runs(ctx, t, a) {
+			if r.ContextSnapshot["issueId"] == issue.ID {
+				return r.ID
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the issue %q woke no run of agent %s: %v", prompt, a.agent, ctx.Err())
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// runs lists the company's runs.
+func (b *paperclipBoard) runs(ctx context.Context, t *testing.T, a paperclipAgent) []paperclipRun {
+	t.Helper()
+	var runs []paperclipRun
+	b.must(ctx, t, "GET", "/api/companies/"+a.company+"/heartbeat-runs", nil, &runs)
+	return runs
+}
+
+// done marks every issue assign made done, as the agent would have.
+func (b *paperclipBoard) done(ctx context.Context, t *testing.T) {
+	t.Helper()
+	for _, id := range b.open {
+		b.must(ctx, t, "PATCH", "/api/issues/"+id, map[string]any{"status": "done"}, nil)
+	}
+	b.open = nil
+}
+
+// checkSpend checks that the company's spend on Paperclip's costs page
+// is each succeeded run's cost once, plus extra cents (a lost run's,
+// which the adapter books), once Paperclip has booked them (a moment
+// after it reports a run over; Paperclip may also start runs of its own
+// meanwhile, so both sides are read again until they agree, for up to a
+// minute).
+func (b *paperclipBoard) checkSpend(ctx context.Context, t *testing.T, a paperclipAgent, extra float64, why string) {
+	t.Helper()
+	var got, want float64
+	for deadline := time.Now().Add(time.Minute); ; {
+		want = extra
+		for _, r := range b.runs(ctx, t, a) {
+			if r.Status == "succeeded" {
+				want += r.cents()
+			}
+		}
+		var costs struct {
+			SpendCents float64 `json:"spendCents"`
+		}
+		b.must(ctx, t, "GET", "/api/companies/"+a.company+"/costs/summary", nil, &costs)
+		if got = costs.SpendCents; got == want || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if got != want {
+		t.Errorf("company %s: spend %v cents, want %v: %s", a.company, got, want, why)
+	}
+}
+
+// runJobs lists the Jobs of a Paperclip run (its spool name is the run id
+// in lower case) in tenant.
+func runJobs(ctx context.Context, t *testing.T, c *testcluster.Cluster, tenant, runID string) []string {
+	t.Helper()
+	l, err := c.Client().BatchV1().Jobs(tenant).List(ctx, metav1.ListOptions{LabelSelector: "paperclip.io/run-id=" + strings.ToLower(runID)})
+	if err != nil {
+		t.Fatalf("list the Jobs of run %s: %v", runID, err)
+	}
+	var names []string
+	for _, j := range l.Items {
+		names = append(names, j.Name)
+	}
+	return names
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/pcsync/pcsync/internal/testcluster"
 	"github.com/pcsync/pcsync/internal/testimages"
 	"github.com/pcsync/pcsync/pkg/images"
+	"github.com/pcsync/pcsync/pkg/result"
 )
 
 const (
@@ -74,6 +75,7 @@ func TestPaperclipOverlay(t *testing.T) {
 	p := pushImages(t)
 	gitSync := pushGitSync(t, node.Registry())
 	paperclip := pushPaperclip(t, node.Registry())
+	// A bound for a hung test, not a timed assertion.
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 
@@ -87,7 +89,7 @@ func TestPaperclipOverlay(t *testing.T) {
 		"acme.yaml": gitSyncCompany(t, node, "acme"),
 	})
 	hostVolume(t, c, paperclipNamespace, "paperclip-data", corev1.ReadWriteOnce)
-	hostVolume(t, c, paperclipNamespace, "paperclip-spool", corev1.ReadWriteOnce)
+	spool := hostVolume(t, c, paperclipNamespace, "paperclip-spool", corev1.ReadWriteOnce)
 
 	objs := renderPaperclip(t, node, map[string]string{
 		paperclipImage: paperclip, "pcsync": p.RealRegistry + "/pcsync:" + imageTag, gitSyncImage: gitSync,
@@ -120,22 +122,108 @@ func TestPaperclipOverlay(t *testing.T) {
 
 	// Paperclip's first admin wakes a pcsync agent through Paperclip.
 	board := newPaperclipBoard(ctx, t, c, pods[0])
-	checkPcsyncWake(ctx, t, c, board, tenant)
+	agent := checkPcsyncWake(ctx, t, c, board, tenant)
 
-	// The pod replaced: the next one starts on the same data volume, its
-	// init container keeping the BETTER_AUTH_SECRET the first one made.
+	// The pod replaced while a run is in flight: the next one starts on
+	// the same data volume, its init container keeping the
+	// BETTER_AUTH_SECRET the first one made and the adapter's record.
 	checkAuthSecretLog(ctx, t, c, pods[0].Name, "BETTER_AUTH_SECRET: made in")
-	replaced := time.Now()
-	if err := c.Client().CoreV1().Pods(paperclipNamespace).Delete(ctx, pods[0].Name, metav1.DeleteOptions{}); err != nil {
-		t.Fatalf("delete pod %s: %v", pods[0].Name, err)
+	next := checkReplacedMidRun(ctx, t, c, board, agent, pods[0], tenant, spool)
+	checkAuthSecretLog(ctx, t, c, next.Name, "BETTER_AUTH_SECRET: kept in")
+	checkSelfInstall(ctx, t, c, next.Name, "adapter kept")
+}
+
+// checkReplacedMidRun replaces deploy/paperclip's pod while a run of a's
+// agent runs as a Job (the stand-in runs 25 s), and checks that nothing is
+// lost: the new pod's daemon adopts the Job (one Job, one result in the
+// spool), Paperclip ends the run its old process lost without booking it,
+// and the agent's next wake reports it and books its spend once.
+func checkReplacedMidRun(ctx context.Context, t *testing.T, c *testcluster.Cluster, b *paperclipBoard, a paperclipAgent, pod corev1.Pod, tenant, spool string) corev1.Pod {
+	t.Helper()
+	slow := b.assign(ctx, t, a, "please succeed-slowly")
+	if err := waitRunPodRunning(ctx, c, tenant, slow); err != nil {
+		t.Fatalf("run %s: %v\n%s", slow, err, podsReport(c, tenant))
 	}
-	next, err := waitReplaced(ctx, c, pods[0].Name)
+	replaced := time.Now()
+	if err := c.Client().CoreV1().Pods(paperclipNamespace).Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("delete pod %s: %v", pod.Name, err)
+	}
+	next, err := waitReplaced(ctx, c, pod.Name)
 	if err != nil {
 		t.Fatalf("Deployment %s/paperclip-server after its pod was deleted: %v\n%s", paperclipNamespace, err, podsReport(c, paperclipNamespace))
 	}
-	t.Logf("pod %s replaced by %s, Ready %s after the delete", pods[0].Name, next.Name, time.Since(replaced).Round(time.Millisecond))
-	checkAuthSecretLog(ctx, t, c, next.Name, "BETTER_AUTH_SECRET: kept in")
-	checkSelfInstall(ctx, t, c, next.Name, "adapter kept")
+	t.Logf("pod %s replaced mid-run by %s, Ready %s after the delete", pod.Name, next.Name, time.Since(replaced).Round(time.Millisecond))
+	b.at(next)
+	lost := b.waitRun(ctx, t, slow)
+	t.Logf("Paperclip ended the run its old process lost (%s) as %s (%s)", slow, lost.Status, deref(lost.ErrorCode))
+	if lost.Status == "succeeded" {
+		t.Fatalf("run %s: Paperclip reports it succeeded, but its process was gone before the Job ended", slow)
+	}
+	b.checkSpend(ctx, t, a, 0, "the lost run not booked by Paperclip itself")
+	b.done(ctx, t)
+	// Its Job ends in pcsync (the stand-in runs 25 s), and the new daemon
+	// writes its result; the agent's next wake reports it.
+	lostName := strings.ToLower(slow)
+	res, err := waitSpoolResult(ctx, spool, lostName)
+	if err != nil {
+		t.Fatalf("run %s: %v\n%s", slow, err, podsReport(c, tenant))
+	}
+	if res.Status != result.StatusSucceeded {
+		t.Errorf("run %s: pcsync's result %s (%s), want succeeded", slow, res.Status, deref(res.ErrorMessage))
+	}
+
+	after := b.waitRun(ctx, t, b.assign(ctx, t, a, "please succeed"))
+	if after.Status != "succeeded" {
+		t.Fatalf("the next run %s: %s (%s)", after.ID, after.Status, deref(after.Error))
+	}
+	log := b.runLog(ctx, t, after.ID)
+	for _, w := range []string{"run " + lostName + " of this agent finished in pcsync while Paperclip was not waiting",
+		"booked the spend of run " + lostName + " in Paperclip"} {
+		if !strings.Contains(log, w) {
+			t.Errorf("the log of run %s does not say %q:\n%.3000s", after.ID, w, log)
+		}
+	}
+	b.checkSpend(ctx, t, a, 5, "and the lost run's $0.05 once")
+	if jobs := runJobs(ctx, t, c, tenant, slow); len(jobs) != 1 {
+		t.Errorf("run %s: Jobs %v, want the one the new daemon adopted", slow, jobs)
+	}
+	files, _ := filepath.Glob(filepath.Join(spool, "*"+lostName+"*"+result.Suffix))
+	if len(files) != 1 {
+		t.Errorf("run %s: result files %v in the spool, want one", slow, files)
+	}
+	return next
+}
+
+// waitSpoolResult waits for the result file of the run named name in the
+// spool (the adapter's request is named after the run), and reads it.
+func waitSpoolResult(ctx context.Context, spool, name string) (result.RunResult, error) {
+	for {
+		files, _ := filepath.Glob(filepath.Join(spool, "*"+name+"*"+result.Suffix))
+		if len(files) == 1 {
+			return result.Read(files[0])
+		}
+		select {
+		case <-ctx.Done():
+			return result.RunResult{}, fmt.Errorf("no result in the spool (%v): %w", files, ctx.Err())
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// waitRunPodRunning waits for the pod of a Paperclip run's Job to run.
+func waitRunPodRunning(ctx context.Context, c *testcluster.Cluster, tenant, runID string) error {
+	sel := metav1.ListOptions{LabelSelector: "paperclip.io/run-id=" + strings.ToLower(runID)}
+	for {
+		l, err := c.Client().CoreV1().Pods(tenant).List(ctx, sel)
+		if err == nil && len(l.Items) > 0 && l.Items[0].Status.Phase == corev1.PodRunning {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("its Job's pod is not running: %v", ctx.Err())
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
 
 // checkSelfInstall checks, in a Ready pod's logs, that pcsync installed

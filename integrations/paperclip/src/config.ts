@@ -178,3 +178,20 @@ export function agentNameFrom(name: string): string {
 export function defaultApiUrl(agent: AdapterAgent): string {
   return buildPaperclipEnv(agent).PAPERCLIP_API_URL;
 }
+
+/**
+ * selfApiUrl is where the adapter, which runs inside Paperclip's server,
+ * reaches that server: the address it listens on (PAPERCLIP_LISTEN_HOST and
+ * PAPERCLIP_LISTEN_PORT, which its start-up sets; a wildcard host as
+ * loopback), else defaultApiUrl. Not the public URL, which may be a name
+ * only the users' network resolves (deploy/paperclip's Service name, an
+ * ingress) and which the server itself may not reach.
+ */
+export function selfApiUrl(agent: AdapterAgent, env: NodeJS.ProcessEnv = process.env): string {
+  const port = env.PAPERCLIP_LISTEN_PORT?.trim() ?? "";
+  if (!/^[0-9]+$/.test(port)) return defaultApiUrl(agent);
+  let host = env.PAPERCLIP_LISTEN_HOST?.trim() ?? "";
+  if (host === "" || host === "0.0.0.0" || host === "::" || host === "[::]") host = "127.0.0.1";
+  if (host.includes(":") && !host.startsWith("[")) host = `[${host}]`;
+  return `http://${host}:${port}`;
+}

@@ -1,7 +1,7 @@
 // execute: one Paperclip heartbeat run as one pcsync run through the spool.
 
 import type { AdapterExecutionContext, AdapterExecutionResult } from "@paperclipai/adapter-utils";
-import { agentNameFrom, ConfigError, defaultApiUrl, isDNSLabel, parseConfig, type AdapterConfig } from "./config.js";
+import { agentNameFrom, ConfigError, defaultApiUrl, isDNSLabel, parseConfig, selfApiUrl, type AdapterConfig } from "./config.js";
 import { bookLost, describeBooking, type Booking } from "./booking.js";
 import { RunFollower } from "./follow.js";
 import { describeLost, findLost, forget, remember, type LostRun } from "./lost.js";
@@ -108,8 +108,9 @@ export async function execute(ctx: AdapterExecutionContext): Promise<AdapterExec
       {
         spoolDir: cfg.spoolDir,
         // The server's own address (the adapter runs inside it), not
-        // adapterConfig.apiUrl, which is the one agent pods reach.
-        api: { baseUrl: defaultApiUrl(ctx.agent), token: ctx.authToken, timeoutMs: BOOKING_TIMEOUT_MS },
+        // adapterConfig.apiUrl, which is the one agent pods reach, nor the
+        // public URL, which the server may not resolve.
+        api: { baseUrl: selfApiUrl(ctx.agent), token: ctx.authToken, timeoutMs: BOOKING_TIMEOUT_MS },
         companyId: ctx.agent.companyId,
         agentId: ctx.agent.id,
         runId: ctx.runId,
