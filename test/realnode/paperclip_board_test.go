@@ -89,7 +89,9 @@ func (b *paperclipBoard) at(pod corev1.Pod) {
 	podAddr := net.JoinHostPort(pod.Status.PodIP, "3100")
 	dialer := &net.Dialer{Timeout: 10 * time.Second}
 	b.hc = &http.Client{Timeout: time.Minute, Transport: &http.Transport{
-		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) { return dialer.DialContext(ctx, network, podAddr) },
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return dialer.DialContext(ctx, network, podAddr)
+		},
 	}}
 }
 
