@@ -17,7 +17,7 @@ func TestCloseInterruptsReconnect(t *testing.T) {
 	c := newClient(t, o.open, func(opts *cmdclient.Options) {
 		opts.Backoff, opts.MaxBackoff, opts.ReconnectTimeout = time.Hour, time.Hour, time.Hour
 	})
-	p, err := c.Start(cmdclient.Command{Argv: []string{"sleep", "300"}}, nil)
+	p, err := c.Start(cmdclient.Command{Argv: []string{"sleep", "300"}})
 	if err != nil {
 		t.Fatal(err)
 	}
