@@ -10,7 +10,7 @@ import (
 
 // stdinChunk is the most one Stdin frame carries: the client holds one
 // such buffer per command whose stdin is being sent.
-const stdinChunk = 128 << 10
+const stdinChunk = wire.MaxPayload
 
 // pumpStdin sends p's stdin as it is read, on the stream of generation
 // gen, then StdinClose at its EOF. It stops once the command ended, or the
