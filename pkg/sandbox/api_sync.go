@@ -37,7 +37,7 @@ type SyncPutRequest struct {
 	TimeoutMs int64   `json:"timeoutMs"`
 }
 
-// SyncPutResponse says how many bytes a put placed.
+// SyncPutResponse says how many bytes a put's body had after its head.
 type SyncPutResponse struct {
 	Bytes int `json:"bytes"`
 }
@@ -70,11 +70,15 @@ func (a *API) syncPut(w http.ResponseWriter, r *http.Request) {
 	}
 	n, err := a.m.Put(r.Context(), PutParams{LeaseID: req.Lease.ID(), Target: req.TargetPath, Kind: req.Kind,
 		Data: body, Mode: req.Mode, Timeout: time.Duration(req.TimeoutMs) * time.Millisecond})
+	// The body is read to its end before the answer (a tar's command may
+	// end before its trailing blocks; a failed one at any point), so that
+	// the plugin, still writing it, reads the answer rather than a reset.
+	rest, _ := io.Copy(io.Discard, body)
 	if err != nil {
 		refuse(w, err)
 		return
 	}
-	reply(w, SyncPutResponse{Bytes: int(n)})
+	reply(w, SyncPutResponse{Bytes: int(n + rest)})
 }
 
 // readHead reads a put's JSON line (without its "\n").

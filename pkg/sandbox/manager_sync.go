@@ -8,6 +8,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -117,7 +118,8 @@ exec tar -c $h -f - "$@"`
 )
 
 // Put places p.Data at p.Target in the lease's pod in one command of its
-// stream, and returns how many bytes it placed: a file with its mode,
+// stream, and returns how many bytes of p.Data it read (it reads no more
+// once it returned): a file with its mode,
 // renamed into place; a tree extracted from its tar, replacing the target.
 // The bytes travel as the command's stdin frames as they are read, never
 // as text. A put that fails on its way (its reader, the stream, ctx)
@@ -139,17 +141,17 @@ func (m *Manager) Put(ctx context.Context, p PutParams) (int64, error) {
 		script = putDirScript
 	}
 	cmd := syncCommand(p.Timeout, script, p.Target, mode)
-	var n atomic.Int64
-	data := p.Data
-	if data == nil {
-		data = strings.NewReader("")
+	src := &putSource{r: p.Data}
+	if src.r == nil {
+		src.r = strings.NewReader("")
 	}
-	cmd.Stdin = putSource{r: data, n: &n}
-	err := m.syncRun(ctx, p.LeaseID, SyncIn, "put "+string(p.Kind)+" "+p.Target, cmd, &n)
+	defer src.stop()
+	cmd.Stdin = src
+	err := m.syncRun(ctx, p.LeaseID, SyncIn, "put "+string(p.Kind)+" "+p.Target, cmd, &src.n)
 	if errors.Is(err, errSyncTooLarge) {
 		return 0, userErrorf(CodeSyncFailed, "%s: %v", p.Target, errSyncTooLarge)
 	}
-	return n.Load(), err
+	return src.n.Load(), err
 }
 
 // Get writes p.Source of the lease's pod to w as it comes, in one command
@@ -178,17 +180,34 @@ func (m *Manager) Get(ctx context.Context, p GetParams, w io.Writer) (int64, err
 }
 
 // putSource is a put's bytes, counted into n; past MaxSyncBytes it fails.
+// Once stopped it reads no more, so that Put's caller may read what is
+// left of Data (the command may end before the stream's client stops
+// reading its stdin).
 type putSource struct {
-	r io.Reader
-	n *atomic.Int64
+	mu      sync.Mutex
+	r       io.Reader
+	n       atomic.Int64
+	stopped bool
 }
 
-func (r putSource) Read(p []byte) (int, error) {
-	k, err := r.r.Read(p)
-	if r.n.Add(int64(k)) > MaxSyncBytes {
+func (s *putSource) Read(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return 0, io.ErrClosedPipe
+	}
+	k, err := s.r.Read(p)
+	if s.n.Add(int64(k)) > MaxSyncBytes {
 		return 0, errSyncTooLarge
 	}
 	return k, err
+}
+
+// stop waits for a read in progress and ends the reads.
+func (s *putSource) stop() {
+	s.mu.Lock()
+	s.stopped = true
+	s.mu.Unlock()
 }
 
 // getSink is where a get's bytes go, counted into n; past MaxSyncBytes

@@ -85,6 +85,12 @@ func TestSyncStreams(t *testing.T) {
 	if fi, err := os.Stat(target); err != nil || fi.Mode().Perm() != 0o640 {
 		t.Errorf("the put file: %v, %v; want mode 0640", fi, err)
 	}
+	// A put whose command fails at once, its body still coming: the
+	// refusal, not a reset.
+	big := bytes.Repeat([]byte("x"), 20<<20)
+	if status, body := s.put(t, target+"/under-a-file", SyncFile, nil, big); status != http.StatusUnprocessableEntity || !strings.Contains(string(body), string(CodeSyncFailed)) {
+		t.Errorf("put under a file: %d %s; want a sync_failed refusal", status, body)
+	}
 	status, got, err := s.get(t, target, SyncFile, false)
 	if status != http.StatusOK || err != nil || !bytes.Equal(got, data) {
 		t.Errorf("get file: %d, %d bytes, %v; want the %d bytes put", status, len(got), err, len(data))
