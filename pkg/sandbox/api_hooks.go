@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // The hooks: each turns its request into the Manager's call and the call's
@@ -85,7 +86,8 @@ func (a *API) runCancelled(ctx context.Context, req *RunCancelledRequest) (RunCa
 }
 
 // execute runs the command and answers NDJSON: its output chunks as they
-// come, then its result or why it got none.
+// come, then its result (the exit) or why it got none. The output is in
+// the chunks only: the plugin joins them into the result Paperclip wants.
 func (a *API) execute(w http.ResponseWriter, r *http.Request, body []byte) {
 	var req ExecuteRequest
 	if err := decode(body, &req); err != nil {
@@ -98,34 +100,95 @@ func (a *API) execute(w http.ResponseWriter, r *http.Request, body []byte) {
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
-	fl, _ := w.(http.Flusher)
-	var mu sync.Mutex
-	enc := json.NewEncoder(w)
-	line := func(l ExecuteLine) {
-		mu.Lock()
-		defer mu.Unlock()
-		_ = enc.Encode(l)
-		if fl != nil {
-			fl.Flush()
-		}
-	}
-	res, err := a.m.Execute(r.Context(), ExecParams{
+	line := ndjsonLines(w)
+	stdout, stderr := &chunkLines{stream: "stdout", line: line}, &chunkLines{stream: "stderr", line: line}
+	exit, err := a.m.ExecuteStream(r.Context(), ExecParams{
 		LeaseID: req.Lease.ID(), Command: req.Command, Args: req.Args, Cwd: req.Cwd,
 		Env: req.Env, Stdin: req.Stdin, Timeout: time.Duration(req.TimeoutMs) * time.Millisecond,
-	}, func(stream string, chunk []byte) { line(chunkLine(stream, chunk)) })
+	}, ExecStreams{Stdout: stdout, Stderr: stderr})
+	if err == nil {
+		err = errors.Join(stdout.flush(), stderr.flush())
+	}
 	if err != nil {
 		code := CodeExecuteFailed
 		var ue *UserError
 		if errors.As(err, &ue) {
 			code = ue.Code
 		}
-		line(ExecuteLine{Error: &HookError{Message: err.Error(), Code: code}})
+		_ = line(ExecuteLine{Error: &HookError{Message: err.Error(), Code: code}})
 		return
 	}
-	line(ExecuteLine{Result: &ExecuteResult{
-		ExitCode: res.ExitCode, Signal: nullable(res.Signal), TimedOut: res.TimedOut,
-		Stdout: res.Stdout, Stderr: res.Stderr,
-	}})
+	_ = line(ExecuteLine{Result: &ExecuteResult{ExitCode: exit.ExitCode, Signal: nullable(exit.Signal), TimedOut: exit.TimedOut}})
+}
+
+// ndjsonLines writes each line it is given to w, flushed.
+func ndjsonLines(w http.ResponseWriter) func(ExecuteLine) error {
+	fl, _ := w.(http.Flusher)
+	var mu sync.Mutex
+	enc := json.NewEncoder(w)
+	return func(l ExecuteLine) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if err := enc.Encode(l); err != nil {
+			return err
+		}
+		if fl != nil {
+			fl.Flush()
+		}
+		return nil
+	}
+}
+
+// chunkLines writes each chunk of one output stream as an NDJSON line. A
+// UTF-8 sequence cut at a chunk's end waits for the next chunk (or flush),
+// so that a line's text is whole characters: JSON would turn half of one
+// into U+FFFD, and the plugin joins the lines into the whole output.
+type chunkLines struct {
+	stream string
+	line   func(ExecuteLine) error
+	carry  []byte
+}
+
+func (c *chunkLines) Write(p []byte) (int, error) {
+	b := p
+	if len(c.carry) > 0 {
+		b = append(c.carry, p...)
+		c.carry = nil
+	}
+	n := wholeRunes(b)
+	if n < len(b) {
+		c.carry = append([]byte(nil), b[n:]...)
+	}
+	if n > 0 {
+		if err := c.line(chunkLine(c.stream, b[:n])); err != nil {
+			return 0, err
+		}
+	}
+	return len(p), nil
+}
+
+// flush writes what is left of a cut sequence.
+func (c *chunkLines) flush() error {
+	if len(c.carry) == 0 {
+		return nil
+	}
+	b := c.carry
+	c.carry = nil
+	return c.line(chunkLine(c.stream, b))
+}
+
+// wholeRunes is the length of b without an incomplete UTF-8 sequence at
+// its end, one that more bytes could complete.
+func wholeRunes(b []byte) int {
+	for i := len(b) - 1; i >= 0 && i > len(b)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(b[i]) {
+			if utf8.FullRune(b[i:]) {
+				return len(b)
+			}
+			return i
+		}
+	}
+	return len(b)
 }
 
 // chunkLine is an output chunk of stream ("stdout" or "stderr").

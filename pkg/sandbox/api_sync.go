@@ -5,22 +5,25 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
-	"strconv"
 	"time"
 )
 
 // The workspace sync's routes: the plugin's onEnvironmentSyncIn and
 // onEnvironmentSyncOut read and write the Paperclip host's paths and move
-// each mapping's bytes over the socket, raw, in one request:
+// each mapping's bytes over the socket, raw, in one request. The bytes
+// stream between the request and the lease's command stream: the daemon
+// holds none of them.
 //
 //	POST /v1/sync/put  body: one line of SyncPutRequest JSON, "\n", then the
 //	                   bytes (a file's, or a tar of a tree); answer SyncPutResponse
 //	POST /v1/sync/get  body: SyncGetRequest JSON; answer the bytes
-//	                   (application/octet-stream, with Content-Length)
+//	                   (application/octet-stream, chunked, as they come)
 //
-// A refusal is a non-2xx ErrorResponse, as for the hooks. Paths travel in
-// the body, never in the URL.
+// A refusal is a non-2xx ErrorResponse, as for the hooks. A get that fails
+// once its bytes began to go out has its connection cut (the answer ends
+// without its last chunk). Paths travel in the body, never in the URL.
 
 // SyncPutRequest is the head of a put: where its bytes go in the lease's
 // pod.
@@ -34,7 +37,7 @@ type SyncPutRequest struct {
 	TimeoutMs int64   `json:"timeoutMs"`
 }
 
-// SyncPutResponse says how many bytes a put placed.
+// SyncPutResponse says how many bytes a put's body had after its head.
 type SyncPutResponse struct {
 	Bytes int `json:"bytes"`
 }
@@ -65,18 +68,17 @@ func (a *API) syncPut(w http.ResponseWriter, r *http.Request) {
 		refuse(w, err)
 		return
 	}
-	data, err := io.ReadAll(body)
-	if err != nil {
-		fail(w, http.StatusRequestEntityTooLarge, CodeBadRequest, fmt.Sprintf("sync put %s: %v", req.TargetPath, err))
-		return
-	}
-	err = a.m.Put(r.Context(), PutParams{LeaseID: req.Lease.ID(), Target: req.TargetPath, Kind: req.Kind,
-		Data: data, Mode: req.Mode, Timeout: time.Duration(req.TimeoutMs) * time.Millisecond})
+	n, err := a.m.Put(r.Context(), PutParams{LeaseID: req.Lease.ID(), Target: req.TargetPath, Kind: req.Kind,
+		Data: body, Mode: req.Mode, Timeout: time.Duration(req.TimeoutMs) * time.Millisecond})
+	// The body is read to its end before the answer (a tar's command may
+	// end before its trailing blocks; a failed one at any point), so that
+	// the plugin, still writing it, reads the answer rather than a reset.
+	rest, _ := io.Copy(io.Discard, body)
 	if err != nil {
 		refuse(w, err)
 		return
 	}
-	reply(w, SyncPutResponse{Bytes: len(data)})
+	reply(w, SyncPutResponse{Bytes: int(n + rest)})
 }
 
 // readHead reads a put's JSON line (without its "\n").
@@ -111,13 +113,40 @@ func (a *API) syncGet(w http.ResponseWriter, r *http.Request) {
 		refuse(w, err)
 		return
 	}
-	data, err := a.m.Get(r.Context(), GetParams{LeaseID: req.Lease.ID(), Source: req.SourcePath, Kind: req.Kind,
-		Exclude: req.Exclude, FollowSymlinks: req.FollowSymlinks, Timeout: time.Duration(req.TimeoutMs) * time.Millisecond})
-	if err != nil {
+	out := &lazyOK{w: w}
+	_, err = a.m.Get(r.Context(), GetParams{LeaseID: req.Lease.ID(), Source: req.SourcePath, Kind: req.Kind,
+		Exclude: req.Exclude, FollowSymlinks: req.FollowSymlinks, Timeout: time.Duration(req.TimeoutMs) * time.Millisecond}, out)
+	switch {
+	case err != nil && !out.started:
 		refuse(w, err)
-		return
+	case err != nil:
+		// The answer's 200 and some bytes are out: cut the connection, so
+		// that the plugin sees the answer cut off rather than whole.
+		a.log.Warn("sandbox: sync get failed while its bytes went out", slog.String("lease", req.Lease.ID()),
+			slog.String("source", req.SourcePath), slog.Any("error", err))
+		panic(http.ErrAbortHandler)
+	case !out.started:
+		w.Header().Set("Content-Length", "0")
+		out.start()
 	}
-	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
-	_, _ = w.Write(data)
+}
+
+// lazyOK answers 200 with a get's bytes once the first of them comes, so
+// that a get that fails before any byte is refused as any request is.
+type lazyOK struct {
+	w       http.ResponseWriter
+	started bool
+}
+
+func (o *lazyOK) start() {
+	o.started = true
+	o.w.Header().Set("Content-Type", "application/octet-stream")
+	o.w.WriteHeader(http.StatusOK)
+}
+
+func (o *lazyOK) Write(p []byte) (int, error) {
+	if !o.started {
+		o.start()
+	}
+	return o.w.Write(p)
 }

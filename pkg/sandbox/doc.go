@@ -42,9 +42,9 @@
 //	journal.go          the lease journal in the state directory
 //	manager.go          Manager: adoption at start, lease registry, Close
 //	manager_acquire.go  Acquire (its credentials' Secrets checked: secretcheck.Guard), Resume, Workspace; waiting for the pod (internal/podwait); opening the command stream (wait.Backoff)
-//	manager_execute.go  Execute: one command on a lease, its env filtered
+//	manager_execute.go  ExecuteStream: one command on a lease, its env filtered, its stdin and output streams; Execute: the same with the output whole
 //	proxy_env.go        egress mode proxy: the proxy's variables on every execute
-//	manager_sync.go     Put and Get: one mapping of Paperclip's native workspace sync as one command of the lease's stream (a file, or a tree as a tar)
+//	manager_sync.go     Put and Get: one mapping of Paperclip's native workspace sync as one command of the lease's stream (a file, or a tree as a tar), streamed
 //	manager_release.go  Release and the expiry: drain, shutdown, delete, wait gone (internal/podwait)
 //	manager_probe.go    Validate and Probe: an environment's config checked, and what a lease of it needs, without a lease
 //	stream.go           the command stream as a pod exec
@@ -52,7 +52,7 @@
 //	hook.go             the hook contract: each hook's request and response types
 //	api.go              API: the hooks on the Unix socket, a handler table of typed hooks; refusals as HTTP statuses
 //	api_decode.go       decoding a hook's params: a 400 that names the field
-//	api_hooks.go        each hook: its request to the Manager's call, the call's outcome to its response
+//	api_hooks.go        each hook: its request to the Manager's call, the call's outcome to its response; execute's NDJSON chunk lines
 //	api_sync.go         the workspace sync's routes: a mapping's raw bytes in (put) and out (get) of a lease
 //	api_hello.go        POST /v1/hello: pcsync's adapter and plugin say Paperclip loaded them (WithHello)
 //	metrics.go          Metrics the manager reports to (pcsync_sandbox_*), its outcome and end words

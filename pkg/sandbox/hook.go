@@ -151,7 +151,8 @@ type ExecuteRequest struct {
 }
 
 // ExecuteLine is one NDJSON line of execute's answer: an output chunk
-// (Stdout or Stderr), then one Result or Error.
+// (Stdout or Stderr; each whole UTF-8 characters), then one Result or
+// Error.
 type ExecuteLine struct {
 	Stdout string         `json:"stdout,omitempty"`
 	Stderr string         `json:"stderr,omitempty"`
@@ -159,14 +160,16 @@ type ExecuteLine struct {
 	Error  *HookError     `json:"error,omitempty"`
 }
 
-// ExecuteResult is how an execute ended, with its whole output.
+// ExecuteResult is how an execute ended: its exit, not its output, which
+// went in the chunk lines before it. Paperclip's
+// PluginEnvironmentExecuteResult also has the whole stdout and stderr
+// (required strings, read by Paperclip's adapters): the plugin joins the
+// chunks into them.
 type ExecuteResult struct {
 	// ExitCode is null when a signal ended the command.
 	ExitCode *int    `json:"exitCode"`
 	Signal   *string `json:"signal"`
 	TimedOut bool    `json:"timedOut"`
-	Stdout   string  `json:"stdout"`
-	Stderr   string  `json:"stderr"`
 }
 
 // RunCancelledRequest are runCancelled's params.

@@ -493,9 +493,10 @@ func (m *Manager) open(ctx context.Context, l *lease) (*cmdclient.Client, error)
 	if m.opts.HostRoot != "" {
 		argv = []string{"mkdir", "-p", l.Workspace, l.Home, l.Tmp}
 	}
-	exit, err := c.Exec(ctx, cmdclient.Command{Argv: argv, BaseEnv: true}, nil)
+	var stderr lockedBuffer
+	exit, err := c.Exec(ctx, cmdclient.Command{Argv: argv, BaseEnv: true, Stderr: &stderr})
 	if err == nil && exit.Code != 0 {
-		err = fmt.Errorf("%s: exit %d: %s %s", strings.Join(argv, " "), exit.Code, exit.Error, strings.TrimSpace(string(exit.Stderr)))
+		err = fmt.Errorf("%s: exit %d: %s %s", strings.Join(argv, " "), exit.Code, exit.Error, strings.TrimSpace(stderr.String()))
 	}
 	if err != nil {
 		_ = c.Close()

@@ -1,9 +1,11 @@
 package sandbox
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"time"
@@ -18,26 +20,48 @@ type ExecParams struct {
 	Args    []string
 	Cwd     string
 	Env     map[string]string
-	// Stdin is fed to the command, then closed; nil gives it no stdin.
+	// Stdin is fed to the command, then closed; nil gives it no stdin
+	// (unless ExecStreams.Stdin does).
 	Stdin   *string
 	Timeout time.Duration
 }
 
-// ExecResult is how an execute ended, with its whole output.
-type ExecResult struct {
+// ExecStreams are an execute's standard streams, in the shape of
+// client-go's remotecommand.StreamOptions: the daemon holds none of them.
+type ExecStreams struct {
+	// Stdin, if not nil, is fed to the command as it is read, then closed
+	// at its EOF; nil: ExecParams.Stdin, or no stdin.
+	Stdin io.Reader
+	// Stdout and Stderr, if not nil, are written the command's output as
+	// it comes; nil: dropped. A write error ends the execute and kills
+	// the command.
+	Stdout, Stderr io.Writer
+}
+
+// ExecExit is how an execute ended.
+type ExecExit struct {
+	// ExitCode is nil when a signal ended the command.
 	ExitCode *int
 	Signal   string
 	TimedOut bool
-	Stdout   string
-	Stderr   string
 }
 
-// Execute runs one command on the lease's command server, exactly as given
-// (argv, cwd, stdin), with the part of env that EnvRule lets through over
-// the pod's own environment. Output chunks go to onOutput as they come.
-// Many executes may run at once on one lease; a command's background
-// processes outlive it. Cancelling ctx kills the command's process group.
-func (m *Manager) Execute(ctx context.Context, p ExecParams, onOutput func(stream string, chunk []byte)) (ExecResult, error) {
+// ExecResult is how an execute ended, with its whole output: Execute's,
+// for callers in the daemon's process that want the output whole.
+type ExecResult struct {
+	ExecExit
+	Stdout string
+	Stderr string
+}
+
+// ExecuteStream runs one command on the lease's command server, exactly
+// as given (argv, cwd, stdin), with the part of env that EnvRule lets
+// through over the pod's own environment; its stdin and output flow
+// through s as they come. Many executes may run at once on one lease; a
+// command's background processes outlive it. Cancelling ctx kills the
+// command's process group. A command that could not start ends with exit
+// code 127 or 126, and why on its Stderr.
+func (m *Manager) ExecuteStream(ctx context.Context, p ExecParams, s ExecStreams) (ExecExit, error) {
 	began := time.Now()
 	var exit cmdclient.Exit
 	record := func(l *lease, err error) {
@@ -48,27 +72,55 @@ func (m *Manager) Execute(ctx context.Context, p ExecParams, onOutput func(strea
 		m.opts.Metrics.SandboxExecute(l.Company, time.Since(began), string(outcome))
 	}
 	err := m.onLease(ctx, p.LeaseID, record, func(l *lease, c *cmdclient.Client) error {
-		cmd := m.command(l, p)
+		cmd := m.command(l, p, s)
 		if err := m.addProxyEnv(ctx, l, &cmd); err != nil {
 			return fmt.Errorf("lease %s: %w", l.ID, err)
 		}
 		if err := m.writeCodexConfig(ctx, l, c, cmd.Env); err != nil {
 			return fmt.Errorf("lease %s: %w", l.ID, err)
 		}
-		var out func(cmdclient.Stream, []byte)
-		if onOutput != nil {
-			out = func(s cmdclient.Stream, b []byte) { onOutput(s.String(), b) }
-		}
 		var err error
-		if exit, err = c.Exec(ctx, cmd, out); err != nil {
+		if exit, err = c.Exec(ctx, cmd); err != nil {
 			return fmt.Errorf("lease %s: %w", l.ID, err)
 		}
 		return nil
 	})
 	if err != nil {
+		return ExecExit{}, err
+	}
+	if exit.Error != "" && s.Stderr != nil {
+		_, _ = io.WriteString(s.Stderr, exit.Error+"\n")
+	}
+	return execExit(exit), nil
+}
+
+// Execute runs p as ExecuteStream does, with p.Stdin as its stdin, and
+// returns its whole output in the result; onOutput, if not nil, is given
+// each chunk as it comes. The API streams (ExecuteStream); Execute is for
+// callers in the daemon's process that want the output whole.
+func (m *Manager) Execute(ctx context.Context, p ExecParams, onOutput func(stream string, chunk []byte)) (ExecResult, error) {
+	var out, errOut bytes.Buffer
+	exit, err := m.ExecuteStream(ctx, p, ExecStreams{
+		Stdout: chunkTee{&out, "stdout", onOutput}, Stderr: chunkTee{&errOut, "stderr", onOutput}})
+	if err != nil {
 		return ExecResult{}, err
 	}
-	return execResult(exit), nil
+	return ExecResult{ExecExit: exit, Stdout: out.String(), Stderr: errOut.String()}, nil
+}
+
+// chunkTee keeps a stream's output and hands each chunk to onOutput.
+type chunkTee struct {
+	buf      *bytes.Buffer
+	stream   string
+	onOutput func(stream string, chunk []byte)
+}
+
+func (t chunkTee) Write(p []byte) (int, error) {
+	t.buf.Write(p)
+	if t.onOutput != nil {
+		t.onOutput(t.stream, p)
+	}
+	return len(p), nil
 }
 
 // onLease is the opening that every command on a lease shares (an
@@ -100,10 +152,10 @@ func (m *Manager) inUse(ctx context.Context, l *lease, run func(l *lease, c *cmd
 }
 
 // command is the command an execute runs on lease l: its argv, cwd and
-// stdin as given, and the part of its env that the lease's EnvRule lets
+// streams as given, and the part of its env that the lease's EnvRule lets
 // through (where pods share the host, over the lease's own HOME and
 // TMPDIR).
-func (m *Manager) command(l *lease, p ExecParams) cmdclient.Command {
+func (m *Manager) command(l *lease, p ExecParams, s ExecStreams) cmdclient.Command {
 	env := m.filterEnv(l, p.Env)
 	if m.opts.HostRoot != "" {
 		if _, ok := env["HOME"]; !ok {
@@ -119,9 +171,12 @@ func (m *Manager) command(l *lease, p ExecParams) cmdclient.Command {
 		Env:     env,
 		BaseEnv: true,
 		Timeout: p.Timeout,
+		Stdin:   s.Stdin,
+		Stdout:  s.Stdout,
+		Stderr:  s.Stderr,
 	}
-	if p.Stdin != nil {
-		cmd.Stdin = []byte(*p.Stdin)
+	if cmd.Stdin == nil && p.Stdin != nil {
+		cmd.Stdin = strings.NewReader(*p.Stdin)
 	}
 	return cmd
 }
@@ -150,16 +205,13 @@ func (m *Manager) filterEnv(l *lease, in map[string]string) map[string]string {
 	return env
 }
 
-// execResult is how a command ended as an execute answers it: no exit code
-// when a signal ended it; the server's error, if any, after its stderr.
-func execResult(exit cmdclient.Exit) ExecResult {
-	res := ExecResult{Signal: exit.Signal, TimedOut: exit.TimedOut, Stdout: string(exit.Stdout), Stderr: string(exit.Stderr)}
+// execExit is how a command ended as an execute answers it: no exit code
+// when a signal ended it.
+func execExit(exit cmdclient.Exit) ExecExit {
+	res := ExecExit{Signal: exit.Signal, TimedOut: exit.TimedOut}
 	if exit.Signal == "" {
 		code := exit.Code
 		res.ExitCode = &code
-	}
-	if exit.Error != "" {
-		res.Stderr += exit.Error + "\n"
 	}
 	return res
 }

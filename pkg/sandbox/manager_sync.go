@@ -2,10 +2,14 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"path"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pcsync/pcsync/pkg/sandbox/cmdclient"
@@ -24,9 +28,13 @@ const (
 	SyncDirectory SyncKind = "directory"
 )
 
-// MaxSyncBytes is the most one mapping of a sync may move. The daemon holds
-// a mapping's bytes in memory while they cross the lease's command stream.
+// MaxSyncBytes is the most one mapping of a sync may move. A mapping's
+// bytes stream through the daemon, which holds none of them: one put holds
+// a stdin frame (cmdclient), one get the frame being written.
 const MaxSyncBytes = 1 << 30
+
+// errSyncTooLarge fails a mapping that moves more than MaxSyncBytes.
+var errSyncTooLarge = fmt.Errorf("more than a sync mapping may move (%d bytes)", MaxSyncBytes)
 
 // defaultSyncTimeout bounds a sync command that Paperclip gives no timeout.
 const defaultSyncTimeout = 5 * time.Minute
@@ -38,8 +46,9 @@ type PutParams struct {
 	// Target is an absolute POSIX path in the pod.
 	Target string
 	Kind   SyncKind
-	// Data is the file's bytes (SyncFile) or a tar of the tree (SyncDirectory).
-	Data []byte
+	// Data is the file's bytes (SyncFile) or a tar of the tree
+	// (SyncDirectory), read to its EOF as it is sent: at most MaxSyncBytes.
+	Data io.Reader
 	// Mode, if not nil, is the target's permission bits (at most 07777).
 	Mode *uint32
 	// Timeout bounds the command that places the bytes; 0: 5 minutes.
@@ -109,20 +118,21 @@ exec tar -c $h -f - "$@"`
 )
 
 // Put places p.Data at p.Target in the lease's pod in one command of its
-// stream: a file with its mode, renamed into place; a tree extracted from
-// its tar, replacing the target. The bytes travel as the command's stdin
-// frames, never as text.
-func (m *Manager) Put(ctx context.Context, p PutParams) error {
+// stream, and returns how many bytes of p.Data it read (it reads no more
+// once it returned): a file with its mode,
+// renamed into place; a tree extracted from its tar, replacing the target.
+// The bytes travel as the command's stdin frames as they are read, never
+// as text. A put that fails on its way (its reader, the stream, ctx)
+// kills the command: the target stays as it was (its temporary sibling
+// may remain).
+func (m *Manager) Put(ctx context.Context, p PutParams) (int64, error) {
 	if err := checkSyncPath("targetPath", p.Target, p.Kind); err != nil {
-		return err
-	}
-	if len(p.Data) > MaxSyncBytes {
-		return userErrorf(CodeSyncFailed, "%s: %d bytes, more than a sync mapping may move (%d)", p.Target, len(p.Data), MaxSyncBytes)
+		return 0, err
 	}
 	mode := ""
 	if p.Mode != nil {
 		if *p.Mode > 0o7777 {
-			return &BadRequestError{Field: "mode", Err: fmt.Errorf("%#o is no permission mode", *p.Mode)}
+			return 0, &BadRequestError{Field: "mode", Err: fmt.Errorf("%#o is no permission mode", *p.Mode)}
 		}
 		mode = strconv.FormatUint(uint64(*p.Mode), 8)
 	}
@@ -131,20 +141,26 @@ func (m *Manager) Put(ctx context.Context, p PutParams) error {
 		script = putDirScript
 	}
 	cmd := syncCommand(p.Timeout, script, p.Target, mode)
-	cmd.Stdin = p.Data
-	if cmd.Stdin == nil {
-		cmd.Stdin = []byte{}
+	src := &putSource{r: p.Data}
+	if src.r == nil {
+		src.r = strings.NewReader("")
 	}
-	_, err := m.syncRun(ctx, p.LeaseID, SyncIn, "put "+string(p.Kind)+" "+p.Target, cmd)
-	return err
+	defer src.stop()
+	cmd.Stdin = src
+	err := m.syncRun(ctx, p.LeaseID, SyncIn, "put "+string(p.Kind)+" "+p.Target, cmd, &src.n)
+	if errors.Is(err, errSyncTooLarge) {
+		return 0, userErrorf(CodeSyncFailed, "%s: %v", p.Target, errSyncTooLarge)
+	}
+	return src.n.Load(), err
 }
 
-// Get reads p.Source of the lease's pod in one command of its stream: a
-// file's bytes, or a tar of a tree's entries without what p.Exclude
-// matches.
-func (m *Manager) Get(ctx context.Context, p GetParams) ([]byte, error) {
+// Get writes p.Source of the lease's pod to w as it comes, in one command
+// of its stream, and returns how many bytes it wrote: a file's bytes, or a
+// tar of a tree's entries without what p.Exclude matches. On an error,
+// what w got is not the whole source.
+func (m *Manager) Get(ctx context.Context, p GetParams, w io.Writer) (int64, error) {
 	if err := checkSyncPath("sourcePath", p.Source, p.Kind); err != nil {
-		return nil, err
+		return 0, err
 	}
 	cmd := syncCommand(p.Timeout, getFileScript, p.Source)
 	if p.Kind == SyncDirectory {
@@ -154,14 +170,60 @@ func (m *Manager) Get(ctx context.Context, p GetParams) ([]byte, error) {
 		}
 		cmd = syncCommand(p.Timeout, getDirScript, append([]string{p.Source, h}, p.Exclude...)...)
 	}
-	out, err := m.syncRun(ctx, p.LeaseID, SyncOut, "get "+string(p.Kind)+" "+p.Source, cmd)
-	if err != nil {
-		return nil, err
+	var n atomic.Int64
+	cmd.Stdout = getSink{w: w, n: &n}
+	err := m.syncRun(ctx, p.LeaseID, SyncOut, "get "+string(p.Kind)+" "+p.Source, cmd, &n)
+	if errors.Is(err, errSyncTooLarge) {
+		return n.Load(), userErrorf(CodeSyncFailed, "%s: %v", p.Source, errSyncTooLarge)
 	}
-	if len(out) > MaxSyncBytes {
-		return nil, userErrorf(CodeSyncFailed, "%s: %d bytes, more than a sync mapping may move (%d)", p.Source, len(out), MaxSyncBytes)
+	return n.Load(), err
+}
+
+// putSource is a put's bytes, counted into n; past MaxSyncBytes it fails.
+// Once stopped it reads no more, so that Put's caller may read what is
+// left of Data (the command may end before the stream's client stops
+// reading its stdin).
+type putSource struct {
+	mu      sync.Mutex
+	r       io.Reader
+	n       atomic.Int64
+	stopped bool
+}
+
+func (s *putSource) Read(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return 0, io.ErrClosedPipe
 	}
-	return out, nil
+	k, err := s.r.Read(p)
+	if s.n.Add(int64(k)) > MaxSyncBytes {
+		return 0, errSyncTooLarge
+	}
+	return k, err
+}
+
+// stop waits for a read in progress and ends the reads.
+func (s *putSource) stop() {
+	s.mu.Lock()
+	s.stopped = true
+	s.mu.Unlock()
+}
+
+// getSink is where a get's bytes go, counted into n; past MaxSyncBytes
+// it fails.
+type getSink struct {
+	w io.Writer
+	n *atomic.Int64
+}
+
+func (w getSink) Write(p []byte) (int, error) {
+	if w.n.Load()+int64(len(p)) > MaxSyncBytes {
+		return 0, errSyncTooLarge
+	}
+	k, err := w.w.Write(p)
+	w.n.Add(int64(k))
+	return k, err
 }
 
 // checkSyncPath refuses a path that is not absolute and clean, and a kind
@@ -191,33 +253,30 @@ func syncCommand(timeout time.Duration, script string, args ...string) cmdclient
 	}
 }
 
-// syncRun runs cmd on the lease's command stream and returns its stdout;
-// a command that does not exit 0 is a UserError (CodeSyncFailed) that
-// names what (the verb and path) with the tail of its stderr.
-func (m *Manager) syncRun(ctx context.Context, id string, dir SyncDirection, what string, cmd cmdclient.Command) ([]byte, error) {
-	var out []byte
+// syncRun runs cmd (whose Stdin or Stdout move the bytes, counted into
+// moved) on the lease's command stream; a command that does not exit 0 is
+// a UserError (CodeSyncFailed) that names what (the verb and path) with
+// the tail of its stderr.
+func (m *Manager) syncRun(ctx context.Context, id string, dir SyncDirection, what string, cmd cmdclient.Command, moved *atomic.Int64) error {
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
 	record := func(l *lease, err error) {
-		outcome, n := ExecCompleted, len(cmd.Stdin)+len(out)
+		outcome, n := ExecCompleted, int(moved.Load())
 		if err != nil {
 			outcome, n = ExecFailed, 0
 		}
 		m.opts.Metrics.SandboxSync(l.Company, string(dir), string(outcome), n)
 	}
-	err := m.onLease(ctx, id, record, func(l *lease, c *cmdclient.Client) error {
-		exit, err := c.Exec(ctx, cmd, nil)
+	return m.onLease(ctx, id, record, func(l *lease, c *cmdclient.Client) error {
+		exit, err := c.Exec(ctx, cmd)
 		if err != nil {
 			return fmt.Errorf("lease %s: sync %s: %w", l.ID, what, err)
 		}
 		if exitFailed(exit) {
-			return userErrorf(CodeSyncFailed, "lease %s: sync %s: %s%s", l.ID, what, exitWords(exit), stderrTail(exit))
+			return userErrorf(CodeSyncFailed, "lease %s: sync %s: %s%s", l.ID, what, exitWords(exit), stderrTail(exit, &stderr))
 		}
-		out = exit.Stdout
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
 }
 
 // exitWords says how a failed command ended.
@@ -234,10 +293,10 @@ func exitWords(e cmdclient.Exit) string {
 	return "exit status " + strconv.Itoa(e.Code)
 }
 
-// stderrTail is ": " and the last 500 bytes of the command's stderr (and
-// the server's error), or "".
-func stderrTail(e cmdclient.Exit) string {
-	s := strings.TrimSpace(strings.Join([]string{string(e.Stderr), e.Error}, "\n"))
+// stderrTail is ": " and the last 500 bytes of the command's stderr (the
+// last of it that stderr kept, and the server's error), or "".
+func stderrTail(e cmdclient.Exit, stderr *lockedBuffer) string {
+	s := strings.TrimSpace(strings.Join([]string{stderr.String(), e.Error}, "\n"))
 	if len(s) > 500 {
 		s = "…" + s[len(s)-500:]
 	}

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -127,10 +128,11 @@ func (m *Manager) writeCodexConfig(ctx context.Context, l *lease, c *cmdclient.C
 		return nil
 	}
 	cmd := syncCommand(time.Minute, putFileScript, adapters.CodexSystemConfigDir+"/config.toml", "644")
-	cmd.Stdin = adapters.CodexSystemConfig(env)
-	exit, err := c.Exec(ctx, cmd, nil)
+	var stderr lockedBuffer
+	cmd.Stdin, cmd.Stderr = bytes.NewReader(adapters.CodexSystemConfig(env)), &stderr
+	exit, err := c.Exec(ctx, cmd)
 	if err == nil && exitFailed(exit) {
-		err = fmt.Errorf("%s%s", exitWords(exit), stderrTail(exit))
+		err = fmt.Errorf("%s%s", exitWords(exit), stderrTail(exit, &stderr))
 	}
 	if err != nil {
 		return fmt.Errorf("codex's config at %s: %w", adapters.CodexSystemConfigDir, err)

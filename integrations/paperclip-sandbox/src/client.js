@@ -191,7 +191,9 @@ function refusal(status, body) {
 /**
  * Reads execute's NDJSON answer: push throws on a line that is not JSON;
  * end returns the result, or throws the error line (or that there was
- * none).
+ * none). The daemon's result carries the exit only: the output chunks are
+ * joined into its stdout and stderr, which Paperclip's
+ * PluginEnvironmentExecuteResult requires whole.
  * @param {string} hook
  * @param {(line: ExecuteLine) => void} onLine
  */
@@ -199,6 +201,8 @@ function lineReader(hook, onLine) {
   let buf = "";
   /** @type {ExecuteLine | undefined} */
   let final;
+  /** @type {{ stdout: string[], stderr: string[] }} */
+  const out = { stdout: [], stderr: [] };
   return {
     /** @param {string} chunk */
     push(chunk) {
@@ -213,14 +217,24 @@ function lineReader(hook, onLine) {
           throw new DaemonError(`pcsync daemon: ${hook}: a line that is no object: ${JSON.stringify(line)}`, "daemon_bad_answer");
         }
         if ("result" in msg || "error" in msg) final = msg;
-        else onLine(msg);
+        else {
+          if (typeof msg.stdout === "string") out.stdout.push(msg.stdout);
+          if (typeof msg.stderr === "string") out.stderr.push(msg.stderr);
+          onLine(msg);
+        }
       }
     },
     end() {
       if (buf.trim()) this.push("\n");
       if (!final) throw new DaemonError(`pcsync daemon: ${hook}: the answer ended without a result`, "daemon_connection_lost");
       if (final.error) throw new DaemonError(final.error.message, final.error.code);
-      return final.result;
+      const result = /** @type {Record<string, unknown>} */ (final.result);
+      if (result && typeof result === "object") {
+        for (const s of /** @type {const} */ (["stdout", "stderr"])) {
+          if (typeof result[s] !== "string") result[s] = out[s].join("");
+        }
+      }
+      return result;
     },
   };
 }

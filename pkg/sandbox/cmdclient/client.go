@@ -42,6 +42,9 @@ type Client struct {
 	wmu       sync.Mutex
 	rwc       io.ReadWriteCloser
 	connected bool
+	// gen counts the streams the client made its own (guarded by wmu and
+	// mu: written under both, read under either).
+	gen uint64
 
 	mu        sync.Mutex
 	procs     map[uint32]*Process
@@ -137,10 +140,9 @@ func (c *Client) failAll(err error) {
 	}
 }
 
-// Start starts cmd and returns at once. onOutput, if not nil, is called
-// with each chunk of output as it arrives, in order per stream, from the
-// client's reader goroutine: keep it fast.
-func (c *Client) Start(cmd Command, onOutput func(Stream, []byte)) (*Process, error) {
+// Start starts cmd and returns at once; its stdin is sent and its output
+// written as Command says.
+func (c *Client) Start(cmd Command) (*Process, error) {
 	if len(cmd.Argv) == 0 {
 		return nil, errors.New("cmdclient: empty argv")
 	}
@@ -152,30 +154,31 @@ func (c *Client) Start(cmd Command, onOutput func(Stream, []byte)) (*Process, er
 		c.mu.Unlock()
 		return nil, err
 	}
-	p := &Process{c: c, id: c.nextID, cmd: cmd, onOutput: onOutput, done: make(chan struct{})}
+	p := &Process{c: c, id: c.nextID, cmd: cmd, stdinOpen: cmd.Stdin != nil, done: make(chan struct{})}
 	c.nextID++
 	c.procs[p.id] = p
 	c.mu.Unlock()
 	if !c.connected {
 		return p, nil // resume sends it
 	}
-	for _, f := range startFrames(p) {
-		if err := wire.Write(c.rwc, f); err != nil {
-			c.breakLocked()
-			return p, nil // resume sends it again, or fails it
-		}
+	if err := wire.Write(c.rwc, startFrame(p)); err != nil {
+		c.breakLocked()
+		return p, nil // resume sends it again, or fails it
 	}
 	c.mu.Lock()
 	p.startSent = true
 	c.mu.Unlock()
+	if cmd.Stdin != nil {
+		go c.pumpStdin(p, c.gen)
+	}
 	return p, nil
 }
 
 // Exec runs cmd and waits for it; see Start and Process.Wait. A command
 // that could not start is not an error: its Exit has Code 127 or 126 and
 // Error set.
-func (c *Client) Exec(ctx context.Context, cmd Command, onOutput func(Stream, []byte)) (Exit, error) {
-	p, err := c.Start(cmd, onOutput)
+func (c *Client) Exec(ctx context.Context, cmd Command) (Exit, error) {
+	p, err := c.Start(cmd)
 	if err != nil {
 		return Exit{}, err
 	}

@@ -180,8 +180,38 @@ type result struct {
 	Stderr   string
 }
 
-func resultOf(e cmdclient.Exit) result {
+func resultOf(e ran) result {
 	return result{Code: e.Code, Signal: e.Signal, TimedOut: e.TimedOut, Stdout: string(e.Stdout), Stderr: string(e.Stderr)}
+}
+
+// ran is an Exit with the output its command wrote.
+type ran struct {
+	cmdclient.Exit
+	Stdout, Stderr []byte
+}
+
+// execOut runs cmd on c with its output into buffers, each chunk also
+// to live (stream 1 or 2), if not nil.
+func execOut(ctx context.Context, c *cmdclient.Client, cmd cmdclient.Command, live func(stream int, p []byte)) (ran, error) {
+	var out, errOut bytes.Buffer
+	cmd.Stdout = chunkWriter{&out, 1, live}
+	cmd.Stderr = chunkWriter{&errOut, 2, live}
+	exit, err := c.Exec(ctx, cmd)
+	return ran{Exit: exit, Stdout: out.Bytes(), Stderr: errOut.Bytes()}, err
+}
+
+type chunkWriter struct {
+	b      *bytes.Buffer
+	stream int
+	live   func(int, []byte)
+}
+
+func (w chunkWriter) Write(p []byte) (int, error) {
+	w.b.Write(p)
+	if w.live != nil {
+		w.live(w.stream, p)
+	}
+	return len(p), nil
 }
 
 func TestExec(t *testing.T) {
@@ -223,17 +253,17 @@ func TestExec(t *testing.T) {
 		},
 		{
 			name: "stdin delivered and read to EOF",
-			cmd:  cmdclient.Command{Argv: []string{"cat"}, Stdin: []byte("line 1\nline\x002")},
+			cmd:  cmdclient.Command{Argv: []string{"cat"}, Stdin: bytes.NewReader([]byte("line 1\nline\x002"))},
 			want: result{Stdout: "line 1\nline\x002"},
 		},
 		{
 			name: "stdin over several frames",
-			cmd:  cmdclient.Command{Argv: []string{"wc", "-c"}, Stdin: bytes.Repeat([]byte("x"), 3<<20+5)},
+			cmd:  cmdclient.Command{Argv: []string{"wc", "-c"}, Stdin: bytes.NewReader(bytes.Repeat([]byte("x"), 3<<20+5))},
 			want: result{Stdout: "3145733\n"},
 		},
 		{
 			name: "empty stdin is EOF at once",
-			cmd:  cmdclient.Command{Argv: []string{"wc", "-c"}, Stdin: []byte{}},
+			cmd:  cmdclient.Command{Argv: []string{"wc", "-c"}, Stdin: bytes.NewReader([]byte{})},
 			want: result{Stdout: "0\n"},
 		},
 		{
@@ -288,7 +318,7 @@ func TestExec(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			exit, err := c.Exec(execCtx(t), tt.cmd, nil)
+			exit, err := execOut(execCtx(t), c, tt.cmd, nil)
 			if err != nil {
 				t.Fatalf("Exec: %v", err)
 			}
@@ -314,7 +344,7 @@ func TestConcurrentExecsShareOneStream(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			exit, err := c.Exec(execCtx(t), cmdclient.Command{
+			exit, err := execOut(execCtx(t), c, cmdclient.Command{
 				Argv: []string{"sh", "-c", `echo "out $0"; sleep 0.1; echo "err $0" >&2; exit $(($0 % 7))`, strconv.Itoa(i)},
 			}, nil)
 			got[i], errs[i] = resultOf(exit), err
@@ -350,9 +380,9 @@ func TestLargeOutputIntact(t *testing.T) {
 	s := startServer(t, nil)
 	c, _ := clientFor(t, s)
 	var live [2]bytes.Buffer
-	exit, err := c.Exec(execCtx(t), cmdclient.Command{
+	exit, err := execOut(execCtx(t), c, cmdclient.Command{
 		Argv: []string{"sh", "-c", "seq 1 1200000; seq 1 100000 >&2"},
-	}, func(st cmdclient.Stream, p []byte) { live[st-1].Write(p) })
+	}, func(st int, p []byte) { live[st-1].Write(p) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -401,7 +431,7 @@ func pidOf(t *testing.T, b []byte) int {
 func TestBackgroundSurvivesAndShutdownKillsIt(t *testing.T) {
 	s := startServer(t, nil)
 	c, _ := clientFor(t, s)
-	exit, err := c.Exec(execCtx(t), cmdclient.Command{Argv: []string{"sh", "-c", "nohup sleep 300 >/dev/null 2>&1 & echo $!"}}, nil)
+	exit, err := execOut(execCtx(t), c, cmdclient.Command{Argv: []string{"sh", "-c", "nohup sleep 300 >/dev/null 2>&1 & echo $!"}}, nil)
 	if err != nil || exit.Code != 0 {
 		t.Fatalf("Exec = %+v, %v", exit, err)
 	}
@@ -412,7 +442,7 @@ func TestBackgroundSurvivesAndShutdownKillsIt(t *testing.T) {
 	// A background child that keeps the output pipe open does not hold
 	// up the Exit beyond the drain.
 	start := time.Now()
-	exit, err = c.Exec(execCtx(t), cmdclient.Command{Argv: []string{"sh", "-c", "sleep 300 & echo started"}}, nil)
+	exit, err = execOut(execCtx(t), c, cmdclient.Command{Argv: []string{"sh", "-c", "sleep 300 & echo started"}}, nil)
 	if err != nil || string(exit.Stdout) != "started\n" {
 		t.Fatalf("Exec = %+v, %v", exit, err)
 	}
@@ -435,7 +465,7 @@ func TestBackgroundSurvivesAndShutdownKillsIt(t *testing.T) {
 	if alive(pid) {
 		t.Errorf("background sleep %d alive after Shutdown", pid)
 	}
-	if _, err := c.Exec(ctx, cmdclient.Command{Argv: []string{"true"}}, nil); !errors.Is(err, cmdclient.ErrClosed) {
+	if _, err := execOut(ctx, c, cmdclient.Command{Argv: []string{"true"}}, nil); !errors.Is(err, cmdclient.ErrClosed) {
 		t.Errorf("Exec after Shutdown: %v, want ErrClosed", err)
 	}
 }
@@ -444,7 +474,7 @@ func TestTimeoutKillsGrandchild(t *testing.T) {
 	s := startServer(t, nil)
 	c, _ := clientFor(t, s)
 	pidFile := filepath.Join(t.TempDir(), "pid")
-	exit, err := c.Exec(execCtx(t), cmdclient.Command{
+	exit, err := execOut(execCtx(t), c, cmdclient.Command{
 		Argv:    []string{"sh", "-c", `sh -c 'sleep 300 & echo $! > "$0"; wait' "$0"; echo unreachable`, pidFile},
 		Timeout: 300 * time.Millisecond,
 	}, nil)
@@ -469,12 +499,12 @@ func TestTimeoutKillsGrandchild(t *testing.T) {
 func TestBridgeStopLoopIsFast(t *testing.T) {
 	s := startServer(t, nil)
 	c, _ := clientFor(t, s)
-	exit, err := c.Exec(execCtx(t), cmdclient.Command{Argv: []string{"sh", "-c", "nohup sleep 300 >/dev/null 2>&1 & echo $!"}}, nil)
+	exit, err := execOut(execCtx(t), c, cmdclient.Command{Argv: []string{"sh", "-c", "nohup sleep 300 >/dev/null 2>&1 & echo $!"}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	pid := strings.TrimSpace(string(exit.Stdout))
-	exit, err = c.Exec(execCtx(t), cmdclient.Command{
+	exit, err = execOut(execCtx(t), c, cmdclient.Command{
 		Argv: []string{"sh", "-c", `kill $0; n=0; while kill -0 $0 2>/dev/null && [ $n -lt 200 ]; do sleep 0.01; n=$((n+1)); done; echo $n`, pid},
 	}, nil)
 	if err != nil {
@@ -494,7 +524,7 @@ func TestSignalAndCancel(t *testing.T) {
 	s := startServer(t, nil)
 	c, _ := clientFor(t, s)
 
-	p, err := c.Start(cmdclient.Command{Argv: []string{"sh", "-c", "echo ready; exec sleep 300"}}, nil)
+	p, err := c.Start(cmdclient.Command{Argv: []string{"sh", "-c", "echo ready; exec sleep 300"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -506,7 +536,7 @@ func TestSignalAndCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	if exit.Signal != "SIGTERM" || exit.Code != 143 {
-		t.Errorf("after Signal TERM: %+v, want SIGTERM, 143", resultOf(exit))
+		t.Errorf("after Signal TERM: %+v, want SIGTERM, 143", resultOf(ran{Exit: exit}))
 	}
 
 	pidFile := filepath.Join(t.TempDir(), "pid")
@@ -515,8 +545,8 @@ func TestSignalAndCancel(t *testing.T) {
 	var once sync.Once
 	errc := make(chan error, 1)
 	go func() {
-		_, err := c.Exec(ctx, cmdclient.Command{Argv: []string{"sh", "-c", `sleep 300 & echo $! > "$0"; echo go; wait`, pidFile}},
-			func(cmdclient.Stream, []byte) { once.Do(func() { close(started) }) })
+		_, err := execOut(ctx, c, cmdclient.Command{Argv: []string{"sh", "-c", `sleep 300 & echo $! > "$0"; echo go; wait`, pidFile}},
+			func(int, []byte) { once.Do(func() { close(started) }) })
 		errc <- err
 	}()
 	<-started
@@ -538,9 +568,9 @@ func TestReconnectMidCommand(t *testing.T) {
 	c, o := clientFor(t, s)
 	var live [2]bytes.Buffer
 	var once sync.Once
-	exit, err := c.Exec(execCtx(t), cmdclient.Command{
+	exit, err := execOut(execCtx(t), c, cmdclient.Command{
 		Argv: []string{"sh", "-c", "seq 1 300000; seq 1 200000 >&2; sleep 0.2; seq 300001 400000"},
-	}, func(st cmdclient.Stream, p []byte) {
+	}, func(st int, p []byte) {
 		live[st-1].Write(p)
 		if live[0].Len() > 1<<20 {
 			// From the reader itself, while the server pumps: frames
@@ -569,7 +599,7 @@ func TestReconnectMidCommand(t *testing.T) {
 		t.Errorf("Opens = %d, want 2 after one break", got)
 	}
 	// The stream is usable again.
-	exit, err = c.Exec(execCtx(t), cmdclient.Command{Argv: []string{"echo", "again"}}, nil)
+	exit, err = execOut(execCtx(t), c, cmdclient.Command{Argv: []string{"echo", "again"}}, nil)
 	if err != nil || string(exit.Stdout) != "again\n" {
 		t.Errorf("Exec after reconnect = %+v, %v", resultOf(exit), err)
 	}
@@ -595,8 +625,8 @@ func TestReconnectCommandEndedMeanwhile(t *testing.T) {
 		opts.OnReopen = func() { reopens.Add(1) }
 	})
 	var once sync.Once
-	exit, err := c.Exec(execCtx(t), cmdclient.Command{Argv: []string{"sh", "-c", "echo first; sleep 0.05; echo second >&2"}},
-		func(cmdclient.Stream, []byte) { once.Do(o.breakStream) })
+	exit, err := execOut(execCtx(t), c, cmdclient.Command{Argv: []string{"sh", "-c", "echo first; sleep 0.05; echo second >&2"}},
+		func(int, []byte) { once.Do(o.breakStream) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -615,7 +645,7 @@ func TestReconnectGivesUp(t *testing.T) {
 	s := startServer(t, nil)
 	o := &connOpener{socket: s.socket}
 	c := newClient(t, o.open, func(opts *cmdclient.Options) { opts.ReconnectTimeout = 200 * time.Millisecond })
-	p, err := c.Start(cmdclient.Command{Argv: []string{"sleep", "300"}}, nil)
+	p, err := c.Start(cmdclient.Command{Argv: []string{"sleep", "300"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -633,7 +663,7 @@ func TestReconnectGivesUp(t *testing.T) {
 	if d := time.Since(start); d > 30*time.Second {
 		t.Errorf("Wait failed after %v, want about the 200ms ReconnectTimeout", d)
 	}
-	if _, err := c.Exec(execCtx(t), cmdclient.Command{Argv: []string{"true"}}, nil); err == nil {
+	if _, err := execOut(execCtx(t), c, cmdclient.Command{Argv: []string{"true"}}, nil); err == nil {
 		t.Error("Exec on a client that gave up succeeded")
 	}
 }
@@ -667,7 +697,7 @@ func (p *pipeStream) Close() error {
 func TestAttachRelayInProcess(t *testing.T) {
 	s := startServer(t, nil)
 	c := newClient(t, pipeOpener(s.socket), nil)
-	exit, err := c.Exec(execCtx(t), cmdclient.Command{Argv: []string{"cat"}, Stdin: []byte("via relay")}, nil)
+	exit, err := execOut(execCtx(t), c, cmdclient.Command{Argv: []string{"cat"}, Stdin: bytes.NewReader([]byte("via relay"))}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -733,7 +763,7 @@ func TestAttachRelaySpawnsServer(t *testing.T) {
 	socket := tempSocket(t)
 	o := &subprocessOpener{socket: socket}
 	c1 := newClient(t, o.open, nil)
-	exit, err := c1.Exec(execCtx(t), cmdclient.Command{Argv: []string{"sh", "-c", "echo $PPID; cut -d' ' -f6 /proc/$PPID/stat"}}, nil)
+	exit, err := execOut(execCtx(t), c1, cmdclient.Command{Argv: []string{"sh", "-c", "echo $PPID; cut -d' ' -f6 /proc/$PPID/stat"}}, nil)
 	if err != nil || exit.Code != 0 {
 		t.Fatalf("Exec = %+v, %v", resultOf(exit), err)
 	}
@@ -766,7 +796,7 @@ func TestAttachRelaySpawnsServer(t *testing.T) {
 	}
 
 	c2 := newClient(t, o.open, nil)
-	exit, err = c2.Exec(execCtx(t), cmdclient.Command{Argv: []string{"sh", "-c", "echo $PPID"}}, nil)
+	exit, err = execOut(execCtx(t), c2, cmdclient.Command{Argv: []string{"sh", "-c", "echo $PPID"}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -814,7 +844,7 @@ func BenchmarkExecRoundTrip(b *testing.B) {
 	ctx := context.Background()
 	start := time.Now()
 	for b.Loop() {
-		exit, err := c.Exec(ctx, cmdclient.Command{Argv: []string{"true"}}, nil)
+		exit, err := execOut(ctx, c, cmdclient.Command{Argv: []string{"true"}}, nil)
 		if err != nil || exit.Code != 0 {
 			b.Fatalf("Exec = %+v, %v", exit, err)
 		}

@@ -2,33 +2,16 @@ package cmdclient
 
 import (
 	"context"
-	"fmt"
+	"io"
+	"sync"
 	"time"
 
 	"github.com/pcsync/pcsync/pkg/sandbox/wire"
 )
 
-// Stream names a command's output stream.
-type Stream uint8
-
-// The output streams.
-const (
-	Stdout Stream = 1
-	Stderr Stream = 2
-)
-
-// String returns "stdout" or "stderr".
-func (s Stream) String() string {
-	switch s {
-	case Stdout:
-		return "stdout"
-	case Stderr:
-		return "stderr"
-	}
-	return fmt.Sprintf("Stream(%d)", uint8(s))
-}
-
-// Command is what Exec runs.
+// Command is what Exec runs. Its stdin and output are streams, in the
+// shape of client-go's remotecommand.StreamOptions: the client holds none
+// of them.
 type Command struct {
 	// Argv is run as is, without a shell; Argv[0] is looked up in PATH.
 	Argv []string
@@ -38,14 +21,25 @@ type Command struct {
 	// environment overlaid with Env when BaseEnv is set.
 	Env     map[string]string
 	BaseEnv bool
-	// Stdin is the command's whole stdin; nil: /dev/null.
-	Stdin []byte
+	// Stdin, if not nil, is read once the command is started, from a
+	// goroutine of the client, and sent as the command's stdin, which is
+	// closed at its EOF; nil: /dev/null. A read error other than EOF fails
+	// the command (and kills it); so does a stream that breaks before EOF
+	// was sent (how much arrived is unknown).
+	Stdin io.Reader
+	// Stdout and Stderr, if not nil, are written each chunk of output as
+	// it arrives, in order, from the client's reader goroutine (a slow
+	// writer holds up the stream's other commands); nil: the output is
+	// dropped. A write error fails the command (and kills it). No write
+	// happens once Wait has returned.
+	Stdout, Stderr io.Writer
 	// Timeout > 0 makes the server SIGKILL the command's process group
 	// after it (Exit.TimedOut).
 	Timeout time.Duration
 }
 
-// Exit is how a command ended, with its whole output.
+// Exit is how a command ended; its output went to Command.Stdout and
+// Command.Stderr.
 type Exit struct {
 	// Code is the exit status: 128+N when killed by signal N, 127 when
 	// the executable was not found, 126 when it could not start.
@@ -56,37 +50,31 @@ type Exit struct {
 	TimedOut bool
 	// Error says why the command could not start, or "".
 	Error string
-	// Stdout and Stderr are everything the command wrote.
-	Stdout, Stderr []byte
 }
 
 // Process is a command started by Start.
 type Process struct {
-	c        *Client
-	id       uint32
-	cmd      Command
-	onOutput func(Stream, []byte)
+	c   *Client
+	id  uint32
+	cmd Command
+	// outMu is held while its output is written (Wait takes it before it
+	// returns, so that no write follows).
+	outMu sync.Mutex
 
 	// Guarded by c.mu.
-	stdout, stderr []byte
-	startSent      bool
-	abandoned      bool
-	exit           Exit
-	err            error
-	done           chan struct{}
+	// stdout and stderr count the output delivered (Attach's offsets).
+	stdout, stderr int64
+	// startSent: its Start went out; stdinOpen: its stdin is being sent
+	// (from Start until StdinClose went out).
+	startSent, stdinOpen bool
+	abandoned            bool
+	exit                 Exit
+	err                  error
+	done                 chan struct{}
 }
 
 // ID is the command's id on the server.
 func (p *Process) ID() uint32 { return p.id }
-
-// output is the command's output received so far on stream s. c.mu is
-// held.
-func (p *Process) output(s Stream) *[]byte {
-	if s == Stderr {
-		return &p.stderr
-	}
-	return &p.stdout
-}
 
 // Wait waits for the command to end and returns its Exit. If ctx ends
 // first, Wait SIGKILLs the command's process group, stops collecting its
@@ -94,6 +82,7 @@ func (p *Process) output(s Stream) *[]byte {
 func (p *Process) Wait(ctx context.Context) (Exit, error) {
 	select {
 	case <-p.done:
+		p.writesDone()
 		return p.exit, p.err
 	case <-ctx.Done():
 	}
@@ -102,11 +91,13 @@ func (p *Process) Wait(ctx context.Context) (Exit, error) {
 	select {
 	case <-p.done:
 		c.mu.Unlock()
+		p.writesDone()
 		return p.exit, p.err
 	default:
 	}
 	p.abandoned = true
 	c.mu.Unlock()
+	p.writesDone()
 	go func() {
 		if c.send(killFrame(p.id), releaseFrame(p.id)) == nil {
 			c.mu.Lock()
@@ -119,27 +110,25 @@ func (p *Process) Wait(ctx context.Context) (Exit, error) {
 	return Exit{}, ctx.Err()
 }
 
+// writesDone waits for a write of the command's output in progress: once
+// the command ended (or was abandoned), none follows.
+func (p *Process) writesDone() {
+	p.outMu.Lock()
+	p.outMu.Unlock() //nolint:staticcheck // a barrier
+}
+
 // Signal sends sig (TERM, KILL, INT or HUP) to the command's process group.
 func (p *Process) Signal(ctx context.Context, sig string) error {
 	return p.c.Signal(ctx, p.id, sig)
 }
 
-// startFrames are Start, then the stdin and StdinClose if any.
-func startFrames(p *Process) []wire.Frame {
+// startFrame is the command's Start.
+func startFrame(p *Process) wire.Frame {
 	cmd := p.cmd
-	fs := []wire.Frame{wire.JSON(wire.Start, p.id, wire.StartPayload{
+	return wire.JSON(wire.Start, p.id, wire.StartPayload{
 		Argv: cmd.Argv, Cwd: cmd.Cwd, Env: cmd.Env, BaseEnv: cmd.BaseEnv,
 		TimeoutMs: cmd.Timeout.Milliseconds(), Stdin: cmd.Stdin != nil,
-	})}
-	if cmd.Stdin == nil {
-		return fs
-	}
-	for in := cmd.Stdin; len(in) > 0; {
-		n := min(len(in), wire.MaxPayload)
-		fs = append(fs, wire.Frame{Type: wire.Stdin, ID: p.id, Payload: in[:n]})
-		in = in[n:]
-	}
-	return append(fs, wire.Frame{Type: wire.StdinClose, ID: p.id})
+	})
 }
 
 func killFrame(id uint32) wire.Frame {

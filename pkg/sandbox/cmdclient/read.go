@@ -43,25 +43,33 @@ func (c *Client) readLoop(r *wire.Reader) error {
 	}
 }
 
-// gotOutput keeps a chunk of a command's output and hands it to the
-// command's onOutput.
+// gotOutput writes a chunk of a command's output to the command's Stdout
+// or Stderr, and counts it.
 func (c *Client) gotOutput(f wire.Frame) error {
-	s := Stdout
-	if f.Type == wire.Stderr {
-		s = Stderr
-	}
 	c.mu.Lock()
 	p := c.procs[f.ID]
-	if p == nil || p.abandoned {
+	c.mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	p.outMu.Lock()
+	defer p.outMu.Unlock()
+	c.mu.Lock()
+	if c.procs[f.ID] != p || p.abandoned {
 		c.mu.Unlock()
 		return nil
 	}
-	out := p.output(s)
-	*out = append(*out, f.Payload...)
-	cb := p.onOutput
+	w, n, name := p.cmd.Stdout, &p.stdout, "stdout"
+	if f.Type == wire.Stderr {
+		w, n, name = p.cmd.Stderr, &p.stderr, "stderr"
+	}
+	*n += int64(len(f.Payload))
 	c.mu.Unlock()
-	if cb != nil {
-		cb(s, f.Payload)
+	if w == nil {
+		return nil
+	}
+	if _, err := w.Write(f.Payload); err != nil {
+		c.failProcess(p, fmt.Errorf("cmdclient: command %d: write %s: %w", p.id, name, err))
 	}
 	return nil
 }
@@ -74,7 +82,7 @@ func (c *Client) gotExit(f wire.Frame) error {
 	}
 	c.mu.Lock()
 	if p := c.procs[f.ID]; p != nil {
-		c.finishLocked(p, Exit{Code: e.ExitCode, Signal: e.Signal, TimedOut: e.TimedOut, Error: e.Error, Stdout: p.stdout, Stderr: p.stderr}, nil)
+		c.finishLocked(p, Exit{Code: e.ExitCode, Signal: e.Signal, TimedOut: e.TimedOut, Error: e.Error}, nil)
 	}
 	c.mu.Unlock()
 	go c.send(releaseFrame(f.ID))

@@ -2,6 +2,10 @@ package cmdclient_test
 
 import (
 	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,7 +21,7 @@ func TestCloseInterruptsReconnect(t *testing.T) {
 	c := newClient(t, o.open, func(opts *cmdclient.Options) {
 		opts.Backoff, opts.MaxBackoff, opts.ReconnectTimeout = time.Hour, time.Hour, time.Hour
 	})
-	p, err := c.Start(cmdclient.Command{Argv: []string{"sleep", "300"}}, nil)
+	p, err := c.Start(cmdclient.Command{Argv: []string{"sleep", "300"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,5 +42,39 @@ func TestCloseInterruptsReconnect(t *testing.T) {
 	}
 	if _, err := p.Wait(execCtx(t)); !errors.Is(err, cmdclient.ErrClosed) {
 		t.Errorf("Wait: %v, want ErrClosed", err)
+	}
+}
+
+// TestReconnectWhileStdinIsSent: a stream that breaks while a command's
+// stdin is still being sent fails that command (how much of its stdin
+// arrived is unknown) and kills it; a command started after it runs on
+// the reopened stream.
+func TestReconnectWhileStdinIsSent(t *testing.T) {
+	s := startServer(t, nil)
+	o := &connOpener{socket: s.socket}
+	c := newClient(t, o.open, nil)
+	r, w := io.Pipe()
+	defer w.Close()
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	p, err := c.Start(cmdclient.Command{Argv: []string{"sh", "-c", `echo $$ > "$0"; exec cat >/dev/null`, pidFile}, Stdin: r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write([]byte("part of it")); err != nil { // the pump has read it: stdin is open
+		t.Fatal(err)
+	}
+	o.breakStream()
+	_, err = p.Wait(execCtx(t))
+	if err == nil || !strings.Contains(err.Error(), "stream broke while its stdin was being sent") {
+		t.Errorf("Wait: %v, want the command failed for its stdin", err)
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, pidOf(t, b))
+	got, err := execOut(execCtx(t), c, cmdclient.Command{Argv: []string{"echo", "after"}}, nil)
+	if err != nil || string(got.Stdout) != "after\n" {
+		t.Errorf("Exec after: %q, %v", got.Stdout, err)
 	}
 }

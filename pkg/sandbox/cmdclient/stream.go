@@ -174,8 +174,14 @@ func (c *Client) resume(l *link) error {
 	for _, p := range started {
 		p.startSent = true
 	}
-	c.mu.Unlock()
 	c.rwc, c.connected = l.rwc, true
+	c.gen++
+	c.mu.Unlock()
+	for _, p := range started {
+		if p.cmd.Stdin != nil {
+			go c.pumpStdin(p, c.gen)
+		}
+	}
 	return nil
 }
 
@@ -209,14 +215,20 @@ func (c *Client) resumeLocked(hello wire.HelloOKPayload) ([]wire.Frame, []*Proce
 				frames = append(frames, killFrame(id), releaseFrame(id))
 			}
 		case !p.startSent && !running[id]:
-			frames = append(frames, startFrames(p)...)
+			frames = append(frames, startFrame(p))
 			started = append(started, p)
 		case !p.startSent:
-			// The stream broke while sending its stdin: how much arrived is unknown.
+			// The stream broke while sending its Start.
 			c.finishLocked(p, Exit{}, fmt.Errorf("cmdclient: command %d: stream broke while it was being started", id))
 			frames = append(frames, killFrame(id), releaseFrame(id))
+		case p.stdinOpen:
+			// The stream broke while sending its stdin: how much arrived is unknown.
+			c.finishLocked(p, Exit{}, fmt.Errorf("cmdclient: command %d: stream broke while its stdin was being sent", id))
+			if running[id] {
+				frames = append(frames, killFrame(id), releaseFrame(id))
+			}
 		case running[id]:
-			frames = append(frames, wire.JSON(wire.Attach, id, wire.AttachPayload{Stdout: int64(len(p.stdout)), Stderr: int64(len(p.stderr))}))
+			frames = append(frames, wire.JSON(wire.Attach, id, wire.AttachPayload{Stdout: p.stdout, Stderr: p.stderr}))
 		default:
 			c.finishLocked(p, Exit{}, fmt.Errorf("cmdclient: command %d lost: the sandbox server no longer knows it", id))
 		}
