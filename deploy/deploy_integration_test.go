@@ -36,6 +36,7 @@ import (
 	"github.com/pcsync/pcsync/internal/doctor"
 	"github.com/pcsync/pcsync/internal/leader"
 	"github.com/pcsync/pcsync/internal/testcluster"
+	"github.com/pcsync/pcsync/internal/testkustomize"
 	"github.com/pcsync/pcsync/pkg/apply"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/introspect"
@@ -120,7 +121,7 @@ func TestBaseServerSideDryRun(t *testing.T) {
 	if diff := cmp.Diff(want, kinds); diff != "" {
 		t.Errorf("objects of deploy/base (-want +got):\n%s", diff)
 	}
-	ns := typed[corev1.Namespace](t, find(objs, "Namespace", "pcsync-system"))
+	ns := typed[corev1.Namespace](t, testkustomize.Find(objs, "Namespace", "pcsync-system"))
 	if diff := cmp.Diff(map[string]string{"enforce": "restricted", "audit": "restricted", "warn": "restricted"}, map[string]string{
 		"enforce": ns.Labels["pod-security.kubernetes.io/enforce"], "audit": ns.Labels["pod-security.kubernetes.io/audit"],
 		"warn": ns.Labels["pod-security.kubernetes.io/warn"]}); diff != "" {
@@ -133,7 +134,7 @@ func TestBaseServerSideDryRun(t *testing.T) {
 	a := newApplier(t, cfg)
 	// Namespaced objects can only be dry-run in a namespace that exists,
 	// and a pod only with its service account.
-	for _, o := range []*unstructured.Unstructured{find(objs, "Namespace", "pcsync-system"), find(objs, "ServiceAccount", "pcsync")} {
+	for _, o := range []*unstructured.Unstructured{testkustomize.Find(objs, "Namespace", "pcsync-system"), testkustomize.Find(objs, "ServiceAccount", "pcsync")} {
 		if err := a.apply(ctx, o, false); err != nil {
 			t.Fatal(err)
 		}
@@ -150,7 +151,7 @@ func TestBaseServerSideDryRun(t *testing.T) {
 
 	// The pod the Deployment makes, as the ReplicaSet controller would
 	// create it: admitted under enforce=restricted.
-	dep := typed[appsv1.Deployment](t, find(objs, "Deployment", "pcsync"))
+	dep := typed[appsv1.Deployment](t, testkustomize.Find(objs, "Deployment", "pcsync"))
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "pcsync-", Namespace: "pcsync-system", Labels: dep.Spec.Template.Labels},
 		Spec: dep.Spec.Template.Spec}
 	if err := createWhenSAExists(ctx, c.Client(), pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
@@ -195,7 +196,7 @@ func TestRBACIsSufficient(t *testing.T) {
 	}
 
 	// pcsync's own pod (created by the test as the Deployment would).
-	dep := typed[appsv1.Deployment](t, find(objs, "Deployment", "pcsync"))
+	dep := typed[appsv1.Deployment](t, testkustomize.Find(objs, "Deployment", "pcsync"))
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pcsync-5c4f-x1", Namespace: "pcsync-system"}, Spec: dep.Spec.Template.Spec}
 	if err := createWhenSAExists(ctx, cs, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

@@ -3,11 +3,8 @@
 package deploy
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"sort"
 	"testing"
@@ -18,12 +15,10 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/pcsync/pcsync/internal/doctor"
+	"github.com/pcsync/pcsync/internal/testkustomize"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/render"
 )
@@ -34,38 +29,11 @@ func build(t *testing.T) []*unstructured.Unstructured { return buildDir(t, "base
 // buildDir renders deploy/<dir> with kustomize (krusty) into objects.
 func buildDir(t *testing.T, dir string) []*unstructured.Unstructured {
 	t.Helper()
-	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
-	rm, err := k.Run(filesys.MakeFsOnDisk(), dir)
-	if err != nil {
-		t.Fatalf("kustomize build deploy/%s: %v", dir, err)
-	}
-	y, err := rm.AsYaml()
+	objs, err := testkustomize.BuildDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(y), 4096)
-	var out []*unstructured.Unstructured
-	for {
-		var m map[string]any
-		if err := dec.Decode(&m); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		if m != nil {
-			out = append(out, &unstructured.Unstructured{Object: m})
-		}
-	}
-	return out
-}
-
-func find(objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
-	for _, o := range objs {
-		if o.GetKind() == kind && o.GetName() == name {
-			return o
-		}
-	}
-	return nil
+	return objs
 }
 
 func typed[T any](t *testing.T, u *unstructured.Unstructured) *T {
@@ -103,9 +71,9 @@ func TestRBACMatchesDoctor(t *testing.T) {
 			}
 		}
 	}
-	add(typed[rbacv1.ClusterRole](t, find(objs, "ClusterRole", "pcsync")).Rules, doctor.ScopeCluster)
-	add(typed[rbacv1.ClusterRole](t, find(objs, "ClusterRole", render.PcsyncTenantClusterRole)).Rules, doctor.ScopeTenant)
-	add(typed[rbacv1.Role](t, find(objs, "Role", "pcsync")).Rules, doctor.ScopeOwnNamespace)
+	add(typed[rbacv1.ClusterRole](t, testkustomize.Find(objs, "ClusterRole", "pcsync")).Rules, doctor.ScopeCluster)
+	add(typed[rbacv1.ClusterRole](t, testkustomize.Find(objs, "ClusterRole", render.PcsyncTenantClusterRole)).Rules, doctor.ScopeTenant)
+	add(typed[rbacv1.Role](t, testkustomize.Find(objs, "Role", "pcsync")).Rules, doctor.ScopeOwnNamespace)
 	var used []string
 	for _, p := range doctor.DefaultPermissions() {
 		used = append(used, fmt.Sprintf("%s %s/%s/%s %s", p.Verb, p.Group, p.Resource, p.Name, p.Scope))
@@ -116,9 +84,9 @@ func TestRBACMatchesDoctor(t *testing.T) {
 		t.Errorf("rbac.yaml (+) against the calls pcsync makes (-):\n%s", diff)
 	}
 	// The bindings name the ServiceAccount the Deployment runs as.
-	crb := typed[rbacv1.ClusterRoleBinding](t, find(objs, "ClusterRoleBinding", "pcsync"))
-	rb := typed[rbacv1.RoleBinding](t, find(objs, "RoleBinding", "pcsync"))
-	dep := typed[appsv1.Deployment](t, find(objs, "Deployment", "pcsync"))
+	crb := typed[rbacv1.ClusterRoleBinding](t, testkustomize.Find(objs, "ClusterRoleBinding", "pcsync"))
+	rb := typed[rbacv1.RoleBinding](t, testkustomize.Find(objs, "RoleBinding", "pcsync"))
+	dep := typed[appsv1.Deployment](t, testkustomize.Find(objs, "Deployment", "pcsync"))
 	got := []string{crb.Subjects[0].Namespace + "/" + crb.Subjects[0].Name, rb.Subjects[0].Namespace + "/" + rb.Subjects[0].Name,
 		dep.Namespace + "/" + dep.Spec.Template.Spec.ServiceAccountName}
 	// And the default of Settings spec.pcsync.serviceAccount, which every
@@ -147,7 +115,7 @@ func TestRBACMatchesDoctor(t *testing.T) {
 // false), pcsync's container mounts a projected token at the path client-go
 // reads, git-sync mounts none, and every emptyDir has a sizeLimit.
 func TestPodTokenOnlyForPcsync(t *testing.T) {
-	dep := typed[appsv1.Deployment](t, find(build(t), "Deployment", "pcsync"))
+	dep := typed[appsv1.Deployment](t, testkustomize.Find(build(t), "Deployment", "pcsync"))
 	spec := dep.Spec.Template.Spec
 	if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
 		t.Errorf("automountServiceAccountToken = %v, want false", spec.AutomountServiceAccountToken)
@@ -195,7 +163,7 @@ func TestArgoCDSidecarIsPcsyncImage(t *testing.T) {
 	if err := sigsyaml.Unmarshal(patch, &dep); err != nil {
 		t.Fatalf("argocd/repo-server/repo-server-patch.yaml: %v", err)
 	}
-	base := typed[appsv1.Deployment](t, find(build(t), "Deployment", "pcsync"))
+	base := typed[appsv1.Deployment](t, testkustomize.Find(build(t), "Deployment", "pcsync"))
 	var got []string
 	for _, c := range dep.Spec.Template.Spec.Containers {
 		got = append(got, c.Name+"="+c.Image)
@@ -205,7 +173,7 @@ func TestArgoCDSidecarIsPcsyncImage(t *testing.T) {
 	}
 
 	objs := buildDir(t, "argocd")
-	cm := typed[corev1.ConfigMap](t, find(objs, "ConfigMap", "pcsync-cmp"))
+	cm := typed[corev1.ConfigMap](t, testkustomize.Find(objs, "ConfigMap", "pcsync-cmp"))
 	var plugin struct {
 		Metadata struct{ Name string }
 		Spec     struct{ Version string }
@@ -213,7 +181,7 @@ func TestArgoCDSidecarIsPcsyncImage(t *testing.T) {
 	if err := sigsyaml.Unmarshal([]byte(cm.Data["plugin.yaml"]), &plugin); err != nil {
 		t.Fatal(err)
 	}
-	app := find(objs, "Application", "paperclip-tenants")
+	app := testkustomize.Find(objs, "Application", "paperclip-tenants")
 	if app == nil {
 		t.Fatal("deploy/argocd has no Application paperclip-tenants")
 	}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/pcsync/pcsync/internal/testcluster"
+	"github.com/pcsync/pcsync/internal/testkustomize"
 )
 
 // TestPaperclipServerSideDryRun server-side dry-run applies every object
@@ -27,7 +28,7 @@ func TestPaperclipServerSideDryRun(t *testing.T) {
 	w := &warnings{}
 	cfg.WarningHandler = w
 	a := newApplier(t, cfg)
-	for _, o := range []*unstructured.Unstructured{find(objs, "Namespace", "paperclip"), find(objs, "ServiceAccount", "pcsync")} {
+	for _, o := range []*unstructured.Unstructured{testkustomize.Find(objs, "Namespace", "paperclip"), testkustomize.Find(objs, "ServiceAccount", "pcsync")} {
 		if err := a.apply(ctx, o, false); err != nil {
 			t.Fatal(err)
 		}
@@ -41,7 +42,7 @@ func TestPaperclipServerSideDryRun(t *testing.T) {
 	if len(w.list) > 0 {
 		t.Errorf("API server warnings (Pod Security warn mode, deprecations):\n%s", strings.Join(w.list, "\n"))
 	}
-	dep := typed[appsv1.Deployment](t, find(objs, "Deployment", "paperclip-server"))
+	dep := typed[appsv1.Deployment](t, testkustomize.Find(objs, "Deployment", "paperclip-server"))
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "paperclip-server-", Namespace: "paperclip", Labels: dep.Spec.Template.Labels},
 		Spec: dep.Spec.Template.Spec}
 	if err := createWhenSAExists(ctx, c.Client(), pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 
+	"github.com/pcsync/pcsync/internal/testkustomize"
 	"github.com/pcsync/pcsync/pkg/config"
 )
 
@@ -38,13 +39,13 @@ func TestPaperclipOverlay(t *testing.T) {
 	if diff := cmp.Diff(want, kinds); diff != "" {
 		t.Errorf("objects of deploy/paperclip (-want +got):\n%s", diff)
 	}
-	ns := typed[corev1.Namespace](t, find(objs, "Namespace", "paperclip"))
+	ns := typed[corev1.Namespace](t, testkustomize.Find(objs, "Namespace", "paperclip"))
 	if got := ns.Labels["pod-security.kubernetes.io/enforce"]; got != "restricted" {
 		t.Errorf("namespace paperclip enforces Pod Security %q, want restricted", got)
 	}
-	crb := typed[rbacv1.ClusterRoleBinding](t, find(objs, "ClusterRoleBinding", "pcsync"))
-	rb := typed[rbacv1.RoleBinding](t, find(objs, "RoleBinding", "pcsync"))
-	dep := typed[appsv1.Deployment](t, find(objs, "Deployment", "paperclip-server"))
+	crb := typed[rbacv1.ClusterRoleBinding](t, testkustomize.Find(objs, "ClusterRoleBinding", "pcsync"))
+	rb := typed[rbacv1.RoleBinding](t, testkustomize.Find(objs, "RoleBinding", "pcsync"))
+	dep := typed[appsv1.Deployment](t, testkustomize.Find(objs, "Deployment", "paperclip-server"))
 	pod := dep.Spec.Template.Spec
 	got := []string{crb.Subjects[0].Namespace + "/" + crb.Subjects[0].Name, rb.Subjects[0].Namespace + "/" + rb.Subjects[0].Name,
 		dep.Namespace + "/" + pod.ServiceAccountName}
@@ -61,7 +62,7 @@ func TestPaperclipOverlay(t *testing.T) {
 	if spool == nil || spool.PersistentVolumeClaim == nil || spool.PersistentVolumeClaim.ClaimName != "paperclip-spool" {
 		t.Fatalf("the spool volume is %+v, want the PersistentVolumeClaim paperclip-spool", spool)
 	}
-	pvc := typed[corev1.PersistentVolumeClaim](t, find(objs, "PersistentVolumeClaim", "paperclip-spool"))
+	pvc := typed[corev1.PersistentVolumeClaim](t, testkustomize.Find(objs, "PersistentVolumeClaim", "paperclip-spool"))
 	if diff := cmp.Diff([]corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, pvc.Spec.AccessModes); diff != "" {
 		t.Errorf("access modes of the spool's claim (-want +got):\n%s", diff)
 	}
@@ -109,7 +110,7 @@ func TestPaperclipOverlay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := typed[corev1.Service](t, find(objs, "Service", "paperclip-server"))
+	svc := typed[corev1.Service](t, testkustomize.Find(objs, "Service", "paperclip-server"))
 	url := "http://" + svc.Name + "." + svc.Namespace + ".svc:" + strconv.Itoa(int(svc.Spec.Ports[0].Port))
 	if url != m.ServerURL() {
 		t.Errorf("the Service is %s, a default config sends agent pods to %s", url, m.ServerURL())
@@ -123,7 +124,7 @@ func TestPaperclipOverlay(t *testing.T) {
 	if srv.Namespace != dep.Namespace {
 		t.Errorf("spec.server.namespace %s, the Paperclip pod is in %s", srv.Namespace, dep.Namespace)
 	}
-	metrics := typed[corev1.Service](t, find(objs, "Service", "pcsync-metrics"))
+	metrics := typed[corev1.Service](t, testkustomize.Find(objs, "Service", "pcsync-metrics"))
 	if diff := cmp.Diff(map[string]string{"app": "paperclip-server"}, metrics.Spec.Selector); diff != "" {
 		t.Errorf("pcsync-metrics selector (-want +got):\n%s", diff)
 	}

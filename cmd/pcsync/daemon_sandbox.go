@@ -83,9 +83,9 @@ func (d *daemonFlags) stateDirectory() string {
 // daemon's ApplySet ID: the replicas of one deployment share it, another
 // deployment on the cluster has its own. The owner's pool Lease takes the
 // leader-election Lease's timings.
-func (f *sandboxFlags) runner(g *globalOptions, d *daemonFlags, self *introspect.Self, m *metrics.Metrics) func(context.Context, func() *config.Model) error {
+func (f *sandboxFlags) runner(g *globalOptions, d *daemonFlags, self *introspect.Self, m *metrics.Metrics) func(context.Context, func() *config.Model, <-chan struct{}) error {
 	stateDir := d.stateDirectory()
-	return func(ctx context.Context, model func() *config.Model) error {
+	return func(ctx context.Context, model func() *config.Model, changed <-chan struct{}) error {
 		cfg, err := g.Kube.RESTConfig()
 		if err != nil {
 			return err
@@ -122,10 +122,26 @@ func (f *sandboxFlags) runner(g *globalOptions, d *daemonFlags, self *introspect
 			return err
 		}
 		defer mgr.Close()
+		fwd, stopFwd := context.WithCancel(ctx)
+		defer stopFwd()
+		go forwardConfigChanges(fwd, changed, mgr)
 		socket := f.socket
 		if socket == "" {
 			socket = filepath.Join(stateDir, sandbox.SocketName)
 		}
 		return sandbox.NewAPI(mgr, socket).WithHello(f.hello).Serve(ctx)
+	}
+}
+
+// forwardConfigChanges tells mgr of each config the daemon loads (its warm
+// pools follow at once), until ctx ends.
+func forwardConfigChanges(ctx context.Context, changed <-chan struct{}, mgr *sandbox.Manager) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+			mgr.ConfigChanged()
+		}
 	}
 }

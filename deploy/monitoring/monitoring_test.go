@@ -8,11 +8,8 @@
 package monitoring
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"os"
 	"regexp"
@@ -23,12 +20,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
 	"github.com/pcsync/pcsync/internal/agentpod"
+	"github.com/pcsync/pcsync/internal/testkustomize"
 )
 
 // ruleFile is a Prometheus rules file.
@@ -141,37 +136,11 @@ func TestAlertsHaveSummaryAndRunbook(t *testing.T) {
 // build renders a kustomization with kustomize (krusty) into objects.
 func build(t *testing.T, dir string) []*unstructured.Unstructured {
 	t.Helper()
-	rm, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
-	if err != nil {
-		t.Fatalf("kustomize build %s: %v", dir, err)
-	}
-	y, err := rm.AsYaml()
+	objs, err := testkustomize.BuildDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(y), 4096)
-	var out []*unstructured.Unstructured
-	for {
-		var m map[string]any
-		if err := dec.Decode(&m); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		if m != nil {
-			out = append(out, &unstructured.Unstructured{Object: m})
-		}
-	}
-	return out
-}
-
-func find(objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
-	for _, o := range objs {
-		if o.GetKind() == kind && o.GetName() == name {
-			return o
-		}
-	}
-	return nil
+	return objs
 }
 
 // TestServiceMonitorSelectsBaseService: the kustomization builds; its
@@ -181,8 +150,8 @@ func find(objs []*unstructured.Unstructured, kind, name string) *unstructured.Un
 func TestServiceMonitorSelectsBaseService(t *testing.T) {
 	mon := build(t, ".")
 	base := build(t, "../base")
-	svc := find(base, "Service", "pcsync-metrics")
-	sm := find(mon, "ServiceMonitor", "pcsync")
+	svc := testkustomize.Find(base, "Service", "pcsync-metrics")
+	sm := testkustomize.Find(mon, "ServiceMonitor", "pcsync")
 	if svc == nil || sm == nil {
 		t.Fatalf("Service pcsync-metrics in deploy/base: %v; ServiceMonitor pcsync here: %v", svc != nil, sm != nil)
 	}
@@ -216,10 +185,10 @@ func TestServiceMonitorSelectsBaseService(t *testing.T) {
 			t.Errorf("ServiceMonitor scrapes port %q; the Service has %v", port, names)
 		}
 	}
-	if find(mon, "PrometheusRule", "pcsync") == nil {
+	if testkustomize.Find(mon, "PrometheusRule", "pcsync") == nil {
 		t.Error("no PrometheusRule pcsync")
 	}
-	cm := find(mon, "ConfigMap", "pcsync-dashboard")
+	cm := testkustomize.Find(mon, "ConfigMap", "pcsync-dashboard")
 	if cm == nil {
 		t.Fatal("no ConfigMap pcsync-dashboard")
 	}
@@ -468,7 +437,7 @@ func TestNamedMetricsAreDocumented(t *testing.T) {
 // selects the pods of the egress proxy render makes (their role label) in
 // every namespace, on the port render names metrics.
 func TestPodMonitorSelectsEgressProxies(t *testing.T) {
-	pm := find(build(t, "."), "PodMonitor", "pcsync-egress-proxy")
+	pm := testkustomize.Find(build(t, "."), "PodMonitor", "pcsync-egress-proxy")
 	if pm == nil {
 		t.Fatal("no PodMonitor pcsync-egress-proxy")
 	}

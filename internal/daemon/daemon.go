@@ -83,9 +83,11 @@ type Options struct {
 	APIServer rest.Interface
 	// Sandbox, when set, runs beside the runs loop (while this replica
 	// leads, once a valid config is loaded) and serves Paperclip's sandbox
-	// leases (pkg/sandbox); model returns the last good config. It returns
+	// leases (pkg/sandbox); model returns the last good config, and
+	// changed receives when the config loop loads another (one value
+	// pending at most: a receive means "read model again"). It returns
 	// when ctx ends.
-	Sandbox func(ctx context.Context, model func() *config.Model) error
+	Sandbox func(ctx context.Context, model func() *config.Model, changed <-chan struct{}) error
 	// APIServerProbeInterval is the time between two probes, and the
 	// timeout of each (at least 5s). Default DefaultAPIServerProbeInterval.
 	APIServerProbeInterval time.Duration
@@ -276,7 +278,8 @@ func (d *daemon) work(ctx context.Context) (err error) {
 	}()
 
 	var server atomic.Pointer[spool.Server]
-	loop, err := d.newLoop(&server)
+	changed := make(chan struct{}, 1)
+	loop, err := d.newLoop(&server, changed)
 	if err != nil {
 		return err
 	}
@@ -300,7 +303,7 @@ func (d *daemon) work(ctx context.Context) (err error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := d.runSandbox(ctx, loop); err != nil {
+			if err := d.runSandbox(ctx, loop, changed); err != nil {
 				sandboxErr.Store(&err)
 				cancel()
 			}
@@ -316,8 +319,9 @@ func (d *daemon) work(ctx context.Context) (err error) {
 }
 
 // newLoop makes the config loop; each model it loads also goes to the runs
-// loop's server once server holds one.
-func (d *daemon) newLoop(server *atomic.Pointer[spool.Server]) (*reconcile.Loop, error) {
+// loop's server once server holds one, and is signalled on changed (the
+// sandbox's; a signal already pending covers it).
+func (d *daemon) newLoop(server *atomic.Pointer[spool.Server], changed chan<- struct{}) (*reconcile.Loop, error) {
 	ro := d.opts.Reconcile
 	onModel := ro.OnModel
 	ro.OnModel = func(m *config.Model) {
@@ -326,6 +330,10 @@ func (d *daemon) newLoop(server *atomic.Pointer[spool.Server]) (*reconcile.Loop,
 		}
 		if s := server.Load(); s != nil {
 			s.SetModel(m)
+		}
+		select {
+		case changed <- struct{}{}:
+		default:
 		}
 	}
 	return reconcile.New(d.opts.Applier, ro)
@@ -346,14 +354,15 @@ func reconcileOnce(ctx context.Context, loop *reconcile.Loop) (stop bool, err er
 }
 
 // runSandbox runs the sandbox once the config loop has a model, until ctx
-// ends; its error is nil when ctx ended.
-func (d *daemon) runSandbox(ctx context.Context, loop *reconcile.Loop) error {
+// ends; its error is nil when ctx ended. changed tells it of each config
+// loaded after.
+func (d *daemon) runSandbox(ctx context.Context, loop *reconcile.Loop, changed <-chan struct{}) error {
 	select {
 	case <-loop.Ready():
 	case <-ctx.Done():
 		return nil
 	}
-	if err := d.opts.Sandbox(ctx, loop.Model); err != nil && ctx.Err() == nil {
+	if err := d.opts.Sandbox(ctx, loop.Model, changed); err != nil && ctx.Err() == nil {
 		return fmt.Errorf("sandbox: %w", err)
 	}
 	return nil

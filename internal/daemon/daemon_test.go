@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/pcsync/pcsync/internal/testcluster"
+	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/health"
 	"github.com/pcsync/pcsync/pkg/reconcile"
 	"github.com/pcsync/pcsync/pkg/result"
@@ -41,6 +43,44 @@ func TestConfigEditIsApplied(t *testing.T) {
 	e.files(e.dir, map[string]string{"acme.yaml": company("acme", "  quota: {pods: 7}\n")})
 	applied = e.waitFor("acme's new quota applied", func(ctx context.Context) bool { return e.quotaPods(ctx, "acme") == "7" })
 	t.Logf("config edit (changed quota) → applied: %v", applied.Sub(edited).Round(time.Millisecond))
+}
+
+// TestSandboxHearsConfigChanges: the sandbox is told of a config edit
+// when the config loop loads it (its warm pools follow at once), with no
+// reconcile interval to wait for: after the signal, its model holds the
+// new company.
+func TestSandboxHearsConfigChanges(t *testing.T) {
+	e := newEnv(t)
+	e.files(e.dir, map[string]string{"acme.yaml": company("acme", "")})
+	seen := make(chan []string, 16)
+	e.start(daemonConfig{interval: time.Hour, sandbox: func(ctx context.Context, model func() *config.Model, changed <-chan struct{}) error {
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-changed:
+				var slugs []string
+				for _, c := range model().Companies {
+					slugs = append(slugs, c.Slug())
+				}
+				seen <- slugs
+			}
+		}
+	}})
+	e.waitFor("acme applied at start", func(ctx context.Context) bool { return e.quotaPods(ctx, "acme") == "20" })
+
+	e.files(e.dir, map[string]string{"globex.yaml": company("globex", "")})
+	deadline := time.After(waitDeadline)
+	for {
+		select {
+		case slugs := <-seen:
+			if slices.Contains(slugs, "globex") {
+				return
+			}
+		case <-deadline:
+			t.Fatal("the sandbox was not told of the config that adds globex")
+		}
+	}
 }
 
 // TestGitSyncSymlinkSwapIsApplied: --config is a symbolic link that

@@ -25,6 +25,7 @@ import (
 	"github.com/pcsync/pcsync/internal/leader"
 	"github.com/pcsync/pcsync/internal/testcluster"
 	"github.com/pcsync/pcsync/pkg/apply"
+	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/reconcile"
 	"github.com/pcsync/pcsync/pkg/result"
 	"github.com/pcsync/pcsync/pkg/runs"
@@ -185,6 +186,8 @@ type daemonConfig struct {
 	leader   bool
 	runs     bool
 	spool    string
+	// sandbox, when set, is the daemon's Options.Sandbox.
+	sandbox func(ctx context.Context, model func() *config.Model, changed <-chan struct{}) error
 }
 
 // start runs a daemon on e.dir against the test cluster, serving its
@@ -232,6 +235,7 @@ func (e *env) start(dc daemonConfig) *daemonRun {
 		r.exec = &fakeExecutor{daemon: dc.name}
 		o.NewExecutor = func(context.Context) (runs.Executor, error) { return r.exec, nil }
 	}
+	o.Sandbox = dc.sandbox
 	if dc.leader {
 		lo := leader.DefaultOptions()
 		lo.Namespace, lo.Name, lo.Identity = e.ns, "pcsync", dc.name

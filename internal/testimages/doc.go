@@ -7,4 +7,5 @@
 // Files:
 //
 //	testimages.go  Build, WithFiles and Push
+//	standin.go     StandIn: a stand-in on pcsync's base, pushed
 package testimages

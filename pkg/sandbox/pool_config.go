@@ -6,9 +6,29 @@ import (
 	"time"
 )
 
-// configLoop looks for a changed config every Resync (the Manager reads
-// the current one from a func: a changed pointer is a new config), queues
-// the pools it changed, and gives the metrics the pools.
+// ConfigChanged tells the Manager that its model func returns a new
+// config: the warm pools are declared again from it at once, and the
+// pools it changed are queued (without it, the next Resync finds it). It
+// does not block; calls while one is pending count once.
+func (m *Manager) ConfigChanged() {
+	if m.pools != nil {
+		m.pools.pushConfig()
+	}
+}
+
+// pushConfig wakes the config loop; a wake already pending covers it.
+func (c *poolController) pushConfig() {
+	select {
+	case c.pushed <- struct{}{}:
+	default:
+	}
+}
+
+// configLoop looks for a changed config when one is pushed
+// (Manager.ConfigChanged) and every Resync (the Manager reads the current
+// one from a func: a changed pointer is a new config), queues the pools
+// it changed, and gives the metrics the pools. It alone declares pools
+// and reports them.
 func (c *poolController) configLoop(ctx context.Context) {
 	t := time.NewTicker(c.opts.Resync)
 	defer t.Stop()
@@ -17,6 +37,7 @@ func (c *poolController) configLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-c.pushed:
 		}
 		c.configChanged()
 		c.report()

@@ -32,8 +32,9 @@ const poolWorkers = 2
 // in the shape of client-go's controllers: an informer of the members
 // (pods labelled LabelPool and its own LabelPoolOwner, in every namespace)
 // and its lister; a rate-limited workqueue of pool keys (namespace and
-// spec hash) that the informer's events, a changed config and the end of
-// a burst of acquires fill; one sync(key) that compares the pool's
+// spec hash) that the informer's events, a changed config (pushed by
+// Manager.ConfigChanged, else found every Resync) and the end of a burst
+// of acquires fill; one sync(key) that compares the pool's
 // declaration with its members in the lister (sync.go); and expectations
 // for the creates and deletes in flight. A restarted daemon's informer
 // lists the members of the one before: it adopts them, and creates only
@@ -49,6 +50,9 @@ type poolController struct {
 	holds    *nsHolds
 	// cfg is the config the pools were last declared from.
 	cfg atomic.Pointer[poolConfig]
+	// pushed wakes the config loop for a new config (one wake pending at
+	// most).
+	pushed chan struct{}
 	// claimed marks the members (by UID) that a claim or a shrink took,
 	// until the informer sees them leave: no sync counts or deletes them,
 	// no other claim takes them. A mark is per member: no lock of the
@@ -130,6 +134,7 @@ func newPoolController(d poolDeps) *poolController {
 			workqueue.TypedRateLimitingQueueConfig[poolKey]{Name: "sandbox-pools"}),
 		exp:      newExpectations(d.opts.PendingTTL, time.Now),
 		holds:    &nsHolds{quotaBackoff: d.opts.QuotaBackoff, coldHold: d.opts.ColdHold},
+		pushed:   make(chan struct{}, 1),
 		reported: map[string]bool{}}
 	_ = c.informer.AddIndexers(cache.Indexers{poolIndex: func(obj any) ([]string, error) {
 		if k, ok := memberKey(obj); ok {

@@ -3,6 +3,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/pcsync/pcsync/pkg/config"
 )
@@ -29,6 +31,8 @@ type poolEnv struct {
 	owner string
 	cur   atomic.Pointer[config.Model]
 	pm    *Manager
+	// resync is the pool Managers' PoolOptions.Resync; default 100ms.
+	resync time.Duration
 }
 
 func newPoolEnv(t *testing.T, count int) *poolEnv {
@@ -59,13 +63,18 @@ func newPoolTenant(t *testing.T, count int) *poolEnv {
 // owner's pool Lease (short timings), on a state directory of its own;
 // the caller closes it.
 func (e *poolEnv) poolManager(identity string) (*Manager, error) {
+	return e.poolManagerOn(identity, e.c.RESTConfig())
+}
+
+// poolManagerOn is poolManager reaching the cluster through cfg.
+func (e *poolEnv) poolManagerOn(identity string, cfg *rest.Config) (*Manager, error) {
 	o := DefaultOptions(filepath.Join(e.hostDir, "pool-state-"+identity))
 	o.HostRoot, o.ServerPath = e.hostDir, pcsyncBin
 	o.ReadyTimeout = time.Minute
-	o.Pool.Owner, o.Pool.Resync = e.owner, 100*time.Millisecond
+	o.Pool.Owner, o.Pool.Resync = e.owner, cmp.Or(e.resync, 100*time.Millisecond)
 	o.Pool.Lease = testPoolLease(identity)
 	o.Logger = slog.New(slog.NewTextHandler(&syncWriter{b: e.logs}, &slog.HandlerOptions{Level: slog.LevelDebug})).With("daemon", identity)
-	return New(context.Background(), e.c.RESTConfig(), e.cur.Load, o)
+	return New(context.Background(), cfg, e.cur.Load, o)
 }
 
 func poolSpec(count int) string {
@@ -201,4 +210,30 @@ func TestPoolController(t *testing.T) {
 	if got := e.waitPool(t, "the pool of 1 kept", 1, nil); !slices.Equal(got, fourth) || !slices.Contains(third, fourth[0]) {
 		t.Errorf("after the count went to 1: members %v then %v; want one of %v, kept", fourth, got, third)
 	}
+}
+
+// A changed pool count reaches the controller when it is pushed
+// (Manager.ConfigChanged, which the daemon calls on each config it loads),
+// not at the next Resync: with Resync an hour (no poll comes during the
+// test; the controller reads the config nowhere else), a pushed count of 2
+// grows the pool, and a pushed count of 1 shrinks it again.
+func TestPoolConfigPushed(t *testing.T) {
+	e := newPoolTenant(t, 1)
+	e.resync = time.Hour
+	m, err := e.poolManager("daemon-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	e.pm = m
+	first := e.waitPool(t, "the pool to fill", 1, nil)
+
+	e.setCount(t, 2)
+	m.ConfigChanged()
+	if got := e.waitPool(t, "the pool of 2 once pushed", 2, nil); !slices.Contains(got, first[0]) {
+		t.Errorf("members %v after the push of 2; want %s among them", got, first[0])
+	}
+	e.setCount(t, 1)
+	m.ConfigChanged()
+	e.waitPool(t, "the pool of 1 once pushed", 1, nil)
 }

@@ -27,8 +27,9 @@ type PoolOptions struct {
 	// Default 12h.
 	MemberMaxAge time.Duration
 	// Resync is how often the controller looks for a new config (the
-	// Manager's model func returns another one) and queues the pools it
-	// changed, and gives the metrics the pools. A pool also syncs on every
+	// Manager's model func returns another one) that was not pushed
+	// (Manager.ConfigChanged), queues the pools it changed, and gives the
+	// metrics the pools. A pool also syncs on every
 	// change of a member, and when a member's age will matter. Default 2s.
 	Resync time.Duration
 	// QuotaBackoff is how long no member is created in a namespace after a

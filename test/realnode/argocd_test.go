@@ -24,11 +24,11 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/client-go/util/exec"
-	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
 	"github.com/pcsync/pcsync/internal/testcluster"
+	"github.com/pcsync/pcsync/internal/testkustomize"
 )
 
 const (
@@ -164,22 +164,8 @@ func TestArgoCDPlugin(t *testing.T) {
 func renderArgoCD(t *testing.T, node *testcluster.RealNode, image string) []*unstructured.Unstructured {
 	t.Helper()
 	fsys := filesys.MakeFsInMemory()
-	err := filepath.WalkDir(deployArgoCD, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		rel, err := filepath.Rel(deployArgoCD, path)
-		if err != nil {
-			return err
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		return fsys.WriteFile(filepath.Join("/pcsync/deploy/argocd", rel), data)
-	})
-	if err != nil {
-		t.Fatalf("read deploy/argocd: %v", err)
+	if err := testkustomize.CopyDir(fsys, deployArgoCD, "/pcsync/deploy/argocd"); err != nil {
+		t.Fatal(err)
 	}
 	name, tag, _ := strings.Cut(image[strings.LastIndex(image, "/")+1:], ":")
 	kustomization := map[string]any{
@@ -190,33 +176,19 @@ func renderArgoCD(t *testing.T, node *testcluster.RealNode, image string) []*uns
 		"images": []any{map[string]any{"name": "pcsync",
 			"newName": image[:strings.LastIndex(image, "/")+1] + name, "newTag": tag}},
 	}
-	data, err := yaml.Marshal(kustomization)
-	if err != nil {
+	if err := testkustomize.WriteYAML(fsys, "/user", map[string]any{
+		"kustomization.yaml": kustomization, "install.yaml": argoInstallStandIn(node, image)}); err != nil {
 		t.Fatal(err)
 	}
-	install, err := yaml.Marshal(argoInstallStandIn(node, image))
+	all, err := testkustomize.Build(fsys, "/user")
 	if err != nil {
-		t.Fatal(err)
-	}
-	for file, content := range map[string][]byte{"kustomization.yaml": data, "install.yaml": install} {
-		if err := fsys.WriteFile(filepath.Join("/user", file), content); err != nil {
-			t.Fatal(err)
-		}
-	}
-	rm, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(fsys, "/user")
-	if err != nil {
-		t.Fatalf("kustomize build of a user's kustomization of deploy/argocd: %v", err)
+		t.Fatalf("a user's kustomization of deploy/argocd: %v", err)
 	}
 	var objs []*unstructured.Unstructured
-	for _, r := range rm.Resources() {
-		m, err := r.Map()
-		if err != nil {
-			t.Fatal(err)
+	for _, o := range all {
+		if o.GetKind() != "Application" {
+			objs = append(objs, o)
 		}
-		if r.GetKind() == "Application" {
-			continue
-		}
-		objs = append(objs, &unstructured.Unstructured{Object: m})
 	}
 	return objs
 }

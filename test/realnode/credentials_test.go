@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -207,26 +206,7 @@ const paperclipKey = "sk-ant-paperclip-adapter-env-key"
 func checkLeaseCredential(ctx context.Context, t *testing.T, c *testcluster.Cluster, model *config.Model,
 	addrs *agentenv.Addresses, ns, slug string, requests func() int, lastKey func() string) {
 	t.Helper()
-	o := sandbox.DefaultOptions(t.TempDir())
-	o.Pool.Lease.Namespace = "default" // the pools' Lease: a namespace every cluster has
-	o.ReadyTimeout = 3 * time.Minute
-	o.Agents = agentIDs{pinnedAgentID: "pinned"}
-	o.ProxyAddresses = addrs
-	o.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	m, err := sandbox.New(ctx, c.RESTConfig(), func() *config.Model { return model }, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(m.Close)
-	info, err := m.Acquire(ctx, sandbox.AcquireParams{Config: sandbox.EnvironmentConfig{Company: slug},
-		AdapterType: "claude_local", AgentID: pinnedAgentID, RunID: "cred-lease"})
-	if err != nil {
-		t.Fatalf("acquire: %v", err)
-	}
-	t.Cleanup(func() { _, _ = m.Release(context.Background(), sandbox.ReleaseParams{ID: info.ID, Cancel: true}) })
-	if err := c.RealNode().WaitFirewalled(ctx, ns, info.ID); err != nil {
-		t.Fatal(err)
-	}
+	m, info := firewalledLease(ctx, t, c, model, addrs, ns, slug, "cred-lease")
 	env := map[string]string{"ANTHROPIC_API_KEY": paperclipKey, "ANTHROPIC_BASE_URL": "https://api.anthropic.com"}
 	run := func(args ...string) string {
 		t.Helper()

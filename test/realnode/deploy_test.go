@@ -8,8 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -23,11 +21,11 @@ import (
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
 	"github.com/pcsync/pcsync/internal/testcluster"
+	"github.com/pcsync/pcsync/internal/testkustomize"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/health"
 )
@@ -59,21 +57,8 @@ type deployOverlay struct {
 func renderDeployment(t *testing.T, o deployOverlay) []*unstructured.Unstructured {
 	t.Helper()
 	fs := filesys.MakeFsInMemory()
-	entries, err := os.ReadDir(deployBase)
-	if err != nil {
-		t.Fatalf("read deploy/base: %v", err)
-	}
-	for _, e := range entries {
-		if e.IsDir() {
-			continue
-		}
-		data, err := os.ReadFile(filepath.Join(deployBase, e.Name()))
-		if err != nil {
-			t.Fatalf("read deploy/base: %v", err)
-		}
-		if err := fs.WriteFile(filepath.Join("/base", e.Name()), data); err != nil {
-			t.Fatal(err)
-		}
+	if err := testkustomize.CopyDir(fs, deployBase, "/base"); err != nil {
+		t.Fatal(err)
 	}
 
 	var configFiles, items []any
@@ -127,31 +112,15 @@ func renderDeployment(t *testing.T, o deployOverlay) []*unstructured.Unstructure
 		},
 	}
 	files := map[string]any{"kustomization.yaml": kustomization, "deployment.yaml": patch}
-	for name, v := range files {
-		data, err := yaml.Marshal(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := fs.WriteFile(filepath.Join("/overlay", name), data); err != nil {
-			t.Fatal(err)
-		}
-	}
 	for name, data := range o.config {
-		if err := fs.WriteFile(filepath.Join("/overlay", name), []byte(data)); err != nil {
-			t.Fatal(err)
-		}
+		files[name] = data
 	}
-	rm, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(fs, "/overlay")
+	if err := testkustomize.WriteYAML(fs, "/overlay", files); err != nil {
+		t.Fatal(err)
+	}
+	objs, err := testkustomize.Build(fs, "/overlay")
 	if err != nil {
-		t.Fatalf("kustomize build of the overlay of deploy/base: %v", err)
-	}
-	var objs []*unstructured.Unstructured
-	for _, r := range rm.Resources() {
-		m, err := r.Map()
-		if err != nil {
-			t.Fatal(err)
-		}
-		objs = append(objs, &unstructured.Unstructured{Object: m})
+		t.Fatalf("the overlay of deploy/base: %v", err)
 	}
 	return objs
 }

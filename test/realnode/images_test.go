@@ -69,20 +69,18 @@ func buildAndPush(reg *testcluster.Registry) (pushed, error) {
 	if err := testimages.Push(ctx, reg, p.RealRegistry, imageTag, built); err != nil {
 		return pushed{}, err
 	}
-	standIn, err := testimages.WithFiles(built[images.Base], map[string]string{
+	standIn := testimages.DefaultStandInOptions()
+	standIn.Base = built[images.Base]
+	standIn.Files = map[string]string{
 		"usr/local/bin/claude":                      standInScript,
 		"usr/local/share/pcsync-standin/auth.jsonl": mustRead("../../pkg/adapters/testdata/claude/real-2.1.197-not-logged-in.jsonl"),
-	})
-	if err != nil {
-		return pushed{}, err
 	}
-	if err := testimages.Push(ctx, reg, p.Registry, imageTag, map[string]v1.Image{
-		images.Agent("claude"): standIn,
-		images.Pcsync:          built[images.Base],
-	}); err != nil {
-		return pushed{}, err
+	for _, ref := range []string{images.Ref(p.Registry, images.Agent("claude"), imageTag), p.Foreign} {
+		if _, err := testimages.StandIn(ctx, reg, ref, standIn); err != nil {
+			return pushed{}, err
+		}
 	}
-	if err := reg.Push(ctx, p.Foreign, standIn); err != nil {
+	if err := testimages.Push(ctx, reg, p.Registry, imageTag, map[string]v1.Image{images.Pcsync: built[images.Base]}); err != nil {
 		return pushed{}, err
 	}
 	return p, nil

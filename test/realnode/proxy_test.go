@@ -175,13 +175,13 @@ func TestProxyModeEnforced(t *testing.T) {
 	}
 }
 
-// checkLeaseThroughProxy acquires a lease of the company's agent through
-// pcsync's sandbox Manager (given the proxy Services' addresses, as the
-// daemon is) and runs the same probes through its execute: the execute's
-// env points at the proxy, an allowed name is tunnelled, another refused,
-// and the address itself without the proxy is refused by the policy.
-func checkLeaseThroughProxy(ctx context.Context, t *testing.T, c *testcluster.Cluster, model *config.Model,
-	addrs *agentenv.Addresses, ns, slug string) {
+// firewalledLease starts pcsync's sandbox Manager as the daemon runs it
+// (told the egress proxy Services' addresses addrs) and acquires a lease
+// of claude_local for the pinned agent of company slug, run runID; it
+// returns them once the real node's firewall holds the lease's pod in
+// namespace ns. The lease and the Manager end with t.
+func firewalledLease(ctx context.Context, t *testing.T, c *testcluster.Cluster, model *config.Model,
+	addrs *agentenv.Addresses, ns, slug, runID string) (*sandbox.Manager, sandbox.LeaseInfo) {
 	t.Helper()
 	o := sandbox.DefaultOptions(t.TempDir())
 	o.Pool.Lease.Namespace = "default" // the pools' Lease: a namespace every cluster has
@@ -195,7 +195,7 @@ func checkLeaseThroughProxy(ctx context.Context, t *testing.T, c *testcluster.Cl
 	}
 	t.Cleanup(m.Close)
 	info, err := m.Acquire(ctx, sandbox.AcquireParams{Config: sandbox.EnvironmentConfig{Company: slug},
-		AdapterType: "claude_local", AgentID: pinnedAgentID, RunID: "proxy-lease"})
+		AdapterType: "claude_local", AgentID: pinnedAgentID, RunID: runID})
 	if err != nil {
 		t.Fatalf("acquire: %v", err)
 	}
@@ -203,6 +203,18 @@ func checkLeaseThroughProxy(ctx context.Context, t *testing.T, c *testcluster.Cl
 	if err := c.RealNode().WaitFirewalled(ctx, ns, info.ID); err != nil {
 		t.Fatal(err)
 	}
+	return m, info
+}
+
+// checkLeaseThroughProxy acquires a lease of the company's agent through
+// pcsync's sandbox Manager (given the proxy Services' addresses, as the
+// daemon is) and runs the same probes through its execute: the execute's
+// env points at the proxy, an allowed name is tunnelled, another refused,
+// and the address itself without the proxy is refused by the policy.
+func checkLeaseThroughProxy(ctx context.Context, t *testing.T, c *testcluster.Cluster, model *config.Model,
+	addrs *agentenv.Addresses, ns, slug string) {
+	t.Helper()
+	m, info := firewalledLease(ctx, t, c, model, addrs, ns, slug, "proxy-lease")
 	run := func(args ...string) string {
 		t.Helper()
 		r, err := m.Execute(ctx, sandbox.ExecParams{LeaseID: info.ID, Command: "node", Args: args, Timeout: time.Minute}, nil)

@@ -111,6 +111,36 @@ func newLeaseEnvWith(t testing.TB, p pushed, cfg *rest.Config, edit func(*sandbo
 	return &leaseEnv{c: c, slug: slug, ns: ns, model: m, m: mgr}
 }
 
+// acquire takes a lease of claude_local for the agent pinned to the real
+// node, with config c (its Company the env's) and run runID; it fails t
+// when the acquire fails.
+func (e *leaseEnv) acquire(ctx context.Context, t testing.TB, c sandbox.EnvironmentConfig, runID string) sandbox.LeaseInfo {
+	t.Helper()
+	c.Company = e.slug
+	info, err := e.m.Acquire(ctx, sandbox.AcquireParams{Config: c, AdapterType: "claude_local", RunID: runID, AgentID: pinnedAgentID})
+	if err != nil {
+		t.Fatalf("acquire: %v", err)
+	}
+	return info
+}
+
+// checkExecs runs the first executes of a lease acquired with EnvAllow
+// GREETING: argv, env and stdin (to EOF) reach the command; its stdout,
+// stderr and exit code come back.
+func (e *leaseEnv) checkExecs(t testing.TB, id string) {
+	t.Helper()
+	stdin := "line one\nline two\n"
+	r := e.exec(t, id, sandbox.ExecParams{Command: "sh", Args: []string{"-c", `printf '%s|%s|' "$1" "$GREETING"; cat; echo EOF`, "sh", "a b  c"},
+		Env: map[string]string{"GREETING": "hello"}, Stdin: &stdin})
+	if want := "a b  c|hello|" + stdin + "EOF\n"; r.Stdout != want || code(r) != 0 {
+		t.Errorf("argv, env, stdin: stdout %q exit %d, want %q 0 (stderr %q)", r.Stdout, code(r), want, r.Stderr)
+	}
+	r = e.exec(t, id, sandbox.ExecParams{Command: "sh", Args: []string{"-c", "echo out; echo err >&2; exit 3"}})
+	if code(r) != 3 || r.Stdout != "out\n" || r.Stderr != "err\n" {
+		t.Errorf("exit %d stdout %q stderr %q, want 3 out err", code(r), r.Stdout, r.Stderr)
+	}
+}
+
 func (e *leaseEnv) exec(t testing.TB, id string, p sandbox.ExecParams) sandbox.ExecResult {
 	t.Helper()
 	p.LeaseID = id
@@ -135,11 +165,7 @@ func TestLeaseOnRealNode(t *testing.T) {
 	e := newLeaseEnv(t, p)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	info, err := e.m.Acquire(ctx, sandbox.AcquireParams{Config: sandbox.EnvironmentConfig{Company: e.slug, EnvAllow: []string{"GREETING"}},
-		AdapterType: "claude_local", RunID: "run-1", AgentID: pinnedAgentID})
-	if err != nil {
-		t.Fatalf("acquire: %v", err)
-	}
+	info := e.acquire(ctx, t, sandbox.EnvironmentConfig{EnvAllow: []string{"GREETING"}}, "run-1")
 	pod, err := e.c.Client().CoreV1().Pods(e.ns).Get(ctx, info.ID, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -150,17 +176,8 @@ func TestLeaseOnRealNode(t *testing.T) {
 			pod.Spec.NodeName, len(pod.Spec.InitContainers), pod.Spec.Containers[0].Image)
 	}
 
-	stdin := "line one\nline two\n"
-	r := e.exec(t, info.ID, sandbox.ExecParams{Command: "sh", Args: []string{"-c", `printf '%s|%s|' "$1" "$GREETING"; cat; echo EOF`, "sh", "a b  c"},
-		Env: map[string]string{"GREETING": "hello"}, Stdin: &stdin})
-	if want := "a b  c|hello|" + stdin + "EOF\n"; r.Stdout != want || code(r) != 0 {
-		t.Errorf("argv, env, stdin: stdout %q exit %d, want %q 0 (stderr %q)", r.Stdout, code(r), want, r.Stderr)
-	}
-	r = e.exec(t, info.ID, sandbox.ExecParams{Command: "sh", Args: []string{"-c", "echo out; echo err >&2; exit 3"}})
-	if code(r) != 3 || r.Stdout != "out\n" || r.Stderr != "err\n" {
-		t.Errorf("exit %d stdout %q stderr %q, want 3 out err", code(r), r.Stdout, r.Stderr)
-	}
-	r = e.exec(t, info.ID, sandbox.ExecParams{Command: "sh", Args: []string{"-c", "cat /proc/1/cmdline | tr '\\0' ' '"}})
+	e.checkExecs(t, info.ID)
+	r := e.exec(t, info.ID, sandbox.ExecParams{Command: "sh", Args: []string{"-c", "cat /proc/1/cmdline | tr '\\0' ' '"}})
 	if !strings.HasPrefix(r.Stdout, images.ServerPath+" sandbox-server serve") {
 		t.Errorf("PID 1 is %q, want the image's own pcsync command server", r.Stdout)
 	}
@@ -208,10 +225,7 @@ func TestLeaseInitContainer(t *testing.T) {
 	e := newLeaseEnv(t, p)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	info, err := e.m.Acquire(ctx, sandbox.AcquireParams{Config: sandbox.EnvironmentConfig{Company: e.slug, Image: p.Foreign}, AdapterType: "claude_local", AgentID: pinnedAgentID})
-	if err != nil {
-		t.Fatalf("acquire: %v", err)
-	}
+	info := e.acquire(ctx, t, sandbox.EnvironmentConfig{Image: p.Foreign}, "")
 	pod, err := e.c.Client().CoreV1().Pods(e.ns).Get(ctx, info.ID, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -46,21 +46,8 @@ func TestLeaseSPDYFallback(t *testing.T) {
 	e, proxy, _ := newProxiedLeaseEnv(t, sandbox.ExecAuto)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	info, err := e.m.Acquire(ctx, sandbox.AcquireParams{Config: sandbox.EnvironmentConfig{Company: e.slug, EnvAllow: []string{"GREETING"}},
-		AdapterType: "claude_local", RunID: "run-1", AgentID: pinnedAgentID})
-	if err != nil {
-		t.Fatalf("acquire: %v", err)
-	}
-	stdin := "line one\nline two\n"
-	r := e.exec(t, info.ID, sandbox.ExecParams{Command: "sh", Args: []string{"-c", `printf '%s|%s|' "$1" "$GREETING"; cat; echo EOF`, "sh", "a b  c"},
-		Env: map[string]string{"GREETING": "hello"}, Stdin: &stdin})
-	if want := "a b  c|hello|" + stdin + "EOF\n"; r.Stdout != want || code(r) != 0 {
-		t.Errorf("argv, env, stdin: stdout %q exit %d, want %q 0 (stderr %q)", r.Stdout, code(r), want, r.Stderr)
-	}
-	r = e.exec(t, info.ID, sandbox.ExecParams{Command: "sh", Args: []string{"-c", "echo out; echo err >&2; exit 3"}})
-	if code(r) != 3 || r.Stdout != "out\n" || r.Stderr != "err\n" {
-		t.Errorf("exit %d stdout %q stderr %q, want 3 out err", code(r), r.Stdout, r.Stderr)
-	}
+	info := e.acquire(ctx, t, sandbox.EnvironmentConfig{EnvAllow: []string{"GREETING"}}, "run-1")
+	e.checkExecs(t, info.ID)
 	first := proxy.Counts()
 
 	// The stream killed while a command runs: reopened, over SPDY.
@@ -73,7 +60,7 @@ func TestLeaseSPDYFallback(t *testing.T) {
 		long <- r
 	}()
 	time.Sleep(time.Second)
-	r = e.exec(t, info.ID, sandbox.ExecParams{Command: "sh", Args: []string{"-c", killAttach}})
+	r := e.exec(t, info.ID, sandbox.ExecParams{Command: "sh", Args: []string{"-c", killAttach}})
 	if r.Stdout != "killed\n" {
 		t.Errorf("the command that killed the stream: stdout %q stderr %q exit %d; want killed", r.Stdout, r.Stderr, code(r))
 	}
@@ -113,10 +100,7 @@ func TestLeaseSPDYForced(t *testing.T) {
 	e, proxy, _ := newProxiedLeaseEnv(t, sandbox.ExecSPDY)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	info, err := e.m.Acquire(ctx, sandbox.AcquireParams{Config: sandbox.EnvironmentConfig{Company: e.slug}, AdapterType: "claude_local", AgentID: pinnedAgentID})
-	if err != nil {
-		t.Fatalf("acquire: %v", err)
-	}
+	info := e.acquire(ctx, t, sandbox.EnvironmentConfig{}, "")
 	stdin := "over spdy\n"
 	r := e.exec(t, info.ID, sandbox.ExecParams{Command: "sh", Args: []string{"-c", "cat; exit 5"}, Stdin: &stdin})
 	if r.Stdout != stdin || code(r) != 5 {
@@ -141,11 +125,7 @@ func TestLeaseWebSocketForcedRefused(t *testing.T) {
 	e, proxy, log := newProxiedLeaseEnv(t, sandbox.ExecWebSocket)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	info, err := e.m.Acquire(ctx, sandbox.AcquireParams{Config: sandbox.EnvironmentConfig{Company: e.slug, TimeoutMs: 10_000},
-		AdapterType: "claude_local", AgentID: pinnedAgentID})
-	if err != nil {
-		t.Fatalf("acquire: %v", err)
-	}
+	info := e.acquire(ctx, t, sandbox.EnvironmentConfig{TimeoutMs: 10_000}, "")
 	// The lease ends: its pod is deleted.
 	deadline := time.Now().Add(time.Minute)
 	for {

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 var (
@@ -227,6 +229,49 @@ func checkRunLog(t testing.TB, srv *server, runID string, tr transcript) string 
 		}
 	}
 	return stdout
+}
+
+// runCheck is what runAndCheck expects of a run.
+type runCheck struct {
+	// Within bounds the wait for the run to end.
+	Within time.Duration
+	// Figures are Paperclip's figures of the run (status, tokens, cost,
+	// session).
+	Figures runFigures
+	// Transcript's lines must all be in Paperclip's log of the run.
+	Transcript transcript
+	// Log, when set, is shown with figures that differ (the daemon's
+	// output).
+	Log func() string
+}
+
+// runAndCheck wakes agentID (why is the wake's reason), waits for its run
+// and checks it as want says. It returns the run and the stdout of
+// Paperclip's log of it.
+func runAndCheck(t testing.TB, srv *server, agentID, why string, want runCheck) (heartbeatRun, string) {
+	t.Helper()
+	run := srv.API.wake(t, agentID, why)
+	got := srv.API.waitRun(t, run.ID, want.Within)
+	if diff := cmp.Diff(want.Figures, figuresOf(got)); diff != "" {
+		log := ""
+		if want.Log != nil {
+			log = "\ndaemon log:\n" + tail(want.Log(), 6000)
+		}
+		t.Errorf("Paperclip's run %s (-transcript +Paperclip):\n%s\nrun: %+v%s", run.ID, diff, got, log)
+	}
+	return got, checkRunLog(t, srv, run.ID, want.Transcript)
+}
+
+// waitSucceeded waits within for run runID to end, and fails t unless it
+// succeeded, with its error and the end of its log.
+func waitSucceeded(t testing.TB, srv *server, runID, what string, within time.Duration) heartbeatRun {
+	t.Helper()
+	got := srv.API.waitRun(t, runID, within)
+	if got.Status != "succeeded" {
+		stdout, _ := srv.API.runLog(t, runID)
+		t.Fatalf("%s run %s: %s (%q)\n%s", what, runID, got.Status, str(got.Error), tail(stdout, 3000))
+	}
+	return got
 }
 
 // waitSpend waits until the company's costs summary books want cents (the

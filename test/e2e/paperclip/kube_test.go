@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -202,12 +201,7 @@ func TestKubernetesExecutor(t *testing.T) {
 	tr := readTranscript(t, "claude-obers-small-success.jsonl")
 	kw := newKubeWorld(t, srv, []pcsyncAgent{{Name: "coder", Transcript: tr.Path}}, tr.Lines)
 
-	run := srv.API.wake(t, kw.agents["coder"].ID, "e2e: kubernetes")
-	got := srv.API.waitRun(t, run.ID, 3*time.Minute)
-	if diff := cmp.Diff(tr.figures(), figuresOf(got)); diff != "" {
-		t.Errorf("Paperclip's run %s (-transcript +Paperclip):\n%s\nrun: %+v", run.ID, diff, got)
-	}
-	stdout := checkRunLog(t, srv, run.ID, tr)
+	run, stdout := runAndCheck(t, srv, kw.agents["coder"].ID, "e2e: kubernetes", runCheck{Within: 3 * time.Minute, Figures: tr.figures(), Transcript: tr})
 	waitSpend(t, srv, kw.company.ID, cents(tr.CostUSD))
 	name := strings.ToLower(run.ID)
 	res := kw.pc.waitResult(name, time.Minute)

@@ -48,12 +48,8 @@ func TestSandboxWarmPoolRun(t *testing.T) {
 	}
 
 	coder := sw.sandboxAgent(t, "Coder", "claude_local", tr, nil, nil)
-	run := srv.API.wake(t, coder.ID, "e2e: sandbox from a warm pool")
-	got := srv.API.waitRun(t, run.ID, 3*time.Minute)
-	if diff := cmp.Diff(stockFigures(t, tr), figuresOf(got)); diff != "" {
-		t.Errorf("Paperclip's run %s (-transcript +Paperclip):\n%s\nrun: %+v\ndaemon log:\n%s", run.ID, diff, got, tail(sw.daemon.out.String(), 6000))
-	}
-	checkRunLog(t, srv, run.ID, tr)
+	runAndCheck(t, srv, coder.ID, "e2e: sandbox from a warm pool", runCheck{Within: 3 * time.Minute, Figures: stockFigures(t, tr), Transcript: tr,
+		Log: sw.daemon.out.String})
 	claims := map[string]float64{}
 	for _, o := range []string{"warm", "miss", "cold"} {
 		claims[o] = metricSum(t, metrics, `pcsync_sandbox_pool_claims_total{company="`+sw.pc.Slug+`",outcome="`+o+`"}`)

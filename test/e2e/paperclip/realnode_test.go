@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -68,19 +67,18 @@ func realNodeImages(t testing.TB) string {
 			realNodeErr = err
 			return
 		}
-		claude, err := testimages.WithFiles(built[images.Base], map[string]string{
+		realNodeRegistry = node.Registry().Host() + "/e2e"
+		claude := testimages.DefaultStandInOptions()
+		claude.Base = built[images.Base]
+		claude.Files = map[string]string{
 			"usr/local/bin/claude":                     string(script),
 			strings.TrimPrefix(inImageTranscript, "/"): string(transcript),
-		})
-		if err != nil {
+		}
+		if _, err := testimages.StandIn(ctx, node.Registry(), images.Ref(realNodeRegistry, images.Agent("claude"), realNodeTag), claude); err != nil {
 			realNodeErr = err
 			return
 		}
-		realNodeRegistry = node.Registry().Host() + "/e2e"
-		realNodeErr = testimages.Push(ctx, node.Registry(), realNodeRegistry, realNodeTag, map[string]v1.Image{
-			images.Agent("claude"): claude,
-			images.Pcsync:          built[images.Pcsync],
-		})
+		realNodeErr = testimages.Push(ctx, node.Registry(), realNodeRegistry, realNodeTag, map[string]v1.Image{images.Pcsync: built[images.Pcsync]})
 	})
 	if realNodeErr != nil {
 		t.Fatalf("stand-in images for the real node: %v", realNodeErr)
@@ -178,12 +176,7 @@ func TestSandboxClaudeRunOnRealNode(t *testing.T) {
 func (sw *sandboxWorld) runOnRealNode(t *testing.T, tr transcript, why string) {
 	t.Helper()
 	coder := sw.realNodeAgent(t, "Coder", tr)
-	run := sw.srv.API.wake(t, coder.ID, why)
-	got := sw.srv.API.waitRun(t, run.ID, 3*time.Minute)
-	if diff := cmp.Diff(stockFigures(t, tr), figuresOf(got)); diff != "" {
-		t.Errorf("Paperclip's run %s (-transcript +Paperclip):\n%s\nrun: %+v\ndaemon log:\n%s", run.ID, diff, got, tail(sw.daemon.out.String(), 6000))
-	}
-	checkRunLog(t, sw.srv, run.ID, tr)
+	runAndCheck(t, sw.srv, coder.ID, why, runCheck{Within: 3 * time.Minute, Figures: stockFigures(t, tr), Transcript: tr, Log: sw.daemon.out.String})
 	sw.waitNoPods(t, time.Minute)
 	sw.mu.Lock()
 	defer sw.mu.Unlock()

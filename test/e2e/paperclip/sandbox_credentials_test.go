@@ -59,11 +59,7 @@ func TestSandboxCredentials(t *testing.T) {
 		tr := readTranscript(t, r.transcript)
 		ag := sw.sandboxAgent(t, "Cred "+r.adapter, r.adapter, tr, r.env, nil)
 		run := srv.API.wake(t, ag.ID, "e2e: sandbox credentials")
-		got := srv.API.waitRun(t, run.ID, 3*time.Minute)
-		if got.Status != "succeeded" {
-			stdout, _ := srv.API.runLog(t, run.ID)
-			t.Fatalf("%s run %s: %s (%q)\n%s", r.adapter, run.ID, got.Status, str(got.Error), tail(stdout, 3000))
-		}
+		waitSucceeded(t, srv, run.ID, r.adapter, 3*time.Minute)
 		_, env, _ := sw.pc.recorded(strings.ToLower(run.ID))
 		if !strings.HasPrefix(env[r.keyVar], "pcsync-run-") || !strings.HasSuffix(env[r.baseVar], r.route) {
 			t.Errorf("%s: the CLI got %s=%.12q… and %s=%q; want the lease's token and the proxy's route …%s",

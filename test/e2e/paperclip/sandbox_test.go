@@ -18,7 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -290,12 +289,7 @@ func TestSandboxClaudeRun(t *testing.T) {
 	}
 
 	coder := sw.sandboxAgent(t, "Coder", "claude_local", tr, nil, nil)
-	run := srv.API.wake(t, coder.ID, "e2e: sandbox")
-	got := srv.API.waitRun(t, run.ID, 3*time.Minute)
-	if diff := cmp.Diff(stockFigures(t, tr), figuresOf(got)); diff != "" {
-		t.Errorf("Paperclip's run %s (-transcript +Paperclip):\n%s\nrun: %+v", run.ID, diff, got)
-	}
-	checkRunLog(t, srv, run.ID, tr)
+	run, _ := runAndCheck(t, srv, coder.ID, "e2e: sandbox", runCheck{Within: 3 * time.Minute, Figures: stockFigures(t, tr), Transcript: tr})
 	args, env, prompt := sw.pc.recorded(strings.ToLower(run.ID))
 	if containsArg(args, "--resume") {
 		t.Errorf("first run's CLI got --resume: %q", args)
@@ -500,11 +494,7 @@ func TestSandboxCodexRun(t *testing.T) {
 	// needs none.
 	coder := sw.sandboxAgent(t, "Codex", "codex_local", tr, map[string]string{"OPENAI_API_KEY": "sk-e2e-not-a-key"}, nil)
 	run := srv.API.wake(t, coder.ID, "e2e: sandbox codex")
-	got := srv.API.waitRun(t, run.ID, 3*time.Minute)
-	if got.Status != "succeeded" {
-		stdout, _ := srv.API.runLog(t, run.ID)
-		t.Fatalf("codex run %s: %s (%q)\n%s", run.ID, got.Status, str(got.Error), tail(stdout, 3000))
-	}
+	got := waitSucceeded(t, srv, run.ID, "codex", 3*time.Minute)
 	args, _, prompt := sw.pc.recorded(strings.ToLower(run.ID))
 	if len(args) == 0 || args[0] != "exec" || prompt == "" {
 		t.Errorf("codex got args %q and a prompt of %d bytes; want `codex exec …` with the prompt on stdin", args, len(prompt))

@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/google/go-cmp/cmp"
 )
 
 // runFigures are the figures of a finished run as Paperclip records them.
@@ -50,12 +48,7 @@ func TestWakeRunsThroughPcsync(t *testing.T) {
 	w := newWorld(t, srv, worldOptions{Agents: []pcsyncAgent{{Name: "coder", Transcript: tr.Path}}})
 	coder := w.agents["coder"]
 
-	run := srv.API.wake(t, coder.ID, "e2e: first wake")
-	got := srv.API.waitRun(t, run.ID, 2*time.Minute)
-	if diff := cmp.Diff(tr.figures(), figuresOf(got)); diff != "" {
-		t.Errorf("Paperclip's run %s (-transcript +Paperclip):\n%s\nrun: %+v", run.ID, diff, got)
-	}
-	checkRunLog(t, srv, run.ID, tr)
+	run, _ := runAndCheck(t, srv, coder.ID, "e2e: first wake", runCheck{Within: 2 * time.Minute, Figures: tr.figures(), Transcript: tr})
 	req := w.request(run.ID)
 	if req["companyId"] != w.company.ID {
 		t.Errorf("request companyId = %v, want the Paperclip company %s", req["companyId"], w.company.ID)
