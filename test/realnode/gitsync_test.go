@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,14 +20,13 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
 	"github.com/pcsync/pcsync/internal/testcluster"
 	"github.com/pcsync/pcsync/internal/testimages"
+	"github.com/pcsync/pcsync/internal/testkustomize"
 	"github.com/pcsync/pcsync/pkg/config"
-	"github.com/pcsync/pcsync/pkg/images"
 	"github.com/pcsync/pcsync/pkg/result"
 )
 
@@ -52,28 +49,12 @@ func pushGitSync(t *testing.T, reg *testcluster.Registry) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	built, err := testimages.Build(ctx, []string{images.Base}, imageTag)
+	o := testimages.DefaultStandInOptions()
+	o.Tag, o.User = imageTag, "65533:65533"
+	o.Files = map[string]string{"usr/local/bin/git-sync": mustRead("testdata/git-sync-substitute.sh")}
+	o.Entrypoint = []string{"/usr/bin/tini", "--", "/usr/local/bin/git-sync"}
+	ref, err := testimages.StandIn(ctx, reg, reg.Host()+"/git-sync/git-sync:"+imageTag, o)
 	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := testimages.WithFiles(built[images.Base], map[string]string{
-		"usr/local/bin/git-sync": mustRead("testdata/git-sync-substitute.sh"),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := cf.Config.DeepCopy()
-	cfg.Entrypoint, cfg.Cmd, cfg.User = []string{"/usr/bin/tini", "--", "/usr/local/bin/git-sync"}, nil, "65533:65533"
-	img, err = mutate.Config(img, *cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref := reg.Host() + "/git-sync/git-sync:" + imageTag
-	if err := reg.Push(ctx, ref, v1.Image(img)); err != nil {
 		t.Fatal(err)
 	}
 	return ref
@@ -160,18 +141,8 @@ func TestDeployBaseGitSync(t *testing.T) {
 func renderBaseGitSync(t *testing.T, node *testcluster.RealNode, pcsyncImage, gitSync, repoURL, apiHost, apiPort string) []*unstructured.Unstructured {
 	t.Helper()
 	fsys := filesys.MakeFsInMemory()
-	entries, err := os.ReadDir(deployBase)
-	if err != nil {
-		t.Fatalf("read deploy/base: %v", err)
-	}
-	for _, e := range entries {
-		data, err := os.ReadFile(filepath.Join(deployBase, e.Name()))
-		if err != nil {
-			t.Fatalf("read deploy/base: %v", err)
-		}
-		if err := fsys.WriteFile(filepath.Join("/base", e.Name()), data); err != nil {
-			t.Fatal(err)
-		}
+	if err := testkustomize.CopyDir(fsys, deployBase, "/base"); err != nil {
+		t.Fatal(err)
 	}
 	tol := node.Toleration()
 	env := func(kv ...string) []any {
@@ -203,26 +174,12 @@ func renderBaseGitSync(t *testing.T, node *testcluster.RealNode, pcsyncImage, gi
 		},
 		"patches": []any{map[string]any{"path": "deployment.yaml"}},
 	}
-	for name, v := range map[string]any{"kustomization.yaml": kustomization, "deployment.yaml": patch} {
-		data, err := yaml.Marshal(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := fsys.WriteFile(filepath.Join("/overlay", name), data); err != nil {
-			t.Fatal(err)
-		}
+	if err := testkustomize.WriteYAML(fsys, "/overlay", map[string]any{"kustomization.yaml": kustomization, "deployment.yaml": patch}); err != nil {
+		t.Fatal(err)
 	}
-	rm, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(fsys, "/overlay")
+	objs, err := testkustomize.Build(fsys, "/overlay")
 	if err != nil {
 		t.Fatalf("kustomize build of an overlay of deploy/base: %v", err)
-	}
-	var objs []*unstructured.Unstructured
-	for _, r := range rm.Resources() {
-		m, err := r.Map()
-		if err != nil {
-			t.Fatal(err)
-		}
-		objs = append(objs, &unstructured.Unstructured{Object: m})
 	}
 	return objs
 }

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,14 +15,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
-	"sigs.k8s.io/yaml"
 
 	"github.com/pcsync/pcsync/internal/imagebuild"
 	"github.com/pcsync/pcsync/internal/paperclipinstall"
 	"github.com/pcsync/pcsync/internal/testcluster"
 	"github.com/pcsync/pcsync/internal/testimages"
+	"github.com/pcsync/pcsync/internal/testkustomize"
 	"github.com/pcsync/pcsync/pkg/images"
 	"github.com/pcsync/pcsync/pkg/result"
 )
@@ -318,23 +316,8 @@ func renderPaperclip(t *testing.T, node *testcluster.RealNode, image map[string]
 	t.Helper()
 	fsys := filesys.MakeFsInMemory()
 	for _, dir := range []string{"base", "paperclip"} {
-		src := filepath.Join("../../deploy", dir)
-		err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() || filepath.Ext(path) == ".go" {
-				return err
-			}
-			data, err := os.ReadFile(path)
-			if err != nil {
-				return err
-			}
-			rel, err := filepath.Rel(src, path)
-			if err != nil {
-				return err
-			}
-			return fsys.WriteFile(filepath.Join("/deploy", dir, rel), data)
-		})
-		if err != nil {
-			t.Fatalf("read deploy/%s: %v", dir, err)
+		if err := testkustomize.CopyDir(fsys, filepath.Join("../../deploy", dir), filepath.Join("/deploy", dir)); err != nil {
+			t.Fatal(err)
 		}
 	}
 	tol := node.Toleration()
@@ -367,26 +350,12 @@ func renderPaperclip(t *testing.T, node *testcluster.RealNode, image map[string]
 		"images":    imgs,
 		"patches":   []any{map[string]any{"path": "deployment.yaml"}},
 	}
-	for name, v := range map[string]any{"kustomization.yaml": kustomization, "deployment.yaml": patch} {
-		data, err := yaml.Marshal(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := fsys.WriteFile(filepath.Join("/overlay", name), data); err != nil {
-			t.Fatal(err)
-		}
+	if err := testkustomize.WriteYAML(fsys, "/overlay", map[string]any{"kustomization.yaml": kustomization, "deployment.yaml": patch}); err != nil {
+		t.Fatal(err)
 	}
-	rm, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(fsys, "/overlay")
+	objs, err := testkustomize.Build(fsys, "/overlay")
 	if err != nil {
 		t.Fatalf("kustomize build of an overlay of deploy/paperclip: %v", err)
-	}
-	var objs []*unstructured.Unstructured
-	for _, r := range rm.Resources() {
-		m, err := r.Map()
-		if err != nil {
-			t.Fatal(err)
-		}
-		objs = append(objs, &unstructured.Unstructured{Object: m})
 	}
 	return objs
 }
