@@ -744,7 +744,8 @@ func (s *sandbox) syncGet(t *testing.T, lease, source string) string {
 	return string(out)
 }
 
-// execute runs a command on the lease and returns its stdout.
+// execute runs a command on the lease and returns its stdout: the chunk
+// lines joined (the result line carries the exit only).
 func (s *sandbox) execute(t *testing.T, lease string, env map[string]string, command string, args ...string) string {
 	t.Helper()
 	code, body := s.post(t, "execute", map[string]any{"lease": map[string]any{"providerLeaseId": lease},
@@ -752,11 +753,12 @@ func (s *sandbox) execute(t *testing.T, lease string, env map[string]string, com
 	if code != http.StatusOK {
 		t.Fatalf("execute: status %d: %s", code, body)
 	}
+	var stdout strings.Builder
 	for _, line := range strings.Split(strings.TrimSpace(string(body)), "\n") {
 		var l struct {
+			Stdout *string `json:"stdout"`
 			Result *struct {
-				ExitCode *int   `json:"exitCode"`
-				Stdout   string `json:"stdout"`
+				ExitCode *int `json:"exitCode"`
 			} `json:"result"`
 			Error map[string]string `json:"error"`
 		}
@@ -766,11 +768,14 @@ func (s *sandbox) execute(t *testing.T, lease string, env map[string]string, com
 		if l.Error != nil {
 			t.Fatalf("execute %s: %v", command, l.Error)
 		}
+		if l.Stdout != nil {
+			stdout.WriteString(*l.Stdout)
+		}
 		if l.Result != nil {
 			if l.Result.ExitCode == nil || *l.Result.ExitCode != 0 {
 				t.Fatalf("execute %s: %s", command, line)
 			}
-			return l.Result.Stdout
+			return stdout.String()
 		}
 	}
 	t.Fatalf("execute %s: no result: %s", command, body)
