@@ -28,15 +28,16 @@ func (f *daemonFlags) sandboxOptions(ctx context.Context, g *globalOptions, opts
 	return nil
 }
 
-// trackPaperclip starts keeping the gating /readyz condition
-// PaperclipLoaded on h, from the hellos of the packages in dir, until ctx
+// trackPaperclip starts keeping the /readyz condition PaperclipLoaded on
+// h (not gating: a pod that is not Ready takes Paperclip's UI off its
+// Service, and the UI is where a refusal is fixed), from the hellos of the packages in dir, until ctx
 // ends, and returns what takes the hellos.
 func trackPaperclip(ctx context.Context, dir string, h *health.Checker, log *slog.Logger) (func(component, name, version string) error, error) {
 	t, err := paperclipinstall.NewTracker(dir)
 	if err != nil {
 		return nil, err
 	}
-	set := func(ok bool, reason, message string) { h.Set(paperclipinstall.CondLoaded, ok, true, reason, message) }
+	set := func(ok bool, reason, message string) { h.Set(paperclipinstall.CondLoaded, ok, false, reason, message) }
 	go t.Run(ctx, 5*time.Second, set, log)
 	return t.Hello, nil
 }

@@ -10,7 +10,8 @@ import (
 	"time"
 )
 
-// CondLoaded is the /readyz condition (gating) a daemon with a Tracker
+// CondLoaded is the /readyz condition (not gating: degraded while false) a
+// daemon with a Tracker
 // keeps: whether the Paperclip server beside it has loaded the adapter and
 // the plugin that Install put in place, at their versions.
 const CondLoaded = "PaperclipLoaded"

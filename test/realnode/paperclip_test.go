@@ -228,16 +228,25 @@ func waitRunPodRunning(ctx context.Context, c *testcluster.Cluster, tenant, runI
 // itself into Paperclip: the init container pcsync-paperclip-install
 // logged action for the adapter, Paperclip loaded the adapter and
 // activated the plugin from the paths it was given, and pcsync's
-// PaperclipLoaded condition (gating its /readyz, so the pod is Ready only
-// after it) turned true from their hellos, at the versions in place.
+// PaperclipLoaded condition turned true from their hellos, at the
+// versions in place. The condition does not gate readiness, so the
+// hellos may come after the pod is Ready: each log is read again until it
+// says so (a wait bounded by a minute, not a timed assertion).
 func checkSelfInstall(ctx context.Context, t *testing.T, c *testcluster.Cluster, pod, action string) {
 	t.Helper()
-	logs := func(container string) string {
-		out, err := c.Client().CoreV1().Pods(paperclipNamespace).GetLogs(pod, &corev1.PodLogOptions{Container: container}).DoRaw(ctx)
-		if err != nil {
-			t.Errorf("pod %s: logs of %s: %v", pod, container, err)
+	logs := func(container, want string) string {
+		var out []byte
+		for deadline := time.Now().Add(time.Minute); ; {
+			var err error
+			out, err = c.Client().CoreV1().Pods(paperclipNamespace).GetLogs(pod, &corev1.PodLogOptions{Container: container}).DoRaw(ctx)
+			if err != nil {
+				t.Errorf("pod %s: logs of %s: %v", pod, container, err)
+			}
+			if err != nil || strings.Contains(string(out), want) || time.Now().After(deadline) {
+				return string(out)
+			}
+			time.Sleep(time.Second)
 		}
-		return string(out)
 	}
 	adapter := readPackage(t, "../../integrations/paperclip/package.json")
 	plugin := readPackage(t, "../../integrations/paperclip-sandbox/package.json")
@@ -249,7 +258,7 @@ func checkSelfInstall(ctx context.Context, t *testing.T, c *testcluster.Cluster,
 		{"paperclip", `plugin activated successfully`},
 		{"pcsync", fmt.Sprintf("Paperclip loaded pcsync's adapter %s %s and plugin %s %s", adapter.Name, adapter.Version, plugin.Name, plugin.Version)},
 	} {
-		if got := logs(w.container); !strings.Contains(got, w.want) {
+		if got := logs(w.container, w.want); !strings.Contains(got, w.want) {
 			t.Errorf("pod %s: container %s logged no %q:\n%s", pod, w.container, w.want, tailLines(got, 40))
 		}
 	}
