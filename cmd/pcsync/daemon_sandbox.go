@@ -47,15 +47,15 @@ func (f *sandboxFlags) add(fl *pflag.FlagSet) {
 		"for nodes whose pod execs run on a shared host (kwok): keep each lease's workspace, HOME, /tmp and socket under DIR/<pod>")
 	fl.StringVar(&f.paperclipDir, "paperclip-install", "",
 		"the directory where `pcsync paperclip install` put pcsync's adapter and plugin for the Paperclip server beside this daemon: "+
-			"/readyz (PaperclipLoaded) waits until Paperclip has loaded both, at those versions (needs --sandbox)")
+			"/readyz (PaperclipLoaded; degraded until then) says whether Paperclip has loaded both, at those versions (needs --sandbox)")
 }
 
 func (f *sandboxFlags) validate(d *daemonFlags) error {
-	if !f.enabled && f.paperclipDir == "" {
+	if !f.enabled {
+		if f.paperclipDir != "" {
+			return usageErrorf("--paperclip-install needs --sandbox: pcsync's adapter and plugin say hello on the sandbox socket")
+		}
 		return nil
-	}
-	if f.paperclipDir != "" && !f.enabled {
-		return usageErrorf("--paperclip-install needs --sandbox: pcsync's adapter and plugin say hello on the sandbox socket")
 	}
 	if d.stateDirectory() == "" {
 		return usageErrorf("--sandbox needs --state-dir or --spool (the lease journal and the socket live in the state directory)")

@@ -3,8 +3,6 @@ package paperclipinstall
 import (
 	"encoding/json"
 	"fmt"
-	"io"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -137,7 +135,9 @@ func replaceTree(src, dst string) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	if err := copyTree(src, tmp); err != nil {
+	// Files, directories and symbolic links (node_modules/.bin), modes as
+	// in the image (read by all, executables kept); src may be a link.
+	if err := os.CopyFS(tmp, os.DirFS(src)); err != nil {
 		return err
 	}
 	if err := os.Chmod(tmp, 0o755); err != nil {
@@ -151,62 +151,4 @@ func replaceTree(src, dst string) error {
 		return err
 	}
 	return os.RemoveAll(old)
-}
-
-// copyTree copies the regular files, directories and symbolic links under
-// src into dst (which exists), files readable by all.
-func copyTree(src, dst string) error {
-	src, err := filepath.EvalSymlinks(src)
-	if err != nil {
-		return err
-	}
-	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, path)
-		if rel == "." {
-			return nil
-		}
-		target := filepath.Join(dst, rel)
-		switch {
-		case d.IsDir():
-			return os.Mkdir(target, 0o755)
-		case d.Type()&fs.ModeSymlink != 0:
-			link, err := os.Readlink(path)
-			if err != nil {
-				return err
-			}
-			return os.Symlink(link, target)
-		case d.Type().IsRegular():
-			return copyFile(path, target)
-		}
-		return nil
-	})
-}
-
-// copyFile copies one file, 0755 if it is executable and 0644 if not.
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	fi, err := in.Stat()
-	if err != nil {
-		return err
-	}
-	mode := os.FileMode(0o644)
-	if fi.Mode()&0o111 != 0 {
-		mode = 0o755
-	}
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, mode)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return fmt.Errorf("%s: %w", dst, err)
-	}
-	return out.Close()
 }

@@ -152,3 +152,25 @@ func TestInstallNeedsItsTargets(t *testing.T) {
 		t.Fatal("no error without --into and --paperclip-home")
 	}
 }
+
+// A package directory that is a symbolic link (a build's output linked in
+// place) is copied as the tree it points to.
+func TestInstallFollowsALinkedPackage(t *testing.T) {
+	real := packages(t, "0.1.0", "0.1.0")
+	from := t.TempDir()
+	for _, dir := range []string{AdapterDir, PluginDir} {
+		if err := os.Symlink(filepath.Join(real, dir), filepath.Join(from, dir)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	into := filepath.Join(t.TempDir(), "into")
+	if _, err := Install(Options{From: from, Into: into, Home: t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{AdapterDir, PluginDir} {
+		fi, err := os.Lstat(filepath.Join(into, dir, "dist", "index.js"))
+		if err != nil || !fi.Mode().IsRegular() {
+			t.Errorf("%s: dist/index.js not copied as a file: %v, %v", dir, fi, err)
+		}
+	}
+}

@@ -228,13 +228,13 @@ func cleanupKubeProxy(ctx context.Context, binDir string) error {
 	defer cancel()
 	out, err := exec.CommandContext(ctx, bin, "--cleanup").CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("kube-proxy --cleanup: %w: %s", err, lastLines(string(out), 10))
+		return fmt.Errorf("kube-proxy --cleanup: %w: %s", err, LastLines(string(out), 10))
 	}
 	return nil
 }
 
-// lastLines returns the last n lines of s.
-func lastLines(s string, n int) string {
+// LastLines returns the last n lines of s.
+func LastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]

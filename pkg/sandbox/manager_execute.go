@@ -96,8 +96,9 @@ func (m *Manager) ExecuteStream(ctx context.Context, p ExecParams, s ExecStreams
 
 // Execute runs p as ExecuteStream does, with p.Stdin as its stdin, and
 // returns its whole output in the result; onOutput, if not nil, is given
-// each chunk as it comes. The API streams (ExecuteStream); Execute is for
-// callers in the daemon's process that want the output whole.
+// each chunk as it comes. The API streams (ExecuteStream); Execute holds
+// the output, for callers that want it whole (tests and benchmarks; the
+// daemon itself does not call it).
 func (m *Manager) Execute(ctx context.Context, p ExecParams, onOutput func(stream string, chunk []byte)) (ExecResult, error) {
 	var out, errOut bytes.Buffer
 	exit, err := m.ExecuteStream(ctx, p, ExecStreams{

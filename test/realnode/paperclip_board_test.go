@@ -6,8 +6,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
-	"io"
 	"math"
 	"net"
 	"net/http"
@@ -21,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/pcsync/pcsync/internal/paperclipserver"
 	"github.com/pcsync/pcsync/internal/testcluster"
 )
 
@@ -117,48 +116,15 @@ func bootstrapConfig() map[string]any {
 	}
 }
 
-// do sends one request under the public URL, as JSON; out, when not nil,
-// receives the JSON answer. A status outside 2xx is an error quoting the
-// body.
+// do sends one request under the public URL, as JSON
+// (paperclipserver.Do), with the board's key once it has one.
 func (b *paperclipBoard) do(ctx context.Context, method, path string, in, out any) error {
-	var body io.Reader
-	if in != nil {
-		data, err := json.Marshal(in)
-		if err != nil {
-			return err
-		}
-		body = bytes.NewReader(data)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, paperclipPublicURL+path, body)
-	if err != nil {
-		return err
-	}
 	u, _ := url.Parse(paperclipPublicURL)
-	req.Header.Set("Origin", u.Scheme+"://"+u.Host)
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
+	h := http.Header{"Origin": {u.Scheme + "://" + u.Host}}
 	if b.key != "" {
-		req.Header.Set("Authorization", "Bearer "+b.key)
+		h.Set("Authorization", "Bearer "+b.key)
 	}
-	resp, err := b.hc.Do(req)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(data)))
-	}
-	if out != nil {
-		if err := json.Unmarshal(data, out); err != nil {
-			return fmt.Errorf("%s %s: decode %.300q: %w", method, path, data, err)
-		}
-	}
-	return nil
+	return paperclipserver.Do(ctx, b.hc, method, paperclipPublicURL+path, h, in, out)
 }
 
 // must is do for tests: any error is fatal.

@@ -259,7 +259,7 @@ func checkSelfInstall(ctx context.Context, t *testing.T, c *testcluster.Cluster,
 		{"pcsync", fmt.Sprintf("Paperclip loaded pcsync's adapter %s %s and plugin %s %s", adapter.Name, adapter.Version, plugin.Name, plugin.Version)},
 	} {
 		if got := logs(w.container, w.want); !strings.Contains(got, w.want) {
-			t.Errorf("pod %s: container %s logged no %q:\n%s", pod, w.container, w.want, tailLines(got, 40))
+			t.Errorf("pod %s: container %s logged no %q:\n%s", pod, w.container, w.want, testcluster.LastLines(got, 40))
 		}
 	}
 }
@@ -276,15 +276,6 @@ func readPackage(t *testing.T, path string) paperclipinstall.Package {
 		t.Fatalf("%s: %v", path, err)
 	}
 	return p
-}
-
-// tailLines returns the last n lines of s.
-func tailLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // checkAuthSecretLog checks that a pod's init container
