@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 )
 
@@ -31,6 +32,8 @@ type API struct {
 	socket string
 	log    *slog.Logger
 	hello  HelloFunc
+	// seen is the package and version of each component's last hello.
+	seen sync.Map
 }
 
 // NewAPI returns the API of m on socket (created with mode 0600).

@@ -1,7 +1,9 @@
 package sandbox
 
 import (
+	"context"
 	"io"
+	"log/slog"
 	"net/http"
 )
 
@@ -39,7 +41,7 @@ func (a *API) serveHello(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusBadRequest, CodeBadRequest, "hello: component and version are required")
 		return
 	}
-	a.log.Info("Paperclip loaded pcsync's "+h.Component, "package", h.Name, "version", h.Version)
+	a.logHello(r.Context(), h)
 	if a.hello != nil {
 		if err := a.hello(h.Component, h.Name, h.Version); err != nil {
 			fail(w, http.StatusBadRequest, CodeBadRequest, "hello: "+err.Error())
@@ -47,4 +49,15 @@ func (a *API) serveHello(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// logHello logs a component's hello at INFO when it is the first or names
+// another package or version than the last, else at DEBUG: the adapter and
+// the plugin repeat theirs every 30 s.
+func (a *API) logHello(ctx context.Context, h Hello) {
+	level := slog.LevelDebug
+	if last, ok := a.seen.Swap(h.Component, h.Name+"@"+h.Version); !ok || last != h.Name+"@"+h.Version {
+		level = slog.LevelInfo
+	}
+	a.log.Log(ctx, level, "Paperclip loaded pcsync's "+h.Component, "package", h.Name, "version", h.Version)
 }

@@ -1,7 +1,9 @@
 package sandbox
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -47,5 +49,38 @@ func TestHello(t *testing.T) {
 				t.Errorf("hellos taken (-want +got):\n%s", d)
 			}
 		})
+	}
+}
+
+// The adapter and the plugin repeat their hello every 30 s: the daemon
+// logs a component's hello at INFO when it is new or its version changed,
+// and the repeats at DEBUG only.
+func TestHelloLoggedOnChange(t *testing.T) {
+	var buf bytes.Buffer
+	a := NewAPI(offlineManager(), "unused.sock")
+	a.log = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	h := a.Handler()
+	for _, body := range []string{
+		`{"component":"adapter","name":"@pcsync/paperclip-adapter","version":"0.1.0"}`,
+		`{"component":"plugin","name":"@pcsync/paperclip-sandbox","version":"0.1.0"}`,
+		`{"component":"adapter","name":"@pcsync/paperclip-adapter","version":"0.1.0"}`,
+		`{"component":"adapter","name":"@pcsync/paperclip-adapter","version":"0.2.0"}`,
+		`{"component":"adapter","name":"@pcsync/paperclip-adapter","version":"0.2.0"}`,
+	} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/hello", strings.NewReader(body)))
+		if rec.Code != http.StatusNoContent {
+			t.Fatalf("hello %s: %d %s", body, rec.Code, rec.Body.String())
+		}
+	}
+	var levels []string
+	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		level, _, _ := strings.Cut(strings.TrimPrefix(line[strings.Index(line, "level="):], "level="), " ")
+		version := line[strings.LastIndex(line, "version=")+len("version="):]
+		levels = append(levels, level+" "+version)
+	}
+	want := []string{"INFO 0.1.0", "INFO 0.1.0", "DEBUG 0.1.0", "INFO 0.2.0", "DEBUG 0.2.0"}
+	if d := cmp.Diff(want, levels); d != "" {
+		t.Errorf("hello log levels (-want +got):\n%s\nlog:\n%s", d, buf.String())
 	}
 }

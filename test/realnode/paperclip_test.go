@@ -66,7 +66,8 @@ func pushPaperclip(t *testing.T, reg *testcluster.Registry) string {
 // on the real node: the pod (Paperclip, pcsync, git-sync) becomes Ready and
 // the sidecar applies the Company committed to Git, and a new commit's
 // Company after it; a replaced pod starts on the same data, keeping the
-// BETTER_AUTH_SECRET its init container made once. The Paperclip image is
+// BETTER_AUTH_SECRET its init container made once; a claude_local agent
+// declared in Git runs in pcsync's sandbox on the real node. The Paperclip image is
 // the stand-in of pushPaperclip, git-sync the substitute of pushGitSync.
 func TestPaperclipOverlay(t *testing.T) {
 	c, node, apiHost, apiPort := deployNode(t)
@@ -81,10 +82,8 @@ func TestPaperclipOverlay(t *testing.T) {
 	tenant := prefix + "acme"
 	repo := newGitServer(t, apiHost)
 	repo.commit("settings and acme", map[string]string{
-		"settings.yaml": gitSyncDoc(t, "Settings", "fleet", map[string]any{
-			"namespacePrefix": prefix, "images": map[string]any{"registry": p.Registry},
-			"pcsync": map[string]any{"serviceAccount": map[string]any{"name": "pcsync", "namespace": paperclipNamespace}}}),
-		"acme.yaml": gitSyncCompany(t, node, "acme"),
+		"settings.yaml": overlaySettings(t, prefix, p.Registry, false),
+		"acme.yaml":     gitSyncCompany(t, node, "acme"),
 	})
 	hostVolume(t, c, paperclipNamespace, "paperclip-data", corev1.ReadWriteOnce)
 	spool := hostVolume(t, c, paperclipNamespace, "paperclip-spool", corev1.ReadWriteOnce)
@@ -95,6 +94,7 @@ func TestPaperclipOverlay(t *testing.T) {
 	t.Cleanup(func() {
 		cleanupDeployment(t, c, objs, tenant)
 		deleteNamespace(t, c, prefix+"initech")
+		deleteNamespace(t, c, prefix+"globex")
 	})
 	applyObjects(ctx, t, c, objs)
 	start := time.Now()
@@ -119,7 +119,10 @@ func TestPaperclipOverlay(t *testing.T) {
 	t.Logf("commit %.12s → tenant %s applied by the sidecar in %s (GITSYNC_PERIOD %s)", hash, second, time.Since(pushed).Round(time.Millisecond), gitSyncPeriod)
 
 	// Paperclip's first admin wakes a pcsync agent through Paperclip.
+	// Its board API key goes into the Secret deploy/paperclip mounts for
+	// pcsync, which the next step's pod starts with.
 	board := newPaperclipBoard(ctx, t, c, pods[0])
+	storeBoardKey(ctx, t, c, board.key)
 	agent := checkPcsyncWake(ctx, t, c, board, tenant)
 
 	// The pod replaced while a run is in flight: the next one starts on
@@ -129,6 +132,10 @@ func TestPaperclipOverlay(t *testing.T) {
 	next := checkReplacedMidRun(ctx, t, c, board, agent, pods[0], tenant, spool)
 	checkAuthSecretLog(ctx, t, c, next.Name, "BETTER_AUTH_SECRET: kept in")
 	checkSelfInstall(ctx, t, c, next.Name, "adapter kept")
+
+	// The stock road: a claude_local agent and pcsync's sandbox
+	// environment declared in Git, its CLI in a lease pod on the real node.
+	checkSandboxFromGit(ctx, t, c, node, board, repo, prefix, p.Registry)
 }
 
 // checkReplacedMidRun replaces deploy/paperclip's pod while a run of a's
