@@ -129,6 +129,12 @@ IMAGES_OUT ?= _out/images
 TAG        ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 BUILDER    ?= go
 
+# make -s version prints TAG: the tag make images gives the images and
+# make build stamps into pcsync.
+.PHONY: version
+version:
+	@echo $(TAG)
+
 .PHONY: images
 images:
 ifeq ($(BUILDER),go)

@@ -166,19 +166,27 @@
 // something is missing Start fails and names it; it never skips. The node IP
 // (default 10.200.0.1) is a /32 on a bridge with no ports, pcsync-node0; pods get
 // addresses from 10.201.0.0/24 on the bridge pcsync-cni0 (no masquerading: they reach
-// the host at 10.201.0.1, not its 127.0.0.1, the internet or the cluster's Service
-// IPs; the cluster DNS address 10.0.0.10 answers nothing); the kubelet's cgroups
+// the host at 10.201.0.1, not its 127.0.0.1 or the internet; kube-proxy takes
+// Service IPs to their endpoints; the cluster DNS address 10.0.0.10 answers
+// nothing); the kubelet's cgroups
 // live under /pcsync-realnode.
 //
 // A pod reaches the API server at APIServerHost(): 10.201.0.1 and a port the
 // starting process forwards to the API server on 127.0.0.1 (TCP only, TLS passes
-// through; the serving certificate holds 10.201.0.1). A container that sets
-// KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT to it gets a working
-// client-go in-cluster config from its projected service-account token:
+// through; the serving certificate holds 10.201.0.1 and 10.0.0.1). The Service
+// default/kubernetes has that address as its endpoint (an EndpointSlice the
+// start writes), so kube-proxy on the node takes 10.0.0.1:443 there and a pod's
+// in-cluster config works as in any cluster. A container may also set
+// KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT to it:
 //
 //	host, port := node.APIServerHost()
 //	env := []corev1.EnvVar{{Name: "KUBERNETES_SERVICE_HOST", Value: host},
 //		{Name: "KUBERNETES_SERVICE_PORT", Value: port}}
+//
+// The node's containerd pulls images of ghcr.io and registry.k8s.io from the
+// node's registry (a mirror, as air-gapped clusters have): a test pushes the
+// image a manifest names, e.g. ghcr.io/paperclipai/paperclip:<tag>, to
+// MirrorRef's reference, and the manifest applies unchanged.
 //
 // One real node per machine: the kubelet and containerd share host paths and the
 // bridges, so Start takes a machine-wide lock (flock on RealNodeOptions.LockPath,

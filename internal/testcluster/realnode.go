@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -141,6 +143,18 @@ func (n *RealNode) APIServerHost() (host, port string) {
 	}
 	host, port, _ = net.SplitHostPort(n.apiHost)
 	return host, port
+}
+
+// MirrorRef returns where a test pushes the image that the node pulls as
+// ref, when ref's registry is one the node's containerd mirrors from its
+// own registry (ghcr.io, registry.k8s.io): ref with the node registry's host
+// in place of its registry. ok is false for any other registry.
+func (n *RealNode) MirrorRef(ref string) (mirror string, ok bool) {
+	host, rest, found := strings.Cut(ref, "/")
+	if !found || !slices.Contains(mirroredRegistries(), host) {
+		return "", false
+	}
+	return n.registry.Ref(rest), true
 }
 
 // PodBridge returns the name of the CNI bridge the node's pods attach to: traffic

@@ -135,6 +135,25 @@ func registryHostsFile(registryHost string) string {
 `, q("http://"+registryHost), q("http://"+registryHost))
 }
 
+// mirroredRegistries are the public registries whose images the node's
+// containerd pulls from the node's registry instead (a mirror, as in an
+// air-gapped cluster): the images deploy/ names, so that an overlay applies
+// word for word.
+func mirroredRegistries() []string { return []string{"ghcr.io", "registry.k8s.io"} }
+
+// mirrorHostsFile is the hosts.toml (in registryHostsDir/<upstream>/) that
+// makes containerd pull images named <upstream>/<path> from
+// registryHost/<path> over plain HTTP, and from nowhere else (the upstream
+// is never asked when the mirror answers; off the machine it is unreachable).
+func mirrorHostsFile(upstream, registryHost string) string {
+	q := strconv.Quote
+	return fmt.Sprintf(`server = %s
+
+[host.%s]
+  capabilities = ["pull", "resolve"]
+`, q("https://"+upstream), q("http://"+registryHost))
+}
+
 // cniConflist is the pods' network: a bridge (the node is its gateway, no
 // masquerading, so no iptables rules) with host-local IPAM keeping its state under
 // the node's directory. containerd adds the loopback interface itself with the

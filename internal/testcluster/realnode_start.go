@@ -6,12 +6,16 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 // prepareRealNode runs before the control plane starts: it checks the host and
@@ -61,7 +65,7 @@ func (c *Cluster) startRealNode(ctx context.Context, begin time.Time) error {
 	s.paths = newNodePaths(c.node.dir)
 	for _, step := range []func(context.Context) error{
 		s.checkPaths, s.sweep, s.makeDirs, s.registry, s.apiProxy, s.host,
-		s.identity, s.configFiles, s.containerd, s.kubelet, s.network,
+		s.identity, s.configFiles, s.containerd, s.kubelet, s.network, s.apiService,
 	} {
 		if err := step(ctx); err != nil {
 			return fmt.Errorf("real node: %w", err)
@@ -216,6 +220,9 @@ func (s *nodeStart) configFiles(context.Context) error {
 		}),
 		paths.resolvConf: "# pcsync real node: pods get the cluster DNS address only\n",
 	}
+	for _, upstream := range mirroredRegistries() {
+		files[filepath.Join(paths.registryHostsDir, upstream, "hosts.toml")] = mirrorHostsFile(upstream, reg.Host())
+	}
 	for path, data := range files {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			return err
@@ -284,6 +291,35 @@ func (s *nodeStart) network(ctx context.Context) error {
 	}
 	s.logf("testcluster: real node: kube-proxy (and NetworkPolicy enforcer: %v) running after %s",
 		s.o.NetworkPolicy, s.since())
+	return nil
+}
+
+// apiService gives the Service default/kubernetes an endpoint that pods
+// reach: the API proxy on the pod gateway (the API server advertises its
+// loopback address and runs no endpoint reconciler). kube-proxy on the node
+// then takes its ClusterIP there, so a pod's in-cluster config (the
+// kubelet's KUBERNETES_SERVICE_HOST, the serving certificate's 10.0.0.1)
+// works as in any cluster.
+func (s *nodeStart) apiService(ctx context.Context) error {
+	host, portStr := s.n.APIServerHost()
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return fmt.Errorf("API proxy port %q: %w", portStr, err)
+	}
+	es := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "kubernetes-real-node", Namespace: metav1.NamespaceDefault, Labels: map[string]string{
+			discoveryv1.LabelServiceName: "kubernetes", discoveryv1.LabelManagedBy: "testcluster.pcsync.io"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{host}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("https"), Port: ptr.To(int32(port)), Protocol: ptr.To(corev1.ProtocolTCP)}},
+	}
+	slices := s.c.client.DiscoveryV1().EndpointSlices(metav1.NamespaceDefault)
+	if err := slices.Delete(ctx, es.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("EndpointSlice default/%s: %w", es.Name, err)
+	}
+	if _, err := slices.Create(ctx, es, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("EndpointSlice default/%s: %w", es.Name, err)
+	}
 	return nil
 }
 

@@ -83,6 +83,7 @@ func TestRealNodeConfigs(t *testing.T) {
 	cd := containerdConfig(p, "/usr/lib/cni", "/usr/sbin/runc", "127.0.0.1:5000/pcsync/pause:x")
 	kc := kubeletConfig(kubeletConfigParams{paths: p, caFile: "/w/pki/ca.crt", nodeIP: "10.200.0.1", port: 10250, healthPort: 10248, taint: true})
 	hosts := registryHostsFile("127.0.0.1:5000")
+	mirror := mirrorHostsFile("ghcr.io", "127.0.0.1:5000")
 	for _, tt := range []struct{ name, text, want string }{
 		{"containerd", cd, `restrict_oom_score_adj = true`},
 		{"containerd", cd, `SystemdCgroup = false`},
@@ -94,6 +95,8 @@ func TestRealNodeConfigs(t *testing.T) {
 		{"kubelet", kc, `address: "10.200.0.1"`},
 		{"kubelet", kc, `registerWithTaints: [{key: "pcsync.io/real-node", value: "true", effect: NoSchedule}]`},
 		{"hosts.toml", hosts, `server = "http://127.0.0.1:5000"`},
+		{"ghcr.io hosts.toml", mirror, `server = "https://ghcr.io"`},
+		{"ghcr.io hosts.toml", mirror, `[host."http://127.0.0.1:5000"]`},
 	} {
 		if !strings.Contains(tt.text, tt.want) {
 			t.Errorf("%s config lacks %q:\n%s", tt.name, tt.want, tt.text)

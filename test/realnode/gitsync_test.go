@@ -43,9 +43,9 @@ const (
 // pushGitSync builds the git-sync substitute (testdata/git-sync-substitute.sh:
 // Debian's git on pcsync's base image; k8s.io/git-sync's module is not served
 // by the Go module proxy, so git-sync itself cannot be built here) with it as
-// the image's entrypoint, pushes it to the real node's registry and returns
-// its reference.
-func pushGitSync(t *testing.T, reg *testcluster.Registry) string {
+// the image's entrypoint, pushes it to the real node's registry as ref and
+// returns ref.
+func pushGitSync(t *testing.T, reg *testcluster.Registry, ref string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -53,8 +53,7 @@ func pushGitSync(t *testing.T, reg *testcluster.Registry) string {
 	o.Tag, o.User = imageTag, "65533:65533"
 	o.Files = map[string]string{"usr/local/bin/git-sync": mustRead("testdata/git-sync-substitute.sh")}
 	o.Entrypoint = []string{"/usr/bin/tini", "--", "/usr/local/bin/git-sync"}
-	ref, err := testimages.StandIn(ctx, reg, reg.Host()+"/git-sync/git-sync:"+imageTag, o)
-	if err != nil {
+	if _, err := testimages.StandIn(ctx, reg, ref, o); err != nil {
 		t.Fatal(err)
 	}
 	return ref
@@ -71,7 +70,7 @@ func pushGitSync(t *testing.T, reg *testcluster.Registry) string {
 func TestDeployBaseGitSync(t *testing.T) {
 	c, node, apiHost, apiPort := deployNode(t)
 	p := pushImages(t)
-	gitSync := pushGitSync(t, node.Registry())
+	gitSync := pushGitSync(t, node.Registry(), node.Registry().Ref("git-sync/git-sync:"+imageTag))
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 

@@ -50,14 +50,15 @@ func storeBoardKey(ctx context.Context, t *testing.T, c *testcluster.Cluster, ke
 	}
 }
 
-// checkSandboxFromGit is deploy/paperclip's second road: a stock
+// checkSandboxFromGit is deploy/paperclip's second road (its agents' images
+// of registry at tag): a stock
 // claude_local agent in pcsync's sandbox environment, both declared in Git
 // (Company spec.paperclip.manage) and kept in Paperclip by the sidecar with
 // the board key of the Secret. Assigning it an issue runs the CLI (the
 // stand-in of pcsync's claude image) in a lease pod on the real node,
 // placed by the agent's nodeSelector and tolerations from Git, and the run
 // ends succeeded with the transcript's tokens and cost on its page.
-func checkSandboxFromGit(ctx context.Context, t *testing.T, c *testcluster.Cluster, node *testcluster.RealNode, b *paperclipBoard, repo *gitServer, prefix, registry string) {
+func checkSandboxFromGit(ctx context.Context, t *testing.T, c *testcluster.Cluster, node *testcluster.RealNode, b *paperclipBoard, repo *gitServer, prefix, registry, tag string) {
 	t.Helper()
 	var company struct {
 		ID string `json:"id"`
@@ -102,14 +103,18 @@ func checkSandboxFromGit(ctx context.Context, t *testing.T, c *testcluster.Clust
 		t.Errorf("sandbox run %s: its transcript on Paperclip's page has no %q:\n%.2000s", r.ID, "The README says hello.", log)
 	}
 	b.done(ctx, t)
-	want := images.Ref(registry, images.Agent("claude"), imageTag)
+	want := images.Ref(registry, images.Agent("claude"), tag)
 	pods := leases.all()
 	if len(pods) == 0 {
 		t.Fatalf("no lease pod was seen in %s", tenant)
 	}
 	for _, p := range pods {
-		if p.Spec.NodeName != node.Name() || len(p.Spec.Containers) == 0 || p.Spec.Containers[0].Image != want {
-			t.Errorf("lease pod %s: node %q, containers %v; want the real node %s and %s", p.Name, p.Spec.NodeName, p.Spec.Containers, node.Name(), want)
+		if p.Spec.NodeName != node.Name() || len(p.Spec.Containers) != 1 || p.Spec.Containers[0].Image != want {
+			var imgs []string
+			for _, c := range p.Spec.Containers {
+				imgs = append(imgs, c.Image)
+			}
+			t.Errorf("lease pod %s: node %q, images %v; want the real node %s and %s", p.Name, p.Spec.NodeName, imgs, node.Name(), want)
 		}
 	}
 }

@@ -14,14 +14,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/pcsync/pcsync/internal/imagebuild"
 	"github.com/pcsync/pcsync/internal/paperclipinstall"
 	"github.com/pcsync/pcsync/internal/testcluster"
 	"github.com/pcsync/pcsync/internal/testimages"
-	"github.com/pcsync/pcsync/internal/testkustomize"
 	"github.com/pcsync/pcsync/pkg/images"
 	"github.com/pcsync/pcsync/pkg/result"
 )
@@ -36,9 +33,9 @@ const (
 
 // pushPaperclip builds the stand-in of Paperclip's published image
 // (imagebuild.PaperclipStandIn: paperclipai from npm on pcsync's base, with
-// the published image's user, data directory, port and environment),
-// pushes it to the real node's registry and returns its reference.
-func pushPaperclip(t *testing.T, reg *testcluster.Registry) string {
+// the published image's user, data directory, port and environment) and
+// pushes it to the real node's registry as ref.
+func pushPaperclip(t *testing.T, reg *testcluster.Registry, ref string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
@@ -53,33 +50,83 @@ func pushPaperclip(t *testing.T, reg *testcluster.Registry) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref := reg.Host() + "/paperclipai/paperclip:" + imagebuild.PaperclipVersion
 	if err := reg.Push(ctx, ref, img); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("Paperclip stand-in %s built and pushed in %s", ref, time.Since(start).Round(time.Millisecond))
-	return ref
 }
 
-// deploy/paperclip applied through a user's overlay that sets what its
-// README says to set (the Paperclip image, pcsync's image, GITSYNC_REPO),
-// on the real node: the pod (Paperclip, pcsync, git-sync) becomes Ready and
-// the sidecar applies the Company committed to Git, and a new commit's
-// Company after it; a replaced pod starts on the same data, keeping the
+// mirrorImage is where the test pushes the stand-in of the public image
+// that deploy/ names as ref: the real node's containerd pulls it from its
+// registry (testcluster.RealNode.MirrorRef).
+func mirrorImage(t *testing.T, node *testcluster.RealNode, ref string) string {
+	t.Helper()
+	m, ok := node.MirrorRef(ref)
+	if !ok {
+		t.Fatalf("the real node mirrors no registry of %s", ref)
+	}
+	return m
+}
+
+// retagStandIns pushes the stand-in images of pushImages (p.Registry) again
+// with tag, the version of the pcsync that make images built: the daemon
+// looks its agents' images up at its own version.
+func retagStandIns(t *testing.T, reg *testcluster.Registry, p pushed, tag string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, name := range []string{images.Agent("claude"), images.Pcsync} {
+		img, err := reg.Image(ctx, images.Ref(p.Registry, name, imageTag))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := reg.Push(ctx, images.Ref(p.Registry, name, tag), img); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// readyAfterCreate is how long after its Deployment's creation the pod
+// became Ready (the API's 1 s resolution).
+func readyAfterCreate(ctx context.Context, t *testing.T, c *testcluster.Cluster, pod corev1.Pod) time.Duration {
+	t.Helper()
+	d, err := c.Client().AppsV1().Deployments(paperclipNamespace).Get(ctx, "paperclip-server", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cond := range pod.Status.Conditions {
+		if cond.Type == corev1.PodReady {
+			return cond.LastTransitionTime.Sub(d.CreationTimestamp.Time)
+		}
+	}
+	return 0
+}
+
+// deploy/paperclip applied as its README's walkthrough has a user apply it,
+// word for word (make images, an overlay setting pcsync's image, the config
+// repository and the public URL, kubectl apply -k), on the real node, with
+// the public images deploy/ names taken from the node's mirror: the stand-in
+// of Paperclip's published image (pushPaperclip) and git-sync's substitute
+// (pushGitSync). The pod (Paperclip, pcsync, git-sync) becomes Ready and the
+// sidecar applies the Company committed to Git, and a new commit's Company
+// after it; a replaced pod starts on the same data, keeping the
 // BETTER_AUTH_SECRET its init container made once; a claude_local agent
-// declared in Git runs in pcsync's sandbox on the real node. The Paperclip image is
-// the stand-in of pushPaperclip, git-sync the substitute of pushGitSync.
+// declared in Git runs in pcsync's sandbox on the real node.
 func TestPaperclipOverlay(t *testing.T) {
-	c, node, apiHost, apiPort := deployNode(t)
+	c, node, _, _ := deployNode(t)
 	p := pushImages(t)
-	gitSync := pushGitSync(t, node.Registry())
-	paperclip := pushPaperclip(t, node.Registry())
+	const server = "deploy/paperclip/paperclip-server.yaml"
+	pushGitSync(t, node.Registry(), mirrorImage(t, node, deployImage(t, server, gitSyncImage)))
+	pushPaperclip(t, node.Registry(), mirrorImage(t, node, deployImage(t, server, paperclipImage)))
+	tag := makeVersion(t)
+	retagStandIns(t, node.Registry(), p, tag)
+	c.OnlyRealNode(t)
 	// A bound for a hung test, not a timed assertion.
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 
 	prefix := "pc-" + randomSuffix(t) + "-"
 	tenant := prefix + "acme"
+	apiHost, _ := node.APIServerHost()
 	repo := newGitServer(t, apiHost)
 	repo.commit("settings and acme", map[string]string{
 		"settings.yaml": overlaySettings(t, prefix, p.Registry, false),
@@ -88,26 +135,23 @@ func TestPaperclipOverlay(t *testing.T) {
 	hostVolume(t, c, paperclipNamespace, "paperclip-data", corev1.ReadWriteOnce)
 	spool := hostVolume(t, c, paperclipNamespace, "paperclip-spool", corev1.ReadWriteOnce)
 
-	objs := renderPaperclip(t, node, map[string]string{
-		paperclipImage: paperclip, "pcsync": p.RealRegistry + "/pcsync:" + imageTag, gitSyncImage: gitSync,
-	}, repo.url, apiHost, apiPort)
+	objs, _ := followPaperclipWalkthrough(t, c, node.Registry().Host()+"/walkthrough", repo.url)
 	t.Cleanup(func() {
 		cleanupDeployment(t, c, objs, tenant)
 		deleteNamespace(t, c, prefix+"initech")
 		deleteNamespace(t, c, prefix+"globex")
 	})
-	applyObjects(ctx, t, c, objs)
-	start := time.Now()
 	pods, err := waitDeploymentReady(ctx, c, paperclipNamespace, "paperclip-server", 1)
 	if err != nil {
 		t.Fatalf("Deployment %s/paperclip-server: %v\n%s", paperclipNamespace, err, podsReport(c, paperclipNamespace))
 	}
-	t.Logf("deploy/paperclip: pod %s Ready (paperclip, pcsync, git-sync) %s after apply", pods[0].Name, time.Since(start).Round(time.Millisecond))
+	t.Logf("deploy/paperclip: pod %s Ready (paperclip, pcsync, git-sync) %s after its Deployment was created",
+		pods[0].Name, readyAfterCreate(ctx, t, c, pods[0]))
 	checkSelfInstall(ctx, t, c, pods[0].Name, "adapter installed")
 	if err := waitNamespace(ctx, c, tenant); err != nil {
 		t.Fatalf("tenant %s of the Company committed to Git: %v\n%s", tenant, err, podsReport(c, paperclipNamespace))
 	}
-	t.Logf("tenant %s applied by the sidecar %s after apply", tenant, time.Since(start).Round(time.Millisecond))
+	t.Logf("tenant %s applied by the sidecar", tenant)
 
 	// A new commit: git-sync swaps its link, the sidecar reconciles.
 	second := prefix + "initech"
@@ -135,7 +179,7 @@ func TestPaperclipOverlay(t *testing.T) {
 
 	// The stock road: a claude_local agent and pcsync's sandbox
 	// environment declared in Git, its CLI in a lease pod on the real node.
-	checkSandboxFromGit(ctx, t, c, node, board, repo, prefix, p.Registry)
+	checkSandboxFromGit(ctx, t, c, node, board, repo, prefix, p.Registry, tag)
 }
 
 // checkReplacedMidRun replaces deploy/paperclip's pod while a run of a's
@@ -312,57 +356,4 @@ func waitReplaced(ctx context.Context, c *testcluster.Cluster, old string) (core
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
-}
-
-// renderPaperclip renders deploy/paperclip (with deploy/base beside it)
-// through a user's overlay: the images by their names in deploy/ (image),
-// GITSYNC_REPO (and a 3 s period), and what only this machine needs: the
-// pod pinned to the real node and pcsync pointed at the API server's
-// address there.
-func renderPaperclip(t *testing.T, node *testcluster.RealNode, image map[string]string, repoURL, apiHost, apiPort string) []*unstructured.Unstructured {
-	t.Helper()
-	fsys := filesys.MakeFsInMemory()
-	for _, dir := range []string{"base", "paperclip"} {
-		if err := testkustomize.CopyDir(fsys, filepath.Join("../../deploy", dir), filepath.Join("/deploy", dir)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	tol := node.Toleration()
-	env := func(kv ...string) []any {
-		var out []any
-		for i := 0; i < len(kv); i += 2 {
-			out = append(out, map[string]any{"name": kv[i], "value": kv[i+1]})
-		}
-		return out
-	}
-	patch := map[string]any{
-		"apiVersion": "apps/v1", "kind": "Deployment", "metadata": map[string]any{"name": "paperclip-server", "namespace": paperclipNamespace},
-		"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
-			"nodeSelector": node.NodeSelector(),
-			"tolerations":  []any{map[string]any{"key": tol.Key, "operator": string(tol.Operator), "effect": string(tol.Effect)}},
-			"containers": []any{
-				map[string]any{"name": "pcsync", "env": env("KUBERNETES_SERVICE_HOST", apiHost, "KUBERNETES_SERVICE_PORT", apiPort)},
-				map[string]any{"name": "git-sync", "env": env("GITSYNC_REPO", repoURL, "GITSYNC_PERIOD", gitSyncPeriod.String())},
-			},
-		}}},
-	}
-	var imgs []any
-	for name, ref := range image {
-		newName, tag := splitRef(ref)
-		imgs = append(imgs, map[string]any{"name": name, "newName": newName, "newTag": tag})
-	}
-	kustomization := map[string]any{
-		"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
-		"resources": []any{"../deploy/paperclip"},
-		"images":    imgs,
-		"patches":   []any{map[string]any{"path": "deployment.yaml"}},
-	}
-	if err := testkustomize.WriteYAML(fsys, "/overlay", map[string]any{"kustomization.yaml": kustomization, "deployment.yaml": patch}); err != nil {
-		t.Fatal(err)
-	}
-	objs, err := testkustomize.Build(fsys, "/overlay")
-	if err != nil {
-		t.Fatalf("kustomize build of an overlay of deploy/paperclip: %v", err)
-	}
-	return objs
 }

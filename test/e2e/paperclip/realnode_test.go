@@ -4,7 +4,6 @@ package paperclip
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"strings"
 	"sync"
@@ -13,8 +12,6 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/pcsync/pcsync/internal/testcluster"
 	"github.com/pcsync/pcsync/internal/testimages"
@@ -102,34 +99,8 @@ func newRealNodeSandboxWorldWith(t testing.TB, srv *server, o sandboxOptions) *s
 	o.RealNode = true
 	o.Settings = map[string]any{"images": map[string]any{"registry": registry, "allowList": []any{host + "/*/*"}}}
 	sw := newSandboxWorld(t, srv, o)
-	onlyRealNode(t, sw.c)
+	sw.c.OnlyRealNode(t)
 	return sw
-}
-
-// onlyRealNode makes the real node the one place a pod can go while the test
-// runs: its taint is lifted and the kwok node cordoned (put back after).
-func onlyRealNode(t testing.TB, c *testcluster.Cluster) {
-	t.Helper()
-	ctx := context.Background()
-	cs := c.Client()
-	node := c.RealNode().Name()
-	n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	taints := n.Spec.Taints
-	patch := func(name string, spec map[string]any) {
-		b, _ := json.Marshal(map[string]any{"spec": spec})
-		if _, err := cs.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, b, metav1.PatchOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	patch(node, map[string]any{"taints": []corev1.Taint{}})
-	patch(c.NodeName(), map[string]any{"unschedulable": true})
-	t.Cleanup(func() {
-		patch(c.NodeName(), map[string]any{"unschedulable": nil})
-		patch(node, map[string]any{"taints": taints})
-	})
 }
 
 // realNodeAgent is a stock claude_local agent of the world whose stand-in

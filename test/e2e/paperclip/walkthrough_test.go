@@ -3,15 +3,11 @@
 package paperclip
 
 import (
-	"bufio"
 	"context"
-
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -20,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/pcsync/pcsync/internal/agentpod"
-	"github.com/pcsync/pcsync/internal/lockedbuf"
+	"github.com/pcsync/pcsync/internal/docwalk"
 	"github.com/pcsync/pcsync/internal/testcluster"
 	"github.com/pcsync/pcsync/pkg/images"
 	"github.com/pcsync/pcsync/pkg/sandbox"
@@ -28,46 +24,6 @@ import (
 
 // sandboxLeaseLabel marks a sandbox lease's pod.
 const sandboxLeaseLabel = sandbox.LabelLease
-
-// shellBlocks returns the ```sh blocks of the markdown file's section that
-// starts at the heading line `heading` and ends at the next heading of the
-// same or a higher level, each with the indentation of its fence removed.
-func shellBlocks(t testing.TB, path, heading string) []string {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	level := strings.IndexByte(heading, ' ')
-	var blocks []string
-	in, inBlock := false, false
-	var indent string
-	var cur []string
-	sc := bufio.NewScanner(strings.NewReader(string(data)))
-	for sc.Scan() {
-		line := sc.Text()
-		trimmed := strings.TrimLeft(line, " ")
-		switch {
-		case !in:
-			in = line == heading
-		case inBlock && trimmed == "```":
-			blocks = append(blocks, strings.Join(cur, "\n")+"\n")
-			inBlock, cur = false, nil
-		case inBlock:
-			cur = append(cur, strings.TrimPrefix(line, indent))
-		case trimmed == "```sh":
-			inBlock, indent = true, line[:len(line)-len(trimmed)]
-		case strings.HasPrefix(line, "#"):
-			if l := strings.IndexByte(line, ' '); l > 0 && l <= level && strings.Trim(line[:l], "#") == "" {
-				return blocks
-			}
-		}
-	}
-	if !in {
-		t.Fatalf("%s has no heading %q", path, heading)
-	}
-	return blocks
-}
 
 // walkthrough is a section of the docs that a test follows word for word:
 // its shell blocks, run in one bash session from an empty directory, with
@@ -93,47 +49,32 @@ type walkthrough struct {
 func (w walkthrough) follow(t testing.TB, env ...string) (dir, output string) {
 	t.Helper()
 	tl := getTools(t)
-	blocks := shellBlocks(t, filepath.Join(tl.Root, w.doc), w.heading)
-	if len(blocks) != w.blocks {
-		t.Fatalf("%s %q has %d shell blocks, want %d (update the test)", w.doc, w.heading, len(blocks), w.blocks)
-	}
-	script := strings.Join(blocks, "")
-	if !strings.Contains(script, w.daemon+"\n") {
-		t.Fatalf("%s %q no longer starts the daemon as %q", w.doc, w.heading, w.daemon)
-	}
-	script = strings.Replace(script, w.daemon+"\n", w.daemon+" >daemon.log 2>&1 &\n"+
-		"for i in $(seq 300); do [ -e "+w.ready+" ] && break; sleep 0.1; done\n", 1)
-	for _, r := range w.subs {
-		if !strings.Contains(script, r[0]) {
-			t.Fatalf("%s %q no longer says %q (update the test's substitutions)", w.doc, w.heading, r[0])
-		}
-		script = strings.ReplaceAll(script, r[0], r[1])
-	}
-	dir = shortDir(t, "pcwt-")
-	if err := os.WriteFile(filepath.Join(dir, "walkthrough.sh"), []byte(script), 0o644); err != nil {
+	// The daemon's line is checked before the substitutions change it.
+	raw, err := docwalk.Script(filepath.Join(tl.Root, w.doc), w.heading, w.blocks, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
+	if !strings.Contains(raw, w.daemon+"\n") {
+		t.Fatalf("%s %q no longer starts the daemon as %q", w.doc, w.heading, w.daemon)
+	}
+	subs := append([][2]string{{w.daemon + "\n", w.daemon + " >daemon.log 2>&1 &\n" +
+		"for i in $(seq 300); do [ -e " + w.ready + " ] && break; sleep 0.1; done\n"}}, w.subs...)
+	script, err := docwalk.Script(filepath.Join(tl.Root, w.doc), w.heading, w.blocks, subs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir = shortDir(t, "pcwt-")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "walkthrough.sh")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	var out lockedbuf.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
 	start := time.Now()
-	err := cmd.Run()
-	t.Cleanup(func() {
-		// The daemon is in the script's process group.
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		time.Sleep(2 * time.Second)
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	})
-	t.Logf("%s %q followed in %s:\n%s", w.doc, w.heading, time.Since(start).Round(time.Second), tail(out.String(), 6000))
+	out, stop, err := docwalk.Run(ctx, dir, script, env)
+	// The daemon runs on in the script's process group.
+	t.Cleanup(func() { stop(2 * time.Second) })
+	t.Logf("%s %q followed in %s:\n%s", w.doc, w.heading, time.Since(start).Round(time.Second), tail(out, 6000))
 	if err != nil {
 		t.Fatalf("the walkthrough failed: %v\ndaemon log:\n%s", err, tail(readFileOr(filepath.Join(dir, "daemon.log")), 4000))
 	}
-	return dir, out.String()
+	return dir, out
 }
 
 func readFileOr(path string) string {
@@ -192,7 +133,7 @@ func realNodeCluster(t testing.TB) *testcluster.Cluster {
 	if c.RealNode() == nil {
 		t.Fatalf("the cluster has no real node (TestMain sets Options.RealNode): %v", c.RealNodeError())
 	}
-	onlyRealNode(t, c)
+	c.OnlyRealNode(t)
 	return c
 }
 
