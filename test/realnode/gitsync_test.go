@@ -17,15 +17,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
 	"github.com/pcsync/pcsync/internal/testcluster"
 	"github.com/pcsync/pcsync/internal/testimages"
-	"github.com/pcsync/pcsync/internal/testkustomize"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/result"
 )
@@ -59,19 +56,23 @@ func pushGitSync(t *testing.T, reg *testcluster.Registry, ref string) string {
 	return ref
 }
 
-// deploy/base applied as docs/daemon.md has a user apply it, its git-sync
-// following a Git repository that the test serves (Git's http-backend):
-// both replicas become Ready with git-sync beside pcsync, the leader applies
-// the Company committed to Git, a second commit is picked up through
-// git-sync's symlink swap, and a run dropped into the spool volume (a
-// PersistentVolume the test provides for deploy/base's claim) becomes a Job
-// on the real node whose result the daemon writes beside it. git-sync is
-// the substitute of pushGitSync.
+// deploy/base applied as docs/daemon.md's walkthrough has a user apply it,
+// word for word (make images, an overlay setting pcsync's image and the
+// config repository, kubectl apply -k), its git-sync following a Git
+// repository that the test serves (Git's http-backend): both replicas
+// become Ready with git-sync beside pcsync, the leader applies the Company
+// committed to Git, a second commit is picked up through git-sync's
+// symlink swap, and a run dropped into the spool volume (a PersistentVolume
+// the test provides for deploy/base's claim) becomes a Job on the real node
+// whose result the daemon writes beside it. git-sync is the substitute of
+// pushGitSync, at the image deploy/base names (the node's mirror).
 func TestDeployBaseGitSync(t *testing.T) {
-	c, node, apiHost, apiPort := deployNode(t)
+	c, node, apiHost, _ := deployNode(t)
 	p := pushImages(t)
-	gitSync := pushGitSync(t, node.Registry(), node.Registry().Ref("git-sync/git-sync:"+imageTag))
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	pushGitSync(t, node.Registry(), mirrorImage(t, node, deployImage(t, "deploy/base/deployment.yaml", gitSyncImage)))
+	retagStandIns(t, node.Registry(), p, makeVersion(t))
+	c.OnlyRealNode(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 
 	prefix := "gs-" + randomSuffix(t) + "-"
@@ -84,18 +85,17 @@ func TestDeployBaseGitSync(t *testing.T) {
 	})
 	spoolDir := hostVolume(t, c, baseNamespace, "pcsync-spool", corev1.ReadWriteMany)
 
-	objs := renderBaseGitSync(t, node, p.RealRegistry+"/pcsync", gitSync, repo.url, apiHost, apiPort)
+	objs := baseWalkthrough(repo.url).follow(t, c, node.Registry().Host()+"/walkthrough")
 	t.Cleanup(func() {
 		cleanupDeployment(t, c, objs, first)
 		deleteNamespace(t, c, second)
 	})
-	applyObjects(ctx, t, c, objs)
 	start := time.Now()
 	pods, err := waitDeploymentReady(ctx, c, baseNamespace, "pcsync", 2)
 	if err != nil {
 		t.Fatalf("Deployment %s/pcsync: %v\n%s", baseNamespace, err, podsReport(c, baseNamespace))
 	}
-	t.Logf("deploy/base: 2 replicas Ready (pcsync and git-sync) %s after apply", time.Since(start).Round(time.Millisecond))
+	t.Logf("deploy/base: 2 replicas Ready (pcsync and git-sync) after the walkthrough")
 	for _, pod := range pods {
 		if _, _, body, err := waitReadyz(ctx, c, baseNamespace, pod.Name); err != nil {
 			t.Fatalf("pod %s: /readyz: %v; last answer %s\n%s", pod.Name, err, body, podLogs(c, baseNamespace, pod.Name))
@@ -104,7 +104,7 @@ func TestDeployBaseGitSync(t *testing.T) {
 	if err := waitNamespace(ctx, c, first); err != nil {
 		t.Fatalf("tenant %s of the Company committed to Git: %v\n%s", first, err, podsReport(c, baseNamespace))
 	}
-	t.Logf("tenant %s (committed before apply) applied %s after apply", first, time.Since(start).Round(time.Millisecond))
+	t.Logf("tenant %s (committed before apply) applied %s after the walkthrough", first, time.Since(start).Round(time.Millisecond))
 
 	// A new commit: git-sync swaps its link, the daemon reconciles.
 	pushed := time.Now()
@@ -129,68 +129,6 @@ func TestDeployBaseGitSync(t *testing.T) {
 		t.Fatalf("the Job of run gs-run-1: %v\n%s", err, podsReport(c, first))
 	}
 	t.Logf("run gs-run-1 dropped into the spool → result %s in %s; Job %s Complete", r.Status, time.Since(dropped).Round(time.Millisecond), job.Name)
-}
-
-// renderBaseGitSync renders deploy/base through a user's overlay that sets
-// what its README and docs/daemon.md say an overlay sets: pcsync's image,
-// git-sync's repository (GITSYNC_REPO) and period, and, for git-sync's
-// image, the substitute (pushGitSync). What only this machine needs is
-// patched too: the pod pinned to the real node, and the API server at the
-// address its pods reach (KUBERNETES_SERVICE_HOST/PORT).
-func renderBaseGitSync(t *testing.T, node *testcluster.RealNode, pcsyncImage, gitSync, repoURL, apiHost, apiPort string) []*unstructured.Unstructured {
-	t.Helper()
-	fsys := filesys.MakeFsInMemory()
-	if err := testkustomize.CopyDir(fsys, deployBase, "/base"); err != nil {
-		t.Fatal(err)
-	}
-	tol := node.Toleration()
-	env := func(kv ...string) []any {
-		var out []any
-		for i := 0; i < len(kv); i += 2 {
-			out = append(out, map[string]any{"name": kv[i], "value": kv[i+1]})
-		}
-		return out
-	}
-	patch := map[string]any{
-		"apiVersion": "apps/v1", "kind": "Deployment", "metadata": map[string]any{"name": "pcsync", "namespace": baseNamespace},
-		"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
-			"nodeSelector": node.NodeSelector(),
-			"tolerations":  []any{map[string]any{"key": tol.Key, "operator": string(tol.Operator), "effect": string(tol.Effect)}},
-			"containers": []any{
-				map[string]any{"name": "pcsync", "env": env("KUBERNETES_SERVICE_HOST", apiHost, "KUBERNETES_SERVICE_PORT", apiPort)},
-				map[string]any{"name": "git-sync", "env": env("GITSYNC_REPO", repoURL, "GITSYNC_PERIOD", gitSyncPeriod.String())},
-			},
-		}}},
-	}
-	gsName, gsTag := splitRef(gitSync)
-	pcName, pcTag := pcsyncImage, imageTag
-	kustomization := map[string]any{
-		"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
-		"resources": []any{"../base"},
-		"images": []any{
-			map[string]any{"name": "pcsync", "newName": pcName, "newTag": pcTag},
-			map[string]any{"name": gitSyncImage, "newName": gsName, "newTag": gsTag},
-		},
-		"patches": []any{map[string]any{"path": "deployment.yaml"}},
-	}
-	if err := testkustomize.WriteYAML(fsys, "/overlay", map[string]any{"kustomization.yaml": kustomization, "deployment.yaml": patch}); err != nil {
-		t.Fatal(err)
-	}
-	objs, err := testkustomize.Build(fsys, "/overlay")
-	if err != nil {
-		t.Fatalf("kustomize build of an overlay of deploy/base: %v", err)
-	}
-	return objs
-}
-
-// splitRef splits host:port/path:tag into host:port/path and tag.
-func splitRef(ref string) (string, string) {
-	for i := len(ref) - 1; i >= 0 && ref[i] != '/'; i-- {
-		if ref[i] == ':' {
-			return ref[:i], ref[i+1:]
-		}
-	}
-	return ref, ""
 }
 
 // hostVolume provides the claim ns/claim with a PersistentVolume of access

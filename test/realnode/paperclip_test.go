@@ -135,7 +135,7 @@ func TestPaperclipOverlay(t *testing.T) {
 	hostVolume(t, c, paperclipNamespace, "paperclip-data", corev1.ReadWriteOnce)
 	spool := hostVolume(t, c, paperclipNamespace, "paperclip-spool", corev1.ReadWriteOnce)
 
-	objs, _ := followPaperclipWalkthrough(t, c, node.Registry().Host()+"/walkthrough", repo.url)
+	objs := paperclipWalkthrough(repo.url).follow(t, c, node.Registry().Host()+"/walkthrough")
 	t.Cleanup(func() {
 		cleanupDeployment(t, c, objs, tenant)
 		deleteNamespace(t, c, prefix+"initech")
