@@ -63,14 +63,18 @@ func TestReconnectWhileStdinIsSent(t *testing.T) {
 	if _, err := w.Write([]byte("part of it")); err != nil { // the pump has read it: stdin is open
 		t.Fatal(err)
 	}
+	// The command runs (its shell wrote its pid) before the stream breaks:
+	// on a loaded machine the write above can return first.
+	var b []byte
+	for deadline := time.Now().Add(30 * time.Second); len(b) == 0 || b[len(b)-1] != '\n'; time.Sleep(10 * time.Millisecond) {
+		if b, _ = os.ReadFile(pidFile); time.Now().After(deadline) {
+			t.Fatalf("the command wrote no pid into %s", pidFile)
+		}
+	}
 	o.breakStream()
 	_, err = p.Wait(execCtx(t))
 	if err == nil || !strings.Contains(err.Error(), "stream broke while its stdin was being sent") {
 		t.Errorf("Wait: %v, want the command failed for its stdin", err)
-	}
-	b, err := os.ReadFile(pidFile)
-	if err != nil {
-		t.Fatal(err)
 	}
 	waitGone(t, pidOf(t, b))
 	got, err := execOut(execCtx(t), c, cmdclient.Command{Argv: []string{"echo", "after"}}, nil)
