@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"runtime/debug"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -350,21 +348,4 @@ func newRunShimCmd() *cobra.Command {
 			return nil
 		},
 	}
-}
-
-// daemonGCPercent is the daemon's garbage collection target when GOGC is not
-// set: a long-lived process that holds a log stream, a handle and informer
-// entries per run in flight keeps its heap at 1.5× what is live instead of
-// Go's 2× (1,000 runs in flight: 142 MiB RSS instead of 156 MiB, for a few
-// more collections while runs start).
-const daemonGCPercent = 50
-
-// setDaemonGC applies daemonGCPercent unless the GOGC environment variable
-// says otherwise.
-func setDaemonGC(log *slog.Logger) {
-	if _, set := os.LookupEnv("GOGC"); set {
-		return
-	}
-	debug.SetGCPercent(daemonGCPercent)
-	log.Debug("garbage collection target set", slog.Int("gcPercent", daemonGCPercent))
 }

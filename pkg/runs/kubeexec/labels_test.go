@@ -86,3 +86,65 @@ func TestAgentCountsOldAndNewJobs(t *testing.T) {
 		t.Errorf("unfinished Jobs per agent (-want +got):\n%s", diff)
 	}
 }
+
+// TestOccupiedCountsEachRunOnce: a run holds one slot of its agent whether
+// it is only reserved (its Job being created), a cached unfinished Job, or
+// both; a finished Job, a Job whose run the executor saw end, and another
+// agent's reservation hold none.
+func TestOccupiedCountsEachRunOnce(t *testing.T) {
+	m := loadModel(t)
+	c, _ := m.Company("acme")
+	a, _ := c.Agent("coder")
+	ns := m.Namespace(c)
+	job := func(runID string, finished bool) *batchv1.Job {
+		j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "job-" + runID, Namespace: ns,
+			Labels: Input{Model: m, Company: c, Agent: a, RunID: runID}.Labels()}}
+		if finished {
+			j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
+		}
+		return j
+	}
+	coder, reviewer := agentKey{ns, "coder"}, agentKey{ns, "reviewer"}
+	tests := []struct {
+		name     string
+		jobs     []*batchv1.Job
+		reserved map[string]agentKey
+		ended    []string
+		want     int
+	}{
+		{"nothing", nil, nil, nil, 0},
+		{"reserved only", nil, map[string]agentKey{jobKey(ns, "job-r1"): coder}, nil, 1},
+		{"a Job only", []*batchv1.Job{job("r1", false)}, nil, nil, 1},
+		{"a Job and its reservation", []*batchv1.Job{job("r1", false)}, map[string]agentKey{jobKey(ns, "job-r1"): coder}, nil, 1},
+		{"a Job, its reservation and another reservation", []*batchv1.Job{job("r1", false)},
+			map[string]agentKey{jobKey(ns, "job-r1"): coder, jobKey(ns, "job-r2"): coder}, nil, 2},
+		{"a finished Job", []*batchv1.Job{job("r1", true)}, nil, nil, 0},
+		{"a Job whose run ended", []*batchv1.Job{job("r1", false)}, nil, []string{jobKey(ns, "job-r1")}, 0},
+		{"another agent's reservation", []*batchv1.Job{job("r1", false)}, map[string]agentKey{jobKey(ns, "job-r9"): reviewer}, nil, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cs := fake.NewClientset()
+			for _, j := range tt.jobs {
+				if _, err := cs.BatchV1().Jobs(ns).Create(t.Context(), j, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			tr := newTracker(cs)
+			if err := tr.start(t.Context(), 10*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			tr.mu.Lock()
+			for key, k := range tt.reserved {
+				tr.reserved[key] = k
+			}
+			for _, key := range tt.ended {
+				tr.ended[key] = true
+			}
+			tr.mu.Unlock()
+			if got := tr.occupied(coder); got != tt.want {
+				t.Errorf("occupied(coder) = %d, want %d", got, tt.want)
+			}
+		})
+	}
+}

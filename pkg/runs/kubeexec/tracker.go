@@ -335,12 +335,14 @@ func eventTime(e *corev1.Event) time.Time {
 
 // occupied counts the runs of an agent that hold a slot in the cluster: Jobs
 // being created, and cached Jobs that have not finished and whose runs this
-// executor has not seen end. Callers hold t.mu.
+// executor has not seen end; a Job reserved for the agent is counted once.
+// It allocates nothing: every start of a burst counts (200 starts, 400 Jobs
+// and reservations each). Callers hold t.mu.
 func (t *tracker) occupiedLocked(k agentKey) int {
-	keys := map[string]bool{}
-	for key, ak := range t.reserved {
+	n := 0
+	for _, ak := range t.reserved {
 		if ak == k {
-			keys[key] = true
+			n++
 		}
 	}
 	objs, _ := t.jobs.GetIndexer().ByIndex(byAgent, jobKey(k.namespace, agentpod.LabelValue(k.agent)))
@@ -350,11 +352,12 @@ func (t *tracker) occupiedLocked(k agentKey) int {
 			continue
 		}
 		key := jobKey(j.Namespace, j.Name)
-		if !t.ended[key] {
-			keys[key] = true
+		if ak, mine := t.reserved[key]; (mine && ak == k) || t.ended[key] {
+			continue
 		}
+		n++
 	}
-	return len(keys)
+	return n
 }
 
 // occupied is occupiedLocked for callers that do not hold the lock.

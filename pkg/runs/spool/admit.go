@@ -218,12 +218,31 @@ func (s *Server) writeResult(name string, res result.RunResult) error {
 	return nil
 }
 
-// onAdmitted takes a worker's answer into the loop.
+// takeAdmissions takes a worker's answer and the answers already waiting
+// behind it (at most batchMax in all) into the loop, then starts what may
+// start.
+func (l *loop) takeAdmissions(ctx context.Context, wg *sync.WaitGroup, a admission) {
+	for n := 1; ; n++ {
+		l.inflight--
+		l.onAdmitted(ctx, wg, a)
+		if n == batchMax {
+			break
+		}
+		select {
+		case a = <-l.admitted:
+			continue
+		default:
+		}
+		break
+	}
+	l.schedule(ctx, wg)
+}
+
+// onAdmitted takes a worker's answer into the loop; the caller schedules.
 func (l *loop) onAdmitted(ctx context.Context, wg *sync.WaitGroup, a admission) {
 	delete(l.initial, a.name)
 	e := l.entries[a.name]
 	if e == nil {
-		l.schedule(ctx, wg)
 		return
 	}
 	e.admitting = false
@@ -236,7 +255,6 @@ func (l *loop) onAdmitted(ctx context.Context, wg *sync.WaitGroup, a admission) 
 		delete(l.once, e.name)
 	case admitGone:
 		l.vanished(e)
-		l.schedule(ctx, wg)
 		return
 	case admitRetry:
 		l.srv.log.Debug("request does not validate yet and changed recently; retrying",
@@ -265,7 +283,6 @@ func (l *loop) onAdmitted(ctx context.Context, wg *sync.WaitGroup, a admission) 
 		l.consider(e.name)
 	}
 	e.again = false
-	l.schedule(ctx, wg)
 }
 
 // accept queues a valid run, or takes an adopted one in as running.
