@@ -5,13 +5,11 @@ package realnode
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/pcsync/pcsync/internal/testcluster"
 	"github.com/pcsync/pcsync/pkg/images"
@@ -20,7 +18,7 @@ import (
 
 const (
 	// boardKeySecret is deploy/paperclip's optional Secret holding a board
-	// API key, mounted in the pcsync container at boardKeyDir.
+	// API key, mounted in the pcsync container as boardKeyFile.
 	boardKeySecret = "paperclip-board-key"
 	boardKeyFile   = "/var/run/secrets/paperclip/token"
 )
@@ -65,7 +63,7 @@ func checkSandboxFromGit(ctx context.Context, t *testing.T, c *testcluster.Clust
 	}
 	b.must(ctx, t, "POST", "/api/companies", map[string]any{"name": "Globex"}, &company)
 	tenant := prefix + "globex"
-	leases := watchLeasePods(ctx, t, c, tenant)
+	leases := c.WatchPods(t, tenant, sandbox.LabelLease)
 	tol := node.Toleration()
 	committed := time.Now()
 	hash := repo.commit("globex: a claude_local agent in pcsync's sandbox, from Git", map[string]string{
@@ -104,7 +102,7 @@ func checkSandboxFromGit(ctx context.Context, t *testing.T, c *testcluster.Clust
 	}
 	b.done(ctx, t)
 	want := images.Ref(registry, images.Agent("claude"), tag)
-	pods := leases.all()
+	pods := leases.All()
 	if len(pods) == 0 {
 		t.Fatalf("no lease pod was seen in %s", tenant)
 	}
@@ -144,42 +142,4 @@ func waitManagedAgent(ctx context.Context, t *testing.T, b *paperclipBoard, comp
 		case <-time.After(time.Second):
 		}
 	}
-}
-
-// leasePods keeps the last state of every lease pod a watch saw.
-type leasePods struct {
-	mu   sync.Mutex
-	pods map[string]*corev1.Pod
-}
-
-// watchLeasePods watches the lease pods of namespace ns (which need not
-// exist yet) until ctx ends.
-func watchLeasePods(ctx context.Context, t *testing.T, c *testcluster.Cluster, ns string) *leasePods {
-	t.Helper()
-	lp := &leasePods{pods: map[string]*corev1.Pod{}}
-	w, err := c.Client().CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{LabelSelector: sandbox.LabelLease})
-	if err != nil {
-		t.Fatalf("watch the lease pods of %s: %v", ns, err)
-	}
-	t.Cleanup(w.Stop)
-	go func() {
-		for ev := range w.ResultChan() {
-			if p, ok := ev.Object.(*corev1.Pod); ok && ev.Type != watch.Error {
-				lp.mu.Lock()
-				lp.pods[p.Name] = p
-				lp.mu.Unlock()
-			}
-		}
-	}()
-	return lp
-}
-
-func (lp *leasePods) all() []*corev1.Pod {
-	lp.mu.Lock()
-	defer lp.mu.Unlock()
-	var out []*corev1.Pod
-	for _, p := range lp.pods {
-		out = append(out, p)
-	}
-	return out
 }

@@ -7,13 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/pcsync/pcsync/internal/agentpod"
 	"github.com/pcsync/pcsync/internal/docwalk"
@@ -49,14 +44,8 @@ type walkthrough struct {
 func (w walkthrough) follow(t testing.TB, env ...string) (dir, output string) {
 	t.Helper()
 	tl := getTools(t)
-	// The daemon's line is checked before the substitutions change it.
-	raw, err := docwalk.Script(filepath.Join(tl.Root, w.doc), w.heading, w.blocks, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(raw, w.daemon+"\n") {
-		t.Fatalf("%s %q no longer starts the daemon as %q", w.doc, w.heading, w.daemon)
-	}
+	// The daemon's line goes to the background first (Script fails if the
+	// docs no longer start it so).
 	subs := append([][2]string{{w.daemon + "\n", w.daemon + " >daemon.log 2>&1 &\n" +
 		"for i in $(seq 300); do [ -e " + w.ready + " ] && break; sleep 0.1; done\n"}}, w.subs...)
 	script, err := docwalk.Script(filepath.Join(tl.Root, w.doc), w.heading, w.blocks, subs)
@@ -104,7 +93,7 @@ func walkthroughRun(t testing.TB, srv *server, companyID string) heartbeatRun {
 // its one run failed in Paperclip with the real Claude Code's "Not logged
 // in", and its pods ran on the real node from pcsync's claude image in its
 // registry, tagged with the version make build stamped.
-func checkWalkthroughEnd(t testing.TB, srv *server, c *testcluster.Cluster, companyID string, pods *podWatch, registry string) {
+func checkWalkthroughEnd(t testing.TB, srv *server, c *testcluster.Cluster, companyID string, pods *testcluster.PodWatch, registry string) {
 	t.Helper()
 	run := walkthroughRun(t, srv, companyID)
 	stdout, _ := srv.API.runLog(t, run.ID)
@@ -114,7 +103,7 @@ func checkWalkthroughEnd(t testing.TB, srv *server, c *testcluster.Cluster, comp
 	}
 	tag := strings.TrimSpace(runOut(t, getTools(t).Root, "git", "describe", "--tags", "--always", "--dirty"))
 	want := images.Ref(registry, images.Agent("claude"), tag)
-	seen := pods.all()
+	seen := pods.All()
 	if len(seen) == 0 {
 		t.Fatal("no pod of the run was seen in paperclip-acme")
 	}
@@ -151,7 +140,7 @@ func TestWalkthroughSandbox(t *testing.T) {
 	company := srv.API.createCompany(t, "pcsync walkthrough")
 	registry := c.RealNode().Registry().Host() + "/walkthrough"
 	spool := filepath.Join(shortDir(t, "pcsp-"), "spool")
-	pods := watchPods(t, c, "paperclip-acme", sandboxLeaseLabel)
+	pods := c.WatchPods(t, "paperclip-acme", sandboxLeaseLabel)
 	_, out := walkthrough{
 		doc: "docs/paperclip.md", heading: "### Walkthrough: a stock claude_local agent on the cluster", blocks: 6,
 		daemon: "pcsync daemon ./config --spool /spool --sandbox", ready: "/spool/.pcsync/sandbox.sock",
@@ -184,7 +173,7 @@ func TestWalkthroughREADME(t *testing.T) {
 	company := srv.API.createCompany(t, "pcsync README")
 	registry := c.RealNode().Registry().Host() + "/walkthrough"
 	spool := filepath.Join(shortDir(t, "pcsp-"), "spool")
-	pods := watchPods(t, c, "paperclip-acme", agentpod.LabelRunID)
+	pods := c.WatchPods(t, "paperclip-acme", agentpod.LabelRunID)
 	walkthrough{
 		doc: "README.md", heading: "## Running Paperclip's agents on Kubernetes with pcsync", blocks: 2,
 		daemon: "pcsync daemon ./config --spool /var/spool/pcsync", ready: "/var/spool/pcsync/.pcsync/status.json",
@@ -197,45 +186,6 @@ func TestWalkthroughREADME(t *testing.T) {
 		},
 	}.follow(t, "COMPANY_ID="+company.ID, "KUBECONFIG="+c.KubeconfigPath())
 	checkWalkthroughEnd(t, srv, c, company.ID, pods, registry)
-}
-
-// podWatch keeps the last state of every pod of a namespace.
-type podWatch struct {
-	mu   sync.Mutex
-	pods map[string]*corev1.Pod
-}
-
-// watchPods watches a namespace's pods that carry the label (the namespace
-// need not exist yet) until the test ends.
-func watchPods(t testing.TB, c *testcluster.Cluster, ns, label string) *podWatch {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	w, err := c.Client().CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{LabelSelector: label})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pw := &podWatch{pods: map[string]*corev1.Pod{}}
-	go func() {
-		for ev := range w.ResultChan() {
-			if p, ok := ev.Object.(*corev1.Pod); ok && ev.Type != watch.Deleted {
-				pw.mu.Lock()
-				pw.pods[p.Name] = p
-				pw.mu.Unlock()
-			}
-		}
-	}()
-	return pw
-}
-
-func (pw *podWatch) all() []*corev1.Pod {
-	pw.mu.Lock()
-	defer pw.mu.Unlock()
-	var out []*corev1.Pod
-	for _, p := range pw.pods {
-		out = append(out, p)
-	}
-	return out
 }
 
 func runOut(t testing.TB, dir, name string, args ...string) string {
