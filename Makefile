@@ -110,13 +110,15 @@ lint:
 #   Paperclip's wakes through the adapter and pcsync vs the claude-k8s adapter
 #   (test/e2e/paperclip),
 #   on the real node (test/realnode): lease acquire vs a plain pod, execute vs
-#   a bare exec, release vs a bare delete, spool drop → pod Running vs a bare
-#   Job, the agent's exit → its result written, and the credential route
-#   (streamed requests) vs straight to the provider and a bare relay.
+#   a bare exec, release vs a bare delete, spool drop → pod Running vs bare
+#   Jobs (with each pod's kubelet steps, from its log at --v=4), a whole 1 s
+#   run vs a bare Job, the agent's exit → its result written, and the
+#   credential route (streamed requests) vs straight to the provider and a
+#   bare relay.
 # The control-plane benchmarks start their own cluster (make k8sbin first).
 bench: $(if $(wildcard hack/cluster.mk),k8sbin realnode-deps)
 	$(GO) test -timeout 60m -run '^$$' -bench . -benchmem -benchtime 3x ./pkg/config ./pkg/render
-	$(GO) test $(TEST_TAGS) -timeout 60m -run '^$$' -bench . -benchmem -benchtime 1x ./pkg/apply ./pkg/runs/spool ./pkg/runs/kubeexec ./pkg/sandbox ./test/realnode
+	PCSYNC_KUBELET_V=4 $(GO) test $(TEST_TAGS) -timeout 60m -run '^$$' -bench . -benchmem -benchtime 1x ./pkg/apply ./pkg/runs/spool ./pkg/runs/kubeexec ./pkg/sandbox ./test/realnode
 	@bash hack/paperclip/install.sh >/dev/null
 	$(GO) test $(TEST_TAGS) -timeout 60m -run '^$$' -bench . -benchtime 1x ./test/e2e/paperclip
 

@@ -6,24 +6,20 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
 
-	"github.com/pcsync/pcsync/internal/agentpod"
 	"github.com/pcsync/pcsync/internal/testcluster"
 	"github.com/pcsync/pcsync/pkg/images"
-	"github.com/pcsync/pcsync/pkg/result"
 	"github.com/pcsync/pcsync/pkg/sandbox"
 )
 
@@ -183,131 +179,6 @@ func bareExec(ctx context.Context, b testing.TB, c *testcluster.Cluster, ns, pod
 	var out strings.Builder
 	if err := ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &out}); err != nil {
 		b.Fatalf("exec %v: %v (%s)", argv, err, out.String())
-	}
-}
-
-// BenchmarkRunJob: spool drop → the Job's pod Running against a bare
-// client-go Job create → its pod Running; and the agent container's exit
-// (pcsync init's record) → the result written (the file's mtime).
-func BenchmarkRunJob(b *testing.B) {
-	p := pushImages(b)
-	e := newRunEnv(b, p.Registry, 3)
-	e.serve()
-	c, node := e.c, e.c.RealNode()
-	ctx := context.Background()
-	image := images.Ref(p.Registry, images.Agent("claude"), imageTag)
-	running := podsRunning(b, c, e.ns)
-	for n := range b.N {
-		var drop, sameSpec, bare, noSecretSpec, noVolumesSpec, exitToResult, kubeletToResult, exitToResultFollowed []time.Duration
-		var dropPhases, samePhases, barePhases, noSecretPhases, noVolumesPhases phases
-		for i := range samples {
-			name := fmt.Sprintf("long-%d-%d", n, i)
-			begin := time.Now()
-			e.drop(name, "no-handler", nil)
-			pt := running.wait(b, agentpod.LabelRunID, name)
-			drop = append(drop, pt.running.Sub(begin))
-			dropPhases.add(begin, pt)
-			// The same pod template as pcsync's Job, created bare while the
-			// run (and its Secret) still exists, and a plain pod's.
-			pj, err := c.Client().BatchV1().Jobs(e.ns).Get(ctx, pt.pod.Labels["batch.kubernetes.io/job-name"], metav1.GetOptions{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			tmpl := *pj.Spec.Template.DeepCopy()
-			plain := plainPod(node, e.ns, "", image, "sleep", "3600").Spec
-			// Where the kubelet's time goes: the template without its
-			// Secret volume (the prompt), and without any volume.
-			noSecret := *tmpl.Spec.DeepCopy()
-			secretVols := map[string]bool{}
-			vols := noSecret.Volumes[:0]
-			for _, v := range noSecret.Volumes {
-				if v.Secret != nil {
-					secretVols[v.Name] = true
-					continue
-				}
-				vols = append(vols, v)
-			}
-			noSecret.Volumes = vols
-			for i := range noSecret.Containers {
-				mounts := noSecret.Containers[i].VolumeMounts[:0]
-				for _, m := range noSecret.Containers[i].VolumeMounts {
-					if !secretVols[m.Name] {
-						mounts = append(mounts, m)
-					}
-				}
-				noSecret.Containers[i].VolumeMounts = mounts
-				noSecret.Containers[i].Command, noSecret.Containers[i].Args = []string{"sleep", "3600"}, nil
-			}
-			noVolumes := *tmpl.Spec.DeepCopy()
-			noVolumes.Volumes = nil
-			for i := range noVolumes.Containers {
-				// Without its writable directories the CLI cannot start:
-				// the container sleeps instead.
-				noVolumes.Containers[i].VolumeMounts = nil
-				noVolumes.Containers[i].Command, noVolumes.Containers[i].Args = []string{"sleep", "3600"}, nil
-			}
-			for _, peer := range []struct {
-				name string
-				spec corev1.PodSpec
-				out  *[]time.Duration
-				ph   *phases
-			}{{"same", tmpl.Spec, &sameSpec, &samePhases}, {"bare", plain, &bare, &barePhases},
-				{"nosecret", noSecret, &noSecretSpec, &noSecretPhases}, {"novolumes", noVolumes, &noVolumesSpec, &noVolumesPhases}} {
-				job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d-%d", peer.name, n, i), Namespace: e.ns,
-					Labels: map[string]string{"bench": peer.name}}}
-				zero := int32(0)
-				job.Spec.BackoffLimit = &zero
-				job.Spec.Template = corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"bench-job": job.Name}}, Spec: peer.spec}
-				begin = time.Now()
-				if _, err := c.Client().BatchV1().Jobs(e.ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
-					b.Fatal(err)
-				}
-				pt = running.wait(b, "bench-job", job.Name)
-				*peer.out = append(*peer.out, pt.running.Sub(begin))
-				peer.ph.add(begin, pt)
-				bg := metav1.DeletePropagationBackground
-				if err := c.Client().BatchV1().Jobs(e.ns).Delete(ctx, job.Name, metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil {
-					b.Fatal(err)
-				}
-			}
-			if err := os.WriteFile(filepath.Join(e.spool, name+".cancel"), nil, 0o644); err != nil {
-				b.Fatal(err)
-			}
-			e.result(name)
-
-			name = fmt.Sprintf("ok-%d-%d", n, i)
-			e.drop(name, "please succeed", nil)
-			r := e.result(name)
-			if r.Status != result.StatusSucceeded || r.FinishedAt == nil {
-				b.Fatalf("run %s: %s %s", name, r.Status, deref(r.ErrorMessage))
-			}
-			st, err := os.Stat(filepath.Join(e.spool, name+result.Suffix))
-			if err != nil {
-				b.Fatal(err)
-			}
-			exitToResult = append(exitToResult, st.ModTime().Sub(*r.FinishedAt))
-			kubeletToResult = append(kubeletToResult, st.ModTime().Sub(running.waitEnded(b, agentpod.LabelRunID, name).ended))
-
-			name = fmt.Sprintf("later-%d-%d", n, i)
-			e.drop(name, "please succeed-later", nil)
-			r = e.result(name)
-			if r.Status != result.StatusSucceeded || r.FinishedAt == nil {
-				b.Fatalf("run %s: %s %s", name, r.Status, deref(r.ErrorMessage))
-			}
-			if st, err = os.Stat(filepath.Join(e.spool, name+result.Suffix)); err != nil {
-				b.Fatal(err)
-			}
-			exitToResultFollowed = append(exitToResultFollowed, st.ModTime().Sub(*r.FinishedAt))
-		}
-		report(b, "drop-to-running", fmt.Sprintf("spool drop → Job's pod Running vs a bare client-go Job of the same pod template → pod Running (p50 of each phase: pcsync %s; bare Job %s)",
-			&dropPhases, &samePhases), drop, sameSpec)
-		report(b, "drop-to-running-plain", fmt.Sprintf("spool drop → Job's pod Running vs a bare client-go Job of a plain pod (sleep, no Secret, no volumes) → pod Running (p50 of each phase: bare Job %s)",
-			&barePhases), drop, bare)
-		report(b, "drop-to-running-nosecret", fmt.Sprintf("pcsync's Job vs a bare Job of its pod template without its Secret volume (bare Job %s)", &noSecretPhases), drop, noSecretSpec)
-		report(b, "drop-to-running-novolumes", fmt.Sprintf("pcsync's Job vs a bare Job of its pod template without its emptyDir volumes (bare Job %s)", &noVolumesPhases), drop, noVolumesSpec)
-		report(b, "exit-to-result", "agent exits before the kubelet reports it Running → result written", exitToResult, nil)
-		report(b, "kubelet-end-to-result", "the kubelet reports the short run's container ended → result written (negative: the result came first)", kubeletToResult, nil)
-		report(b, "exit-to-result-followed", "agent of a 3 s run exits → result written", exitToResultFollowed, nil)
 	}
 }
 

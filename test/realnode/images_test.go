@@ -106,6 +106,12 @@ case "$prompt" in
 	sleep 3
 	echo '{"type":"result","subtype":"success","is_error":false,"duration_ms":3000,"num_turns":1,"result":"Done later.","session_id":"standin-1","total_cost_usd":0.001,"usage":{"input_tokens":10,"output_tokens":2}}'
 	;;
+*succeed-in-1s*)
+	# A whole run of a 1 s agent (BenchmarkRunJob).
+	echo "$init"
+	sleep 1
+	echo '{"type":"result","subtype":"success","is_error":false,"duration_ms":1000,"num_turns":1,"result":"Done in a second.","session_id":"standin-1","total_cost_usd":0.001,"usage":{"input_tokens":10,"output_tokens":2}}'
+	;;
 *succeed-slowly*)
 	# Long enough to replace the pod of Paperclip and pcsync while it runs.
 	echo "$init"
