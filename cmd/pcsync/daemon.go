@@ -26,6 +26,7 @@ import (
 // daemonFlags are the flags of `pcsync daemon`.
 type daemonFlags struct {
 	config, spool, stateDir, executor, metricsAddr string
+	profiling                                      bool
 	once, noReconcile, noRuns                      bool
 	rescan                                         time.Duration
 
@@ -112,6 +113,7 @@ func newDaemonCmd(g *globalOptions) *cobra.Command {
 	fl.StringVar(&f.stateDir, "state-dir", "", "daemon state directory (default <spool>/.pcsync)")
 	fl.DurationVar(&f.rescan, "rescan-interval", f.rescan, "how often the whole spool is listed, to catch missed file events")
 	fl.StringVar(&f.metricsAddr, "metrics-bind-address", "", "serve /metrics, /healthz and /readyz on this address, e.g. :8080 (off when empty)")
+	fl.BoolVar(&f.profiling, "profiling", false, "serve Go's profiles (/debug/pprof/) on --metrics-bind-address too")
 	fl.BoolVar(&f.noReconcile, "no-reconcile", false, "apply nothing; only load the config for the runs loop")
 	fl.BoolVar(&f.noRuns, "no-runs", false, "run no agents; only reconcile")
 	fl.DurationVar(&f.interval, "interval", f.interval, "time between periodic reconciles that correct drift (plus up to 10% jitter)")
@@ -231,7 +233,7 @@ func (f *daemonFlags) options(ctx context.Context, g *globalOptions, lim apply.A
 		self = readOwnPod(ctx, g, cfg)
 		g.images = imageDefaults(self)
 	}
-	opts.Logger, opts.Once, opts.MetricsAddress = g.Logger, f.once, f.metricsAddr
+	opts.Logger, opts.Once, opts.MetricsAddress, opts.Profiling = g.Logger, f.once, f.metricsAddr, f.profiling
 	opts.Metrics = metrics.New()
 	ro := &opts.Reconcile
 	ro.Interval, ro.Debounce, ro.Logger = f.interval, f.debounce, g.Logger

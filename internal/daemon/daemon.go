@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -64,6 +65,9 @@ type Options struct {
 	// MetricsAddress, when not empty, is where /metrics, /healthz and
 	// /readyz are served (e.g. ":8080"), on every replica.
 	MetricsAddress string
+	// Profiling serves Go's profiles (/debug/pprof/) on MetricsAddress
+	// too: what the daemon's heap holds, where its CPU goes. Off by default.
+	Profiling bool
 	// Metrics receives the daemon's metrics; default a fresh metrics.New().
 	Metrics *metrics.Metrics
 	// Health holds the conditions /readyz reports; default a fresh checker.
@@ -246,7 +250,7 @@ func (d *daemon) serve() (stop func(), err error) {
 	if d.opts.OnListen != nil {
 		d.opts.OnListen(ln.Addr())
 	}
-	srv := &http.Server{Handler: d.opts.Health.Mux(d.opts.Metrics.Handler()), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: d.handler(), ReadHeaderTimeout: 10 * time.Second}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -263,6 +267,23 @@ func (d *daemon) serve() (stop func(), err error) {
 		}
 		<-done
 	}, nil
+}
+
+// handler serves /metrics, /healthz and /readyz, and with Profiling
+// /debug/pprof/.
+func (d *daemon) handler() http.Handler {
+	h := d.opts.Health.Mux(d.opts.Metrics.Handler())
+	if !d.opts.Profiling {
+		return h
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", h)
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
 }
 
 // work runs the loops until ctx ends (or, with Once, until the requests

@@ -474,7 +474,7 @@ func BenchmarkKubeExecutorInFlight1000(b *testing.B) {
 		}
 		cmd := exec.Command(bin, "daemon", "--executor", "kubernetes", "--config", e.cfgDir, "--spool", e.spool,
 			"--state-dir", e.state, "--kubeconfig", e.c.KubeconfigPath(), "--metrics-bind-address", addr, "--log-level", "warn",
-			"--skip-network-check")
+			"--skip-network-check", "--profiling")
 		cmd.Stdout, cmd.Stderr = logf, logf
 		if err := cmd.Start(); err != nil {
 			b.Fatal(err)
@@ -523,8 +523,36 @@ func BenchmarkKubeExecutorInFlight1000(b *testing.B) {
 		b.ReportMetric(metricValue(b, text, "go_goroutines"), "goroutines")
 		b.ReportMetric(metricValue(b, text, "go_memstats_heap_inuse_bytes")/(1<<20), "heap-inuse-MiB")
 		b.ReportMetric(metricValue(b, text, "go_memstats_stack_inuse_bytes")/(1<<20), "stacks-MiB")
+		saveHeapProfile(b, addr)
 		stop()
 	}
+}
+
+// saveHeapProfile writes the daemon's heap profile into
+// $PCSYNC_BENCH_PROFILE_DIR, when set, for `go tool pprof`.
+func saveHeapProfile(b *testing.B, addr string) {
+	b.Helper()
+	dir := os.Getenv("PCSYNC_BENCH_PROFILE_DIR")
+	if dir == "" {
+		return
+	}
+	resp, err := http.Get("http://" + addr + "/debug/pprof/heap")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	path := filepath.Join(dir, fmt.Sprintf("daemon-heap-%d.pprof", time.Now().Unix()))
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		b.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("the daemon's heap profile: %s", path)
 }
 
 // freeAddr returns a free 127.0.0.1 address.
