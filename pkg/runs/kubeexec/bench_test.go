@@ -528,7 +528,8 @@ func BenchmarkKubeExecutorInFlight1000(b *testing.B) {
 	}
 }
 
-// saveHeapProfile writes the daemon's heap profile into
+// saveHeapProfile writes the daemon's heap profile, taken after a
+// collection (what is live, not what waits to be collected), into
 // $PCSYNC_BENCH_PROFILE_DIR, when set, for `go tool pprof`.
 func saveHeapProfile(b *testing.B, addr string) {
 	b.Helper()
@@ -536,7 +537,7 @@ func saveHeapProfile(b *testing.B, addr string) {
 	if dir == "" {
 		return
 	}
-	resp, err := http.Get("http://" + addr + "/debug/pprof/heap")
+	resp, err := http.Get("http://" + addr + "/debug/pprof/heap?gc=1")
 	if err != nil {
 		b.Fatal(err)
 	}
