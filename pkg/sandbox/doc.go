@@ -25,7 +25,9 @@
 // run in its spec. An acquire whose pod spec is a pool's (the members' spec
 // hash) takes a Ready member with one patch whose resourceVersion is a
 // precondition, and the pool refills at once; a claimed member is the
-// lease's pod and ends with it, never back in the pool.
+// lease's pod and ends with it, never back in the pool. The daemon opens a
+// Ready member's command stream before any claim, and the lease that
+// claims it takes that stream (its first execute waits for no pod exec).
 //
 // The command protocol's frames are in pkg/sandbox/wire, shared by the
 // command server and its client.
@@ -68,4 +70,5 @@
 //	pool_remove.go      deleting a member (UID and resourceVersion preconditions); the pool shrinks for quota room
 //	pool_claim.go       startPod: claim a Ready member (a patch with resourceVersion and UID preconditions, no lock), else create
 //	pool_status.go      Pools: each pool against its declaration (doctor, the metrics)
+//	pool_stream.go      a Ready member's command stream opened ahead of its claim; the claim takes it, a member that goes closes it
 package sandbox

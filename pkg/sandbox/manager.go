@@ -39,6 +39,9 @@ type Manager struct {
 
 	// pools keeps the warm pools; nil when the daemon keeps none.
 	pools *poolController
+	// warm are the streams opened to warm pool members ahead of their
+	// claims (pool_stream.go).
+	warm warmStreams
 	// closing is set when Close begins (read without the lock: a claim
 	// takes no lock of the Manager's).
 	closing atomic.Bool
@@ -197,6 +200,7 @@ func (m *Manager) Close() {
 		// Members stay: the next daemon adopts them.
 		m.pools.close()
 	}
+	m.closeStreams()
 	m.mu.Lock()
 	m.closed = true
 	ls := make([]*lease, 0, len(m.leases))

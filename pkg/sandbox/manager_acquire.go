@@ -74,7 +74,7 @@ func (m *Manager) Acquire(ctx context.Context, p AcquireParams) (_ LeaseInfo, er
 		started = m.pools.acquiring(r.Namespace)
 	}
 	defer started()
-	created, warm, err := m.startPod(ctx, model, &r)
+	created, ws, warm, err := m.startPod(ctx, model, &r)
 	if err != nil {
 		return LeaseInfo{}, err
 	}
@@ -93,15 +93,17 @@ func (m *Manager) Acquire(ctx context.Context, p AcquireParams) (_ LeaseInfo, er
 	// A claimed member runs already: no wait.
 	if running, _ := podRunning(created); !warm || !running {
 		if err := m.waitRunning(rctx, created); err != nil {
+			ws.close()
 			m.releaseAsync(l, EndFailed)
 			return LeaseInfo{}, explainUnschedulable(err, model, &r)
 		}
 	}
 	started()
 	if !l.to(LeasePending, LeaseReady) {
+		ws.close()
 		return LeaseInfo{}, fmt.Errorf("lease %s: state %s: it ended while its pod started", l.ID, l.State())
 	}
-	m.connect(l, patience)
+	m.connect(l, patience, ws)
 	m.log.Info("sandbox lease ready", slog.String("lease", r.ID), slog.Duration("took", time.Since(now).Round(time.Millisecond)))
 	return m.info(l), nil
 }
@@ -269,12 +271,24 @@ func (m *Manager) createPod(ctx context.Context, model *config.Model, r *Record)
 // lease is Paperclip's once its pod runs: the first execute waits for the
 // stream, and a command server that never answers (within wait) fails that
 // execute and ends the lease. The pod's UID joins the journal meanwhile.
-func (m *Manager) connect(l *lease, wait time.Duration) {
+// ws, if not nil, is the stream the daemon opened to the pod while it was
+// a warm pool member: the lease takes it (its first execute waits for it,
+// not for an open of its own), or opens its own if it no longer answers.
+func (m *Manager) connect(l *lease, wait time.Duration, ws *warmStream) {
+	op := l.beginOpen(ws != nil)
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
 		cctx, cancel := context.WithTimeout(m.base(), wait)
 		defer cancel()
+		if op != nil {
+			c := ws.client(cctx)
+			if c == nil {
+				l.settleOpen(op, nil, nil) // its waiters open their own
+			} else if _, err := l.settleOpen(op, c, nil); err != nil {
+				return // the lease ended meanwhile
+			}
+		}
 		if _, err := m.client(cctx, l); err != nil {
 			if m.base().Err() != nil {
 				return // the daemon is stopping: the pod stays for the next one
@@ -453,16 +467,37 @@ type openAttempt struct {
 func (m *Manager) openShared(ctx context.Context, l *lease) (*cmdclient.Client, error) {
 	c, err := m.open(ctx, l)
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	op := l.opening
+	l.mu.Unlock()
+	return l.settleOpen(op, c, err)
+}
+
+// beginOpen marks an open of l's stream under way (l.opening) and returns
+// it, when want and no stream is open or opening; nil otherwise.
+func (l *lease) beginOpen(want bool) *openAttempt {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !want || l.client != nil || l.opening != nil {
+		return nil
+	}
+	l.opening = &openAttempt{done: make(chan struct{})}
+	return l.opening
+}
+
+// settleOpen ends open op of l's stream with client c or err, and keeps c
+// unless the lease's end began meanwhile. Neither c nor err: the open gave
+// up, and those who waited on it open their own.
+func (l *lease) settleOpen(op *openAttempt, c *cmdclient.Client, err error) (*cmdclient.Client, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	l.opening = nil
-	if err == nil && (l.state == LeaseEnding || l.state == LeaseGone) {
+	if c != nil && (l.state == LeaseEnding || l.state == LeaseGone) {
 		_ = c.Close()
-		err = fmt.Errorf("lease %s: state %s", l.ID, l.state)
+		c, err = nil, fmt.Errorf("lease %s: state %s", l.ID, l.state)
 	}
 	op.err = err
 	close(op.done)
-	if err != nil {
+	if c == nil {
 		return nil, err
 	}
 	l.client = c

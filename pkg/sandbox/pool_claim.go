@@ -24,8 +24,8 @@ import (
 // are r's (claim), else a new one (createPod). When the quota has no room
 // for the new one, the namespace's pools shrink, one member at a time,
 // before the lease is refused. warm says the pod was a member: it runs
-// already.
-func (m *Manager) startPod(ctx context.Context, model *config.Model, r *Record) (pod *corev1.Pod, warm bool, err error) {
+// already, and ws is the stream the daemon opened to it (nil: none).
+func (m *Manager) startPod(ctx context.Context, model *config.Model, r *Record) (pod *corev1.Pod, ws *warmStream, warm bool, err error) {
 	outcome := ClaimCold
 	defer func() {
 		if err == nil {
@@ -36,15 +36,15 @@ func (m *Manager) startPod(ctx context.Context, model *config.Model, r *Record) 
 		k, declared := m.poolKeyOf(r, model)
 		if declared {
 			outcome = ClaimMiss
-			if pod, err := m.claim(ctx, model, r, k); err != nil || pod != nil {
+			if pod, ws, err := m.claim(ctx, model, r, k); err != nil || pod != nil {
 				outcome = ClaimWarm
-				return pod, true, err
+				return pod, ws, true, err
 			}
 		}
 	}
 	pod, err = m.createPod(ctx, model, r)
 	if m.pools == nil {
-		return pod, false, err
+		return pod, nil, false, err
 	}
 	deadline := time.Now().Add(m.opts.Pool.RoomWait)
 	for quotaFull(err) && m.pools.shrink(ctx, r.Namespace) {
@@ -55,7 +55,7 @@ func (m *Manager) startPod(ctx context.Context, model *config.Model, r *Record) 
 			pod, err = m.createPod(ctx, model, r)
 		}
 	}
-	return pod, false, err
+	return pod, nil, false, err
 }
 
 // quotaFull says err is a create refused by the namespace's quota.
@@ -82,24 +82,27 @@ func (m *Manager) poolKeyOf(r *Record, model *config.Model) (poolKey, bool) {
 // the next member. No lock is held: a member is marked taken by its UID
 // (poolController.claimed), and the patch's preconditions make the claim
 // safe against another process. The informer's event of the claimed
-// member (it leaves the pool) refills the pool.
-func (m *Manager) claim(ctx context.Context, model *config.Model, r *Record, k poolKey) (*corev1.Pod, error) {
+// member (it leaves the pool) refills the pool. The claim takes the
+// member's stream, if the daemon opened one (pool_stream.go).
+func (m *Manager) claim(ctx context.Context, model *config.Model, r *Record, k poolKey) (*corev1.Pod, *warmStream, error) {
 	p := m.pools
 	tried := map[types.UID]bool{}
 	for {
 		mem := p.take(k, tried)
 		if mem == nil {
-			return nil, nil
+			return nil, nil, nil
 		}
+		ws := m.takeStream(mem.UID)
 		pod, err := m.claimMember(ctx, model, r, mem)
 		if err == nil {
-			return pod, nil
+			return pod, ws, nil
 		}
+		ws.close()
 		p.claimed.Delete(mem.UID)
 		tried[mem.UID] = true
 		var ue *UserError
 		if errors.As(err, &ue) || ctx.Err() != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		m.log.Info("sandbox: warm pool member not claimed; trying the next", slog.String("pod", mem.Namespace+"/"+mem.Name), slog.Any("error", err))
 	}

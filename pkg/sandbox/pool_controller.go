@@ -10,6 +10,7 @@ import (
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -90,6 +91,10 @@ type poolDeps struct {
 	declare func(*config.Model) map[poolKey]*poolDecl
 	// build gives a new member of a pool.
 	build func(*poolDecl, *config.Model, time.Time) (*corev1.Pod, Record, error)
+	// ready is told of a Ready member of pool d (its stream is opened
+	// ahead of its claim), gone of a member that left the pool.
+	ready func(pod *corev1.Pod, d *poolDecl)
+	gone  func(uid types.UID)
 }
 
 // poolConfig is a config and the pools it declares.
@@ -115,7 +120,7 @@ func (m *Manager) startPools(ctx context.Context) {
 		return
 	}
 	c := newPoolController(poolDeps{cs: m.cs, log: m.log, metrics: m.opts.Metrics, opts: m.opts.Pool, tenants: m.tenants,
-		model: m.model, declare: m.declaredPools, build: m.buildMember})
+		model: m.model, declare: m.declaredPools, build: m.buildMember, ready: m.memberReady, gone: m.memberGone})
 	if err := c.start(ctx); err != nil {
 		m.log.Warn("sandbox: no warm pools: the daemon cannot list and watch pods (cluster-wide get, list, watch on pods); leases start cold", slog.Any("error", err))
 		return
@@ -231,7 +236,27 @@ func memberKey(obj any) (poolKey, bool) {
 func (c *poolController) added(obj any) {
 	if k, ok := memberKey(obj); ok {
 		c.exp.created(k, obj.(*corev1.Pod).Name)
+		c.seen(k, obj.(*corev1.Pod))
 		c.queue.Add(k)
+	}
+}
+
+// seen passes on a member of pool k that is Ready (and not claimed nor
+// going) to ready, and one being deleted to gone.
+func (c *poolController) seen(k poolKey, pod *corev1.Pod) {
+	switch {
+	case pod.DeletionTimestamp != nil:
+		if c.gone != nil {
+			c.gone(pod.UID)
+		}
+	case c.ready == nil || !agentpod.Ready(pod):
+	default:
+		if _, taken := c.claimed.Load(pod.UID); taken {
+			return
+		}
+		if d := c.declared(k); d != nil {
+			c.ready(pod, d)
+		}
 	}
 }
 
@@ -251,6 +276,7 @@ func (c *poolController) updated(old, obj any) {
 	if pod.DeletionTimestamp != nil {
 		c.exp.deleted(k, pod.Name)
 	}
+	c.seen(k, pod)
 	c.queue.Add(k)
 }
 
@@ -264,6 +290,9 @@ func (c *poolController) deleted(obj any) {
 		obj = d.Obj
 	}
 	pod := obj.(*corev1.Pod)
+	if c.gone != nil {
+		c.gone(pod.UID) // a claim took its stream before
+	}
 	c.claimed.Delete(pod.UID)
 	c.exp.deleted(k, pod.Name)
 	c.queue.Add(k)

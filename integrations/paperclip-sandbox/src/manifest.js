@@ -37,13 +37,19 @@ const manifest = {
       // through an execute ten times a second. Workspace sync is native
       // (src/sync.js): one raw tar per mapping over the daemon's socket and
       // one command of the lease's stream, in place of Paperclip's base64
-      // chunks through execute.
+      // chunks through execute. Sync operations may run concurrently
+      // (concurrentSyncOperations): each mapping is a command of its own on
+      // the pod's server and lands under a temporary name of its own, so
+      // Paperclip stages a run's workspace, skills and configs (up to 4
+      // operations) at once instead of one after another, as it does
+      // through execute without native sync.
       sandboxCapabilities: {
         reusableLeases: true,
         independentControlCommands: true,
         incrementalSessionOutput: true,
         nativeSyncIn: true,
         nativeSyncOut: true,
+        concurrentSyncOperations: true,
       },
       configSchema: {
         type: "object",

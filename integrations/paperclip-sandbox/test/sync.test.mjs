@@ -56,10 +56,11 @@ function head(body) {
 
 const lease = { providerLeaseId: "pcsync-sbx-1", metadata: {} };
 
-test("the manifest declares native sync and the worker has both hooks", () => {
+test("the manifest declares native sync, concurrent operations, and the worker has both hooks", () => {
   const caps = manifest.environmentDrivers[0].sandboxCapabilities;
   assert.equal(caps.nativeSyncIn, true);
   assert.equal(caps.nativeSyncOut, true);
+  assert.equal(caps.concurrentSyncOperations, true, "operations may run at once: Paperclip runs them one at a time otherwise");
   const hooks = createHooks(() => undefined);
   assert.equal(typeof hooks.onEnvironmentSyncIn, "function");
   assert.equal(typeof hooks.onEnvironmentSyncOut, "function");
@@ -107,6 +108,30 @@ test("syncIn sends a file raw and a tree as a tar without its excludes, then run
   assert.deepEqual(got, { operations: [{ operationId: "op-1", filesTransferred: 2, bytesTransferred: bytes.length + b2.length }] });
 });
 
+
+test("sync hooks of one lease run at once (Paperclip calls them concurrently): no put waits for another's answer", async (t) => {
+  const file = path.join(tmpDir(), "f");
+  fs.writeFileSync(file, "x");
+  // The daemon answers no put until all four have arrived: a plugin that
+  // sent them one after another would never finish.
+  const held = [];
+  const d = await daemon(t, (route, body, res) => {
+    if (route !== "/v1/sync/put") return executeAnswer(res, { exitCode: 0, signal: null, timedOut: false, stdout: "", stderr: "" });
+    held.push(() => json(res, 200, { bytes: 1 }));
+    if (held.length === 4) held.forEach((answer) => answer());
+  });
+  const hooks = createHooks(() => undefined);
+  const config = { company: "acme", socketPath: d.socket };
+  const ids = ["op-1", "op-2", "op-3", "op-4"];
+  const results = await Promise.all(ids.map((id) => hooks.onEnvironmentSyncIn({ config, lease, operations: [{
+    operationId: id,
+    files: [{ sourcePath: file, targetPath: `/workspace/${id}`, kind: "file" }],
+    postUploadCommands: [{ command: `ls ${id}` }],
+  }] })));
+  assert.deepEqual(results.map((r) => r.operations[0].operationId), ids);
+  const puts = d.seen.filter((x) => x.route === "/v1/sync/put").map((x) => head(x.body)[0].targetPath).sort();
+  assert.deepEqual(puts, ids.map((id) => `/workspace/${id}`));
+});
 
 test("a failing post-upload command stops its operation and the rest, naming both", async (t) => {
   const file = path.join(tmpDir(), "f");
