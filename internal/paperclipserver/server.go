@@ -24,6 +24,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -49,6 +50,13 @@ type Options struct {
 	// server, not a timed assertion (on a loaded 2-core machine Paperclip
 	// took over 4 minutes to start). Default 10m.
 	StartTimeout time.Duration
+	// Init runs the server as the command of this init (its arguments
+	// before the server's), as a container's PID 1 would: one that reaps
+	// the orphans the server's children leave at once (the local-process
+	// provider's callback bridge, which the benchmarks' floor waits for; a
+	// test machine's own PID 1 may reap them seconds later). Default
+	// `tini -s --` when tini is on PATH, else none. "-" means none.
+	Init []string
 }
 
 // Server is a running Paperclip server.
@@ -91,6 +99,14 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	}
 	if opts.StartTimeout <= 0 {
 		opts.StartTimeout = 10 * time.Minute
+	}
+	if opts.Init == nil {
+		if tini, err := exec.LookPath("tini"); err == nil {
+			opts.Init = []string{tini, "-s", "--"}
+		}
+	}
+	if len(opts.Init) == 1 && opts.Init[0] == "-" {
+		opts.Init = nil
 	}
 	bin := filepath.Join(opts.Install, "node_modules", ".bin", "paperclipai")
 	if _, err := os.Stat(bin); err != nil {
@@ -189,11 +205,12 @@ func (s *Server) prepare() error {
 	return os.WriteFile(filepath.Join(inst, "config.json"), data, 0o644)
 }
 
-// start spawns `paperclipai <args> --data-dir D` in a process group of its
+// start spawns `paperclipai <args> --data-dir D` (under Options.Init) in a process group of its
 // own, its output also appended to D/server.log, and waits for /api/health.
 func (s *Server) start(ctx context.Context, args ...string) error {
 	bin := filepath.Join(s.opts.Install, "node_modules", ".bin", "paperclipai")
-	cmd := exec.Command(bin, append(args, "--data-dir", s.Dir)...)
+	argv := append(append(slices.Clone(s.opts.Init), bin), append(args, "--data-dir", s.Dir)...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = s.Dir
 	cmd.Env = append(os.Environ(), "PATH="+s.opts.NodeBin+string(os.PathListSeparator)+os.Getenv("PATH"),
 		"HOME="+s.Dir, "PAPERCLIP_HOME="+s.Dir, "PAPERCLIP_TELEMETRY_DISABLED=1", "PAPERCLIP_UPDATE_CHECK=0",
