@@ -90,9 +90,14 @@ func (m *Manager) Acquire(ctx context.Context, p AcquireParams) (_ LeaseInfo, er
 	}
 	rctx, cancel := context.WithTimeout(ctx, patience)
 	defer cancel()
-	// A claimed member runs already: no wait.
+	// A claimed member runs already: no wait. A cold pod's command server
+	// is tried from now on: it may answer before the pod's status says
+	// Running (openEarly).
+	if !warm {
+		ws = m.openEarly(r, patience)
+	}
 	if running, _ := podRunning(created); !warm || !running {
-		if err := m.waitRunning(rctx, created); err != nil {
+		if err := m.waitStarted(rctx, created, ws); err != nil {
 			ws.close()
 			m.releaseAsync(l, EndFailed)
 			return LeaseInfo{}, explainUnschedulable(err, model, &r)
@@ -509,13 +514,10 @@ func (l *lease) settleOpen(op *openAttempt, c *cmdclient.Client, err error) (*cm
 // checks that the server runs commands; with HostRoot it also makes the
 // lease's directories.
 func (m *Manager) open(ctx context.Context, l *lease) (*cmdclient.Client, error) {
-	o := cmdclient.DefaultOptions()
-	o.Logger = m.log
-	o.OnReopen = m.opts.Metrics.SandboxStreamReopen
 	var c *cmdclient.Client
 	var last error
 	err := openBackoff.DelayFunc().Until(ctx, true, true, func(ctx context.Context) (bool, error) {
-		c, last = cmdclient.New(ctx, m.opener(l), o)
+		c, last = cmdclient.New(ctx, m.opener(l), m.clientOptions())
 		if last != nil && refusedForGood(last) {
 			return false, last // no open will do better until an operator acts
 		}
@@ -524,6 +526,29 @@ func (m *Manager) open(ctx context.Context, l *lease) (*cmdclient.Client, error)
 	if err != nil {
 		return nil, fmt.Errorf("Pod/%s/%s: the command server does not answer: %w", l.Namespace, l.ID, cmp.Or(last, err))
 	}
+	return m.runsCommands(ctx, l, c)
+}
+
+// dial is one try of open: a stream to the lease's server, which must run
+// a command.
+func (m *Manager) dial(ctx context.Context, l *lease) (*cmdclient.Client, error) {
+	c, err := cmdclient.New(ctx, m.opener(l), m.clientOptions())
+	if err != nil {
+		return nil, fmt.Errorf("Pod/%s/%s: the command server does not answer: %w", l.Namespace, l.ID, err)
+	}
+	return m.runsCommands(ctx, l, c)
+}
+
+func (m *Manager) clientOptions() cmdclient.Options {
+	o := cmdclient.DefaultOptions()
+	o.Logger = m.log
+	o.OnReopen = m.opts.Metrics.SandboxStreamReopen
+	return o
+}
+
+// runsCommands checks that the server behind c runs a command (with
+// HostRoot: makes the lease's directories); c is closed when it does not.
+func (m *Manager) runsCommands(ctx context.Context, l *lease, c *cmdclient.Client) (*cmdclient.Client, error) {
 	argv := []string{"true"}
 	if m.opts.HostRoot != "" {
 		argv = []string{"mkdir", "-p", l.Workspace, l.Home, l.Tmp}
