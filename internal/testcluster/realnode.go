@@ -62,6 +62,10 @@ type RealNodeOptions struct {
 	Lazy bool
 }
 
+// KubeletVerbosityEnv, when set, is the real node's kubelet's --v (its log
+// is in the cluster's logs directory; PCSYNC_TEST_KEEP_WORKDIR keeps it).
+const KubeletVerbosityEnv = "PCSYNC_KUBELET_V"
+
 // RealNodeTaintKey is the key of the NoSchedule taint the real node carries unless
 // RealNodeOptions.NoTaint is set.
 const RealNodeTaintKey = "pcsync.io/real-node"

@@ -252,7 +252,7 @@ func (s *nodeStart) containerd(ctx context.Context) error {
 // kubelet starts the kubelet and waits until its Node is schedulable.
 func (s *nodeStart) kubelet(ctx context.Context) error {
 	paths, o := s.paths, s.o
-	kubelet, err := startComponent("kubelet", s.c.bin("kubelet"), []string{
+	args := []string{
 		"--config=" + paths.kubeletConfig,
 		"--kubeconfig=" + paths.kubeletKubeconfig,
 		"--root-dir=" + paths.kubeletRoot,
@@ -260,7 +260,11 @@ func (s *nodeStart) kubelet(ctx context.Context) error {
 		"--hostname-override=" + o.Name,
 		"--node-ip=" + o.NodeIP,
 		"--node-labels=" + RealNodeTaintKey + "=true",
-	}, s.c.path("logs"), nil)
+	}
+	if v := os.Getenv(KubeletVerbosityEnv); v != "" {
+		args = append(args, "--v="+v)
+	}
+	kubelet, err := startComponent("kubelet", s.c.bin("kubelet"), args, s.c.path("logs"), nil)
 	if err != nil {
 		return err
 	}
