@@ -76,7 +76,7 @@ func startTokenSync(ctx context.Context, cfg *rest.Config, logger *slog.Logger) 
 
 // readOwnPod reads the pod pcsync runs in: what agent pods inherit, and the
 // image pcsync runs from (the registry and tag of its other images, and
-// the sandbox's init container). Outside a pod, or when the pod cannot be
+// the sandbox's helper container). Outside a pod, or when the pod cannot be
 // read (logged: runs go on without it), nil.
 func readOwnPod(ctx context.Context, g *globalOptions, cfg *rest.Config) *introspect.Self {
 	cs, err := kubernetes.NewForConfig(cfg)

@@ -37,7 +37,7 @@ func (f *sandboxFlags) add(fl *pflag.FlagSet) {
 	fl.StringVar(&f.socket, "sandbox-socket", "", "Unix socket of the sandbox API, mode 0600 (default <state-dir>/sandbox.sock)")
 	fl.StringVar(&f.serverPath, "sandbox-server-path", d.ServerPath, "the pcsync binary inside a lease pod, which the daemon execs to reach the pod's command server")
 	fl.StringVar(&f.helperImage, "sandbox-helper-image", d.HelperImage,
-		"pcsync's own image: the init container that copies pcsync into a lease pod whose image does not hold it "+
+		"pcsync's own image: the helper container that copies pcsync into a lease pod whose image does not hold it "+
 			"(default the image this daemon runs from, else the config's: Settings spec.images.registry/pcsync:<version>)")
 	f.execProtocol = d.ExecProtocol
 	fl.Var(&f.execProtocol, "sandbox-exec-protocol",

@@ -46,6 +46,6 @@ func newSandboxServerCmd(g *globalOptions) *cobra.Command {
 	attach.Flags().StringVar(&attachSocket, "socket", cmdserver.DefaultSocket, "Unix socket of the server")
 	attach.Flags().BoolVar(&spawn, "spawn", false, "start a detached server if none listens")
 
-	cmd.AddCommand(serve, attach, newSandboxInstallCmd())
+	cmd.AddCommand(serve, attach, newSandboxInstallCmd(), newSandboxHoldCmd())
 	return cmd
 }

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/pcsync/pcsync/internal/agentpod"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/podsched"
 	"github.com/pcsync/pcsync/pkg/sandbox"
@@ -69,7 +70,7 @@ func (d *doctor) checkPools(ctx context.Context) {
 // poolMember says pod is a member of pool p of company c: its image and
 // scheduling are the pool's.
 func poolMember(pod *corev1.Pod, c *config.Company, p config.WarmPool, image string) bool {
-	if len(pod.Spec.Containers) == 0 || pod.Spec.Containers[0].Image != image {
+	if agentpod.ContainerImage(pod, sandbox.ContainerName) != image {
 		return false
 	}
 	a, _ := c.Agent(p.Agent)

@@ -15,7 +15,7 @@ type Want struct {
 	// Image is the reference.
 	Image string
 	// Users name what needs it: "acme/coder" (company/agent),
-	// "acme environment sandbox", "sandbox init container".
+	// "acme environment sandbox", "sandbox helper container".
 	Users []string
 	// Builtin is set for pcsync's own images (Model.ImageHasServer).
 	Builtin bool
@@ -24,7 +24,7 @@ type Want struct {
 // Wanted lists the images the config's pods would run, sorted: every
 // agent's, every sandbox environment's (its own image, else that of each
 // agent that runs in it), and pcsync's own image, which is the sandbox's
-// init container for an image that does not hold pcsync.
+// helper container for an image that does not hold pcsync.
 func Wanted(m *config.Model) []Want {
 	byImage := map[string]*Want{}
 	add := func(image, user string) {
@@ -55,7 +55,7 @@ func Wanted(m *config.Model) []Want {
 		}
 	}
 	if helper {
-		add(m.BuiltinImage(images.Pcsync), "sandbox init container")
+		add(m.BuiltinImage(images.Pcsync), "sandbox helper container")
 	}
 	out := make([]Want, 0, len(byImage))
 	for _, w := range byImage {

@@ -41,6 +41,7 @@
 //	lease_state.go      the lease's life as a state machine: its states, the transition table, to; draining and ending
 //	code.go             Code, the stable words of refusals and diagnostics; UserError
 //	pod_build.go        BuildPod: the hardened lease pod
+//	pod_helper.go       the helper container that copies pcsync into a pod whose image lacks it (postStart hook), its resources
 //	journal.go          the lease journal in the state directory
 //	manager.go          Manager: adoption at start, lease registry, Close
 //	manager_acquire.go  Acquire (its credentials' Secrets checked: secretcheck.Guard), Resume, Workspace; waiting for the pod (internal/podwait); opening the command stream (wait.Backoff)

@@ -41,11 +41,11 @@ type Record struct {
 	Tmp       string `json:"tmp"`
 	Socket    string `json:"socket"`
 	// Server is the pcsync binary in the image (pcsync's own images,
-	// images.ServerPath): the pod needs no init container. Empty: an init
-	// container of HelperImage copies it to DefaultServerPath, and the
-	// daemon execs Options.ServerPath.
+	// images.ServerPath): the pod needs no helper container. Empty: the
+	// postStart hook of a helper container of HelperImage copies it to
+	// DefaultServerPath, and the daemon execs Options.ServerPath.
 	Server string `json:"server,omitempty"`
-	// HelperImage is the init container's image when Server is empty.
+	// HelperImage is the helper container's image when Server is empty.
 	HelperImage string `json:"helperImage,omitempty"`
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -208,11 +209,11 @@ func (m *Manager) agentOf(ctx context.Context, model *config.Model, c *config.Co
 }
 
 // placeServer says where the lease's command server comes from (the
-// image's own pcsync, or an init container's copy) and sets the paths of
+// image's own pcsync, or the helper container's copy) and sets the paths of
 // the lease as its commands see them.
 func (m *Manager) placeServer(r *Record, model *config.Model) {
 	if m.opts.HostRoot == "" && model.ImageHasServer(r.Image) {
-		// pcsync's own images hold its binary: no init container.
+		// pcsync's own images hold its binary: no helper container.
 		r.Server = images.ServerPath
 	} else {
 		r.HelperImage = cmp.Or(m.opts.HelperImage, model.BuiltinImage(images.Pcsync))
@@ -384,26 +385,54 @@ func (m *Manager) waitRunning(ctx context.Context, pod *corev1.Pod) error {
 }
 
 // podRunning says whether p runs, or why it never will: it ended, an image
-// cannot be pulled, or a container cannot be made.
+// cannot be pulled, or a container cannot be made or started. It runs when
+// its main container (ContainerName) runs: in a pod with the helper
+// container, the pod's phase is Running as soon as the helper runs, even if
+// the main container could not start (the hook that copies pcsync failed).
 func podRunning(p *corev1.Pod) (bool, error) {
-	switch p.Status.Phase {
-	case corev1.PodRunning:
-		return true, nil
-	case corev1.PodFailed, corev1.PodSucceeded:
-		return false, fmt.Errorf("Pod/%s/%s: ended (%s) before it was ready: %s", p.Namespace, p.Name, p.Status.Phase, agentpod.Reason(p))
-	}
-	for _, cs := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
-		w := cs.State.Waiting
-		switch {
-		case w == nil:
-		case agentpod.ImagePullFailed(w.Reason):
+	statuses := append(slices.Clone(p.Status.InitContainerStatuses), p.Status.ContainerStatuses...)
+	for _, cs := range statuses {
+		if w := cs.State.Waiting; w != nil && agentpod.ImagePullFailed(w.Reason) {
 			return false, userErrorf(CodeImagePullFailed, "Pod/%s/%s: container %s cannot pull image %s: %s: %s",
 				p.Namespace, p.Name, cs.Name, agentpod.ContainerImage(p, cs.Name), w.Reason, w.Message)
-		case agentpod.WaitingOf(w.Reason) == agentpod.WaitingCreate:
+		}
+	}
+	for _, cs := range statuses {
+		if w := cs.State.Waiting; w != nil && (agentpod.WaitingOf(w.Reason) == agentpod.WaitingCreate || w.Reason == reasonPostStartHookError) {
 			return false, userErrorf(CodePodNotStarting, "Pod/%s/%s: container %s cannot start: %s: %s", p.Namespace, p.Name, cs.Name, w.Reason, w.Message)
 		}
 	}
+	if why := containersEnded(p); why != "" {
+		return false, userErrorf(CodePodNotStarting, "Pod/%s/%s: ended before it was ready: %s", p.Namespace, p.Name, why)
+	}
+	switch p.Status.Phase {
+	case corev1.PodFailed, corev1.PodSucceeded:
+		return false, fmt.Errorf("Pod/%s/%s: ended (%s) before it was ready: %s", p.Namespace, p.Name, p.Status.Phase, agentpod.Reason(p))
+	case corev1.PodRunning:
+		main := agentpod.ContainerStatus(p, ContainerName)
+		return main != nil && main.State.Running != nil, nil
+	}
 	return false, nil
+}
+
+// reasonPostStartHookError is the kubelet's waiting reason of a container
+// whose postStart hook failed (the helper's copy of pcsync).
+const reasonPostStartHookError = "PostStartHookError"
+
+// containersEnded names the containers of p that have ended (a lease pod's
+// containers never end by themselves while it is acquired; restartPolicy
+// Never: they are not restarted), with the kubelet's reason, message and
+// exit code; "" when none has.
+func containersEnded(p *corev1.Pod) string {
+	var ended []string
+	for _, cs := range p.Status.ContainerStatuses {
+		t := cs.State.Terminated
+		if t == nil {
+			continue
+		}
+		ended = append(ended, strings.TrimSpace(fmt.Sprintf("container %s exited %d: %s %s", cs.Name, t.ExitCode, t.Reason, strings.TrimSpace(t.Message))))
+	}
+	return strings.Join(ended, "; ")
 }
 
 // explainUnschedulable adds to a pod_unschedulable refusal what lease r's

@@ -167,13 +167,13 @@ func probePods(c *config.Company) []probePod {
 }
 
 // probeImages looks the lease's images up in their registries (the image,
-// and the init container's when the image does not hold pcsync): a missing
+// and the helper container's when the image does not hold pcsync): a missing
 // one is an error naming what fixes it, one that needs the tenant's pull
 // secrets (which the daemon does not read) is a note.
 func probeImages(ctx context.Context, m *config.Model, r Record, add func(Severity, Code, string)) {
 	want := []imagecheck.Want{{Image: r.Image, Users: []string{"the lease"}, Builtin: m.ImageHasServer(r.Image)}}
 	if r.HelperImage != "" {
-		want = append(want, imagecheck.Want{Image: r.HelperImage, Users: []string{"the lease's init container"}, Builtin: true})
+		want = append(want, imagecheck.Want{Image: r.HelperImage, Users: []string{"the lease's helper container"}, Builtin: true})
 	}
 	for _, f := range imagecheck.Resolve(ctx, m, want, imagecheck.DefaultOptions()) {
 		line := fmt.Sprintf("%s for %s: %s", f.Result, f.Users[0], f.Advice)

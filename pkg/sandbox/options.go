@@ -36,12 +36,12 @@ type Options struct {
 	// Required.
 	StateDir string
 	// ServerPath is the pcsync binary inside a lease pod whose image does
-	// not hold it (placed there by the init container); the daemon execs
-	// `<ServerPath> sandbox-server attach` to reach the pod's command
-	// server. In pcsync's own images it is images.ServerPath and no init
-	// container runs. Default DefaultServerPath.
+	// not hold it (placed there by the helper container's postStart hook);
+	// the daemon execs `<ServerPath> sandbox-server attach` to reach the
+	// pod's command server. In pcsync's own images it is images.ServerPath
+	// and no helper container runs. Default DefaultServerPath.
 	ServerPath string
-	// HelperImage is the image of the init container that copies pcsync
+	// HelperImage is the image of the helper container that copies pcsync
 	// into a pod whose image does not hold it: pcsync's own image. Default
 	// the config's built-in pcsync image (Model.BuiltinImage); the daemon
 	// sets the image it runs from, found from its own pod.
@@ -100,7 +100,7 @@ const (
 	ContainerName = "sandbox"
 )
 
-// DefaultServerPath is where the init container puts pcsync in a pod.
+// DefaultServerPath is where the helper container puts pcsync in a pod.
 const DefaultServerPath = PodBinDir + "/pcsync"
 
 // DefaultOptions returns options for the state directory with the defaults.

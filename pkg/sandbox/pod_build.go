@@ -14,7 +14,6 @@ import (
 	"github.com/pcsync/pcsync/internal/podsec"
 	"github.com/pcsync/pcsync/pkg/adapters"
 	"github.com/pcsync/pcsync/pkg/config"
-	"github.com/pcsync/pcsync/pkg/images"
 	"github.com/pcsync/pcsync/pkg/podsched"
 )
 
@@ -30,8 +29,9 @@ const (
 )
 
 // BuildPod returns the lease's pod: the image runs pcsync's command server
-// as its PID 1 (its own binary in pcsync's images, else one copied in by an
-// init container of the record's HelperImage), hardened as an agent Job's
+// as its PID 1 (its own binary in pcsync's images, else one copied in by
+// the postStart hook of a helper container of the record's HelperImage,
+// see addServerHelper), hardened as an agent Job's
 // pod is (podsec: Pod Security "restricted", non-root, no service-account
 // token, read-only root filesystem, every capability dropped, seccomp
 // RuntimeDefault), requests and limits from the company's agent defaults,
@@ -106,9 +106,12 @@ func BuildPod(l *Record, m *config.Model) (*corev1.Pod, error) {
 	// tolerations, the company's runtime class), or the company's defaults.
 	podsched.For(c, agent).Apply(&pod.Spec)
 	if l.Server == "" {
-		addServerInit(&pod.Spec, l.HelperImage, res, hard)
+		if err := addServerHelper(&pod.Spec, l.HelperImage, m.LimitRange(c)); err != nil {
+			return nil, fmt.Errorf("Pod/%s/%s: %w", l.Namespace, l.ID, err)
+		}
+		pod.Spec.Volumes = append(pod.Spec.Volumes, hard.EmptyDir(helperVolume))
 	}
-	// Hardened as an agent Job's pod, init container included.
+	// Hardened as an agent Job's pod, helper container included.
 	hard.Apply(&pod.Spec)
 	return pod, nil
 }
@@ -149,20 +152,4 @@ func podAnnotations(l *Record) map[string]string {
 		annotations[AnnotationEnvironment] = l.EnvironmentID
 	}
 	return annotations
-}
-
-// addServerInit gives a pod whose image does not hold pcsync an init
-// container of pcsync's image (helperImage) that copies it in, at the cost
-// of one kubelet cycle more before the lease runs.
-func addServerInit(spec *corev1.PodSpec, helperImage string, res corev1.ResourceRequirements, hard podsec.Hardening) {
-	spec.InitContainers = []corev1.Container{{
-		Name:         "pcsync-bin",
-		Image:        helperImage,
-		Command:      []string{images.ServerPath, "sandbox-server", "install", DefaultServerPath},
-		Resources:    res,
-		VolumeMounts: []corev1.VolumeMount{{Name: "pcsync-bin", MountPath: PodBinDir}},
-	}}
-	spec.Volumes = append(spec.Volumes, hard.EmptyDir("pcsync-bin"))
-	main := &spec.Containers[0]
-	main.VolumeMounts = append(main.VolumeMounts, corev1.VolumeMount{Name: "pcsync-bin", MountPath: PodBinDir, ReadOnly: true})
 }

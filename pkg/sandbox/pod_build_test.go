@@ -114,7 +114,7 @@ func TestLeasePodSchedulingIsTheJobs(t *testing.T) {
 }
 
 // TestLeasePodHardeningIsTheJobs: a lease pod is hardened as the run Job
-// of the same agent, field for field, and its init container (when the
+// of the same agent, field for field, and its helper container (when the
 // image holds no pcsync) as its main container.
 func TestLeasePodHardeningIsTheJobs(t *testing.T) {
 	m := schedModel(t)
@@ -129,15 +129,15 @@ func TestLeasePodHardeningIsTheJobs(t *testing.T) {
 	if jobs.SecurityContext == nil || len(jobs.Containers) != 1 || jobs.Containers[0].SecurityContext == nil {
 		t.Fatalf("the Job is not hardened: %+v", jobs)
 	}
-	withInit := jobs
-	withInit.Containers = append([]podsec.ContainerFields{jobs.Containers[0]}, jobs.Containers...)
+	withHelper := jobs
+	withHelper.Containers = append([]podsec.ContainerFields{jobs.Containers[0]}, jobs.Containers...)
 	tests := []struct {
 		name   string
 		server string
 		want   podsec.Fields
 	}{
 		{"pcsync in the image", "/usr/local/bin/pcsync", jobs},
-		{"pcsync copied in by an init container", "", withInit},
+		{"pcsync copied in by a helper container", "", withHelper},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

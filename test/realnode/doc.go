@@ -22,9 +22,10 @@
 //	                  missing image, the real Claude Code CLI without a key
 //	acp_test.go       the ACP agent servers of the real claude and codex
 //	                  images answer ACP's initialize in a lease pod
-//	sandbox_test.go   sandbox leases: pcsync's image with no init container,
+//	sandbox_test.go   sandbox leases: pcsync's image with no helper container,
 //	                  executes, the filesystem, release; a user's image with
-//	                  the init container; a missing image
+//	                  the helper container, and its failed hook; a missing
+//	                  image
 //	workspace_sync_test.go  Paperclip's native workspace sync through the
 //	                  plugin's hooks (testdata/workspace-sync.mjs), the daemon
 //	                  and a lease pod: modes, excludes, symlinks, post-upload

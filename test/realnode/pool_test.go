@@ -263,7 +263,7 @@ func TestPoolLife(t *testing.T) {
 	for {
 		members, replaced := e.members(t), 0
 		for _, pod := range members {
-			if !slices.Contains(first, pod.Name) && pod.Spec.Containers[0].Image == p.Foreign && pod.Status.Phase == corev1.PodRunning {
+			if !slices.Contains(first, pod.Name) && agentpod.ContainerImage(&pod, sandbox.ContainerName) == p.Foreign && pod.Status.Phase == corev1.PodRunning {
 				replaced++
 			}
 		}

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/pcsync/pcsync/internal/testcluster"
+	"github.com/pcsync/pcsync/internal/testimages"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/images"
 	"github.com/pcsync/pcsync/pkg/sandbox"
@@ -218,28 +219,81 @@ func TestLeaseOnRealNode(t *testing.T) {
 }
 
 // A lease of an image that is none of pcsync's (a user's own) gets pcsync
-// from an init container of pcsync's own image; the command server then
-// runs from the copy.
-func TestLeaseInitContainer(t *testing.T) {
+// from the postStart hook of a first, regular container of pcsync's own
+// image, and no init container; the command server then runs from the
+// copy as the main container's PID 1, and executes run in the main
+// container (the stream's and kubectl's default container).
+func TestLeaseHelperContainer(t *testing.T) {
 	p := pushImages(t)
 	e := newLeaseEnv(t, p)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	info := e.acquire(ctx, t, sandbox.EnvironmentConfig{Image: p.Foreign}, "")
+	info := e.acquire(ctx, t, sandbox.EnvironmentConfig{Image: p.Foreign, EnvAllow: []string{"GREETING"}}, "")
 	pod, err := e.c.Client().CoreV1().Pods(e.ns).Get(ctx, info.ID, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(pod.Spec.InitContainers) != 1 || pod.Spec.InitContainers[0].Image != images.Ref(p.Registry, images.Pcsync, imageTag) {
-		t.Errorf("init containers %+v, want one of pcsync's image %s", pod.Spec.InitContainers, images.Ref(p.Registry, images.Pcsync, imageTag))
+	helper := images.Ref(p.Registry, images.Pcsync, imageTag)
+	if got, want := containerImages(pod), []string{sandbox.HelperContainerName + "=" + helper, sandbox.ContainerName + "=" + p.Foreign}; len(pod.Spec.InitContainers) != 0 || !slices.Equal(got, want) {
+		t.Errorf("containers %v, %d init containers; want %v and none", got, len(pod.Spec.InitContainers), want)
 	}
-	r := e.exec(t, info.ID, sandbox.ExecParams{Command: "sh", Args: []string{"-c", "cat /proc/1/cmdline | tr '\\0' ' '"}})
-	if !strings.HasPrefix(r.Stdout, sandbox.DefaultServerPath+" sandbox-server serve") {
-		t.Errorf("PID 1 is %q, want the init container's copy of pcsync", r.Stdout)
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.State.Running == nil {
+			t.Errorf("container %s at ready: %+v, want running", cs.Name, cs.State)
+		}
+	}
+	e.checkExecs(t, info.ID)
+	r := e.exec(t, info.ID, sandbox.ExecParams{Command: "sh", Args: []string{"-c", "cat /proc/1/cmdline | tr '\\0' ' '; echo; ls -l " + sandbox.DefaultServerPath}})
+	if !strings.HasPrefix(r.Stdout, sandbox.DefaultServerPath+" sandbox-server serve") || !strings.Contains(r.Stdout, "-r-xr-xr-x") {
+		t.Errorf("PID 1 and the copy: %q, want the helper's copy of pcsync (mode 0555) as the command server", r.Stdout)
 	}
 	if _, err := e.m.Release(ctx, sandbox.ReleaseParams{ID: info.ID}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A helper container whose hook cannot copy pcsync (a stand-in of pcsync's
+// image whose install fails) fails the acquire at once with
+// pod_not_starting, naming the containers' ends, instead of waiting for
+// the lease's ready timeout (pod_not_ready); the control is
+// TestLeaseHelperContainer, whose helper is pcsync's own image.
+func TestLeaseHelperHookFails(t *testing.T) {
+	p := pushImages(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	broken := testcluster.Get(t).RealNode().Registry().Host() + "/acme/broken-helper:" + imageTag
+	o := testimages.DefaultStandInOptions()
+	o.Tag = imageTag
+	o.Files = map[string]string{strings.TrimPrefix(images.ServerPath, "/"): brokenHelper}
+	if _, err := testimages.StandIn(ctx, testcluster.Get(t).RealNode().Registry(), broken, o); err != nil {
+		t.Fatal(err)
+	}
+	e := newLeaseEnvWith(t, p, nil, func(o *sandbox.Options) { o.HelperImage = broken })
+	_, err := e.m.Acquire(ctx, sandbox.AcquireParams{Config: sandbox.EnvironmentConfig{Company: e.slug, Image: p.Foreign},
+		AdapterType: "claude_local", AgentID: pinnedAgentID})
+	var ue *sandbox.UserError
+	if !errors.As(err, &ue) || ue.Code != sandbox.CodePodNotStarting || !strings.Contains(err.Error(), sandbox.HelperContainerName) {
+		t.Fatalf("acquire with a helper whose hook fails: %v; want %s naming container %s", err, sandbox.CodePodNotStarting, sandbox.HelperContainerName)
+	}
+	t.Logf("acquire: %v", err)
+}
+
+// brokenHelper stands in for pcsync in a helper image: it holds as pcsync
+// does, but its install (the postStart hook) fails.
+const brokenHelper = `#!/bin/sh
+case "$2" in
+hold) trap 'exit 0' TERM; sleep 3600 & wait ;;
+*) echo "broken helper: no $2" >&2; exit 3 ;;
+esac
+`
+
+// containerImages lists pod's containers as name=image, in order.
+func containerImages(pod *corev1.Pod) []string {
+	var out []string
+	for _, c := range pod.Spec.Containers {
+		out = append(out, c.Name+"="+c.Image)
+	}
+	return out
 }
 
 // A lease of an image its registry does not have fails at once, naming the

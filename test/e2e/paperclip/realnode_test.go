@@ -36,7 +36,7 @@ var (
 )
 
 // realNodeImages pushes the stand-in claude image and pcsync's image (for a
-// lease's init container, should one be needed) once, and returns their
+// lease's helper container, should one be needed) once, and returns their
 // registry (host:port/org), Settings spec.images.registry.
 func realNodeImages(t testing.TB) string {
 	t.Helper()
@@ -117,7 +117,7 @@ func (sw *sandboxWorld) realNodeAgent(t testing.TB, name string, tr transcript) 
 // CLI in an image built from pcsync's base): the probe is green, the run
 // ends succeeded with the transcript's tokens, cost and session and its
 // lines in Paperclip's log, the pod ran on the real node from pcsync's
-// claude image with no init container, and it is gone after the run.
+// claude image with no helper container, and it is gone after the run.
 func TestSandboxClaudeRunOnRealNode(t *testing.T) {
 	srv := sharedServer(t)
 	tr := readTranscript(t, realNodeTranscript)
@@ -134,8 +134,8 @@ func TestSandboxClaudeRunOnRealNode(t *testing.T) {
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
 	for name, p := range sw.pods {
-		if len(p.Spec.Containers) == 0 || p.Spec.Containers[0].Image != want || len(p.Spec.InitContainers) != 0 {
-			t.Errorf("lease pod %s: containers %v, init containers %d; want one of %s and no init container", name, containerImages(p), len(p.Spec.InitContainers), want)
+		if len(p.Spec.Containers) != 1 || p.Spec.Containers[0].Image != want || len(p.Spec.InitContainers) != 0 {
+			t.Errorf("lease pod %s: containers %v, init containers %d; want one of %s, no helper and no init container", name, containerImages(p), len(p.Spec.InitContainers), want)
 		}
 	}
 }
