@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -34,5 +35,34 @@ func TestLoadWarmPool(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"pcsync-agent-codex:dev", "registry.example/tools"}, images); diff != "" {
 		t.Errorf("pool images (-want +got):\n%s", diff)
+	}
+}
+
+// A warm pool's members of an image without pcsync carry the sandbox's
+// helper container, whose requests count against the quota too: three
+// members fit a quota of 1 CPU of requests (3 × 250m and the egress
+// proxy's 100m) with pcsync's own image, not with another (3 × 100m more).
+func TestWarmPoolQuotaCountsTheHelper(t *testing.T) {
+	for _, tc := range []struct {
+		name, pool string
+		wantErr    bool
+	}{
+		{"pcsync's own image", "{adapterType: claude_local, count: 3}", false},
+		{"an image without pcsync", "{image: registry.example/tools, count: 3}", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeFiles(t, dir, map[string]string{
+				"settings.yaml": "apiVersion: pcsync.io/v1alpha1\nkind: Settings\nmetadata: {name: s}\nspec:\n  images: {allowList: ['registry.example/*']}\n",
+				"acme.yaml":     companyDoc("acme") + "  quota: {requestsCpu: \"1\"}\n  sandbox:\n    warmPool:\n      - " + tc.pool + "\n",
+			})
+			_, err := config.Load(context.Background(), dir, config.DefaultLoadOptions())
+			switch {
+			case tc.wantErr && (err == nil || !strings.Contains(err.Error(), "requestsCpu 1150m, more than the company's quota")):
+				t.Errorf("err = %v, want the members' and the helpers' requestsCpu 1150m refused", err)
+			case !tc.wantErr && err != nil:
+				t.Errorf("err = %v, want none", err)
+			}
+		})
 	}
 }

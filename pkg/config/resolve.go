@@ -78,6 +78,17 @@ func EgressProxyResources() Resources {
 	}
 }
 
+// SandboxHelperResources are the requests and limits of the helper
+// container a sandbox lease pod of an image without pcsync carries
+// (pkg/sandbox), before the tenant LimitRange's min raises them.
+func SandboxHelperResources() Resources {
+	q := func(s string) *Quantity { v := Quantity(s); return &v }
+	return Resources{
+		Requests: &ResourceList{CPU: q("100m"), Memory: q("128Mi"), EphemeralStorage: q("64Mi")},
+		Limits:   &ResourceList{CPU: q("500m"), Memory: q("128Mi"), EphemeralStorage: q("64Mi")},
+	}
+}
+
 // Adapter returns the effective defaults of an adapter type: the built-in
 // ones, each field replaced by Settings spec.adapters when given. A built-in
 // image is one of pcsync's own (BuiltinImage), named in ImageRegistry with

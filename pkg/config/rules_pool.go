@@ -16,7 +16,7 @@ func (k *checker) warmPool(d *document, c *Company) {
 	}
 	at := keys("spec", "sandbox", "warmPool")
 	seen := map[[2]string]Position{}
-	total := 0
+	total, helpers := 0, 0
 	for i, p := range c.Spec.Sandbox.WarmPool {
 		pp := at.with(index(i))
 		switch {
@@ -42,9 +42,12 @@ func (k *checker) warmPool(d *document, c *Company) {
 		}
 		seen[[2]string{image, p.Agent}] = pos
 		total += p.Count
+		if !k.m.ImageHasServer(image) {
+			helpers += p.Count // each member carries the helper container
+		}
 	}
 	if total > 0 {
-		k.poolQuota(d, c, total)
+		k.poolQuota(d, c, total, helpers)
 	}
 }
 
@@ -59,11 +62,12 @@ func (k *checker) egressQuota(d *document, c *Company) {
 
 // poolQuota refuses a warm pool of n members that the company's quota
 // cannot hold: a member is a pod with the requests and limits of a lease
-// pod (Settings spec.defaults.resources, else the LimitRange's defaults).
-// In egress mode proxy the proxy's pod is counted beside them.
-func (k *checker) poolQuota(d *document, c *Company, n int) {
+// pod (Settings spec.defaults.resources, else the LimitRange's defaults),
+// and helpers of them (of an image without pcsync) also the helper
+// container's. In egress mode proxy the proxy's pod is counted beside them.
+func (k *checker) poolQuota(d *document, c *Company, n, helpers int) {
 	at := keys("spec", "sandbox", "warmPool")
-	k.quotaHolds(d, c, n, at, "lower the counts or raise", func(field, sum string) string {
+	k.quotaHolds(d, c, n, helpers, at, "lower the counts or raise", func(field, sum string) string {
 		if k.m.EgressMode(c) == EgressProxy {
 			return fmt.Sprintf("its %d members and the egress proxy need %s %s", n, field, sum)
 		}
@@ -82,16 +86,17 @@ func (k *checker) proxyQuota(d *document, c *Company) {
 	if !locate(d.expr, at).found {
 		at = keys("metadata", "name")
 	}
-	k.quotaHolds(d, c, 1, at, "raise", func(field, sum string) string {
+	k.quotaHolds(d, c, 1, 0, at, "raise", func(field, sum string) string {
 		return fmt.Sprintf("egress mode proxy: the egress proxy's pod and one agent pod need %s %s", field, sum)
 	})
 }
 
 // quotaHolds refuses, at field path at, a company whose quota cannot hold
-// n pods of the default agent resources, plus the egress proxy's pod in
-// egress mode proxy; what(field, sum) begins the message, hint ends it
-// ("raise spec.quota.<field>").
-func (k *checker) quotaHolds(d *document, c *Company, n int, at fieldPath, hint string, what func(field, sum string) string) {
+// n pods of the default agent resources (helpers of them with a sandbox
+// helper container), plus the egress proxy's pod in egress mode proxy;
+// what(field, sum) begins the message, hint ends it ("raise
+// spec.quota.<field>").
+func (k *checker) quotaHolds(d *document, c *Company, n, helpers int, at fieldPath, hint string, what func(field, sum string) string) {
 	q := k.m.Quota(c)
 	res := k.m.Settings.Spec.Defaults.Resources
 	lr := k.m.LimitRange(c)
@@ -103,17 +108,18 @@ func (k *checker) quotaHolds(d *document, c *Company, n int, at fieldPath, hint 
 	if k.m.EgressMode(c) == EgressProxy {
 		pxPods = ptrQuantity("1")
 	}
+	hp := SandboxHelperResources()
 	need := []struct {
-		field       string
-		quota       *Quantity
-		each, proxy *Quantity
+		field               string
+		quota               *Quantity
+		each, proxy, helper *Quantity
 	}{
-		{"pods", podsQuantity(q.Pods), ptrQuantity("1"), pxPods},
-		{"requestsCpu", q.RequestsCPU, firstQuantity(listCPU(res.Requests), listCPU(lr.DefaultRequest)), px.Requests.CPU},
-		{"requestsMemory", q.RequestsMemory, firstQuantity(listMemory(res.Requests), listMemory(lr.DefaultRequest)), px.Requests.Memory},
-		{"limitsCpu", q.LimitsCPU, firstQuantity(listCPU(res.Limits), listCPU(lr.Default)), px.Limits.CPU},
-		{"limitsMemory", q.LimitsMemory, firstQuantity(listMemory(res.Limits), listMemory(lr.Default)), px.Limits.Memory},
-		{"limitsEphemeralStorage", q.LimitsEphemeralStorage, firstQuantity(listEphemeral(res.Limits), listEphemeral(lr.Default)), px.Limits.EphemeralStorage},
+		{"pods", podsQuantity(q.Pods), ptrQuantity("1"), pxPods, nil},
+		{"requestsCpu", q.RequestsCPU, firstQuantity(listCPU(res.Requests), listCPU(lr.DefaultRequest)), px.Requests.CPU, hp.Requests.CPU},
+		{"requestsMemory", q.RequestsMemory, firstQuantity(listMemory(res.Requests), listMemory(lr.DefaultRequest)), px.Requests.Memory, hp.Requests.Memory},
+		{"limitsCpu", q.LimitsCPU, firstQuantity(listCPU(res.Limits), listCPU(lr.Default)), px.Limits.CPU, hp.Limits.CPU},
+		{"limitsMemory", q.LimitsMemory, firstQuantity(listMemory(res.Limits), listMemory(lr.Default)), px.Limits.Memory, hp.Limits.Memory},
+		{"limitsEphemeralStorage", q.LimitsEphemeralStorage, firstQuantity(listEphemeral(res.Limits), listEphemeral(lr.Default)), px.Limits.EphemeralStorage, hp.Limits.EphemeralStorage},
 	}
 	for _, x := range need {
 		if x.quota == nil || x.each == nil {
@@ -128,6 +134,11 @@ func (k *checker) quotaHolds(d *document, c *Company, n int, at fieldPath, hint 
 		sum.Mul(int64(n))
 		if x.proxy != nil {
 			sum.Add(resource.MustParse(string(*x.proxy)))
+		}
+		if x.helper != nil && helpers > 0 {
+			h := resource.MustParse(string(*x.helper))
+			h.Mul(int64(helpers))
+			sum.Add(h)
 		}
 		if sum.Cmp(limit) <= 0 {
 			continue

@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/pcsync/pcsync/internal/agentpod"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/images"
 )
@@ -17,7 +18,9 @@ const HelperContainerName = "pcsync-bin"
 // helperVolume is the emptyDir the helper fills with pcsync.
 const helperVolume = "pcsync-bin"
 
-// The helper container's own requests and limits, each raised to the
+// helperResources are the helper container's own requests and limits
+// (config.SandboxHelperResources, which the config's warm pool quota check
+// counts too), each raised to the
 // tenant LimitRange's min so that admission passes (and the limits to at
 // least the requests): the helper only blocks on a signal once its hook
 // has copied pcsync (a Go process of a few MiB that writes nothing but its
@@ -28,18 +31,13 @@ const helperVolume = "pcsync-bin"
 // the request stays at the floor. The ephemeral storage, set so that the
 // LimitRange's default (10Gi) does not count against the tenant's
 // limits.ephemeral-storage quota, covers the container's logs.
-var (
-	helperRequests = corev1.ResourceList{
-		corev1.ResourceCPU:              resource.MustParse("100m"),
-		corev1.ResourceMemory:           resource.MustParse("128Mi"),
-		corev1.ResourceEphemeralStorage: resource.MustParse("64Mi"),
+func helperResources() corev1.ResourceRequirements {
+	r, err := agentpod.Resources(config.SandboxHelperResources())
+	if err != nil {
+		panic(err) // constant quantities
 	}
-	helperLimits = corev1.ResourceList{
-		corev1.ResourceCPU:              resource.MustParse("500m"),
-		corev1.ResourceMemory:           resource.MustParse("128Mi"),
-		corev1.ResourceEphemeralStorage: resource.MustParse("64Mi"),
-	}
-)
+	return r
+}
 
 // addServerHelper gives a pod whose image does not hold pcsync (spec's
 // only container) pcsync's command server without an init container: an
@@ -58,11 +56,12 @@ var (
 // acquire with the containers' reasons. The caller adds the emptyDir
 // (helperVolume).
 func addServerHelper(spec *corev1.PodSpec, helperImage string, lr config.LimitRange) error {
-	requests, err := helperResourcesWithin(helperRequests, lr)
+	base := helperResources()
+	requests, err := helperResourcesWithin(base.Requests, lr)
 	if err != nil {
 		return err
 	}
-	limits, _ := helperResourcesWithin(helperLimits, lr) // lr parsed above
+	limits, _ := helperResourcesWithin(base.Limits, lr) // lr parsed above
 	for name, q := range requests {
 		if q.Cmp(limits[name]) > 0 {
 			limits[name] = q.DeepCopy()

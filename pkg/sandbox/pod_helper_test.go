@@ -138,7 +138,7 @@ func TestLeasePodHelper(t *testing.T) {
 // error naming it.
 func TestHelperResourcesWithin(t *testing.T) {
 	bad := config.Quantity("lots")
-	_, err := helperResourcesWithin(helperRequests, config.LimitRange{Min: &config.ResourceList{CPU: &bad}})
+	_, err := helperResourcesWithin(helperResources().Requests, config.LimitRange{Min: &config.ResourceList{CPU: &bad}})
 	if err == nil || err.Error() != `LimitRange min cpu "lots": quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'` {
 		t.Errorf("err %v", err)
 	}
