@@ -237,9 +237,19 @@ func TestLeaseHelperContainer(t *testing.T) {
 	if got, want := containerImages(pod), []string{sandbox.HelperContainerName + "=" + helper, sandbox.ContainerName + "=" + p.Foreign}; len(pod.Spec.InitContainers) != 0 || !slices.Equal(got, want) {
 		t.Errorf("containers %v, %d init containers; want %v and none", got, len(pod.Spec.InitContainers), want)
 	}
+	// The lease is ready when its command server answers, which may be
+	// before the kubelet's next relist reports the containers: both are
+	// then reported running (the helper holds on).
+	deadline := time.Now().Add(30 * time.Second)
+	for !bothRunning(pod) && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+		if pod, err = e.c.Client().CoreV1().Pods(e.ns).Get(ctx, info.ID, metav1.GetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, cs := range pod.Status.ContainerStatuses {
 		if cs.State.Running == nil {
-			t.Errorf("container %s at ready: %+v, want running", cs.Name, cs.State)
+			t.Errorf("container %s after ready: %+v, want running", cs.Name, cs.State)
 		}
 	}
 	e.checkExecs(t, info.ID)
@@ -250,6 +260,18 @@ func TestLeaseHelperContainer(t *testing.T) {
 	if _, err := e.m.Release(ctx, sandbox.ReleaseParams{ID: info.ID}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// bothRunning says whether the kubelet reports each of the pod's two
+// containers running.
+func bothRunning(pod *corev1.Pod) bool {
+	n := 0
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.State.Running != nil {
+			n++
+		}
+	}
+	return n == 2
 }
 
 // A helper container whose hook cannot copy pcsync (a stand-in of pcsync's
