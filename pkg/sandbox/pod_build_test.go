@@ -23,7 +23,6 @@ import (
 // without scheduling of their own.
 func schedModel(t *testing.T) *config.Model {
 	t.Helper()
-	dir := t.TempDir()
 	files := map[string]string{
 		"settings.yaml": `apiVersion: pcsync.io/v1alpha1
 kind: Settings
@@ -50,16 +49,7 @@ spec:
       adapter: claude_local
 `,
 	}
-	for name, text := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	m, err := config.Load(context.Background(), dir, config.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
+	return loadModel(t, files)
 }
 
 // TestLeasePodSchedulingIsTheJobs: a lease pod of an agent declared in Git
@@ -242,4 +232,21 @@ func TestProbePods(t *testing.T) {
 	if diff := cmp.Diff(want, probePods(c), cmp.AllowUnexported(probePod{})); diff != "" {
 		t.Errorf("probePods (-want +got):\n%s", diff)
 	}
+}
+
+// loadModel loads the config of files (name → YAML) from a temporary
+// directory.
+func loadModel(t *testing.T, files map[string]string) *config.Model {
+	t.Helper()
+	dir := t.TempDir()
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, err := config.Load(context.Background(), dir, config.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }

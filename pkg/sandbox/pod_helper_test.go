@@ -1,9 +1,6 @@
 package sandbox
 
 import (
-	"context"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -18,23 +15,13 @@ import (
 // big whose LimitRange min is above the helper's own resources.
 func helperModel(t *testing.T) *config.Model {
 	t.Helper()
-	dir := t.TempDir()
 	files := map[string]string{
 		"settings.yaml": "apiVersion: pcsync.io/v1alpha1\nkind: Settings\nmetadata: {name: s}\nspec: {}\n",
 		"acme.yaml":     "apiVersion: pcsync.io/v1alpha1\nkind: Company\nmetadata: {name: acme}\nspec:\n  id: acme-id\n",
 		"big.yaml": "apiVersion: pcsync.io/v1alpha1\nkind: Company\nmetadata: {name: big}\nspec:\n  id: big-id\n" +
 			"  limitRange: {min: {cpu: 200m, memory: 256Mi, ephemeralStorage: 100Mi}}\n",
 	}
-	for name, text := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	m, err := config.Load(context.Background(), dir, config.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
+	return loadModel(t, files)
 }
 
 // helperShape is what a test compares of a lease pod's containers.

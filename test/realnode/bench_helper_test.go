@@ -5,7 +5,6 @@ package realnode
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -47,7 +46,7 @@ func BenchmarkLeaseForeignImage(b *testing.B) {
 			pod.Labels, pod.Annotations = nil, nil
 			sides := []func(){
 				func() {
-					time.Sleep(rand.N(time.Second))
+					relistJitter()
 					begin := time.Now()
 					if _, err := c.Client().CoreV1().Pods(e.ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 						b.Fatal(err)
@@ -60,7 +59,7 @@ func BenchmarkLeaseForeignImage(b *testing.B) {
 					waitPodState(ctx, b, c, e.ns, name, true)
 				},
 				func() {
-					time.Sleep(rand.N(time.Second))
+					relistJitter()
 					begin := time.Now()
 					info, err := e.m.Acquire(ctx, sandbox.AcquireParams{Config: sandbox.EnvironmentConfig{Company: e.slug, Image: p.Foreign},
 						AdapterType: "claude_local", AgentID: pinnedAgentID})
