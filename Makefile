@@ -105,8 +105,9 @@ lint:
 #   the Kubernetes executor with 200 requests (pkg/runs/kubeexec),
 #   the sandbox provider: an execute vs a bare client-go exec and kubectl
 #   exec, API requests per lease, 20 polled leases, acquire vs a bare pod
-#   (pkg/sandbox), and whole stock claude_local runs vs a local-process
-#   provider (test/e2e/paperclip),
+#   (pkg/sandbox), and whole stock claude_local runs (cold, a warm pool
+#   refilled at once, one with refillDelaySec) vs a local-process provider
+#   (test/e2e/paperclip; PCSYNC_BENCH_ROUNDS sets its rounds, default 8),
 #   Paperclip's wakes through the adapter and pcsync vs the claude-k8s adapter
 #   (test/e2e/paperclip),
 #   on the real node (test/realnode): lease acquire vs a plain pod, execute vs

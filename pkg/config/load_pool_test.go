@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -35,6 +36,43 @@ func TestLoadWarmPool(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"pcsync-agent-codex:dev", "registry.example/tools"}, images); diff != "" {
 		t.Errorf("pool images (-want +got):\n%s", diff)
+	}
+}
+
+// A company's refillDelaySec is the delay its claims hold its refills
+// for (none when unset); a negative one or one over 600 is refused,
+// naming the file, the line and the field.
+func TestLoadRefillDelay(t *testing.T) {
+	for _, tc := range []struct {
+		name, field string
+		want        time.Duration
+		wantErr     string
+	}{
+		{name: "unset", want: 0},
+		{name: "3s", field: "    refillDelaySec: 3\n", want: 3 * time.Second},
+		{name: "negative", field: "    refillDelaySec: -1\n", wantErr: "acme.yaml:8:21: spec.sandbox.refillDelaySec: invalid value"},
+		{name: "over 600", field: "    refillDelaySec: 601\n", wantErr: "acme.yaml:8:21: spec.sandbox.refillDelaySec: invalid value"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeFiles(t, dir, map[string]string{
+				"acme.yaml": companyDoc("acme") + "  sandbox:\n" + tc.field + "    warmPool: [{adapterType: claude_local, count: 1}]\n",
+			})
+			m, err := config.Load(context.Background(), dir, config.DefaultLoadOptions())
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("got error %v, want one with %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, _ := m.Company("acme")
+			if got := c.RefillDelay(); got != tc.want {
+				t.Errorf("refill delay %s, want %s", got, tc.want)
+			}
+		})
 	}
 }
 

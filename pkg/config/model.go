@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/pcsync/pcsync/internal/redact"
 	"github.com/pcsync/pcsync/pkg/adapters"
@@ -417,6 +418,17 @@ type CompanyPaperclip struct {
 type CompanySandbox struct {
 	// WarmPool are the pools of Ready pods kept for its leases.
 	WarmPool []WarmPool `json:"warmPool"`
+	// RefillDelaySec is how long a claim holds the company's pool refills.
+	RefillDelaySec int `json:"refillDelaySec,omitempty"`
+}
+
+// RefillDelay is how long a claim of a member of a pool of company c holds
+// the company's refills (spec.sandbox.refillDelaySec); 0 when none.
+func (c *Company) RefillDelay() time.Duration {
+	if c.Spec.Sandbox == nil {
+		return 0
+	}
+	return time.Duration(c.Spec.Sandbox.RefillDelaySec) * time.Second
 }
 
 // WarmPool is one pool of Ready pods of one image (schema #WarmPool).

@@ -67,7 +67,7 @@
 //	pool_config.go      a changed config queues the pools it changed; the pools' metrics
 //	pool_sync.go        sync(key): a pool's declaration against its members in the lister; decide, its pure decision
 //	pool_expectations.go  the creates and deletes in flight a pool's sync waits for (client-go's ControllerExpectations)
-//	pool_hold.go        per namespace: refills held after a quota refusal and while acquires start pods of their own
+//	pool_hold.go        per namespace: refills held after a quota refusal, after a claim (the company's refillDelaySec) and while acquires start pods of their own
 //	pool_refill.go      creating the missing members
 //	pool_remove.go      deleting a member (UID and resourceVersion preconditions); the pool shrinks for quota room
 //	pool_claim.go       startPod: claim a Ready member (a patch with resourceVersion and UID preconditions, no lock), else create

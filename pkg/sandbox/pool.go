@@ -37,6 +37,9 @@ type poolDecl struct {
 	count int
 	// rec is a member's record but for its id and expiry.
 	rec Record
+	// refillDelay is how long a claim of a member holds the namespace's
+	// refills (Company spec.sandbox.refillDelaySec).
+	refillDelay time.Duration
 }
 
 // poolKey names a pool: its namespace and its members' spec hash.
@@ -77,7 +80,7 @@ func (m *Manager) declaredPools(model *config.Model) map[poolKey]*poolDecl {
 				d.count += p.Count
 				continue
 			}
-			out[k] = &poolDecl{key: k, count: p.Count, rec: r}
+			out[k] = &poolDecl{key: k, count: p.Count, rec: r, refillDelay: c.RefillDelay()}
 		}
 	}
 	return out

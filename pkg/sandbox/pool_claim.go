@@ -82,7 +82,8 @@ func (m *Manager) poolKeyOf(r *Record, model *config.Model) (poolKey, bool) {
 // the next member. No lock is held: a member is marked taken by its UID
 // (poolController.claimed), and the patch's preconditions make the claim
 // safe against another process. The informer's event of the claimed
-// member (it leaves the pool) refills the pool. The claim takes the
+// member (it leaves the pool) refills the pool, once the company's refill
+// delay is over (nsHolds.claimed). The claim takes the
 // member's stream, if the daemon opened one (pool_stream.go).
 func (m *Manager) claim(ctx context.Context, model *config.Model, r *Record, k poolKey) (*corev1.Pod, *warmStream, error) {
 	p := m.pools
@@ -176,6 +177,12 @@ func (c *poolController) take(k poolKey, tried map[types.UID]bool) *corev1.Pod {
 	})
 	for _, pod := range pods {
 		if _, taken := c.claimed.LoadOrStore(pod.UID, true); !taken {
+			// A taken member no longer counts: hold the refill it
+			// leaves for the company's delay (deleted holds it too, in
+			// the daemon that syncs the pools).
+			if d := c.declared(k); d != nil {
+				c.holds.claimed(k.Namespace, time.Now(), d.refillDelay)
+			}
 			return pod.DeepCopy()
 		}
 	}

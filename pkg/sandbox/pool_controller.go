@@ -280,7 +280,10 @@ func (c *poolController) updated(old, obj any) {
 	c.queue.Add(k)
 }
 
-// deleted: a member left the cache (claimed, or gone).
+// deleted: a member left the cache (claimed, or gone). One that left with
+// no deletion begun, and not by the controller's own delete, was claimed
+// (by this daemon or another): its pool's namespace is held for the
+// company's refill delay before the pool refills.
 func (c *poolController) deleted(obj any) {
 	k, ok := memberKey(obj)
 	if !ok {
@@ -294,7 +297,10 @@ func (c *poolController) deleted(obj any) {
 		c.gone(pod.UID) // a claim took its stream before
 	}
 	c.claimed.Delete(pod.UID)
-	c.exp.deleted(k, pod.Name)
+	ours := c.exp.deleted(k, pod.Name)
+	if d := c.declared(k); d != nil && !ours && pod.DeletionTimestamp == nil {
+		c.holds.claimed(k.Namespace, time.Now(), d.refillDelay)
+	}
 	c.queue.Add(k)
 }
 

@@ -55,27 +55,30 @@ func (e *expectations) expect(k poolKey, name string, create bool) {
 
 // created lowers pool k's creates by member name: the informer has it, or
 // its create failed.
-func (e *expectations) created(k poolKey, name string) { e.observe(k, name, true) }
+func (e *expectations) created(k poolKey, name string) { _ = e.observe(k, name, true) }
 
 // deleted lowers pool k's deletes by member name: the informer saw it go
-// (or being deleted), or its delete failed.
-func (e *expectations) deleted(k poolKey, name string) { e.observe(k, name, false) }
+// (or being deleted), or its delete failed. It says whether the delete
+// was expected.
+func (e *expectations) deleted(k poolKey, name string) bool { return e.observe(k, name, false) }
 
-func (e *expectations) observe(k poolKey, name string, create bool) {
+func (e *expectations) observe(k poolKey, name string, create bool) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	x := e.pools[k]
 	if x == nil {
-		return
+		return false
 	}
+	ops := x.deletes
 	if create {
-		delete(x.creates, name)
-	} else {
-		delete(x.deletes, name)
+		ops = x.creates
 	}
+	was := ops[name]
+	delete(ops, name)
 	if len(x.creates) == 0 && len(x.deletes) == 0 {
 		delete(e.pools, k)
 	}
+	return was
 }
 
 // wait is how long pool k's sync must still wait for the operations in

@@ -6,10 +6,11 @@ import (
 )
 
 // nsHolds are the reasons, per namespace, not to create members there now:
-// a recent quota refusal, and acquires in flight (most of them starting a
-// pod of their own once the members are claimed: their pods and a refill's
-// would compete for the node). Each namespace has its own lock: an acquire
-// takes no lock of the controller's.
+// a recent quota refusal, acquires in flight (most of them starting a pod
+// of their own once the members are claimed: their pods and a refill's
+// would compete for the node), and a recent claim whose company asks its
+// refills to wait (Company spec.sandbox.refillDelaySec). Each namespace
+// has its own lock: an acquire takes no lock of the controller's.
 type nsHolds struct {
 	quotaBackoff, coldHold time.Duration
 	byNS                   sync.Map // namespace → *nsHold
@@ -20,6 +21,8 @@ type nsHold struct {
 	mu sync.Mutex
 	// pressure is the time before which no member is created.
 	pressure time.Time
+	// claimHold is the end of the newest claim's hold.
+	claimHold time.Time
 	// inflight counts the acquires in flight, since when the first began.
 	inflight int
 	since    time.Time
@@ -38,10 +41,25 @@ func (h *nsHolds) quotaRefused(ns string, now time.Time) {
 	x.mu.Unlock()
 }
 
+// claimed holds namespace ns's refills for d from now (d > 0): a member
+// there is being claimed, and its run starts on the node the refill's pod
+// would start on too.
+func (h *nsHolds) claimed(ns string, now time.Time, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	x := h.of(ns)
+	x.mu.Lock()
+	if end := now.Add(d); end.After(x.claimHold) {
+		x.claimHold = end
+	}
+	x.mu.Unlock()
+}
+
 // held is how long, from now, no member may be created in namespace ns:
-// until a recent quota refusal there is QuotaBackoff old, and while
-// acquires of ns are in flight, at most ColdHold from the first one; 0
-// when members may be created.
+// until a recent quota refusal there is QuotaBackoff old, until the
+// newest claim's hold ends, and while acquires of ns are in flight, at
+// most ColdHold from the first one; 0 when members may be created.
 func (h *nsHolds) held(ns string, now time.Time) time.Duration {
 	v, ok := h.byNS.Load(ns)
 	if !ok {
@@ -54,7 +72,7 @@ func (h *nsHolds) held(ns string, now time.Time) time.Duration {
 	if x.inflight > 0 {
 		d = x.since.Add(h.coldHold).Sub(now)
 	}
-	return max(d, x.pressure.Sub(now), 0)
+	return max(d, x.pressure.Sub(now), x.claimHold.Sub(now), 0)
 }
 
 // acquiring counts an acquire of namespace ns in flight until the returned

@@ -50,7 +50,13 @@ func newPoolEnv(t *testing.T, count int) *poolEnv {
 // newPoolTenant is a poolEnv with no pool Manager yet.
 func newPoolTenant(t *testing.T, count int) *poolEnv {
 	t.Helper()
-	e := &poolEnv{env: newEnv(t, envOptions{Sandbox: poolSpec(count), NoPools: true})}
+	return newPoolTenantSpec(t, poolSpec(count))
+}
+
+// newPoolTenantSpec is newPoolTenant of the company's spec.sandbox spec.
+func newPoolTenantSpec(t *testing.T, spec string) *poolEnv {
+	t.Helper()
+	e := &poolEnv{env: newEnv(t, envOptions{Sandbox: spec, NoPools: true})}
 	e.owner = "test-" + e.slug()
 	e.cur.Store(e.model)
 	if os.Getenv("POOL_TEST_LOGS") != "" {

@@ -152,3 +152,31 @@ func TestPoolHeld(t *testing.T) {
 		t.Errorf("a quota refusal in b (-want +got):\n%s", diff)
 	}
 }
+
+// A claim holds its namespace's refills for the company's refill delay
+// (none when it is 0); a newer claim's hold that ends sooner does not
+// shorten an older one's.
+func TestPoolHeldByClaims(t *testing.T) {
+	h := &nsHolds{}
+	now := time.Now()
+	type state struct{ A, B time.Duration }
+	heldAt := func(at time.Time) state { return state{h.held("a", at), h.held("b", at)} }
+	for _, step := range []struct {
+		name  string
+		ns    string
+		at, d time.Duration // the claim's time and delay, from now
+		check time.Duration // when to look, from now
+		want  state
+	}{
+		{name: "a claim with no delay holds nothing", ns: "a", check: 0, want: state{}},
+		{name: "a claim with a delay of 3s, 1s later", ns: "a", d: 3 * time.Second, check: time.Second, want: state{A: 2 * time.Second}},
+		{name: "a newer claim's shorter hold keeps the longer", ns: "a", at: time.Second, d: time.Second, check: time.Second, want: state{A: 2 * time.Second}},
+		{name: "a claim in b holds b alone", ns: "b", at: 2 * time.Second, d: 5 * time.Second, check: 2 * time.Second, want: state{A: time.Second, B: 5 * time.Second}},
+		{name: "every hold over", ns: "b", check: 8 * time.Second, want: state{}},
+	} {
+		h.claimed(step.ns, now.Add(step.at), step.d)
+		if diff := cmp.Diff(step.want, heldAt(now.Add(step.check))); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", step.name, diff)
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -153,20 +154,18 @@ func loadAvg() string {
 // BenchmarkPaperclipSandboxRealNode: whole runs of a stock claude_local
 // agent, wake → succeeded by Paperclip's own timestamps, through pcsync's
 // sandbox with its lease pods on the real kubelet (the stand-in CLI in an
-// image built from pcsync's base), cold and from a warm pool of one member
-// (a second company whose Git config declares it), beside the same agent
-// in an environment whose provider runs each execute as a local process
-// under a reaping init (tini -s, as a container's PID 1 would be): the
-// floor, in alternating rounds.
+// image built from pcsync's base): cold, from a warm pool of one member
+// that refills at once, and from one whose company holds its refill for
+// refillDelaySec 3 (each a company of its own whose Git config declares
+// it), beside the same agent in an environment whose provider runs each
+// execute as a local process under a reaping init (tini -s, as a
+// container's PID 1 would be): the floor, in alternating rounds. A pool's
+// runs are also given alone where they claimed a member.
 func BenchmarkPaperclipSandboxRealNode(b *testing.B) {
 	srv := sharedServer(b)
 	tr := readTranscript(b, realNodeTranscript)
 	sw := newRealNodeSandboxWorld(b, srv)
-	metrics := freeAddr(b)
-	pw := newRealNodeSandboxWorldWith(b, srv, sandboxOptions{
-		DaemonArgs: []string{"--metrics-bind-address", metrics},
-		Company:    map[string]any{"sandbox": map[string]any{"warmPool": []any{map[string]any{"adapterType": "claude_local", "count": 1}}}},
-	})
+	pools := map[string]*benchPool{"pool": newBenchPool(b, srv, 0), "delayed": newBenchPool(b, srv, 3)}
 	tini, err := exec.LookPath("tini")
 	if err != nil {
 		b.Fatalf("the floor runs its executes under tini -s: %v (apt-get install tini)", err)
@@ -178,41 +177,88 @@ func BenchmarkPaperclipSandboxRealNode(b *testing.B) {
 		"adapterConfig": map[string]any{"engine": "cli", "timeoutSec": 120,
 			"env": map[string]any{"STANDIN_TRANSCRIPT": tr.Path}},
 	}, &local)
-	agents := map[string]agent{"pcsync": sw.realNodeAgent(b, "InPod", tr), "pool": pw.realNodeAgent(b, "InPoolPod", tr), "local": local}
-	claims := func(outcome string) float64 {
-		return metricSum(b, metrics, `pcsync_sandbox_pool_claims_total{company="`+pw.pc.Slug+`",outcome="`+outcome+`"}`)
+	agents := map[string]agent{"pcsync": sw.realNodeAgent(b, "InPod", tr), "pool": pools["pool"].w.realNodeAgent(b, "InPoolPod", tr),
+		"delayed": pools["delayed"].w.realNodeAgent(b, "InDelayedPoolPod", tr), "local": local}
+	rounds := 8
+	if n, err := strconv.Atoi(os.Getenv("PCSYNC_BENCH_ROUNDS")); err == nil && n > 0 {
+		rounds = n
 	}
 	for range b.N {
-		const rounds = 8
 		took := map[string][]time.Duration{}
-		order := [][]string{{"local", "pcsync", "pool"}, {"pool", "pcsync", "local"}}
-		warm0, cold0 := claims("warm"), claims("miss")
+		// Each round turns the order by one: each side takes each place
+		// as often, and two runs of others or more come between two of
+		// its own.
+		order := []string{"local", "pcsync", "pool", "delayed"}
 		for i := range rounds {
-			for _, who := range order[i%2] {
+			for j := range order {
+				who := order[(i+j)%len(order)]
+				warm0 := pools[who].warm(b)
 				run := srv.API.wake(b, agents[who].ID, fmt.Sprintf("bench %s %d", who, i))
 				got := srv.API.waitRun(b, run.ID, 3*time.Minute)
 				if got.Status != "succeeded" || got.CreatedAt == nil || got.FinishedAt == nil {
 					b.Fatalf("%s run %s: %s (%q)", who, run.ID, got.Status, str(got.Error))
 				}
-				took[who] = append(took[who], got.FinishedAt.Sub(*got.CreatedAt))
+				d := got.FinishedAt.Sub(*got.CreatedAt)
+				took[who] = append(took[who], d)
+				if pools[who] != nil && pools[who].warm(b) > warm0 {
+					took[who+"-warm"] = append(took[who+"-warm"], d)
+				}
 			}
 		}
-		warm, cold := claims("warm")-warm0, claims("miss")-cold0
-		p50 := func(who string) time.Duration { return pct(took[who], 0.5) }
-		fmt.Fprintf(os.Stderr, `
-BenchmarkPaperclipSandboxRealNode: a stock claude_local run, wake → succeeded (Paperclip's createdAt → finishedAt), %d runs each, load %s
-  pcsync sandbox, warm pool of 1 (lease pod claimed)   p50 %6d ms  p99 %6d ms  (%.0f warm claims, %.0f misses)
-  pcsync sandbox, no pool (lease pod started cold)     p50 %6d ms  p99 %6d ms
-  local-process provider under tini -s (the floor)     p50 %6d ms  p99 %6d ms
-  ratio p50: cold/local %.2f, pool/local %.2f, pool/cold %.2f
-`, len(took["pcsync"]), loadAvg(), p50("pool").Milliseconds(), pct(took["pool"], 0.99).Milliseconds(), warm, cold,
-			p50("pcsync").Milliseconds(), pct(took["pcsync"], 0.99).Milliseconds(),
-			p50("local").Milliseconds(), pct(took["local"], 0.99).Milliseconds(),
-			float64(p50("pcsync"))/float64(p50("local")), float64(p50("pool"))/float64(p50("local")), float64(p50("pool"))/float64(p50("pcsync")))
-		b.ReportMetric(float64(p50("pcsync"))/float64(p50("local")), "sandbox/local-p50")
-		b.ReportMetric(float64(p50("pool"))/float64(p50("pcsync")), "pool/cold-p50")
-		b.ReportMetric(float64(p50("pcsync").Milliseconds()), "sandbox-p50-ms")
-		b.ReportMetric(float64(p50("pool").Milliseconds()), "pool-p50-ms")
-		b.ReportMetric(float64(p50("local").Milliseconds()), "local-p50-ms")
+		reportSandboxRealNode(b, took)
 	}
+}
+
+// benchPool is a company of its own with a warm pool of one claude_local
+// member, its daemon serving metrics at metrics.
+type benchPool struct {
+	w       *sandboxWorld
+	metrics string
+}
+
+func newBenchPool(b *testing.B, srv *server, refillDelaySec int) *benchPool {
+	metrics := freeAddr(b)
+	sandbox := map[string]any{"warmPool": []any{map[string]any{"adapterType": "claude_local", "count": 1}}}
+	if refillDelaySec > 0 {
+		sandbox["refillDelaySec"] = refillDelaySec
+	}
+	w := newRealNodeSandboxWorldWith(b, srv, sandboxOptions{
+		DaemonArgs: []string{"--metrics-bind-address", metrics},
+		Company:    map[string]any{"sandbox": sandbox},
+	})
+	return &benchPool{w: w, metrics: metrics}
+}
+
+// warm is how many leases claimed a member so far; 0 for no pool.
+func (p *benchPool) warm(b *testing.B) float64 {
+	if p == nil {
+		return 0
+	}
+	return metricSum(b, p.metrics, `pcsync_sandbox_pool_claims_total{company="`+p.w.pc.Slug+`",outcome="warm"}`)
+}
+
+func reportSandboxRealNode(b *testing.B, took map[string][]time.Duration) {
+	p50 := func(who string) time.Duration { return pct(took[who], 0.5) }
+	ms := func(who string) int64 { return p50(who).Milliseconds() }
+	p99 := func(who string) int64 { return pct(took[who], 0.99).Milliseconds() }
+	floor := float64(p50("local"))
+	fmt.Fprintf(os.Stderr, `
+BenchmarkPaperclipSandboxRealNode: a stock claude_local run, wake → succeeded (Paperclip's createdAt → finishedAt), %d runs each, load %s
+  pcsync sandbox, no pool (lease pod started cold)     p50 %6d ms  p99 %6d ms
+  warm pool of 1, refilled at once                     p50 %6d ms  p99 %6d ms  (its %d warm claims: p50 %d ms)
+  warm pool of 1, refillDelaySec 3                     p50 %6d ms  p99 %6d ms  (its %d warm claims: p50 %d ms)
+  local-process provider under tini -s (the floor)     p50 %6d ms  p99 %6d ms
+  ratio p50 to the floor: cold %.2f (%+d ms), pool %.2f (%+d ms), its warm claims %.2f (%+d ms), delayed pool's warm claims %.2f (%+d ms)
+`, len(took["pcsync"]), loadAvg(), ms("pcsync"), p99("pcsync"),
+		ms("pool"), p99("pool"), len(took["pool-warm"]), ms("pool-warm"),
+		ms("delayed"), p99("delayed"), len(took["delayed-warm"]), ms("delayed-warm"),
+		ms("local"), p99("local"),
+		float64(p50("pcsync"))/floor, ms("pcsync")-ms("local"), float64(p50("pool"))/floor, ms("pool")-ms("local"),
+		float64(p50("pool-warm"))/floor, ms("pool-warm")-ms("local"), float64(p50("delayed-warm"))/floor, ms("delayed-warm")-ms("local"))
+	b.ReportMetric(float64(p50("pcsync"))/floor, "sandbox/local-p50")
+	b.ReportMetric(float64(p50("pool"))/floor, "pool/local-p50")
+	b.ReportMetric(float64(p50("delayed-warm"))/floor, "delayed-warm/local-p50")
+	b.ReportMetric(float64(ms("pcsync")), "sandbox-p50-ms")
+	b.ReportMetric(float64(ms("pool")), "pool-p50-ms")
+	b.ReportMetric(float64(ms("local")), "local-p50-ms")
 }
