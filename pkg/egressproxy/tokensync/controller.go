@@ -68,6 +68,9 @@ func New(cs kubernetes.Interface, opts Options) *Controller {
 	f := informers.NewSharedInformerFactoryWithOptions(cs, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel.String() }))
 	pi := f.Core().V1().Pods()
+	// With a thousand runs in flight, whole pods (specs, managed fields)
+	// would be most of the daemon's memory.
+	_ = pi.Informer().SetTransform(slimPod)
 	c := &Controller{cs: cs, opts: opts, informer: pi.Informer(), pods: pi.Lister(),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "tokensync"})}
@@ -177,6 +180,20 @@ func diff(have, want map[string]string) map[string]any {
 		}
 	}
 	return patch
+}
+
+// slimPod keeps of a pod what the controller reads: its name, namespace,
+// labels, annotations and deletion, its phase and IP.
+func slimPod(obj any) (any, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
+			Labels: p.Labels, Annotations: p.Annotations, DeletionTimestamp: p.DeletionTimestamp},
+		Status: corev1.PodStatus{Phase: p.Status.Phase, PodIP: p.Status.PodIP},
+	}, nil
 }
 
 func isProxy(p *corev1.Pod) bool { return p.Labels[agentpod.LabelRole] == agentpod.RoleEgressProxy }

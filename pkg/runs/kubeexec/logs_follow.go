@@ -285,7 +285,9 @@ func (f *follower) final(ctx context.Context) error {
 // gone), and left for the next stream otherwise. It returns nil at EOF, or
 // at the record of a successful end.
 func (f *follower) consume(r io.Reader, lastOK func() bool) error {
-	br := bufio.NewReaderSize(r, 4<<10)
+	// Only a staging buffer (each line is copied out): kept small, as a
+	// thousand runs in flight each hold one while their agents think.
+	br := bufio.NewReaderSize(r, 1<<10)
 	idx := 0
 	var line []byte
 	truncated := false
