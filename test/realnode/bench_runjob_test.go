@@ -55,6 +55,11 @@ func runJobPeers() []*jobPeer {
 			plain.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}}
 			return plain
 		}},
+		{name: "plain-token", what: "the plain pod with its ServiceAccount's token mounted, as `kubectl create job` makes it", spec: func(_, plain corev1.PodSpec) corev1.PodSpec {
+			yes := true
+			plain.AutomountServiceAccountToken, plain.ServiceAccountName = &yes, "default"
+			return plain
+		}},
 		{name: "nosecret", what: "its template without its Secret volume", spec: func(tmpl, _ corev1.PodSpec) corev1.PodSpec { return withoutVolumes(tmpl, true) }},
 		{name: "novolumes", what: "its template without any volume", spec: func(tmpl, _ corev1.PodSpec) corev1.PodSpec { return withoutVolumes(tmpl, false) }},
 	}

@@ -108,7 +108,10 @@ func waitPodState(ctx context.Context, b testing.TB, c *testcluster.Cluster, ns,
 // BenchmarkLease: acquire → ready against a plain pod of the same image
 // create → Running; one execute of `true` against a bare client-go exec of
 // it; release → pod gone against a bare delete of a plain pod whose PID 1
-// handles SIGTERM (pcsync init).
+// handles SIGTERM (pcsync init), with no volume and with one emptyDir (the
+// lease pod has four). Each create, release and delete waits a random
+// part of the kubelet's relist period first (relistJitter), so that none
+// of them meets the relist at the same point each time.
 func BenchmarkLease(b *testing.B) {
 	p := pushImages(b)
 	e := newLeaseEnv(b, p)
@@ -116,10 +119,17 @@ func BenchmarkLease(b *testing.B) {
 	image := images.Ref(p.Registry, images.Agent("claude"), imageTag)
 	ctx := context.Background()
 	for range b.N {
-		var acquire, plain, execs, bare, release, del []time.Duration
+		var acquire, plain, execs, bare, release, del, delEmptyDir []time.Duration
 		for i := range samples {
 			name := fmt.Sprintf("plain-%d-%d", time.Now().UnixNano()%1e6, i)
 			pod := plainPod(node, e.ns, name, image, images.ServerPath, "init", "--", "sleep", "3600")
+			withDir := plainPod(node, e.ns, name+"-dir", image, images.ServerPath, "init", "--", "sleep", "3600")
+			withDir.Spec.Volumes = []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+			withDir.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}}
+			if _, err := c.Client().CoreV1().Pods(e.ns).Create(ctx, withDir, metav1.CreateOptions{}); err != nil {
+				b.Fatal(err)
+			}
+			relistJitter()
 			begin := time.Now()
 			if _, err := c.Client().CoreV1().Pods(e.ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 				b.Fatal(err)
@@ -127,6 +137,7 @@ func BenchmarkLease(b *testing.B) {
 			waitPodState(ctx, b, c, e.ns, name, false)
 			plain = append(plain, time.Since(begin))
 
+			relistJitter()
 			begin = time.Now()
 			info, err := e.m.Acquire(ctx, sandbox.AcquireParams{Config: sandbox.EnvironmentConfig{Company: e.slug}, AdapterType: "claude_local", AgentID: pinnedAgentID})
 			if err != nil {
@@ -145,26 +156,39 @@ func BenchmarkLease(b *testing.B) {
 				bare = append(bare, time.Since(begin))
 			}
 
+			// A lease as old as a short run's: the kubelet's pod worker
+			// has seen a relist since its pod's last sync (see docs).
+			time.Sleep(time.Second)
+			relistJitter()
 			begin = time.Now()
 			if _, err := e.m.Release(ctx, sandbox.ReleaseParams{ID: info.ID}); err != nil {
 				b.Fatal(err)
 			}
 			release = append(release, time.Since(begin))
-			begin = time.Now()
-			var wg sync.WaitGroup
-			wg.Go(func() { waitPodState(ctx, b, c, e.ns, name, true) })
-			time.Sleep(20 * time.Millisecond) // the watch is open
-			begin = time.Now()
-			if err := c.Client().CoreV1().Pods(e.ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
-				b.Fatal(err)
-			}
-			wg.Wait()
-			del = append(del, time.Since(begin))
+			del = append(del, bareDelete(ctx, b, c, e.ns, name))
+			delEmptyDir = append(delEmptyDir, bareDelete(ctx, b, c, e.ns, withDir.Name))
 		}
 		report(b, "acquire", "lease acquire → ready vs plain pod create → Running", acquire, plain)
 		report(b, "execute", "execute true vs bare client-go exec", execs, bare)
 		report(b, "release", "release → pod gone vs bare delete of a plain pod (PID 1 handles SIGTERM)", release, del)
+		report(b, "release-emptydir", "release → pod gone vs bare delete of a plain pod with one emptyDir", release, delEmptyDir)
 	}
+}
+
+// bareDelete deletes pod ns/name after relistJitter and returns how long
+// it took until the watch saw it gone.
+func bareDelete(ctx context.Context, b *testing.B, c *testcluster.Cluster, ns, name string) time.Duration {
+	b.Helper()
+	var wg sync.WaitGroup
+	wg.Go(func() { waitPodState(ctx, b, c, ns, name, true) })
+	time.Sleep(20 * time.Millisecond) // the watch is open
+	relistJitter()
+	begin := time.Now()
+	if err := c.Client().CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	wg.Wait()
+	return time.Since(begin)
 }
 
 // bareExec runs argv in the pod over one client-go WebSocket exec.
