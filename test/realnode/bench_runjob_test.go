@@ -15,6 +15,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/pcsync/pcsync/internal/agentpod"
 	"github.com/pcsync/pcsync/internal/testcluster"
@@ -98,6 +99,10 @@ func createBareJob(b *testing.B, c *testcluster.Cluster, ns, name string, spec c
 	b.Helper()
 	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
 	job.Spec.BackoffLimit = new(int32)
+	// `sleep` as PID 1 ignores SIGTERM: without a short grace, each deleted
+	// peer's pod would hold its requests for 30 s, and the later peers of
+	// a round would wait for room on the node.
+	spec.TerminationGracePeriodSeconds = ptr.To(int64(1))
 	job.Spec.Template = corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"bench-job": name}}, Spec: spec}
 	relistJitter()
 	begin := time.Now()
