@@ -19,10 +19,9 @@ type nsHolds struct {
 // nsHold is one namespace's holds.
 type nsHold struct {
 	mu sync.Mutex
-	// pressure is the time before which no member is created.
-	pressure time.Time
-	// claimHold is the end of the newest claim's hold.
-	claimHold time.Time
+	// until is the time before which no member is created: the end of
+	// the latest quota backoff or claim's hold.
+	until time.Time
 	// inflight counts the acquires in flight, since when the first began.
 	inflight int
 	since    time.Time
@@ -35,23 +34,25 @@ func (h *nsHolds) of(ns string) *nsHold {
 
 // quotaRefused holds namespace ns's refills for QuotaBackoff from now.
 func (h *nsHolds) quotaRefused(ns string, now time.Time) {
-	x := h.of(ns)
-	x.mu.Lock()
-	x.pressure = now.Add(h.quotaBackoff)
-	x.mu.Unlock()
+	h.holdUntil(ns, now.Add(h.quotaBackoff))
 }
 
 // claimed holds namespace ns's refills for d from now (d > 0): a member
 // there is being claimed, and its run starts on the node the refill's pod
 // would start on too.
 func (h *nsHolds) claimed(ns string, now time.Time, d time.Duration) {
-	if d <= 0 {
-		return
+	if d > 0 {
+		h.holdUntil(ns, now.Add(d))
 	}
+}
+
+// holdUntil holds namespace ns's refills until end, or longer if another
+// hold ends later.
+func (h *nsHolds) holdUntil(ns string, end time.Time) {
 	x := h.of(ns)
 	x.mu.Lock()
-	if end := now.Add(d); end.After(x.claimHold) {
-		x.claimHold = end
+	if end.After(x.until) {
+		x.until = end
 	}
 	x.mu.Unlock()
 }
@@ -72,7 +73,7 @@ func (h *nsHolds) held(ns string, now time.Time) time.Duration {
 	if x.inflight > 0 {
 		d = x.since.Add(h.coldHold).Sub(now)
 	}
-	return max(d, x.pressure.Sub(now), x.claimHold.Sub(now), 0)
+	return max(d, x.until.Sub(now), 0)
 }
 
 // acquiring counts an acquire of namespace ns in flight until the returned

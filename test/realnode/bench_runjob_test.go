@@ -52,8 +52,7 @@ func runJobPeers() []*jobPeer {
 		{name: "same", what: "the same pod template", spec: func(tmpl, _ corev1.PodSpec) corev1.PodSpec { return tmpl }},
 		{name: "plain", what: "a plain pod (sleep, no Secret, no volumes)", spec: func(_, plain corev1.PodSpec) corev1.PodSpec { return plain }},
 		{name: "plain-emptydir", what: "the plain pod with one emptyDir mounted", spec: func(_, plain corev1.PodSpec) corev1.PodSpec {
-			plain.Volumes = []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
-			plain.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}}
+			withScratch(&plain)
 			return plain
 		}},
 		{name: "plain-token", what: "the plain pod with its ServiceAccount's token mounted, as `kubectl create job` makes it", spec: func(_, plain corev1.PodSpec) corev1.PodSpec {

@@ -124,8 +124,7 @@ func BenchmarkLease(b *testing.B) {
 			name := fmt.Sprintf("plain-%d-%d", time.Now().UnixNano()%1e6, i)
 			pod := plainPod(node, e.ns, name, image, images.ServerPath, "init", "--", "sleep", "3600")
 			withDir := plainPod(node, e.ns, name+"-dir", image, images.ServerPath, "init", "--", "sleep", "3600")
-			withDir.Spec.Volumes = []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
-			withDir.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}}
+			withScratch(&withDir.Spec)
 			if _, err := c.Client().CoreV1().Pods(e.ns).Create(ctx, withDir, metav1.CreateOptions{}); err != nil {
 				b.Fatal(err)
 			}
@@ -173,6 +172,12 @@ func BenchmarkLease(b *testing.B) {
 		report(b, "release", "release → pod gone vs bare delete of a plain pod (PID 1 handles SIGTERM)", release, del)
 		report(b, "release-emptydir", "release → pod gone vs bare delete of a plain pod with one emptyDir", release, delEmptyDir)
 	}
+}
+
+// withScratch mounts one emptyDir, /scratch, in spec's first container.
+func withScratch(spec *corev1.PodSpec) {
+	spec.Volumes = []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}}
 }
 
 // bareDelete deletes pod ns/name after relistJitter and returns how long

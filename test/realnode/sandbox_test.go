@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
+	"github.com/pcsync/pcsync/internal/podwait"
 	"github.com/pcsync/pcsync/internal/testcluster"
 	"github.com/pcsync/pcsync/internal/testimages"
 	"github.com/pcsync/pcsync/pkg/config"
@@ -240,13 +241,15 @@ func TestLeaseHelperContainer(t *testing.T) {
 	// The lease is ready when its command server answers, which may be
 	// before the kubelet's next relist reports the containers: both are
 	// then reported running (the helper holds on).
-	deadline := time.Now().Add(30 * time.Second)
-	for !bothRunning(pod) && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-		if pod, err = e.c.Client().CoreV1().Pods(e.ns).Get(ctx, info.ID, metav1.GetOptions{}); err != nil {
-			t.Fatal(err)
-		}
+	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+	if last, err := podwait.Until(wctx, e.c.Client(), e.ns, info.ID, func(p *corev1.Pod) (bool, error) {
+		return p != nil && bothRunning(p), nil
+	}); last != nil {
+		pod = last
+	} else if err != nil {
+		t.Fatal(err)
 	}
+	wcancel()
 	for _, cs := range pod.Status.ContainerStatuses {
 		if cs.State.Running == nil {
 			t.Errorf("container %s after ready: %+v, want running", cs.Name, cs.State)
