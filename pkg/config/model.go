@@ -453,6 +453,7 @@ type PaperclipEnvironment struct {
 	TimeoutMs   *int     `json:"timeoutMs,omitempty"`
 	EnvAllow    []string `json:"envAllow,omitempty"`
 	SocketPath  string   `json:"socketPath,omitempty"`
+	Prestart    *bool    `json:"prestart,omitempty"`
 	ReuseLease  *bool    `json:"reuseLease,omitempty"`
 	// RunnerLifecycleMode is Paperclip's runnerLifecycleMode: "warm",
 	// "per_turn" or "inherit" ("" leaves it unset).

@@ -26,6 +26,7 @@ type sandboxMetrics struct {
 	poolMembers     *prometheus.GaugeVec
 	poolReady       *prometheus.GaugeVec
 	poolClaims      *prometheus.CounterVec
+	prestarts       *prometheus.CounterVec
 	poolRefill      prometheus.Histogram
 	poolActing      prometheus.Gauge
 }
@@ -41,7 +42,7 @@ func newSandboxMetrics() *sandboxMetrics {
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: sub, Name: "acquire_refusals_total",
 			Help: "Lease acquires refused with a reason the user can fix, by its code (quota_full, image_not_allowed, …)."}, []string{"code"}),
 		releases: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: sub, Name: "releases_total",
-			Help: "Ended sandbox leases, by how they ended (drained, cancelled, expired, failed, adopted)."}, []string{"reason"}),
+			Help: "Ended sandbox leases, by how they ended (drained, cancelled, expired, failed, adopted, unclaimed)."}, []string{"reason"}),
 		executes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: sub, Name: "executes_total",
 			Help: "Commands run on sandbox leases, by company and outcome (completed: it has an exit status; failed: none)."}, []string{"company", "outcome"}),
 		executeDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Subsystem: sub, Name: "execute_duration_seconds",
@@ -65,6 +66,8 @@ func newSandboxMetrics() *sandboxMetrics {
 			Help: "Warm pool members Ready to be claimed, by company."}, []string{"company"}),
 		poolClaims: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: sub, Name: "pool_claims_total",
 			Help: "Lease pods by where they came from, by company and outcome (warm: a claimed pool member; miss: a cold start though a pool declares the pod; cold: no pool declares it)."}, []string{"company", "outcome"}),
+		prestarts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: sub, Name: "prestarts_total",
+			Help: "Leases begun when Paperclip started their run, before it asked for them, by company and outcome (adopted: the run's acquire took it; unclaimed: none did, its pod was deleted; failed: it failed, the acquire started afresh)."}, []string{"company", "outcome"}),
 		poolRefill: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Subsystem: sub, Name: "pool_refill_seconds",
 			Help:    "Time from a warm pool member's create to Ready: how soon a pool is whole again after a claim.",
 			Buckets: []float64{.25, .5, 1, 2, 5, 10, 30, 60, 180}}),
@@ -79,14 +82,14 @@ func (s *sandboxMetrics) initLabels() {
 	for _, outcome := range []string{"ready", "refused", "failed"} {
 		s.acquireDuration.WithLabelValues(outcome)
 	}
-	for _, reason := range []string{"drained", "cancelled", "expired", "failed", "adopted"} {
+	for _, reason := range []string{"drained", "cancelled", "expired", "failed", "adopted", "unclaimed"} {
 		s.releases.WithLabelValues(reason)
 	}
 }
 
 func (s *sandboxMetrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{s.leases, s.acquireDuration, s.refusals, s.releases, s.executes, s.executeDuration, s.reopens, s.envKeysKept, s.keysReplaced, s.syncs, s.syncBytes,
-		s.poolDeclared, s.poolMembers, s.poolReady, s.poolClaims, s.poolRefill, s.poolActing}
+		s.poolDeclared, s.poolMembers, s.poolReady, s.poolClaims, s.prestarts, s.poolRefill, s.poolActing}
 }
 
 // SandboxLeases adds delta to pcsync_sandbox_leases_active{company}
@@ -151,6 +154,12 @@ func (m *Metrics) SandboxPool(company string, declared, members, ready int) {
 // miss, cold) (sandbox.Metrics).
 func (m *Metrics) SandboxPoolClaim(company, outcome string) {
 	m.sandbox.poolClaims.WithLabelValues(company, outcome).Inc()
+}
+
+// SandboxPrestart counts a prestarted lease by how it ended
+// (sandbox.Metrics).
+func (m *Metrics) SandboxPrestart(company, outcome string) {
+	m.sandbox.prestarts.WithLabelValues(company, outcome).Inc()
 }
 
 // SandboxPoolReady observes a warm pool member's create → Ready

@@ -36,13 +36,14 @@ pcsync_sandbox_leases_active{company="globex"} 0
 # HELP pcsync_sandbox_acquire_refusals_total Lease acquires refused with a reason the user can fix, by its code (quota_full, image_not_allowed, …).
 # TYPE pcsync_sandbox_acquire_refusals_total counter
 pcsync_sandbox_acquire_refusals_total{code="quota_full"} 1
-# HELP pcsync_sandbox_releases_total Ended sandbox leases, by how they ended (drained, cancelled, expired, failed, adopted).
+# HELP pcsync_sandbox_releases_total Ended sandbox leases, by how they ended (drained, cancelled, expired, failed, adopted, unclaimed).
 # TYPE pcsync_sandbox_releases_total counter
 pcsync_sandbox_releases_total{reason="adopted"} 0
 pcsync_sandbox_releases_total{reason="cancelled"} 0
 pcsync_sandbox_releases_total{reason="drained"} 1
 pcsync_sandbox_releases_total{reason="expired"} 1
 pcsync_sandbox_releases_total{reason="failed"} 0
+pcsync_sandbox_releases_total{reason="unclaimed"} 0
 # HELP pcsync_sandbox_executes_total Commands run on sandbox leases, by company and outcome (completed: it has an exit status; failed: none).
 # TYPE pcsync_sandbox_executes_total counter
 pcsync_sandbox_executes_total{company="acme",outcome="completed"} 1

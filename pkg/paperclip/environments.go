@@ -56,6 +56,9 @@ func desireEnvironments(c *config.Company) []DesiredEnvironment {
 		if e.SocketPath != "" {
 			cfg["socketPath"] = e.SocketPath
 		}
+		if e.Prestart != nil {
+			cfg["prestart"] = *e.Prestart
+		}
 		if e.ReuseLease != nil {
 			cfg["reuseLease"] = *e.ReuseLease
 		}

@@ -14,14 +14,14 @@ func envModel(env map[string]any) *config.Model {
 	m := model(config.Agent{Name: "coder", Adapter: "cursor_local", Paperclip: config.PaperclipAgent{
 		Environment: "k8s", AdapterConfig: map[string]any{"engine": "cli", "env": env},
 	}})
-	m.Companies[0].Spec.Paperclip.Environments = []config.PaperclipEnvironment{{Name: "k8s", Image: "img:1", ReuseLease: ptr.To(true), RunnerLifecycleMode: "warm"}}
+	m.Companies[0].Spec.Paperclip.Environments = []config.PaperclipEnvironment{{Name: "k8s", Image: "img:1", Prestart: ptr.To(false), ReuseLease: ptr.To(true), RunnerLifecycleMode: "warm"}}
 	return m
 }
 
 func TestDesireEnvironmentAgent(t *testing.T) {
 	dc := Desire(envModel(map[string]any{"KEY": "v1"}))[0]
 	if diff := cmp.Diff([]DesiredEnvironment{{Name: "k8s", Config: map[string]any{
-		"provider": "pcsync", "company": "acme", "image": "img:1", "reuseLease": true, "runnerLifecycleMode": "warm",
+		"provider": "pcsync", "company": "acme", "image": "img:1", "prestart": false, "reuseLease": true, "runnerLifecycleMode": "warm",
 	}}}, dc.Environments); diff != "" {
 		t.Errorf("environments (-want +got):\n%s", diff)
 	}

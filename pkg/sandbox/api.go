@@ -99,6 +99,7 @@ var hooks = map[Hook]hookFunc{
 	HookRealizeWorkspace: answer((*API).realizeWorkspace),
 	HookExecute:          (*API).execute,
 	HookRunCancelled:     answer((*API).runCancelled),
+	HookRunStarted:       answer((*API).runStarted),
 }
 
 func (a *API) hook(w http.ResponseWriter, r *http.Request) {

@@ -85,6 +85,22 @@ func (a *API) runCancelled(ctx context.Context, req *RunCancelledRequest) (RunCa
 	return RunCancelledResponse{Released: n}, err
 }
 
+// runStarted begins the started run's lease (Manager.Prestart); a config
+// that does not parse begins none, and is no error: the run's acquire
+// reports it.
+func (a *API) runStarted(_ context.Context, req *RunStartedRequest) (RunStartedResponse, error) {
+	if req.RunID == "" {
+		return RunStartedResponse{}, &BadRequestError{Field: "runId", Err: errors.New("empty")}
+	}
+	cfg, errs := ParseConfig(req.Config)
+	if len(errs) > 0 {
+		return RunStartedResponse{Reason: configErrors(CodeConfigInvalid, errs).Error()}, nil
+	}
+	ok, why := a.m.Prestart(AcquireParams{Config: cfg, CompanyID: req.CompanyID, EnvironmentID: req.EnvironmentID,
+		RunID: req.RunID, AgentID: req.AgentID, AdapterType: req.AdapterType})
+	return RunStartedResponse{Prestarted: ok, Reason: why}, nil
+}
+
 // execute runs the command and answers NDJSON: its output chunks as they
 // come, then its result (the exit) or why it got none. The output is in
 // the chunks only: the plugin joins them into the result Paperclip wants.

@@ -51,6 +51,8 @@ func TestHookBadParams(t *testing.T) {
 			ErrorResponse{HookError{Code: CodeBadRequest, Message: "params.config: want an object, got a JSON string"}}},
 		{"a number for the run id", "runCancelled", `{"runId":7}`, http.StatusBadRequest,
 			ErrorResponse{HookError{Code: CodeBadRequest, Message: "params.runId: want a string, got a JSON number"}}},
+		{"no run id", "runStarted", `{"config":{"company":"acme"}}`, http.StatusBadRequest,
+			ErrorResponse{HookError{Code: CodeBadRequest, Message: "params.runId: empty"}}},
 		{"no JSON", "resumeLease", `providerLeaseId=x`, http.StatusBadRequest,
 			ErrorResponse{HookError{Code: CodeBadRequest, Message: "params: not JSON (at byte 1): invalid character 'p' looking for beginning of value"}}},
 		{"an unknown hook", "explode", `{}`, http.StatusNotFound,
@@ -78,7 +80,7 @@ func TestHookAnswers(t *testing.T) {
 		want               string
 	}{
 		{"validate with no config loaded", "validateConfig", `{"config":{"company":"acme","bogus":1}}`, http.StatusOK,
-			`{"ok":false,"errors":["config.bogus: unknown field; known fields: provider, company, socketPath, image, leaseTtlSec, timeoutMs, envAllow"],` +
+			`{"ok":false,"errors":["config.bogus: unknown field; known fields: provider, company, socketPath, image, leaseTtlSec, timeoutMs, envAllow, prestart"],` +
 				`"warnings":["pcsync has no valid config loaded yet: config.company was not checked"]}`},
 		{"release of no lease", "releaseLease", `{"providerLeaseId":null}`, http.StatusOK, `null`},
 		{"release of a lease the daemon does not hold", "destroyLease", `{"providerLeaseId":"pcsync-sbx-1"}`, http.StatusOK,
@@ -91,6 +93,10 @@ func TestHookAnswers(t *testing.T) {
 			`{"ok":false,"summary":"pcsync sandbox not usable: pcsync has no valid config loaded: see the daemon's log and /readyz",` +
 				`"diagnostics":[{"severity":"error","code":"no_config","message":"pcsync has no valid config loaded: see the daemon's log and /readyz"}]}`},
 		{"cancel of a run with no lease", "runCancelled", `{"runId":"r1"}`, http.StatusOK, `{"released":0}`},
+		{"a started run with no config loaded", "runStarted", `{"runId":"r1","config":{"company":"acme"}}`, http.StatusOK,
+			`{"prestarted":false,"reason":"pcsync has no valid config loaded yet"}`},
+		{"a started run whose config does not parse", "runStarted", `{"runId":"r1","config":{"company":"acme","prestart":"yes"}}`, http.StatusOK,
+			`{"prestarted":false,"reason":"config.prestart: want true or false, got \"yes\""}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			status, got := post(t, offlineAPI(), tc.hook, tc.params)

@@ -46,6 +46,7 @@
 //	manager.go          Manager: adoption at start, lease registry, Close
 //	manager_acquire.go  Acquire (its credentials' Secrets checked: secretcheck.Guard), Resume, Workspace; waiting for the pod (internal/podwait); opening the command stream (wait.Backoff)
 //	manager_acquire_early.go  a cold lease's command server tried from its pod's create on: ready when it answers, before the kubelet's status says Running
+//	manager_prestart.go Prestart: a run's lease begun when Paperclip starts the run (agent.run.started, forwarded by the plugin), taken by the run's acquire, deleted when none takes it
 //	manager_execute.go  ExecuteStream: one command on a lease, its env filtered, its stdin and output streams; Execute: the same with the output whole
 //	proxy_env.go        egress mode proxy: the proxy's variables on every execute
 //	manager_sync.go     Put and Get: one mapping of Paperclip's native workspace sync as one command of the lease's stream (a file, or a tree as a tar), streamed

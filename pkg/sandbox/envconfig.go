@@ -35,6 +35,9 @@ type EnvironmentConfig struct {
 	// EnvAllow names further environment keys (exact, or PREFIX_*) that
 	// may reach the pod (see EnvRule).
 	EnvAllow []string `json:"envAllow,omitempty"`
+	// NoPrestart (config "prestart": false) says the plugin starts no
+	// lease when Paperclip starts a run, before it asks for one (Prestart).
+	NoPrestart bool `json:"-"`
 	// Core holds the fields Paperclip's core reads of every sandbox
 	// environment (reuseLease, streamRunLogs, …): kept as given.
 	Core map[string]any `json:"-"`
@@ -50,7 +53,7 @@ var coreConfigKeys = []string{"reuseLease", "streamRunLogs", "runnerLifecycleMod
 const DefaultTimeoutMs = 300_000
 
 // knownConfigKeys are the EnvironmentConfig fields, for unknown-key errors.
-var knownConfigKeys = []string{"provider", "company", "socketPath", "image", "leaseTtlSec", "timeoutMs", "envAllow"}
+var knownConfigKeys = []string{"provider", "company", "socketPath", "image", "leaseTtlSec", "timeoutMs", "envAllow", "prestart"}
 
 // ConfigError is one problem of an environment config, named by its field.
 type ConfigError struct {
@@ -125,6 +128,13 @@ func ParseConfig(raw map[string]any) (EnvironmentConfig, []ConfigError) {
 			c.EnvAllow = append(c.EnvAllow, s)
 		}
 	}
+	if v, ok := raw["prestart"]; ok && v != nil {
+		on, ok := v.(bool)
+		if !ok {
+			errs = append(errs, ConfigError{"prestart", fmt.Sprintf("want true or false, got %s", compact(v))})
+		}
+		c.NoPrestart = ok && !on
+	}
 	if c.Provider != "" && c.Provider != ProviderKey {
 		errs = append(errs, ConfigError{"provider", fmt.Sprintf("is %q; this plugin serves provider %q", c.Provider, ProviderKey)})
 	}
@@ -178,6 +188,9 @@ func (c EnvironmentConfig) Normalized() map[string]any {
 	out["timeoutMs"] = cmp.Or(c.TimeoutMs, DefaultTimeoutMs)
 	if len(c.EnvAllow) > 0 {
 		out["envAllow"] = c.EnvAllow
+	}
+	if c.NoPrestart {
+		out["prestart"] = false
 	}
 	return out
 }

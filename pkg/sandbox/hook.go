@@ -20,6 +20,11 @@ const (
 	// HookRunCancelled is the plugin's own: Paperclip's agent.run.cancelled
 	// event, forwarded.
 	HookRunCancelled Hook = "runCancelled"
+	// HookRunStarted is the plugin's own too: Paperclip's
+	// agent.run.started event, forwarded with the params of the agent's
+	// last acquireLease, so that the run's lease begins before Paperclip
+	// asks for it (Manager.Prestart).
+	HookRunStarted Hook = "runStarted"
 )
 
 // HookBase are the params every environment hook shares.
@@ -181,6 +186,22 @@ type RunCancelledRequest struct {
 // RunCancelledResponse says how many leases the cancel ended.
 type RunCancelledResponse struct {
 	Released int `json:"released"`
+}
+
+// RunStartedRequest are runStarted's params: acquireLease's params as
+// the agent's last acquire had them, with the started run's id.
+type RunStartedRequest struct {
+	HookBase
+	RunID       string `json:"runId"`
+	AgentID     string `json:"agentId"`
+	AdapterType string `json:"adapterType"`
+}
+
+// RunStartedResponse is runStarted's answer: whether a lease was begun
+// for the run, and if not, why.
+type RunStartedResponse struct {
+	Prestarted bool   `json:"prestarted"`
+	Reason     string `json:"reason,omitempty"`
 }
 
 // ErrorResponse is the body of any non-2xx answer.

@@ -47,6 +47,10 @@ type Record struct {
 	Server string `json:"server,omitempty"`
 	// HelperImage is the helper container's image when Server is empty.
 	HelperImage string `json:"helperImage,omitempty"`
+	// Prestarted says the lease was begun for its run before Paperclip
+	// asked for it (Prestart), and no acquire has taken it yet: a daemon
+	// that finds it so in its journal at start deletes its pod.
+	Prestarted bool `json:"prestarted,omitempty"`
 }
 
 // newLeaseID returns a fresh pod name: "pcsync-sbx-" and 10 hex digits.

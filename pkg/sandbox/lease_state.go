@@ -73,7 +73,9 @@ type lease struct {
 	codexConfig bool
 	// held: counted in the metrics' leases held (from track to the end).
 	held bool
-	err  error
+	// unclaimed: begun for its run by Prestart, and no acquire took it yet.
+	unclaimed bool
+	err       error
 }
 
 func newLease(r Record) *lease {

@@ -42,6 +42,9 @@ type Manager struct {
 	// warm are the streams opened to warm pool members ahead of their
 	// claims (pool_stream.go).
 	warm warmStreams
+	// early are the leases begun for runs before Paperclip asked for them
+	// (Prestart).
+	early prestarts
 	// closing is set when Close begins (read without the lock: a claim
 	// takes no lock of the Manager's).
 	closing atomic.Bool
@@ -134,6 +137,12 @@ func (m *Manager) adopt(ctx context.Context) error {
 			m.releaseAsync(l, EndExpired)
 			continue
 		}
+		if r.Prestarted {
+			m.log.Info("sandbox lease reaped at start: begun for its run, no acquire took it", slog.String("lease", r.ID))
+			m.opts.Metrics.SandboxPrestart(r.Company, string(PrestartUnclaimed))
+			m.releaseAsync(l, EndUnclaimed)
+			continue
+		}
 		l.to(LeasePending, LeaseReady)
 		m.log.Info("sandbox lease adopted", slog.String("lease", r.ID), slog.String("namespace", r.Namespace),
 			slog.Time("expiresAt", r.ExpiresAt))
@@ -166,6 +175,9 @@ func (m *Manager) adopt(ctx context.Context) error {
 // track registers a lease and arms its expiry.
 func (m *Manager) track(r Record) *lease {
 	l := newLease(r)
+	// Whether an acquire took a prestarted lease changes: it is kept
+	// under l.mu (journalLease).
+	l.unclaimed, l.Record.Prestarted = r.Prestarted, false
 	m.mu.Lock()
 	m.leases[r.ID] = l
 	m.mu.Unlock()

@@ -54,10 +54,22 @@ type LeaseInfo struct {
 // pod or creates its pod, waits until the pod runs and its command server
 // answers, and arms the expiry. Nothing is created for a
 // refused lease, and a lease that fails after its pod was created has its
-// pod deleted.
-func (m *Manager) Acquire(ctx context.Context, p AcquireParams) (_ LeaseInfo, err error) {
+// pod deleted. A lease begun for the run by Prestart with the same params
+// is taken instead, once it is ready.
+func (m *Manager) Acquire(ctx context.Context, p AcquireParams) (info LeaseInfo, err error) {
 	began := time.Now()
 	defer func() { m.observeAcquire(began, err) }()
+	if e := m.early.take(p.RunID); e != nil {
+		if info, ok, err := m.adoptEarly(ctx, e, p); ok {
+			return info, err
+		}
+	}
+	return m.acquire(ctx, p, false)
+}
+
+// acquire is Acquire's own start of a lease; early marks it prestarted
+// (Prestart) until an acquire takes it.
+func (m *Manager) acquire(ctx context.Context, p AcquireParams, early bool) (_ LeaseInfo, err error) {
 	model := m.model()
 	if model == nil {
 		return LeaseInfo{}, userErrorf(CodeNoConfig, "pcsync has no valid config loaded yet")
@@ -67,6 +79,7 @@ func (m *Manager) Acquire(ctx context.Context, p AcquireParams) (_ LeaseInfo, er
 	if err != nil {
 		return LeaseInfo{}, err
 	}
+	r.Prestarted = early
 	if err := m.credentialsExist(ctx, model, &r); err != nil {
 		return LeaseInfo{}, err
 	}
@@ -312,7 +325,7 @@ func (m *Manager) connect(l *lease, wait time.Duration, ws *warmStream) {
 			m.releaseAsync(l, EndFailed)
 			return
 		}
-		if err := m.j.put(l.Record); err != nil {
+		if err := m.journalLease(l); err != nil {
 			m.log.Warn("sandbox: lease journal", slog.Any("error", err))
 		}
 	}()

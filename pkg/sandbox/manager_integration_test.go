@@ -67,6 +67,8 @@ type env struct {
 	proxy ProxyAddresses
 	// noPools disables the Manager's warm pools.
 	noPools bool
+	// prestartWait is the Manager's Options.PrestartWait.
+	prestartWait time.Duration
 }
 
 type envOptions struct {
@@ -90,6 +92,8 @@ type envOptions struct {
 	Sandbox string
 	// NoPools starts the env's Manager with its warm pools disabled.
 	NoPools bool
+	// PrestartWait is the Manager's Options.PrestartWait; 0: the default.
+	PrestartWait time.Duration
 }
 
 func newEnv(t testing.TB, o envOptions) *env {
@@ -183,7 +187,8 @@ spec:
 		Env: map[string]string{"PATH": "/usr/local/bin:/usr/bin:/bin", "SANDBOX_TEST": "from-the-pod"}}); err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, c: c, ns: ns, dir: dir, model: model, hostDir: hostDir, logs: &strings.Builder{}, resolver: o.Resolver, noPools: o.NoPools}
+	e := &env{t: t, c: c, ns: ns, dir: dir, model: model, hostDir: hostDir, logs: &strings.Builder{}, resolver: o.Resolver, noPools: o.NoPools,
+		prestartWait: o.PrestartWait}
 	if o.ProxyIP != "" {
 		e.proxy = proxyIPs{ns: o.ProxyIP}
 	}
@@ -208,6 +213,7 @@ func (e *env) start() {
 	o.Agents = e.resolver
 	o.ProxyAddresses = e.proxy
 	o.Pool.Disabled = e.noPools
+	o.PrestartWait = e.prestartWait
 	o.Pool.Lease = testPoolLease("")
 	o.Logger = slog.New(slog.NewTextHandler(&syncWriter{b: e.logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	m, err := New(context.Background(), e.c.RESTConfig(), func() *config.Model { return e.model }, o)

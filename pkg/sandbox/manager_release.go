@@ -99,6 +99,9 @@ func (m *Manager) releaseUnknown(ctx context.Context, p ReleaseParams) error {
 // ended. Paperclip marks a cancelled run cancelled but lets a sandbox's
 // running command go on; the plugin forwards the run's cancel event here.
 func (m *Manager) CancelRun(ctx context.Context, runID string) (int, error) {
+	if e := m.early.take(runID); e != nil {
+		m.dropEarly(e, "its run was cancelled")
+	}
 	m.mu.Lock()
 	var ids []string
 	for id, l := range m.leases {

@@ -40,6 +40,9 @@ type Metrics interface {
 	// SandboxPoolClaim counts an acquire of company's lease by where its
 	// pod came from (a ClaimOutcome).
 	SandboxPoolClaim(company, outcome string)
+	// SandboxPrestart counts a lease begun for company's run before
+	// Paperclip asked for it, by how it ended (a PrestartOutcome).
+	SandboxPrestart(company, outcome string)
 	// SandboxPoolReady observes a warm pool member of company that took d
 	// from its creationTimestamp to the daemon seeing it become Ready: the
 	// pool's refill time.
@@ -103,9 +106,29 @@ const (
 	// EndFailed: its acquire failed after its pod was created, or its
 	// command server never answered.
 	EndFailed EndReason = "failed"
+	// EndUnclaimed: begun for its run before Paperclip asked for it
+	// (Prestart), and not taken by the run's acquire: none came within
+	// Options.PrestartWait, it asked for another lease, or the run was
+	// cancelled.
+	EndUnclaimed EndReason = "unclaimed"
 	// EndAdopted: a lease of an earlier daemon, taken over from the
 	// journal at start, whose pod was found gone or replaced.
 	EndAdopted EndReason = "adopted"
+)
+
+// PrestartOutcome is how a lease begun before its run's acquire ended.
+type PrestartOutcome string
+
+// The prestart outcomes.
+const (
+	// PrestartAdopted: the run's acquire took it.
+	PrestartAdopted PrestartOutcome = "adopted"
+	// PrestartUnclaimed: no acquire took it; its pod was deleted
+	// (EndUnclaimed).
+	PrestartUnclaimed PrestartOutcome = "unclaimed"
+	// PrestartFailed: its acquire failed; the run's own acquire starts
+	// afresh.
+	PrestartFailed PrestartOutcome = "failed"
 )
 
 // ExecOutcome is how an execute ended.
@@ -133,6 +156,7 @@ func (noMetrics) SandboxSync(string, string, string, int)      {}
 func (noMetrics) SandboxPool(string, int, int, int)            {}
 func (noMetrics) SandboxPoolClaim(string, string)              {}
 func (noMetrics) SandboxPoolReady(string, time.Duration)       {}
+func (noMetrics) SandboxPrestart(string, string)               {}
 func (noMetrics) SandboxPoolActing(bool)                       {}
 
 // observeAcquire records an acquire that began at began and returned err.

@@ -38,6 +38,9 @@ func (r *recorder) SandboxPool(company string, declared, members, ready int) {
 func (r *recorder) SandboxPoolClaim(company, outcome string) {
 	r.calls = append(r.calls, fmt.Sprintf("claim %s %s", company, outcome))
 }
+func (r *recorder) SandboxPrestart(company, outcome string) {
+	r.calls = append(r.calls, fmt.Sprintf("prestart %s %s", company, outcome))
+}
 func (r *recorder) SandboxPoolReady(company string, _ time.Duration) {
 	r.calls = append(r.calls, "pool ready "+company)
 }

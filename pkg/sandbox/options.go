@@ -76,6 +76,13 @@ type Options struct {
 	// Metrics receives the manager's leases, acquires, releases and
 	// executes (the daemon's *metrics.Metrics). Default none.
 	Metrics Metrics
+	// PrestartWait is how long a lease begun for a run before Paperclip
+	// asked for it (Prestart) waits for the run's acquire; its pod is
+	// deleted after. Default 60s.
+	PrestartWait time.Duration
+	// PrestartMax bounds the prestarted leases no acquire has taken yet;
+	// a prestart beyond it is declined. Default 16.
+	PrestartMax int
 	// Pool configures the warm pools of Company spec.sandbox.warmPool.
 	// Zero fields take DefaultPoolOptions' values.
 	Pool PoolOptions
@@ -112,6 +119,8 @@ func DefaultOptions(stateDir string) Options {
 		MaxLeaseTTL:     24 * time.Hour,
 		ReadyTimeout:    270 * time.Second,
 		DeleteTimeout:   60 * time.Second,
+		PrestartWait:    60 * time.Second,
+		PrestartMax:     16,
 		ExecProtocol:    ExecAuto,
 		Logger:          slog.Default(),
 	}
@@ -126,6 +135,8 @@ func (o *Options) complete() {
 	o.MaxLeaseTTL = cmp.Or(max(o.MaxLeaseTTL, 0), d.MaxLeaseTTL)
 	o.ReadyTimeout = cmp.Or(max(o.ReadyTimeout, 0), d.ReadyTimeout)
 	o.DeleteTimeout = cmp.Or(max(o.DeleteTimeout, 0), d.DeleteTimeout)
+	o.PrestartWait = cmp.Or(max(o.PrestartWait, 0), d.PrestartWait)
+	o.PrestartMax = cmp.Or(max(o.PrestartMax, 0), d.PrestartMax)
 	o.ExecProtocol = cmp.Or(o.ExecProtocol, d.ExecProtocol)
 	if o.Logger == nil {
 		o.Logger = d.Logger

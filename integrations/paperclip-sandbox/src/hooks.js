@@ -17,8 +17,11 @@ import { createSyncHooks } from "./sync.js";
  *   "onEnvironmentAcquireLease" | "onEnvironmentResumeLease" | "onEnvironmentReleaseLease" |
  *   "onEnvironmentDestroyLease" | "onEnvironmentRealizeWorkspace" | "onEnvironmentExecute" |
  *   "onEnvironmentSyncIn" | "onEnvironmentSyncOut">> &
- *   { onRunCancelled(event: PluginEvent): Promise<void> }} Hooks
+ *   { onRunCancelled(event: PluginEvent): Promise<void>, onRunStarted(event: PluginEvent): Promise<void> }} Hooks
  */
+
+/** How many agents' last acquires the plugin keeps for onRunStarted. */
+const MAX_AGENTS = 10000;
 
 /** The hooks forwarded as they are, and the daemon's name of each. */
 const forwarded = /** @type {const} */ ({
@@ -34,6 +37,11 @@ const forwarded = /** @type {const} */ ({
  * Paperclip's agent.run.cancelled event: Paperclip marks the run cancelled
  * but lets the sandbox's command run on, so the plugin tells the daemon,
  * which ends the run's leases at once (commands killed, pods deleted).
+ * onRunStarted handles agent.run.started, which Paperclip publishes when
+ * it claims a run, a few hundred ms before it asks for the run's lease:
+ * for an agent whose last lease the plugin acquired, it asks that
+ * environment's daemon to begin the run's lease now (hook runStarted, with
+ * that acquire's params), and the run's acquire takes it.
  * @param {() => PluginContext | undefined} getContext
  * @returns {Hooks}
  */
@@ -55,8 +63,35 @@ export function createHooks(getContext) {
       if (runSockets.size > 10000 && oldest !== undefined) runSockets.delete(oldest);
     }
   };
+  // Each agent's last acquireLease params, by agent id (oldest first).
+  /** @type {Map<string, Record<string, unknown>>} */
+  const lastAcquire = new Map();
+  /** @param {Record<string, any>} params */
+  const rememberAcquire = (params) => {
+    const agentId = params.agentId;
+    if (typeof agentId !== "string" || agentId === "") return;
+    const { driverKey, companyId, environmentId, config, adapterType } = params;
+    lastAcquire.delete(agentId);
+    lastAcquire.set(agentId, { driverKey, companyId, environmentId, config, adapterType, agentId });
+    const oldest = lastAcquire.keys().next().value;
+    if (lastAcquire.size > MAX_AGENTS && oldest !== undefined) lastAcquire.delete(oldest);
+  };
   /** @type {Omit<Hooks, keyof typeof forwarded | "onEnvironmentSyncIn" | "onEnvironmentSyncOut">} */
   const own = {
+    async onRunStarted(event) {
+      const payload = /** @type {{ runId?: string, agentId?: string } | undefined} */ (event?.payload);
+      const runId = payload?.runId ?? event?.entityId;
+      const last = payload?.agentId ? lastAcquire.get(payload.agentId) : undefined;
+      if (!runId || !last) return;
+      const config = /** @type {Record<string, unknown> | undefined} */ (last.config);
+      if (config?.prestart === false) return;
+      try {
+        await callHook(socketPath(config), "runStarted", { ...last, runId });
+      } catch (err) {
+        // The run's own acquire starts its lease: nothing is lost.
+        getContext()?.logger?.warn?.("pcsync: could not begin the started run's lease", { runId, error: /** @type {Error} */ (err).message });
+      }
+    },
     async onRunCancelled(event) {
       const payload = /** @type {{ runId?: string } | undefined} */ (event?.payload);
       const runId = payload?.runId ?? event?.entityId;
@@ -112,7 +147,10 @@ export function createHooks(getContext) {
   return {
     ...own,
     ...createSyncHooks(),
-    onEnvironmentAcquireLease: forward(forwarded.onEnvironmentAcquireLease),
+    onEnvironmentAcquireLease: (params) => {
+      rememberAcquire(params);
+      return forward(forwarded.onEnvironmentAcquireLease)(params);
+    },
     onEnvironmentResumeLease: forward(forwarded.onEnvironmentResumeLease),
     onEnvironmentReleaseLease: forward(forwarded.onEnvironmentReleaseLease),
     onEnvironmentDestroyLease: forward(forwarded.onEnvironmentDestroyLease),

@@ -17,7 +17,9 @@ const manifest = {
   author: "pcsync",
   categories: ["automation"],
   // events.subscribe: a cancelled run (agent.run.cancelled) ends its lease at
-  // once; Paperclip does not stop a sandbox's running command itself.
+  // once; Paperclip does not stop a sandbox's running command itself. A
+  // started run (agent.run.started) has its lease begun before Paperclip
+  // asks for it (config prestart).
   capabilities: ["environment.drivers.register", "events.subscribe"],
   entrypoints: { worker: "./dist/worker.js" },
   environmentDrivers: [
@@ -78,6 +80,12 @@ const manifest = {
             minimum: 1,
             default: DEFAULT_TIMEOUT_MS,
             description: "Paperclip's timeout of a hook; acquiring a lease waits for its pod (and an image pull).",
+          },
+          prestart: {
+            type: "boolean",
+            default: true,
+            description:
+              "Begin a run's lease (its pod) when Paperclip starts the run, a few hundred ms before it asks for the lease, with the params of the agent's last lease; the run's acquire takes it, and a lease no acquire takes within a minute is deleted.",
           },
           envAllow: {
             type: "array",

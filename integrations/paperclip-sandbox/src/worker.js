@@ -8,11 +8,13 @@ import { packageOf, startHello } from "./hello.js";
 
 /** @type {import("@paperclipai/plugin-sdk").PluginContext | undefined} */
 let context;
-const { onRunCancelled, ...hooks } = createHooks(() => context);
+const { onRunCancelled, onRunStarted, ...hooks } = createHooks(() => context);
 const plugin = definePlugin({
   async setup(ctx) {
     context = ctx;
     ctx.events.on("agent.run.cancelled", onRunCancelled);
+    // A started run's lease begins before Paperclip asks for it.
+    ctx.events.on("agent.run.started", onRunStarted);
     // Paperclip loaded the plugin: tell the daemon (its /readyz waits for it).
     startHello(DEFAULT_SOCKET, { component: "plugin", ...packageOf(new URL("../package.json", import.meta.url)) });
   },

@@ -247,3 +247,45 @@ test("a cancelled run is told to the daemon that holds its lease", async (t) => 
   assert.equal(last.hook, "runCancelled");
   assert.deepEqual(last.params, { runId: "run-7", companyId: "c1" });
 });
+
+test("a started run of an agent whose lease the plugin acquired begins its lease at the same daemon, with that acquire's params", async (t) => {
+  const d = await daemon(t, (hook, _p, res) =>
+    json(res, 200, hook === "acquireLease" ? { providerLeaseId: "l1", metadata: {} } : { prestarted: true }));
+  const hooks = createHooks(() => undefined);
+  const config = { company: "acme", socketPath: d.socket, reuseLease: true };
+  const started = (runId, agentId) =>
+    hooks.onRunStarted({ eventType: "agent.run.started", entityId: runId, companyId: "c1", payload: { runId, agentId, status: "running" } });
+
+  await started("run-0", "agent-1");
+  assert.equal(d.seen.length, 0, "an agent with no acquire yet: no hook");
+
+  await hooks.onEnvironmentAcquireLease({ driverKey: "pcsync", companyId: "c1", environmentId: "e1", config, runId: "run-1",
+    agentId: "agent-1", adapterType: "claude_local", requestedExpiresAt: null, executionWorkspaceId: "w1" });
+  await started("run-2", "agent-1");
+  const last = d.seen.at(-1);
+  assert.equal(last.hook, "runStarted");
+  assert.deepEqual(last.params, { driverKey: "pcsync", companyId: "c1", environmentId: "e1", config, runId: "run-2",
+    agentId: "agent-1", adapterType: "claude_local" });
+
+  await started("run-3", "agent-2");
+  assert.equal(d.seen.length, 2, "another agent, none of whose leases the plugin acquired: no hook");
+});
+
+test("an environment with prestart false begins no lease, and a daemon that cannot be reached fails no started run", async (t) => {
+  const d = await daemon(t, (_hook, _p, res) => json(res, 200, { providerLeaseId: "l1", metadata: {} }));
+  const warned = [];
+  const hooks = createHooks(() => /** @type {any} */ ({ logger: { warn: (msg, meta) => warned.push([msg, meta]) } }));
+  await hooks.onEnvironmentAcquireLease({ companyId: "c1", environmentId: "e1", config: { company: "acme", socketPath: d.socket, prestart: false },
+    runId: "run-1", agentId: "agent-1" });
+  await hooks.onRunStarted({ entityId: "run-2", payload: { runId: "run-2", agentId: "agent-1" } });
+  assert.deepEqual(d.seen.map((s) => s.hook), ["acquireLease"]);
+
+  const gone = await daemon(t, (_hook, _p, res) => json(res, 200, { providerLeaseId: "l2", metadata: {} }));
+  await hooks.onEnvironmentAcquireLease({ companyId: "c1", environmentId: "e2", config: { company: "acme", socketPath: gone.socket },
+    runId: "run-3", agentId: "agent-2" });
+  fs.rmSync(gone.socket);
+  await hooks.onRunStarted({ entityId: "run-4", payload: { runId: "run-4", agentId: "agent-2" } });
+  assert.equal(warned.length, 1);
+  assert.match(warned[0][0], /could not begin the started run's lease/);
+  assert.equal(warned[0][1].runId, "run-4");
+});

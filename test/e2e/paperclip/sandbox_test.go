@@ -320,6 +320,17 @@ func TestSandboxClaudeRun(t *testing.T) {
 		t.Errorf("the second run's log does not mention the session %s it was handed", tr.SessionID)
 	}
 
+	// The plugin forwards agent.run.started with the agent's last acquire:
+	// the second run's lease was begun before Paperclip asked for it, and
+	// its acquire took it. The first run's agent had no acquire yet.
+	taken := "sandbox lease prestarted for its run taken by its acquire"
+	if !loggedFor(sw.daemon.out.String(), taken, run2.ID) {
+		t.Errorf("the daemon's log has no %q for the second run %s", taken, run2.ID)
+	}
+	if loggedFor(sw.daemon.out.String(), "sandbox lease prestarted for its run", run.ID) {
+		t.Errorf("the first run %s was prestarted: its agent had no lease acquired before", run.ID)
+	}
+
 	sw.waitNoPods(t, time.Minute)
 	seen, _ := sw.leasePods()
 	if len(seen) < 2 {
@@ -350,6 +361,16 @@ func TestSandboxClaudeRun(t *testing.T) {
 		t.Logf("note: the daemon logged no kept-back PAPERCLIP_AGENT_JWT_SECRET (Paperclip sent it in no execute)")
 	}
 	t.Logf("%d pod execs in the audit log for 2 runs and the probe", execs)
+}
+
+// loggedFor says a line of log has msg and id.
+func loggedFor(log, msg, id string) bool {
+	for line := range strings.Lines(log) {
+		if strings.Contains(line, msg) && strings.Contains(line, id) {
+			return true
+		}
+	}
+	return false
 }
 
 // stockFigures are the figures Paperclip books for a transcript that its
