@@ -107,7 +107,14 @@ func newRealNodeSandboxWorldWith(t testing.TB, srv *server, o sandboxOptions) *s
 // CLI replays the transcript baked into its image.
 func (sw *sandboxWorld) realNodeAgent(t testing.TB, name string, tr transcript) agent {
 	t.Helper()
-	return sw.sandboxAgent(t, name, "claude_local", tr, map[string]string{
+	return sw.realNodeAgentIn(t, name, sw.envID)
+}
+
+// realNodeAgentIn is realNodeAgent in environment envID (its transcript is
+// the image's).
+func (sw *sandboxWorld) realNodeAgentIn(t testing.TB, name, envID string) agent {
+	t.Helper()
+	return sw.sandboxAgentIn(t, envID, name, "claude_local", transcript{}, map[string]string{
 		"STANDIN_TRANSCRIPT": inImageTranscript, "STANDIN_RECORD": "",
 	}, nil)
 }

@@ -154,18 +154,22 @@ func loadAvg() string {
 // BenchmarkPaperclipSandboxRealNode: whole runs of a stock claude_local
 // agent, wake → succeeded by Paperclip's own timestamps, through pcsync's
 // sandbox with its lease pods on the real kubelet (the stand-in CLI in an
-// image built from pcsync's base): cold, from a warm pool of one member
-// that refills at once, and from one whose company holds its refill for
+// image built from pcsync's base): cold (its lease begun when Paperclip
+// starts the run, the default), cold in an environment with prestart
+// false (begun at the acquire), from a warm pool of one member that
+// refills at once, and from one whose company holds its refill for
 // refillDelaySec 3 (each a company of its own whose Git config declares
 // it), beside the same agent in an environment whose provider runs each
 // execute as a local process under a reaping init (tini -s, as a
 // container's PID 1 would be): the floor, in alternating rounds. A pool's
-// runs are also given alone where they claimed a member.
+// runs are also given alone where they claimed a member, and the cold
+// runs where their acquire took a prestarted lease.
 func BenchmarkPaperclipSandboxRealNode(b *testing.B) {
 	srv := sharedServer(b)
 	tr := readTranscript(b, realNodeTranscript)
-	sw := newRealNodeSandboxWorld(b, srv)
-	pools := map[string]*benchPool{"pool": newBenchPool(b, srv, 0), "delayed": newBenchPool(b, srv, 3)}
+	cold := newBenchWorld(b, srv, nil)
+	sw := cold.w
+	pools := map[string]*benchPool{"pcsync": cold, "pool": newBenchPool(b, srv, 0), "delayed": newBenchPool(b, srv, 3)}
 	tini, err := exec.LookPath("tini")
 	if err != nil {
 		b.Fatalf("the floor runs its executes under tini -s: %v (apt-get install tini)", err)
@@ -178,7 +182,8 @@ func BenchmarkPaperclipSandboxRealNode(b *testing.B) {
 			"env": map[string]any{"STANDIN_TRANSCRIPT": tr.Path}},
 	}, &local)
 	agents := map[string]agent{"pcsync": sw.realNodeAgent(b, "InPod", tr), "pool": pools["pool"].w.realNodeAgent(b, "InPoolPod", tr),
-		"delayed": pools["delayed"].w.realNodeAgent(b, "InDelayedPoolPod", tr), "local": local}
+		"delayed": pools["delayed"].w.realNodeAgent(b, "InDelayedPoolPod", tr), "local": local,
+		"noprestart": sw.realNodeAgentIn(b, "InPodNoPrestart", sw.environment(b, "no prestart", map[string]any{"prestart": false}))}
 	rounds := 8
 	if n, err := strconv.Atoi(os.Getenv("PCSYNC_BENCH_ROUNDS")); err == nil && n > 0 {
 		rounds = n
@@ -188,11 +193,11 @@ func BenchmarkPaperclipSandboxRealNode(b *testing.B) {
 		// Each round turns the order by one: each side takes each place
 		// as often, and two runs of others or more come between two of
 		// its own.
-		order := []string{"local", "pcsync", "pool", "delayed"}
+		order := []string{"local", "pcsync", "noprestart", "pool", "delayed"}
 		for i := range rounds {
 			for j := range order {
 				who := order[(i+j)%len(order)]
-				warm0 := pools[who].warm(b)
+				warm0, pre0 := pools[who].warm(b), pools[who].prestarted(b)
 				run := srv.API.wake(b, agents[who].ID, fmt.Sprintf("bench %s %d", who, i))
 				got := srv.API.waitRun(b, run.ID, 3*time.Minute)
 				if got.Status != "succeeded" || got.CreatedAt == nil || got.FinishedAt == nil {
@@ -202,6 +207,9 @@ func BenchmarkPaperclipSandboxRealNode(b *testing.B) {
 				took[who] = append(took[who], d)
 				if pools[who] != nil && pools[who].warm(b) > warm0 {
 					took[who+"-warm"] = append(took[who+"-warm"], d)
+				}
+				if who == "pcsync" && pools[who].prestarted(b) > pre0 {
+					took[who+"-pre"] = append(took[who+"-pre"], d)
 				}
 			}
 		}
@@ -217,16 +225,31 @@ type benchPool struct {
 }
 
 func newBenchPool(b *testing.B, srv *server, refillDelaySec int) *benchPool {
-	metrics := freeAddr(b)
 	sandbox := map[string]any{"warmPool": []any{map[string]any{"adapterType": "claude_local", "count": 1}}}
 	if refillDelaySec > 0 {
 		sandbox["refillDelaySec"] = refillDelaySec
 	}
-	w := newRealNodeSandboxWorldWith(b, srv, sandboxOptions{
-		DaemonArgs: []string{"--metrics-bind-address", metrics},
-		Company:    map[string]any{"sandbox": sandbox},
-	})
-	return &benchPool{w: w, metrics: metrics}
+	return newBenchWorld(b, srv, sandbox)
+}
+
+// newBenchWorld is a company of its own with Company spec.sandbox sandbox
+// (nil: none, no pool), its daemon serving metrics.
+func newBenchWorld(b *testing.B, srv *server, sandbox map[string]any) *benchPool {
+	metrics := freeAddr(b)
+	o := sandboxOptions{DaemonArgs: []string{"--metrics-bind-address", metrics}}
+	if sandbox != nil {
+		o.Company = map[string]any{"sandbox": sandbox}
+	}
+	return &benchPool{w: newRealNodeSandboxWorldWith(b, srv, o), metrics: metrics}
+}
+
+// prestarted is how many leases begun when their run started were taken
+// by the run's acquire so far.
+func (p *benchPool) prestarted(b *testing.B) float64 {
+	if p == nil {
+		return 0
+	}
+	return metricSum(b, p.metrics, `pcsync_sandbox_prestarts_total{company="`+p.w.pc.Slug+`",outcome="adopted"}`)
 }
 
 // warm is how many leases claimed a member so far; 0 for no pool.
@@ -244,18 +267,21 @@ func reportSandboxRealNode(b *testing.B, took map[string][]time.Duration) {
 	floor := float64(p50("local"))
 	fmt.Fprintf(os.Stderr, `
 BenchmarkPaperclipSandboxRealNode: a stock claude_local run, wake → succeeded (Paperclip's createdAt → finishedAt), %d runs each, load %s
-  pcsync sandbox, no pool (lease pod started cold)     p50 %6d ms  p99 %6d ms
+  pcsync sandbox, no pool (lease pod started cold)     p50 %6d ms  p99 %6d ms  (its %d prestarted runs: p50 %d ms)
+  the same, environment prestart: false                p50 %6d ms  p99 %6d ms
   warm pool of 1, refilled at once                     p50 %6d ms  p99 %6d ms  (its %d warm claims: p50 %d ms)
   warm pool of 1, refillDelaySec 3                     p50 %6d ms  p99 %6d ms  (its %d warm claims: p50 %d ms)
   local-process provider under tini -s (the floor)     p50 %6d ms  p99 %6d ms
-  ratio p50 to the floor: cold %.2f (%+d ms), pool %.2f (%+d ms), its warm claims %.2f (%+d ms), delayed pool's warm claims %.2f (%+d ms)
-`, len(took["pcsync"]), loadAvg(), ms("pcsync"), p99("pcsync"),
+  ratio p50 to the floor: cold %.2f (%+d ms), cold without prestart %.2f (%+d ms), pool %.2f (%+d ms), its warm claims %.2f (%+d ms), delayed pool's warm claims %.2f (%+d ms)
+`, len(took["pcsync"]), loadAvg(), ms("pcsync"), p99("pcsync"), len(took["pcsync-pre"]), ms("pcsync-pre"),
+		ms("noprestart"), p99("noprestart"),
 		ms("pool"), p99("pool"), len(took["pool-warm"]), ms("pool-warm"),
 		ms("delayed"), p99("delayed"), len(took["delayed-warm"]), ms("delayed-warm"),
 		ms("local"), p99("local"),
-		float64(p50("pcsync"))/floor, ms("pcsync")-ms("local"), float64(p50("pool"))/floor, ms("pool")-ms("local"),
+		float64(p50("pcsync"))/floor, ms("pcsync")-ms("local"), float64(p50("noprestart"))/floor, ms("noprestart")-ms("local"), float64(p50("pool"))/floor, ms("pool")-ms("local"),
 		float64(p50("pool-warm"))/floor, ms("pool-warm")-ms("local"), float64(p50("delayed-warm"))/floor, ms("delayed-warm")-ms("local"))
 	b.ReportMetric(float64(p50("pcsync"))/floor, "sandbox/local-p50")
+	b.ReportMetric(float64(p50("noprestart"))/floor, "noprestart/local-p50")
 	b.ReportMetric(float64(p50("pool"))/floor, "pool/local-p50")
 	b.ReportMetric(float64(p50("delayed-warm"))/floor, "delayed-warm/local-p50")
 	b.ReportMetric(float64(ms("pcsync")), "sandbox-p50-ms")

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -233,9 +234,33 @@ func (sw *sandboxWorld) waitNoPods(t testing.TB, within time.Duration) {
 	}
 }
 
+// environment creates another environment of the world's provider and
+// company, its config the world's with overrides, and returns its id.
+func (sw *sandboxWorld) environment(t testing.TB, name string, overrides map[string]any) string {
+	t.Helper()
+	cfg := maps.Clone(sw.envCfg)
+	maps.Copy(cfg, overrides)
+	var env struct {
+		ID string `json:"id"`
+	}
+	sw.srv.API.must(t, "POST", "/api/companies/"+sw.company.ID+"/environments", map[string]any{
+		"name": "pcsync " + sw.pc.Slug + " " + name, "driver": "sandbox", "config": cfg,
+	}, &env)
+	if env.ID == "" {
+		t.Fatal("POST environments returned no id")
+	}
+	return env.ID
+}
+
 // sandboxAgent creates a stock-adapter agent that runs in the world's
 // environment (engine "cli", the stand-in CLI replaying tr).
 func (sw *sandboxWorld) sandboxAgent(t testing.TB, name, adapterType string, tr transcript, extraEnv map[string]string, extra map[string]any) agent {
+	t.Helper()
+	return sw.sandboxAgentIn(t, sw.envID, name, adapterType, tr, extraEnv, extra)
+}
+
+// sandboxAgentIn is sandboxAgent in environment envID.
+func (sw *sandboxWorld) sandboxAgentIn(t testing.TB, envID, name, adapterType string, tr transcript, extraEnv map[string]string, extra map[string]any) agent {
 	t.Helper()
 	env := map[string]any{"STANDIN_TRANSCRIPT": tr.Path, "STANDIN_RECORD": sw.pc.Record}
 	for k, v := range extraEnv {
@@ -247,7 +272,7 @@ func (sw *sandboxWorld) sandboxAgent(t testing.TB, name, adapterType string, tr 
 	}
 	var ag agent
 	sw.srv.API.must(t, "POST", "/api/companies/"+sw.company.ID+"/agents", map[string]any{
-		"name": name, "adapterType": adapterType, "adapterConfig": cfg, "defaultEnvironmentId": sw.envID,
+		"name": name, "adapterType": adapterType, "adapterConfig": cfg, "defaultEnvironmentId": envID,
 	}, &ag)
 	return ag
 }
