@@ -13,9 +13,10 @@ import (
 func TestOptionsComplete(t *testing.T) {
 	d := DefaultOptions("/state")
 	d.Metrics = noMetrics{}
-	neg := Options{StateDir: "/state", DefaultLeaseTTL: -1, MaxLeaseTTL: -time.Hour, ReadyTimeout: -1, DeleteTimeout: -time.Second}
+	neg := Options{StateDir: "/state", DefaultLeaseTTL: -1, MaxLeaseTTL: -time.Hour, ReadyTimeout: -1, DeleteTimeout: -time.Second,
+		PrestartWait: -1, PrestartMax: -1}
 	set := Options{StateDir: "/state", ServerPath: "/bin/x", DefaultLeaseTTL: time.Minute, MaxLeaseTTL: time.Hour,
-		ReadyTimeout: time.Second, DeleteTimeout: 2 * time.Second, ExecProtocol: ExecSPDY}
+		ReadyTimeout: time.Second, DeleteTimeout: 2 * time.Second, ExecProtocol: ExecSPDY, PrestartWait: 3 * time.Second, PrestartMax: 2}
 	wantSet := set
 	wantSet.Logger, wantSet.Metrics = d.Logger, d.Metrics
 	tests := []struct {
