@@ -208,6 +208,7 @@ func (m *Manager) forget(id string) {
 // end at their expiry at the latest.
 func (m *Manager) Close() {
 	m.closing.Store(true)
+	m.early.stop()
 	if m.pools != nil {
 		// Members stay: the next daemon adopts them.
 		m.pools.close()

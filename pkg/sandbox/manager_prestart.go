@@ -62,6 +62,16 @@ func (ps *prestarts) add(run string, e *earlyLease, limit int, wait time.Duratio
 	return ""
 }
 
+// stop disarms every early lease's expiry: a stopping daemon ends none
+// (the journal marks them prestarted; the next daemon deletes their pods).
+func (ps *prestarts) stop() {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	for _, e := range ps.byRun {
+		e.unclaimed.Stop()
+	}
+}
+
 // take removes and returns run's early lease (nil: none), and remembers
 // the run as asked for.
 func (ps *prestarts) take(run string) *earlyLease {
@@ -110,6 +120,9 @@ func (m *Manager) Prestart(p AcquireParams) (bool, string) {
 	p.RequestedExpiresAt = nil
 	e := &earlyLease{p: p, begun: time.Now(), done: make(chan struct{})}
 	expire := func() {
+		if m.closing.Load() {
+			return
+		}
 		if m.early.take(p.RunID) == e {
 			m.dropEarly(e, fmt.Sprintf("no acquire within %s", m.opts.PrestartWait))
 		}
