@@ -172,6 +172,7 @@ func (m *Manager) mayResume(p AcquireParams) bool {
 // false when the acquire must start its own: e was begun for other params,
 // or it failed or ended meanwhile (e is then dropped).
 func (m *Manager) adoptEarly(ctx context.Context, e *earlyLease, p AcquireParams) (_ LeaseInfo, ok bool, _ error) {
+	asked := time.Now()
 	if why := e.p.differs(p); why != "" {
 		m.dropEarly(e, why)
 		return LeaseInfo{}, false, nil
@@ -193,8 +194,10 @@ func (m *Manager) adoptEarly(ctx context.Context, e *earlyLease, p AcquireParams
 		m.log.Warn("sandbox: lease journal", slog.Any("error", err))
 	}
 	m.opts.Metrics.SandboxPrestart(l.Company, string(PrestartAdopted))
+	// headStart: how much sooner than its acquire the lease began;
+	// waited: how long the acquire then waited for it.
 	m.log.Info("sandbox lease prestarted for its run taken by its acquire", slog.String("lease", l.ID), slog.String("run", p.RunID),
-		slog.Duration("headStart", time.Since(e.begun).Round(time.Millisecond)))
+		slog.Duration("headStart", asked.Sub(e.begun).Round(time.Millisecond)), slog.Duration("waited", time.Since(asked).Round(time.Millisecond)))
 	return e.info, true, nil
 }
 
