@@ -1,0 +1,35 @@
+package deploy
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestWalkthroughTagsQuoted: every kustomize newTag the docs tell a user to
+// write is quoted. `make version` gives a short commit hash, and one of
+// digits only (4854011) is a YAML number, which kustomize refuses
+// ("cannot unmarshal number into Go struct field Image.images.newTag").
+func TestWalkthroughTagsQuoted(t *testing.T) {
+	tagLine := regexp.MustCompile(`^\s*newTag:\s*(\S.*)$`)
+	for _, doc := range []string{"../docs/daemon.md", "paperclip/README.md", "argocd/README.md", "../README.md", "../docs/images.md"} {
+		data, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := 0
+		for i, line := range strings.Split(string(data), "\n") {
+			m := tagLine.FindStringSubmatch(line)
+			if m == nil {
+				continue
+			}
+			found++
+			if v := m[1]; !strings.HasPrefix(v, `"`) && !strings.HasPrefix(v, `'`) {
+				t.Errorf("%s:%d: newTag %s is not quoted: a tag of digits only would be a number", filepath.Clean(doc), i+1, v)
+			}
+		}
+		t.Logf("%s: %d newTag lines", filepath.Clean(doc), found)
+	}
+}
