@@ -21,9 +21,18 @@ import (
 var (
 	sharedMu  sync.Mutex
 	sharedSrv *server
-	// atExit runs after every test (TestMain): it stops the shared server.
-	atExit []func()
+	// atExit runs after every test (TestMain, last added first): it stops
+	// the shared server and removes the tools' directories. Add with onExit.
+	atExitMu sync.Mutex
+	atExit   []func()
 )
+
+// onExit has f run after every test (TestMain).
+func onExit(f func()) {
+	atExitMu.Lock()
+	defer atExitMu.Unlock()
+	atExit = append(atExit, f)
+}
 
 // sharedServer is the test binary's Paperclip server with the adapter
 // installed, started by the first test that asks for it. Tests share it
@@ -40,7 +49,7 @@ func sharedServer(t testing.TB) *server {
 	s := newServer(t, tl, false)
 	s.installAdapter(t)
 	sharedSrv = s
-	atExit = append(atExit, s.Stop)
+	onExit(s.Stop)
 	return s
 }
 

@@ -65,7 +65,7 @@ func installLocalPlugin(srv *server, tl tools) error {
 	if err != nil {
 		return err
 	}
-	atExit = append(atExit, func() { _ = os.RemoveAll(root) })
+	onExit(func() { _ = os.RemoveAll(root) })
 	dir := filepath.Join(root, "local-provider")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err

@@ -125,6 +125,7 @@ func buildTools() (tools, error) {
 		if err != nil {
 			return tl, err
 		}
+		onExit(func() { _ = os.RemoveAll(bin) })
 		tl.Pcsync = filepath.Join(bin, "pcsync")
 		if _, err := runCmd(root, nil, "go", "build", "-o", tl.Pcsync, "./cmd/pcsync"); err != nil {
 			return tl, fmt.Errorf("building pcsync: %w", err)
@@ -144,6 +145,8 @@ func buildTools() (tools, error) {
 	if tl.StandinBin, err = os.MkdirTemp("", "pcsync-e2e-standin-"); err != nil {
 		return tl, err
 	}
+	standin := tl.StandinBin
+	onExit(func() { _ = os.RemoveAll(standin) })
 	if err := os.Chmod(tl.StandinBin, 0o755); err != nil {
 		return tl, err
 	}
@@ -163,6 +166,7 @@ func buildPlugin() (string, error) {
 	if err != nil {
 		return "", err
 	}
+	onExit(func() { _ = os.RemoveAll(dir) })
 	if err := os.Chmod(dir, 0o755); err != nil {
 		return "", err
 	}
@@ -188,6 +192,7 @@ func buildAdapter() (string, error) {
 	if err != nil {
 		return "", err
 	}
+	onExit(func() { _ = os.RemoveAll(dir) })
 	if err := os.Chmod(dir, 0o755); err != nil {
 		return "", err
 	}
