@@ -20,8 +20,23 @@ import { createSyncHooks } from "./sync.js";
  *   { onRunCancelled(event: PluginEvent): Promise<void>, onRunStarted(event: PluginEvent): Promise<void> }} Hooks
  */
 
-/** How many agents' last acquires the plugin keeps for onRunStarted. */
-const MAX_AGENTS = 10000;
+/** How many runs' daemons, and agents' last acquires, the plugin keeps. */
+const MAX_KEPT = 10000;
+
+/**
+ * Sets key to value in m as its newest entry, and drops the oldest entry
+ * once m holds more than MAX_KEPT.
+ * @template V
+ * @param {Map<string, V>} m
+ * @param {string} key
+ * @param {V} value
+ */
+function setBounded(m, key, value) {
+  m.delete(key);
+  m.set(key, value);
+  const oldest = m.keys().next().value;
+  if (m.size > MAX_KEPT && oldest !== undefined) m.delete(oldest);
+}
 
 /** The hooks forwarded as they are, and the daemon's name of each. */
 const forwarded = /** @type {const} */ ({
@@ -57,11 +72,7 @@ export function createHooks(getContext) {
    */
   const remember = (socket, runId) => {
     seenSockets.add(socket);
-    if (runId) {
-      runSockets.set(runId, socket);
-      const oldest = runSockets.keys().next().value;
-      if (runSockets.size > 10000 && oldest !== undefined) runSockets.delete(oldest);
-    }
+    if (runId) setBounded(runSockets, runId, socket);
   };
   // Each agent's last acquireLease params, by agent id (oldest first).
   /** @type {Map<string, Record<string, unknown>>} */
@@ -71,10 +82,7 @@ export function createHooks(getContext) {
     const agentId = params.agentId;
     if (typeof agentId !== "string" || agentId === "") return;
     const { driverKey, companyId, environmentId, config, adapterType } = params;
-    lastAcquire.delete(agentId);
-    lastAcquire.set(agentId, { driverKey, companyId, environmentId, config, adapterType, agentId });
-    const oldest = lastAcquire.keys().next().value;
-    if (lastAcquire.size > MAX_AGENTS && oldest !== undefined) lastAcquire.delete(oldest);
+    setBounded(lastAcquire, agentId, { driverKey, companyId, environmentId, config, adapterType, agentId });
   };
   /** @type {Omit<Hooks, keyof typeof forwarded | "onEnvironmentSyncIn" | "onEnvironmentSyncOut">} */
   const own = {

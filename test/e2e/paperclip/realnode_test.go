@@ -105,7 +105,7 @@ func newRealNodeSandboxWorldWith(t testing.TB, srv *server, o sandboxOptions) *s
 
 // realNodeAgent is a stock claude_local agent of the world whose stand-in
 // CLI replays the transcript baked into its image.
-func (sw *sandboxWorld) realNodeAgent(t testing.TB, name string, tr transcript) agent {
+func (sw *sandboxWorld) realNodeAgent(t testing.TB, name string) agent {
 	t.Helper()
 	return sw.realNodeAgentIn(t, name, sw.envID)
 }
@@ -153,7 +153,7 @@ func TestSandboxClaudeRunOnRealNode(t *testing.T) {
 // Paperclip's log; every lease pod seen ran on the real node and is gone.
 func (sw *sandboxWorld) runOnRealNode(t *testing.T, tr transcript, why string) {
 	t.Helper()
-	coder := sw.realNodeAgent(t, "Coder", tr)
+	coder := sw.realNodeAgent(t, "Coder")
 	runAndCheck(t, sw.srv, coder.ID, why, runCheck{Within: 3 * time.Minute, Figures: stockFigures(t, tr), Transcript: tr, Log: sw.daemon.out.String})
 	sw.waitNoPods(t, time.Minute)
 	sw.mu.Lock()

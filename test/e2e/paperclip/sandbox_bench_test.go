@@ -182,8 +182,8 @@ func BenchmarkPaperclipSandboxRealNode(b *testing.B) {
 		"adapterConfig": map[string]any{"engine": "cli", "timeoutSec": 120,
 			"env": map[string]any{"STANDIN_TRANSCRIPT": tr.Path}},
 	}, &local)
-	agents := map[string]agent{"pcsync": sw.realNodeAgent(b, "InPod", tr), "pool": pools["pool"].w.realNodeAgent(b, "InPoolPod", tr),
-		"delayed": pools["delayed"].w.realNodeAgent(b, "InDelayedPoolPod", tr), "local": local,
+	agents := map[string]agent{"pcsync": sw.realNodeAgent(b, "InPod"), "pool": pools["pool"].w.realNodeAgent(b, "InPoolPod"),
+		"delayed": pools["delayed"].w.realNodeAgent(b, "InDelayedPoolPod"), "local": local,
 		"noprestart": sw.realNodeAgentIn(b, "InPodNoPrestart", sw.environment(b, "no prestart", map[string]any{"prestart": false}))}
 	rounds := 8
 	if n, err := strconv.Atoi(os.Getenv("PCSYNC_BENCH_ROUNDS")); err == nil && n > 0 {
