@@ -40,7 +40,7 @@ func TestLoadWarmPool(t *testing.T) {
 }
 
 // A company's refillDelaySec is the delay its claims hold its refills
-// for (none when unset); a negative one or one over 600 is refused,
+// for (3 s when unset, none when 0); a negative one or one over 600 is refused,
 // naming the file, the line and the field.
 func TestLoadRefillDelay(t *testing.T) {
 	for _, tc := range []struct {
@@ -48,8 +48,9 @@ func TestLoadRefillDelay(t *testing.T) {
 		want        time.Duration
 		wantErr     string
 	}{
-		{name: "unset", want: 0},
-		{name: "3s", field: "    refillDelaySec: 3\n", want: 3 * time.Second},
+		{name: "unset", want: 3 * time.Second},
+		{name: "0", field: "    refillDelaySec: 0\n", want: 0},
+		{name: "10s", field: "    refillDelaySec: 10\n", want: 10 * time.Second},
 		{name: "negative", field: "    refillDelaySec: -1\n", wantErr: "acme.yaml:8:21: spec.sandbox.refillDelaySec: invalid value"},
 		{name: "over 600", field: "    refillDelaySec: 601\n", wantErr: "acme.yaml:8:21: spec.sandbox.refillDelaySec: invalid value"},
 	} {

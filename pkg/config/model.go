@@ -418,12 +418,14 @@ type CompanyPaperclip struct {
 type CompanySandbox struct {
 	// WarmPool are the pools of Ready pods kept for its leases.
 	WarmPool []WarmPool `json:"warmPool"`
-	// RefillDelaySec is how long a claim holds the company's pool refills.
-	RefillDelaySec int `json:"refillDelaySec,omitempty"`
+	// RefillDelaySec is how long a claim holds the company's pool refills
+	// (the schema's default: 3; 0 refills at once).
+	RefillDelaySec int `json:"refillDelaySec"`
 }
 
 // RefillDelay is how long a claim of a member of a pool of company c holds
-// the company's refills (spec.sandbox.refillDelaySec); 0 when none.
+// the company's refills (spec.sandbox.refillDelaySec); 0: at once, or no
+// spec.sandbox.
 func (c *Company) RefillDelay() time.Duration {
 	if c.Spec.Sandbox == nil {
 		return 0

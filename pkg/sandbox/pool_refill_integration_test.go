@@ -11,7 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// A company's refillDelaySec holds the refill that a claim leaves: the
+// A company's refillDelaySec (unset here: its default, 3 s) holds the
+// refill that a claim leaves: the
 // claimed member's replacement is created no sooner than the delay after
 // the acquire began, whether the daemon that syncs the pools claimed it
 // (its take holds the namespace) or another daemon of the same owner did
@@ -20,7 +21,7 @@ import (
 // pod of its own.
 func TestPoolRefillDelay(t *testing.T) {
 	const delay = 3 * time.Second
-	e := newPoolTenantSpec(t, "{warmPool: [{adapterType: claude_local, count: 1}], refillDelaySec: 3}")
+	e := newPoolTenantSpec(t, "{warmPool: [{adapterType: claude_local, count: 1}]}")
 	a, err := e.poolManager("daemon-a")
 	if err != nil {
 		t.Fatal(err)

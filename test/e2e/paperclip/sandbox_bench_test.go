@@ -6,6 +6,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -157,10 +158,10 @@ func loadAvg() string {
 // sandbox with its lease pods on the real kubelet (the stand-in CLI in an
 // image built from pcsync's base): cold (its lease begun when Paperclip
 // starts the run, the default), cold in an environment with prestart
-// false (begun at the acquire), from a warm pool of one member that
-// refills at once, and from one whose company holds its refill for
-// refillDelaySec 3 (each a company of its own whose Git config declares
-// it), beside the same agent in an environment whose provider runs each
+// false (begun at the acquire), from a warm pool of one member whose
+// refill waits the default refillDelaySec (3 s), and from one whose
+// company sets refillDelaySec 0, refilling at once (each a company of its
+// own whose Git config declares it), beside the same agent in an environment whose provider runs each
 // execute as a local process under a reaping init (tini -s, as a
 // container's PID 1 would be): the floor, in alternating rounds. A pool's
 // runs are also given alone where they claimed a member, and the cold
@@ -170,7 +171,7 @@ func BenchmarkPaperclipSandboxRealNode(b *testing.B) {
 	tr := readTranscript(b, realNodeTranscript)
 	cold := newBenchWorld(b, srv, nil)
 	sw := cold.w
-	pools := map[string]*benchPool{"pcsync": cold, "pool": newBenchPool(b, srv, 0), "delayed": newBenchPool(b, srv, 3)}
+	pools := map[string]*benchPool{"pcsync": cold, "pool": newBenchPool(b, srv, nil), "atonce": newBenchPool(b, srv, map[string]any{"refillDelaySec": 0})}
 	tini, err := exec.LookPath("tini")
 	if err != nil {
 		b.Fatalf("the floor runs its executes under tini -s: %v (apt-get install tini)", err)
@@ -183,7 +184,7 @@ func BenchmarkPaperclipSandboxRealNode(b *testing.B) {
 			"env": map[string]any{"STANDIN_TRANSCRIPT": tr.Path}},
 	}, &local)
 	agents := map[string]agent{"pcsync": sw.realNodeAgent(b, "InPod"), "pool": pools["pool"].w.realNodeAgent(b, "InPoolPod"),
-		"delayed": pools["delayed"].w.realNodeAgent(b, "InDelayedPoolPod"), "local": local,
+		"atonce": pools["atonce"].w.realNodeAgent(b, "InAtOncePoolPod"), "local": local,
 		"noprestart": sw.realNodeAgentIn(b, "InPodNoPrestart", sw.environment(b, "no prestart", map[string]any{"prestart": false}))}
 	rounds := 8
 	if n, err := strconv.Atoi(os.Getenv("PCSYNC_BENCH_ROUNDS")); err == nil && n > 0 {
@@ -194,7 +195,7 @@ func BenchmarkPaperclipSandboxRealNode(b *testing.B) {
 		// Each round turns the order by one: each side takes each place
 		// as often, and two runs of others or more come between two of
 		// its own.
-		order := []string{"local", "pcsync", "noprestart", "pool", "delayed"}
+		order := []string{"local", "pcsync", "noprestart", "pool", "atonce"}
 		for i := range rounds {
 			for j := range order {
 				who := order[(i+j)%len(order)]
@@ -248,11 +249,9 @@ type benchPool struct {
 	metrics string
 }
 
-func newBenchPool(b *testing.B, srv *server, refillDelaySec int) *benchPool {
+func newBenchPool(b *testing.B, srv *server, fields map[string]any) *benchPool {
 	sandbox := map[string]any{"warmPool": []any{map[string]any{"adapterType": "claude_local", "count": 1}}}
-	if refillDelaySec > 0 {
-		sandbox["refillDelaySec"] = refillDelaySec
-	}
+	maps.Copy(sandbox, fields)
 	return newBenchWorld(b, srv, sandbox)
 }
 
@@ -293,21 +292,23 @@ func reportSandboxRealNode(b *testing.B, took map[string][]time.Duration) {
 BenchmarkPaperclipSandboxRealNode: a stock claude_local run, wake → succeeded (Paperclip's createdAt → finishedAt), %d runs each, load %s
   pcsync sandbox, no pool (lease pod started cold)     p50 %6d ms  p99 %6d ms  (its %d prestarted runs: p50 %d ms)
   the same, environment prestart: false                p50 %6d ms  p99 %6d ms
-  warm pool of 1, refilled at once                     p50 %6d ms  p99 %6d ms  (its %d warm claims: p50 %d ms)
-  warm pool of 1, refillDelaySec 3                     p50 %6d ms  p99 %6d ms  (its %d warm claims: p50 %d ms)
+  warm pool of 1, refill after 3 s (the default)       p50 %6d ms  p99 %6d ms  (its %d warm claims: p50 %d ms)
+  warm pool of 1, refillDelaySec 0 (at once)           p50 %6d ms  p99 %6d ms  (its %d warm claims: p50 %d ms)
   local-process provider under tini -s (the floor)     p50 %6d ms  p99 %6d ms
-  ratio p50 to the floor: cold %.2f (%+d ms), cold without prestart %.2f (%+d ms), pool %.2f (%+d ms), its warm claims %.2f (%+d ms), delayed pool's warm claims %.2f (%+d ms)
+  ratio p50 to the floor: cold %.2f (%+d ms), cold without prestart %.2f (%+d ms), pool %.2f (%+d ms), its warm claims %.2f (%+d ms), the pool refilled at once %.2f (%+d ms), its warm claims %.2f (%+d ms)
 `, len(took["pcsync"]), loadAvg(), ms("pcsync"), p99("pcsync"), len(took["pcsync-pre"]), ms("pcsync-pre"),
 		ms("noprestart"), p99("noprestart"),
 		ms("pool"), p99("pool"), len(took["pool-warm"]), ms("pool-warm"),
-		ms("delayed"), p99("delayed"), len(took["delayed-warm"]), ms("delayed-warm"),
+		ms("atonce"), p99("atonce"), len(took["atonce-warm"]), ms("atonce-warm"),
 		ms("local"), p99("local"),
 		float64(p50("pcsync"))/floor, ms("pcsync")-ms("local"), float64(p50("noprestart"))/floor, ms("noprestart")-ms("local"), float64(p50("pool"))/floor, ms("pool")-ms("local"),
-		float64(p50("pool-warm"))/floor, ms("pool-warm")-ms("local"), float64(p50("delayed-warm"))/floor, ms("delayed-warm")-ms("local"))
+		float64(p50("pool-warm"))/floor, ms("pool-warm")-ms("local"), float64(p50("atonce"))/floor, ms("atonce")-ms("local"),
+		float64(p50("atonce-warm"))/floor, ms("atonce-warm")-ms("local"))
 	b.ReportMetric(float64(p50("pcsync"))/floor, "sandbox/local-p50")
 	b.ReportMetric(float64(p50("noprestart"))/floor, "noprestart/local-p50")
 	b.ReportMetric(float64(p50("pool"))/floor, "pool/local-p50")
-	b.ReportMetric(float64(p50("delayed-warm"))/floor, "delayed-warm/local-p50")
+	b.ReportMetric(float64(p50("pool-warm"))/floor, "pool-warm/local-p50")
+	b.ReportMetric(float64(p50("atonce"))/floor, "atonce/local-p50")
 	b.ReportMetric(float64(ms("pcsync")), "sandbox-p50-ms")
 	b.ReportMetric(float64(ms("pool")), "pool-p50-ms")
 	b.ReportMetric(float64(ms("local")), "local-p50-ms")
