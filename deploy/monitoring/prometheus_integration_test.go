@@ -255,8 +255,11 @@ spec:
 	}
 }
 
-// company is a Company document whose agent's Jobs succeed 300 ms after
-// they run (kwok) and log the test transcript.
+// company is a Company document whose agent's Jobs succeed 2 s after they
+// run (kwok) and log the test transcript: with concurrency 2, a burst of
+// 6 keeps runs queued for about 4 s, seen by several of Prometheus'
+// scrapes a second apart (at 300 ms the queue could come and go between
+// two scrapes, and max_over_time of the queued gauge gave 0).
 func company(slug string) string {
 	return fmt.Sprintf(`apiVersion: pcsync.io/v1alpha1
 kind: Company
@@ -268,7 +271,7 @@ spec:
     adapter: claude_local
     model: claude-sonnet-4-6
     concurrency: 2
-    labels: {sim.pcsync.io/outcome: succeed, sim.pcsync.io/delay-ms: "300"}
+    labels: {sim.pcsync.io/outcome: succeed, sim.pcsync.io/delay-ms: "2000"}
     resources:
       requests: {cpu: 100m, memory: 128Mi}
       limits: {cpu: 100m, memory: 128Mi}
