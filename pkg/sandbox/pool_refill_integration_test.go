@@ -12,13 +12,12 @@ import (
 )
 
 // A company's refillDelaySec (unset here: its default, 3 s) holds the
-// refill that a claim leaves: the
-// claimed member's replacement is created no sooner than the delay after
-// the acquire began, whether the daemon that syncs the pools claimed it
-// (its take holds the namespace) or another daemon of the same owner did
-// (the syncing daemon's informer sees the member leave the pool with no
-// deletion begun). An acquire in that time finds no member and starts a
-// pod of its own.
+// refill that a claim leaves: the claimed member's replacement is created
+// no sooner than the delay after the acquire began, whether the daemon
+// that syncs the pools claimed it (its take holds the namespace) or
+// another daemon of the same owner did (the syncing daemon's informer sees
+// the member leave the pool with no deletion begun). An acquire in that
+// time finds no member and starts a pod of its own.
 func TestPoolRefillDelay(t *testing.T) {
 	const delay = 3 * time.Second
 	e := newPoolTenantSpec(t, "{warmPool: [{adapterType: claude_local, count: 1}]}")

@@ -161,9 +161,10 @@ func loadAvg() string {
 // false (begun at the acquire), from a warm pool of one member whose
 // refill waits the default refillDelaySec (3 s), and from one whose
 // company sets refillDelaySec 0, refilling at once (each a company of its
-// own whose Git config declares it), beside the same agent in an environment whose provider runs each
-// execute as a local process under a reaping init (tini -s, as a
-// container's PID 1 would be): the floor, in alternating rounds. A pool's
+// own whose Git config declares it), beside the same agent in an
+// environment whose provider runs each execute as a local process under a
+// reaping init (tini -s, as a container's PID 1 would be): the floor, in
+// alternating rounds. A pool's
 // runs are also given alone where they claimed a member, and the cold
 // runs where their acquire took a prestarted lease.
 func BenchmarkPaperclipSandboxRealNode(b *testing.B) {
