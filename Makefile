@@ -1,14 +1,18 @@
 # pcsync — see README.md.
 #
 #   make build   build bin/pcsync
-#   make test    every test, unit and integration (-tags integration: the
-#                integration tests start their own control plane from binaries
-#                that `make k8sbin` builds, and test/realnode a real kubelet
-#                with Debian's containerd, runc and CNI plugins, which
-#                `make realnode-deps` installs as root; deploy/monitoring
-#                promtool and a Prometheus server, which `make monitoring-deps`
-#                installs as root); `go test ./...` alone
-#                runs the unit tests, in seconds, with no binaries
+#   make test-unit         the unit tests: seconds, no root, no cluster, no binaries
+#   make test-integration  the integration tests (-tags integration): they start
+#                their own control plane from binaries that `make k8sbin`
+#                builds, and test/realnode a real kubelet with Debian's
+#                containerd, runc and CNI plugins, which `make realnode-deps`
+#                installs as root; deploy/monitoring promtool and a Prometheus
+#                server, which `make monitoring-deps` installs as root.
+#                PKG=./pkg/apply runs one package's
+#   make test-e2e          the end-to-end tests against a real Paperclip server
+#   make test    all of them (integration and end-to-end side by side), under
+#                hack/testreaper: it fails if a process they started is still
+#                running after them
 #   make demo    validate and render examples/config, print a summary
 #   make lint    gofmt, and go vet with and without the integration tag
 #   make bench   render/load benchmarks, and kubectl kustomize of the same output
@@ -20,11 +24,12 @@ export GOFLAGS ?= -buildvcs=false
 BIN        := bin/pcsync
 DEMO_OUT   := _out/demo
 TEST_FLAGS ?= -timeout 35m
+UNIT_FLAGS ?= -timeout 10m
 # Tests that need the control plane (internal/testcluster) or a real Paperclip
 # server live in files starting with `//go:build integration`.
 TEST_TAGS  := -tags integration
 
-.PHONY: all build test demo lint bench clean
+.PHONY: all build test test-unit test-integration test-e2e test-suites demo lint bench clean
 
 all: build
 
@@ -42,14 +47,31 @@ build:
 # plugin (paperclip-plugin).
 -include integrations/paperclip-sandbox/paperclip-sandbox.mk
 
-# The Paperclip end-to-end package runs once, in e2e-paperclip (its own
-# timeout), beside the other packages: the machine has one real node, which
-# test/realnode (listed first, so started first) holds for minutes while the
-# end-to-end tests that need no real node run; those that need it start it
-# when they come (its TestMain makes it Lazy). Its output is printed when it
-# ends; either failing fails make test.
-test: $(if $(wildcard hack/cluster.mk),k8sbin realnode-deps) monitoring-deps paperclip-adapter-test paperclip-plugin-test
+TEST_DEPS := $(if $(wildcard hack/cluster.mk),k8sbin realnode-deps) monitoring-deps paperclip-adapter-test paperclip-plugin-test
+
+# Every suite, under hack/testreaper (a child subreaper): a process the tests
+# started and left running (a lease's command server, a shim, a server a
+# harness forgot) is named, killed, and fails make test.
+test: $(TEST_DEPS)
 	@bash hack/paperclip/install.sh >/dev/null
+	@$(GO) run ./hack/testreaper -- $(MAKE) --no-print-directory test-suites
+
+test-unit:
+	$(GO) test $(UNIT_FLAGS) ./...
+
+# Every package with integration tests, or only PKG (a package pattern).
+test-integration: $(TEST_DEPS)
+	$(GO) test $(TEST_TAGS) $(TEST_FLAGS) $(or $(PKG),./test/realnode $$($(GO) list ./... | grep -v -e '/test/e2e/' -e '/test/realnode$$'))
+
+test-e2e: e2e-paperclip
+
+# The Paperclip end-to-end package runs once (its own timeout), beside the
+# other packages: the machine has one real node, which test/realnode (listed
+# first, so started first) holds for minutes while the end-to-end tests that
+# need no real node run; those that need it start it when they come (its
+# TestMain makes it Lazy). Its output is printed when it ends; either failing
+# fails the run.
+test-suites:
 	@e2e_log="$$(mktemp)"; \
 	( $(GO) test $(TEST_TAGS) $(E2E_FLAGS) ./test/e2e/paperclip >"$$e2e_log" 2>&1; echo $$? >"$$e2e_log.rc" ) & \
 	e2e_pid=$$!; \

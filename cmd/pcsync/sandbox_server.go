@@ -17,18 +17,27 @@ func newSandboxServerCmd(g *globalOptions) *cobra.Command {
 	}
 
 	var serveSocket string
+	var ownerPID int
 	serve := &cobra.Command{
-		Use:   "serve --socket PATH",
-		Short: "Serve commands on a Unix socket until Shutdown or SIGTERM",
+		Use:   "serve --socket PATH [--owner-pid PID]",
+		Short: "Serve commands on a Unix socket until Shutdown, SIGTERM, its socket's removal or its owner's end",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			closed, err := cmdserver.CloseInherited()
+			if err != nil {
+				return err
+			}
 			opts := cmdserver.DefaultOptions()
-			opts.Socket = serveSocket
+			opts.Socket, opts.OwnerPID = serveSocket, ownerPID
 			opts.Logger = g.Logger
+			if len(closed) > 0 {
+				g.Logger.Debug("command server closed inherited files", "fds", closed)
+			}
 			return cmdserver.Serve(c.Context(), opts)
 		},
 	}
 	serve.Flags().StringVar(&serveSocket, "socket", cmdserver.DefaultSocket, "Unix socket to listen on")
+	serve.Flags().IntVar(&ownerPID, "owner-pid", 0, "stop when this process ends (0: none)")
 
 	var attachSocket string
 	var spawn bool

@@ -82,11 +82,9 @@ func TestPrometheusScrapesDaemon(t *testing.T) {
 		}
 	}
 	cfgDir, spool, state := t.TempDir(), t.TempDir(), t.TempDir()
-	hostDir, err := os.MkdirTemp("/tmp", "mon-") // short: Unix socket paths
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(hostDir) })
+	// The kwok lease's command server runs on this host under hostDir, and
+	// is stopped with it when the test ends.
+	hostDir := testcluster.HostDir(t, "mon-")
 	lines := transcript(t)
 	for _, slug := range slugs {
 		if _, err := c.ServeLogs(ctx, "mon-"+slug, nil, lines); err != nil {

@@ -20,7 +20,10 @@ import (
 
 // doctor shows each declared warm pool against its members in the tenant
 // namespace (a member of another image is not the pool's), and the
-// members no pool declares.
+// members no pool declares. The doctor runs right after the creates,
+// without a wait: its one pool member, m1, asks for a node label no node
+// has and stays Pending, so "Ready 0" holds however soon kwok runs the
+// others (which count in no pool's Ready).
 func TestDoctorWarmPools(t *testing.T) {
 	c := testcluster.Get(t)
 	ctx := context.Background()

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"syscall"
+	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -110,4 +111,27 @@ func KillHostProcesses(dir string) (int, error) {
 		}
 	}
 	return n, err
+}
+
+// HostDir makes a directory under /tmp (short: Unix socket paths live in it)
+// for ServeExec's WorkDir and the sandbox's host root, removed when the test
+// ends. Lease command servers share this host and outlive their pods (and a
+// killed daemon); each stops once its socket's directory is gone, and the
+// cleanup kills any process still running under dir first, so that none
+// outlives the test.
+func HostDir(tb testing.TB, prefix string) string {
+	tb.Helper()
+	dir, err := os.MkdirTemp("/tmp", prefix)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if n, err := KillHostProcesses(dir); err != nil || n > 0 {
+			tb.Logf("stopped %d processes left under %s: %v", n, dir, err)
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			tb.Errorf("remove %s: %v", dir, err)
+		}
+	})
+	return dir
 }

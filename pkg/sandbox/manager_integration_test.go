@@ -171,18 +171,7 @@ spec:
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
-	hostDir, err := os.MkdirTemp("/tmp", "sbx-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		// A lease the test left (its daemon killed, or never released)
-		// keeps its command server running on this host: stop it.
-		if n, err := testcluster.KillHostProcesses(hostDir); err != nil || n > 0 {
-			t.Logf("stopped %d processes left under %s: %v", n, hostDir, err)
-		}
-		_ = os.RemoveAll(hostDir)
-	})
+	hostDir := testcluster.HostDir(t, "sbx-")
 	if err := c.ServeExec(ctx, ns, testcluster.ExecOptions{WorkDir: hostDir,
 		Env: map[string]string{"PATH": "/usr/local/bin:/usr/bin:/bin", "SANDBOX_TEST": "from-the-pod"}}); err != nil {
 		t.Fatal(err)

@@ -10,12 +10,15 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/pcsync/pcsync/internal/agentpod"
 	"github.com/pcsync/pcsync/internal/lockedbuf"
@@ -23,6 +26,7 @@ import (
 	"github.com/pcsync/pcsync/internal/testnet"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/egressproxy/agentenv"
+	"github.com/pcsync/pcsync/pkg/egressproxy/allow"
 	"github.com/pcsync/pcsync/pkg/egressproxy/tokensync"
 	"github.com/pcsync/pcsync/pkg/result"
 	"github.com/pcsync/pcsync/pkg/runs/kubeexec"
@@ -141,8 +145,63 @@ func newCLIEnv(t *testing.T) *cliEnv {
 		if err := tn.CheckRouteFrom(ctx, testnet.PublicAddress, proxy.Status.PodIP, e.node.PodBridge()); err != nil {
 			t.Fatalf("send nothing: %v", err)
 		}
+		// The runs reach the proxy through its Service, which routes to it
+		// once its EndpointSlice says so: after its readiness probe (every
+		// 5 s) passes, which Running does not imply.
+		waitProxyEndpoint(ctx, t, c.Client(), ns, proxy.Status.PodIP, time.Minute)
 	}
 	return e
+}
+
+// waitProxyEndpoint waits up to within for the EndpointSlice of ns's egress
+// proxy Service to list ip as a ready endpoint. (kube-proxy then programs
+// the node from it, well within the seconds a run's pod takes to start.)
+func waitProxyEndpoint(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns, ip string, within time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	sel := discoveryv1.LabelServiceName + "=" + allow.ProxyName
+	last := "no EndpointSlice"
+	for {
+		l, err := cs.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if err != nil {
+			last = err.Error()
+		} else if readyAt(l.Items, ip) {
+			return
+		} else if len(l.Items) > 0 {
+			last = describeEndpoints(l.Items)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("Service %s/%s: waited %s for a ready endpoint at %s (the proxy pod): %v; last seen: %s",
+				ns, allow.ProxyName, within, ip, context.Cause(ctx), last)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// describeEndpoints lists the slices' endpoints, each with its readiness,
+// for a failure message.
+func describeEndpoints(items []discoveryv1.EndpointSlice) string {
+	var eps []string
+	for _, s := range items {
+		for _, ep := range s.Endpoints {
+			eps = append(eps, fmt.Sprintf("%v ready=%v", ep.Addresses, ep.Conditions.Ready != nil && *ep.Conditions.Ready))
+		}
+	}
+	return fmt.Sprintf("%d EndpointSlices, endpoints %v", len(items), eps)
+}
+
+// readyAt says one of items lists ip as a ready endpoint.
+func readyAt(items []discoveryv1.EndpointSlice, ip string) bool {
+	for _, s := range items {
+		for _, ep := range s.Endpoints {
+			if ep.Conditions.Ready != nil && *ep.Conditions.Ready && slices.Contains(ep.Addresses, ip) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // createSecrets creates each tenant's key Secret and the stand-ins' CA.

@@ -259,8 +259,11 @@ func (e *enfEnv) manager(t *testing.T) *sandbox.Manager {
 	return m
 }
 
-// leaseProber acquires a lease for tenant a's agent (it claims the warm member)
-// and probes through the Manager's execute.
+// leaseProber acquires a lease for tenant a's agent and probes through the
+// Manager's execute. The lease claims the warm member when it is Ready, or
+// starts a cold pod; the case holds either way (both carry the agent's role and
+// its policies). A lease is ready when its command stream answers, which the
+// kubelet allows before it posts the pod's IP: the prober waits for the IP.
 func (e *enfEnv) leaseProber(ctx context.Context, t *testing.T, m *sandbox.Manager) enfProber {
 	t.Helper()
 	info, err := m.Acquire(ctx, sandbox.AcquireParams{Config: sandbox.EnvironmentConfig{Company: e.slugA},
@@ -269,10 +272,7 @@ func (e *enfEnv) leaseProber(ctx context.Context, t *testing.T, m *sandbox.Manag
 		t.Fatalf("acquire: %v", err)
 	}
 	t.Cleanup(func() { _, _ = m.Release(context.Background(), sandbox.ReleaseParams{ID: info.ID, Cancel: true}) })
-	pod, err := e.c.Client().CoreV1().Pods(e.nsA).Get(ctx, info.ID, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pod := waitPodIP(ctx, t, e.c.Client(), e.nsA, info.ID, time.Minute)
 	return enfProber{name: "lease", ns: e.nsA, pod: info.ID, ip: pod.Status.PodIP,
 		probe: func(ctx context.Context, specs []string) (string, error) {
 			r, err := m.Execute(ctx, sandbox.ExecParams{LeaseID: info.ID, Command: "node",

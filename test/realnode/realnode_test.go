@@ -25,6 +25,7 @@ import (
 	utilexec "k8s.io/client-go/util/exec"
 	"k8s.io/utils/ptr"
 
+	"github.com/pcsync/pcsync/internal/podwait"
 	"github.com/pcsync/pcsync/internal/testcluster"
 )
 
@@ -127,6 +128,26 @@ func waitPod(ctx context.Context, cs kubernetes.Interface, ns, name string, done
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// waitPodIP waits up to within for the API server to hold pod ns/name's IP
+// (status.podIP), which the kubelet posts in its own time: after the pod's
+// containers run, and after an exec into them answers.
+func waitPodIP(ctx context.Context, t testing.TB, cs kubernetes.Interface, ns, name string, within time.Duration) *corev1.Pod {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	pod, err := podwait.Until(ctx, cs, ns, name, func(p *corev1.Pod) (bool, error) {
+		return p != nil && p.Status.PodIP != "", nil
+	})
+	if err != nil {
+		last := "never seen"
+		if pod != nil {
+			last = describe(pod)
+		}
+		t.Fatalf("Pod/%s/%s: waited %s for status.podIP: %v; last seen: %s", ns, name, within, err, last)
+	}
+	return pod
 }
 
 // describe summarises a pod's phase and container states for a failure message.

@@ -40,6 +40,7 @@ func helperMain(sub string, args []string) int {
 	fs := flag.NewFlagSet(sub, flag.ContinueOnError)
 	socket := fs.String("socket", "", "")
 	spawn := fs.Bool("spawn", false, "")
+	owner := fs.Int("owner-pid", 0, "")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -50,7 +51,7 @@ func helperMain(sub string, args []string) int {
 	switch sub {
 	case "serve":
 		opts := cmdserver.DefaultOptions()
-		opts.Socket, opts.Logger = *socket, log
+		opts.Socket, opts.OwnerPID, opts.Logger = *socket, *owner, log
 		err = cmdserver.Serve(ctx, opts)
 	case "attach":
 		err = cmdserver.Attach(ctx, cmdserver.AttachOptions{Socket: *socket, Spawn: *spawn, Logger: log})
@@ -777,6 +778,12 @@ func TestAttachRelaySpawnsServer(t *testing.T) {
 	}
 	if serverPID == o.procs[0].Pid {
 		t.Errorf("the relay (pid %d) serves commands itself", serverPID)
+	}
+	// It belongs to the relay's parent (here this test; on kwok the node's
+	// agent) and ends with it.
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", serverPID))
+	if want := fmt.Sprintf("\x00--owner-pid\x00%d\x00", os.Getpid()); err != nil || !strings.Contains(string(cmdline), want) {
+		t.Errorf("server's command line %q (%v), want it to hold %q", cmdline, err, want)
 	}
 	fi, err := os.Stat(socket)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
 )
@@ -70,7 +71,8 @@ func noServer(err error) bool {
 func spawnAndDial(ctx context.Context, opts AttachOptions) (net.Conn, error) {
 	argv := opts.SpawnArgv
 	if argv == nil {
-		argv = []string{os.Args[0], "sandbox-server", "serve", "--socket", opts.Socket}
+		argv = []string{os.Args[0], "sandbox-server", "serve", "--socket", opts.Socket,
+			"--owner-pid", strconv.Itoa(os.Getppid())}
 	}
 	if err := spawn(argv, opts.Socket+".log"); err != nil {
 		return nil, err

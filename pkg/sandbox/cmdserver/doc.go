@@ -30,5 +30,6 @@
 //	command.go   a command's state: its output streams (stdout, stderr) with their cap, its stdin queue
 //	conn.go      a client connection: what it sends next, its read and send loops
 //	handlers.go  the handler of each frame type a client sends
+//	watch.go     stopping when the socket is removed or the owner ends; closing inherited files
 //	attach.go    Attach: the relay between an exec's stdin/stdout and the socket, spawning a server if none listens
 package cmdserver

@@ -34,6 +34,15 @@ type Options struct {
 	// Environ is the environment that BaseEnv commands overlay; nil: the
 	// server's own (os.Environ()).
 	Environ []string
+	// OwnerPID, when set, is the process the server belongs to: the server
+	// stops when it ends. A server spawned by Attach (pods that share the
+	// host, as kwok's do) belongs to the process that ran the relay, the
+	// node's agent.
+	OwnerPID int
+	// Watch is how often the server checks that its socket is still there
+	// (it stops when the file is removed or replaced, as when its directory
+	// is removed) and that its owner runs.
+	Watch time.Duration
 	// Logger receives structured logs; nil: text to stderr.
 	Logger *slog.Logger
 }
@@ -45,6 +54,7 @@ func DefaultOptions() Options {
 		MaxBuffer: 64 << 20,
 		Drain:     50 * time.Millisecond,
 		KillWait:  2 * time.Second,
+		Watch:     time.Second,
 	}
 }
 
@@ -55,6 +65,7 @@ func (o *Options) complete() {
 	o.MaxBuffer = cmp.Or(max(o.MaxBuffer, 0), d.MaxBuffer)
 	o.Drain = cmp.Or(max(o.Drain, 0), d.Drain)
 	o.KillWait = cmp.Or(max(o.KillWait, 0), d.KillWait)
+	o.Watch = cmp.Or(max(o.Watch, 0), d.Watch)
 	if o.Environ == nil {
 		o.Environ = os.Environ()
 	}
@@ -72,8 +83,9 @@ type AttachOptions struct {
 	// node where nothing runs in the pod, such as kwok).
 	Spawn bool
 	// SpawnArgv is the server's command line; nil: os.Args[0]
-	// sandbox-server serve --socket Socket. Its output goes to
-	// Socket+".log".
+	// sandbox-server serve --socket Socket --owner-pid PPID, where PPID is
+	// the relay's parent (the node's agent that ran the exec), so the server
+	// ends with it. Its output goes to Socket+".log".
 	SpawnArgv []string
 	// SpawnWait bounds the wait for a spawned server's socket; 0: 2 s.
 	SpawnWait time.Duration

@@ -45,8 +45,9 @@ type server struct {
 	wg sync.WaitGroup
 }
 
-// Serve runs the command server until ctx is done or a client sends
-// Shutdown; either way it SIGKILLs every process group it started and
+// Serve runs the command server until ctx is done, a client sends
+// Shutdown, its socket is removed or its owner ends (Options.OwnerPID);
+// either way it SIGKILLs every process group it started and
 // returns nil. It returns an error when it cannot listen.
 func Serve(ctx context.Context, opts Options) error {
 	if opts.Socket == "" {
@@ -79,6 +80,9 @@ func Serve(ctx context.Context, opts Options) error {
 	s.log.Info("command server listening", slog.String("socket", opts.Socket), slog.Int("pid", os.Getpid()))
 
 	go s.acceptLoop(ln)
+	watchStop := make(chan struct{})
+	defer close(watchStop)
+	go s.watch(watchStop)
 	select {
 	case <-ctx.Done():
 		s.log.Info("command server stopping", slog.String("reason", "context done"))

@@ -21,7 +21,9 @@ import (
 // role label, no run's env and no secret; a stock claude_local run through the real
 // Paperclip claims it (the daemon counts one warm claim, no miss) and
 // succeeds with the transcript's figures; after the run that pod is gone
-// and the pool is whole again with a new member.
+// and the pool is whole again with a new member. The run is woken only once
+// the daemon itself reports the member Ready: its claim reads its own
+// informer, which sees the API server's Ready a little later.
 func TestSandboxWarmPoolRun(t *testing.T) {
 	srv := sharedServer(t)
 	tr := readTranscript(t, "claude-obers-small-success.jsonl")
@@ -31,6 +33,7 @@ func TestSandboxWarmPoolRun(t *testing.T) {
 		Company:    map[string]any{"sandbox": map[string]any{"warmPool": []any{map[string]any{"adapterType": "claude_local", "count": 1}}}},
 	})
 	first := sw.waitMember(t, "")
+	sw.waitDaemonSeesReady(t, metrics, time.Minute)
 	if role, ok := first.Labels["paperclip.io/role"]; ok {
 		t.Errorf("member %s has role %q: an egress policy selects it before a claim", first.Name, role)
 	}
@@ -99,6 +102,21 @@ func (sw *sandboxWorld) waitMember(t testing.TB, not string) corev1.Pod {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("no Ready warm pool member in %s after 2m (%d pods with the pool label)\ndaemon log:\n%s", sw.ns, len(l.Items), tail(sw.daemon.out.String(), 4000))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// waitDaemonSeesReady waits until the daemon serving metrics at addr
+// reports a Ready member of the world's company's pools
+// (pcsync_sandbox_pool_ready, from the informer its claims read).
+func (sw *sandboxWorld) waitDaemonSeesReady(t testing.TB, addr string, within time.Duration) {
+	t.Helper()
+	series := `pcsync_sandbox_pool_ready{company="` + sw.pc.Slug + `"}`
+	deadline := time.Now().Add(within)
+	for metricSum(t, addr, series) < 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the daemon reports no Ready warm pool member (%s) after %s\ndaemon log:\n%s", series, within, tail(sw.daemon.out.String(), 4000))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

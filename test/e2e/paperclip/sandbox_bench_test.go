@@ -166,7 +166,11 @@ func loadAvg() string {
 // reaping init (tini -s, as a container's PID 1 would be): the floor, in
 // alternating rounds. A pool's
 // runs are also given alone where they claimed a member, and the cold
-// runs where their acquire took a prestarted lease.
+// runs where their acquire took a prestarted lease. No run waits for its
+// pool's member to be Ready (a refill may still be under way): each run's
+// claim is read from the daemon's warm-claims counter, so a run that found
+// no Ready member starts cold and counts among its pool's runs only, not
+// its warm claims: the figures hold either way.
 func BenchmarkPaperclipSandboxRealNode(b *testing.B) {
 	srv := sharedServer(b)
 	tr := readTranscript(b, realNodeTranscript)

@@ -147,21 +147,10 @@ func newSandboxWorld(t testing.TB, srv *server, o sandboxOptions) *sandboxWorld 
 // shortDir is a fresh directory with a short path, removed at the end.
 func shortDir(t testing.TB, prefix string) string {
 	t.Helper()
-	d, err := os.MkdirTemp("/tmp", prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := testcluster.HostDir(t, prefix)
 	if err := os.Chmod(d, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		// Lease command servers share this host and outlive their pods (and
-		// a killed daemon): none may outlive the test.
-		if n, err := testcluster.KillHostProcesses(d); err != nil || n > 0 {
-			t.Logf("stopped %d processes left under %s: %v", n, d, err)
-		}
-		_ = os.RemoveAll(d)
-	})
 	return d
 }
 
