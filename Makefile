@@ -47,7 +47,16 @@ build:
 # plugin (paperclip-plugin).
 -include integrations/paperclip-sandbox/paperclip-sandbox.mk
 
-TEST_DEPS := $(if $(wildcard hack/cluster.mk),k8sbin realnode-deps) monitoring-deps paperclip-adapter-test paperclip-plugin-test
+TEST_DEPS := inotify $(if $(wildcard hack/cluster.mk),k8sbin realnode-deps) monitoring-deps paperclip-adapter-test paperclip-plugin-test
+
+# kwok holds one inotify instance per followed container log, and pcsync's
+# spool and config watchers need their own: the default of 128 per user runs
+# out when the integration packages run side by side. Raised when we may.
+.PHONY: inotify
+inotify:
+	@[ "$$(cat /proc/sys/fs/inotify/max_user_instances 2>/dev/null || echo 0)" -ge 8192 ] || \
+		sysctl -qw fs.inotify.max_user_instances=8192 2>/dev/null || \
+		echo "note: could not raise fs.inotify.max_user_instances (not root?)"
 
 # Every suite, under hack/testreaper (a child subreaper): a process the tests
 # started and left running (a lease's command server, a shim, a server a
