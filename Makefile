@@ -25,7 +25,7 @@ BIN        := bin/pcsync
 DEMO_OUT   := _out/demo
 TEST_FLAGS ?= -timeout 35m
 UNIT_FLAGS ?= -timeout 10m
-# Tests that need the control plane (internal/testcluster) or a real Paperclip
+# Tests that need the control plane (internal/testing/testcluster) or a real Paperclip
 # server live in files starting with `//go:build integration`.
 TEST_TAGS  := -tags integration
 

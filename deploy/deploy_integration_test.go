@@ -34,9 +34,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/pcsync/pcsync/internal/doctor"
-	"github.com/pcsync/pcsync/internal/leader"
-	"github.com/pcsync/pcsync/internal/testcluster"
-	"github.com/pcsync/pcsync/internal/testkustomize"
+	"github.com/pcsync/pcsync/internal/lib/leader"
+	"github.com/pcsync/pcsync/internal/testing/testcluster"
+	"github.com/pcsync/pcsync/internal/testing/testkustomize"
 	"github.com/pcsync/pcsync/pkg/apply"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/introspect"

@@ -18,7 +18,7 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/pcsync/pcsync/internal/doctor"
-	"github.com/pcsync/pcsync/internal/testkustomize"
+	"github.com/pcsync/pcsync/internal/testing/testkustomize"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/render"
 )

@@ -12,8 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/pcsync/pcsync/internal/testcluster"
-	"github.com/pcsync/pcsync/internal/testkustomize"
+	"github.com/pcsync/pcsync/internal/testing/testcluster"
+	"github.com/pcsync/pcsync/internal/testing/testkustomize"
 )
 
 // TestPaperclipServerSideDryRun server-side dry-run applies every object

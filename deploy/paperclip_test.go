@@ -14,7 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 
-	"github.com/pcsync/pcsync/internal/testkustomize"
+	"github.com/pcsync/pcsync/internal/testing/testkustomize"
 	"github.com/pcsync/pcsync/pkg/config"
 )
 

@@ -1,5 +1,5 @@
 # Local Kubernetes control plane for development and integration tests
-# (internal/testcluster; docs/testcluster.md). Included from the root Makefile.
+# (internal/testing/testcluster; docs/testcluster.md). Included from the root Makefile.
 #
 #   make k8sbin            build etcd, kube-apiserver, kube-controller-manager,
 #                          kube-scheduler, kubelet and kwok once (cached outside the

@@ -14,7 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/pcsync/pcsync/internal/kube"
+	"github.com/pcsync/pcsync/internal/lib/kube"
 )
 
 // recordingServer counts every request; a config that never reaches the cluster

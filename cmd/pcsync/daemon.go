@@ -12,7 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/pcsync/pcsync/internal/daemon"
-	"github.com/pcsync/pcsync/internal/leader"
+	"github.com/pcsync/pcsync/internal/lib/leader"
 	"github.com/pcsync/pcsync/pkg/apply"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/introspect"

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/pcsync/pcsync/internal/leader"
+	"github.com/pcsync/pcsync/internal/lib/leader"
 	"github.com/pcsync/pcsync/pkg/apply"
 
 	"github.com/pcsync/pcsync/pkg/config"

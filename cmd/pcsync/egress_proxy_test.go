@@ -15,7 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pcsync/pcsync/internal/lockedbuf"
+	"github.com/pcsync/pcsync/internal/lib/agentpod"
+	"github.com/pcsync/pcsync/internal/testing/lockedbuf"
 	"github.com/pcsync/pcsync/pkg/egressproxy/inject"
 )
 
@@ -147,7 +148,7 @@ func TestEgressProxyCredentialRoute(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hash := inject.TokenHash(token)
+	hash := agentpod.TokenHash(token)
 	files := map[string]string{
 		"allow.json":  `{"company":"acme","hosts":["api.anthropic.com"],"ports":[443]}`,
 		"annotations": fmt.Sprintf("%s=%q\n", inject.AnnotationKey(hash), hash),

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pcsync/pcsync/internal/golden"
+	"github.com/pcsync/pcsync/internal/testing/golden"
 	"github.com/pcsync/pcsync/pkg/apply"
 )
 

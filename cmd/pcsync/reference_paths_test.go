@@ -10,7 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/pcsync/pcsync/internal/kube"
+	"github.com/pcsync/pcsync/internal/lib/kube"
 	"github.com/pcsync/pcsync/pkg/fastpath"
 )
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pcsync/pcsync/internal/hostilespool"
+	"github.com/pcsync/pcsync/internal/testing/hostilespool"
 	"github.com/pcsync/pcsync/pkg/result"
 	"github.com/pcsync/pcsync/pkg/runs/localexec"
 )

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Caches Cilium's CiliumNetworkPolicy CRD for the test control plane
-# (internal/testcluster: InstallCiliumCRD loads it, so that the API server
+# (internal/testing/testcluster: InstallCiliumCRD loads it, so that the API server
 # validates every rendered CiliumNetworkPolicy with Cilium's own schema).
 #
 # The CRD comes from Cilium's own Go module, as the module proxy serves it

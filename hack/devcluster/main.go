@@ -1,5 +1,5 @@
 // Command devcluster runs pcsync's local development control plane (the same one the
-// integration tests use, see internal/testcluster) in the background.
+// integration tests use, see internal/testing/testcluster) in the background.
 //
 //	devcluster up     [--dir .dev] [--bin-dir DIR]  start it, or reuse the running one
 //	devcluster down   [--dir .dev]                  stop it
@@ -27,7 +27,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/pcsync/pcsync/internal/testcluster"
+	"github.com/pcsync/pcsync/internal/testing/testcluster"
 )
 
 // state is written to <dir>/state.json once the cluster is ready.

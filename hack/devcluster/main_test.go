@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pcsync/pcsync/internal/testcluster"
+	"github.com/pcsync/pcsync/internal/testing/testcluster"
 )
 
 // runMainEnv makes the test binary behave as the devcluster command, so that `up` can

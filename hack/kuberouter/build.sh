@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the real node's network programs (internal/testcluster, "Real node"):
+# Builds the real node's network programs (internal/testing/testcluster, "Real node"):
 #   kube-router  the NetworkPolicy enforcer (only its firewall controller runs), from
 #                this directory's module (hack/kuberouter/go.mod: kube-router v2.1.0,
 #                client-go 0.29, no replaces)

@@ -1,5 +1,5 @@
 // Module kuberouter builds kube-router, the NetworkPolicy enforcer of the test
-// harness's real node (internal/testcluster, RealNodeOptions.NetworkPolicy), apart
+// harness's real node (internal/testing/testcluster, RealNodeOptions.NetworkPolicy), apart
 // from pcsync's own go.mod and from hack/k8sbin (kube-router v2.1.0 needs client-go
 // 0.29; the control plane is 1.34).
 //

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what internal/testcluster's real node needs on a Debian machine:
+# Installs what internal/testing/testcluster's real node needs on a Debian machine:
 # containerd, runc, the CNI plugins (/usr/lib/cni), iptables and iproute2, ipset (with
 # iptables, what kube-router's NetworkPolicy firewall and kube-proxy drive: see
 # hack/kuberouter), plus debootstrap and tini for the agent images other tests build, and git (its

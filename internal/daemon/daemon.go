@@ -1,7 +1,7 @@
 // Package daemon composes pcsync's two loops into one process: the
 // reconcile loop (pkg/reconcile: config directory → cluster) and the runs
 // loop (pkg/runs: spool directory → agent runs), optionally behind leader
-// election (internal/leader) so that of several replicas exactly one reconciles
+// election (internal/lib/leader) so that of several replicas exactly one reconciles
 // and launches runs, with the metrics and health endpoints served by every
 // replica.
 //
@@ -27,7 +27,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/pcsync/pcsync/internal/leader"
+	"github.com/pcsync/pcsync/internal/lib/leader"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/health"
 	"github.com/pcsync/pcsync/pkg/metrics"

@@ -30,7 +30,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/pcsync/pcsync/internal/leader"
+	"github.com/pcsync/pcsync/internal/lib/leader"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/imagecheck"
 	"github.com/pcsync/pcsync/pkg/introspect"

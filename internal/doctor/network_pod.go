@@ -12,13 +12,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"github.com/pcsync/pcsync/internal/agentpod"
+	"github.com/pcsync/pcsync/internal/lib/agentpod"
+	"github.com/pcsync/pcsync/internal/lib/podwait"
 	"github.com/pcsync/pcsync/internal/netprobe"
-	"github.com/pcsync/pcsync/internal/podsec"
-	"github.com/pcsync/pcsync/internal/podwait"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/images"
 	"github.com/pcsync/pcsync/pkg/podsched"
+	"github.com/pcsync/pcsync/pkg/podsec"
 )
 
 // Labels of the probe pod, besides the agent's role and company labels.

@@ -16,8 +16,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/pcsync/pcsync/internal/netprobe"
-	"github.com/pcsync/pcsync/internal/podsec"
 	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/podsec"
 )
 
 func tcp(p int) networkingv1.NetworkPolicyPort {

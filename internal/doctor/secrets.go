@@ -9,9 +9,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/pcsync/pcsync/internal/secretcheck"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/introspect"
+	"github.com/pcsync/pcsync/pkg/secretcheck"
 )
 
 // secretRef is a Secret a company's config names, and what its absence

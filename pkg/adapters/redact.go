@@ -5,7 +5,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/pcsync/pcsync/internal/redact"
+	"github.com/pcsync/pcsync/internal/lib/redact"
 )
 
 // Redacted replaces every secret in an error message: pcsync's one marker.

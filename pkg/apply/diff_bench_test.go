@@ -6,7 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/pcsync/pcsync/internal/textdiff"
+	"github.com/pcsync/pcsync/internal/lib/textdiff"
 )
 
 // configMap returns a ConfigMap whose data is n keys (one YAML line each); gen

@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	marker "github.com/pcsync/pcsync/internal/redact"
+	marker "github.com/pcsync/pcsync/internal/lib/redact"
 )
 
 // ErrImmutable marks an apply that failed because it would change an immutable field

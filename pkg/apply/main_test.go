@@ -6,9 +6,9 @@ import (
 	"os"
 	"testing"
 
-	"github.com/pcsync/pcsync/internal/testcluster"
+	"github.com/pcsync/pcsync/internal/testing/testcluster"
 )
 
 // Every test binary of this package runs one real control plane (see
-// internal/testcluster); unit tests run alongside the integration tests.
+// internal/testing/testcluster); unit tests run alongside the integration tests.
 func TestMain(m *testing.M) { os.Exit(testcluster.Main(m)) }

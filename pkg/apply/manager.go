@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 
-	"github.com/pcsync/pcsync/internal/kube"
+	"github.com/pcsync/pcsync/internal/lib/kube"
 )
 
 // Manager applies, diffs and prunes sets of objects in one cluster, keeping one

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"sigs.k8s.io/yaml"
 
-	"github.com/pcsync/pcsync/internal/textdiff"
+	"github.com/pcsync/pcsync/internal/lib/textdiff"
 )
 
 // Diff shows what Apply would change, as kubectl diff does: for every object whose live

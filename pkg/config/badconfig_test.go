@@ -11,7 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/pcsync/pcsync/internal/golden"
+	"github.com/pcsync/pcsync/internal/testing/golden"
 	"github.com/pcsync/pcsync/pkg/config"
 )
 

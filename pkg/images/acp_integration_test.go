@@ -11,7 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/pcsync/pcsync/internal/paperclipserver"
+	"github.com/pcsync/pcsync/internal/testing/paperclipserver"
 )
 
 // TestACPServersAreWhatPaperclipRuns fails when an image's ACP server is

@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/pcsync/pcsync/internal/redact"
+	"github.com/pcsync/pcsync/internal/lib/redact"
 )
 
 // Client calls Paperclip's HTTP API. It is safe for concurrent use; it

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pcsync/pcsync/internal/paperclipserver"
+	"github.com/pcsync/pcsync/internal/testing/paperclipserver"
 )
 
 // server is the real Paperclip server the package's tests share, with the

@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pcsync/pcsync/internal/redact"
-	"github.com/pcsync/pcsync/internal/textdiff"
+	"github.com/pcsync/pcsync/internal/lib/redact"
+	"github.com/pcsync/pcsync/internal/lib/textdiff"
 )
 
 // Report is what a reconcile did (or, with DryRun, would do).

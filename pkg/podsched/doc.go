@@ -7,6 +7,7 @@
 //	nodeSelector      the agent's spec.agents[].nodeSelector
 //	tolerations       the agent's spec.agents[].tolerations
 //	runtimeClassName  the Company's spec.runtimeClassName
+//	resources         the requests and limits (Resources: Settings' defaults, an agent's own)
 //
 // A pod that serves no agent declared in Git (a sandbox lease of an agent
 // Paperclip holds but the config does not) gets the company's part alone:

@@ -13,7 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/pcsync/pcsync/internal/golden"
+	"github.com/pcsync/pcsync/internal/testing/golden"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/render"
 )

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/pcsync/pcsync/internal/redact"
+	"github.com/pcsync/pcsync/internal/lib/redact"
 	"github.com/pcsync/pcsync/pkg/config"
 )
 

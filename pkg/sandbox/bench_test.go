@@ -30,7 +30,7 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/utils/ptr"
 
-	"github.com/pcsync/pcsync/internal/kube"
+	"github.com/pcsync/pcsync/internal/lib/kube"
 	"github.com/pcsync/pcsync/pkg/config"
 )
 

@@ -44,13 +44,13 @@
 //	pod_helper.go       the helper container that copies pcsync into a pod whose image lacks it (postStart hook), its resources
 //	journal.go          the lease journal in the state directory
 //	manager.go          Manager: adoption at start, lease registry, Close
-//	manager_acquire.go  Acquire (its credentials' Secrets checked: secretcheck.Guard), Resume, Workspace; waiting for the pod (internal/podwait); opening the command stream (wait.Backoff)
+//	manager_acquire.go  Acquire (its credentials' Secrets checked: secretcheck.Guard), Resume, Workspace; waiting for the pod (internal/lib/podwait); opening the command stream (wait.Backoff)
 //	manager_acquire_early.go  a cold lease's command server tried from its pod's create on: ready when it answers, before the kubelet's status says Running
 //	manager_prestart.go Prestart: a run's lease begun when Paperclip starts the run (agent.run.started, forwarded by the plugin), taken by the run's acquire, deleted when none takes it
 //	manager_execute.go  ExecuteStream: one command on a lease, its env filtered, its stdin and output streams; Execute: the same with the output whole
 //	proxy_env.go        egress mode proxy: the proxy's variables on every execute
 //	manager_sync.go     Put and Get: one mapping of Paperclip's native workspace sync as one command of the lease's stream (a file, or a tree as a tar), streamed
-//	manager_release.go  Release and the expiry: drain, shutdown, delete, wait gone (internal/podwait)
+//	manager_release.go  Release and the expiry: drain, shutdown, delete, wait gone (internal/lib/podwait)
 //	manager_probe.go    Validate and Probe: an environment's config checked, and what a lease of it needs, without a lease
 //	stream.go           the command stream as a pod exec
 //	exec_protocol.go    ExecProtocol: the exec's protocol (auto: WebSocket, SPDY fallback; websocket; spdy)

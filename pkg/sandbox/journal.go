@@ -7,7 +7,7 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/pcsync/pcsync/internal/safefile"
+	"github.com/pcsync/pcsync/internal/lib/safefile"
 )
 
 // journalFile is the lease journal's name in the state directory.

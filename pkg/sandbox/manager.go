@@ -15,10 +15,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/pcsync/pcsync/internal/agentpod"
-	"github.com/pcsync/pcsync/internal/secretcheck"
-	"github.com/pcsync/pcsync/internal/tenantns"
+	"github.com/pcsync/pcsync/internal/lib/agentpod"
 	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/secretcheck"
+	"github.com/pcsync/pcsync/pkg/tenantns"
 )
 
 // Manager holds the sandbox leases of one daemon: it creates a pod per

@@ -15,15 +15,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/pcsync/pcsync/internal/agentpod"
-	"github.com/pcsync/pcsync/internal/podwait"
-	"github.com/pcsync/pcsync/internal/secretcheck"
-	"github.com/pcsync/pcsync/internal/tenantns"
+	"github.com/pcsync/pcsync/internal/lib/agentpod"
+	"github.com/pcsync/pcsync/internal/lib/podwait"
 	"github.com/pcsync/pcsync/pkg/adapters"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/images"
 	"github.com/pcsync/pcsync/pkg/podsched"
 	"github.com/pcsync/pcsync/pkg/sandbox/cmdclient"
+	"github.com/pcsync/pcsync/pkg/secretcheck"
+	"github.com/pcsync/pcsync/pkg/tenantns"
 )
 
 // DefaultAdapterType is the adapter type of a lease whose request names

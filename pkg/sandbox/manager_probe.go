@@ -10,10 +10,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/pcsync/pcsync/internal/secretcheck"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/imagecheck"
 	"github.com/pcsync/pcsync/pkg/podsched"
+	"github.com/pcsync/pcsync/pkg/secretcheck"
 )
 
 // Validate checks an environment's config (Paperclip's JSON object) on its

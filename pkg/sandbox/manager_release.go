@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	"github.com/pcsync/pcsync/internal/podwait"
+	"github.com/pcsync/pcsync/internal/lib/podwait"
 	"github.com/pcsync/pcsync/pkg/sandbox/cmdclient"
 )
 

@@ -10,11 +10,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/pcsync/pcsync/internal/agentpod"
-	"github.com/pcsync/pcsync/internal/podsec"
+	"github.com/pcsync/pcsync/internal/lib/agentpod"
 	"github.com/pcsync/pcsync/pkg/adapters"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/podsched"
+	"github.com/pcsync/pcsync/pkg/podsec"
 )
 
 // Labels and annotations of a lease pod, besides agentpod's managed-by,
@@ -47,7 +47,7 @@ func BuildPod(l *Record, m *config.Model) (*corev1.Pod, error) {
 	if !ok {
 		return nil, fmt.Errorf("Pod/%s/%s: no Company %q in the config", l.Namespace, l.ID, l.Company)
 	}
-	res, err := agentpod.Resources(m.Settings.Spec.Defaults.Resources)
+	res, err := podsched.Resources(m.Settings.Spec.Defaults.Resources)
 	if err != nil {
 		return nil, fmt.Errorf("Pod/%s/%s: resources: %w", l.Namespace, l.ID, err)
 	}

@@ -6,9 +6,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/pcsync/pcsync/internal/agentpod"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/images"
+	"github.com/pcsync/pcsync/pkg/podsched"
 )
 
 // HelperContainerName is the helper container of a lease pod whose image
@@ -32,7 +32,7 @@ const helperVolume = "pcsync-bin"
 // LimitRange's default (10Gi) does not count against the tenant's
 // limits.ephemeral-storage quota, covers the container's logs.
 func helperResources() corev1.ResourceRequirements {
-	r, err := agentpod.Resources(config.SandboxHelperResources())
+	r, err := podsched.Resources(config.SandboxHelperResources())
 	if err != nil {
 		panic(err) // constant quantities
 	}

@@ -15,9 +15,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/pcsync/pcsync/internal/agentpod"
-	"github.com/pcsync/pcsync/internal/tenantns"
+	"github.com/pcsync/pcsync/internal/lib/agentpod"
 	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/tenantns"
 )
 
 // startPod gives lease r its pod: a Ready member of a warm pool whose pods

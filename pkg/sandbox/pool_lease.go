@@ -12,7 +12,7 @@ import (
 
 	"k8s.io/client-go/tools/leaderelection"
 
-	"github.com/pcsync/pcsync/internal/leader"
+	"github.com/pcsync/pcsync/internal/lib/leader"
 )
 
 // PoolLeaseOptions configure the Lease that lets one pool controller of

@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/pcsync/pcsync/internal/leader"
+	"github.com/pcsync/pcsync/internal/lib/leader"
 )
 
 // cutoff carries one daemon's connections to the API server until crash:

@@ -11,11 +11,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/pcsync/pcsync/internal/lib/agentpod"
 	"github.com/pcsync/pcsync/pkg/adapters"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/egressproxy/agentenv"
 	"github.com/pcsync/pcsync/pkg/egressproxy/inject"
-	"github.com/pcsync/pcsync/pkg/egressproxy/tokensync"
 	"github.com/pcsync/pcsync/pkg/sandbox/cmdclient"
 )
 
@@ -103,7 +103,7 @@ func (m *Manager) leaseToken(ctx context.Context, l *lease) (string, error) {
 		return "", err
 	}
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
-		tokensync.AnnotationTokenHash: inject.TokenHash(token)}}})
+		agentpod.AnnotationTokenHash: agentpod.TokenHash(token)}}})
 	if _, err := m.cs.CoreV1().Pods(l.Namespace).Patch(ctx, l.ID, types.MergePatchType, patch,
 		metav1.PatchOptions{FieldManager: "pcsync"}); err != nil {
 		return "", fmt.Errorf("Pod/%s/%s: credential token: %w", l.Namespace, l.ID, err)

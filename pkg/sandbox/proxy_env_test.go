@@ -11,10 +11,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/pcsync/pcsync/internal/lib/agentpod"
 	"github.com/pcsync/pcsync/pkg/adapters"
 	"github.com/pcsync/pcsync/pkg/config"
-	"github.com/pcsync/pcsync/pkg/egressproxy/inject"
-	"github.com/pcsync/pcsync/pkg/egressproxy/tokensync"
 	"github.com/pcsync/pcsync/pkg/sandbox/cmdclient"
 )
 
@@ -110,7 +109,7 @@ func TestReplaceKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := pod.Annotations[tokensync.AnnotationTokenHash]; got != inject.TokenHash(tokens[0]) {
+	if got := pod.Annotations[agentpod.AnnotationTokenHash]; got != agentpod.TokenHash(tokens[0]) {
 		t.Errorf("the lease pod's token hash %q, want the token's", got)
 	}
 	if diff := cmp.Diff([]string{"replaced acme 2", "replaced acme 2"}, rec.calls); diff != "" {

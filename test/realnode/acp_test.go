@@ -13,8 +13,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/pcsync/pcsync/internal/testcluster"
-	"github.com/pcsync/pcsync/internal/testimages"
+	"github.com/pcsync/pcsync/internal/testing/testcluster"
+	"github.com/pcsync/pcsync/internal/testing/testimages"
 	"github.com/pcsync/pcsync/pkg/adapters"
 	"github.com/pcsync/pcsync/pkg/images"
 	"github.com/pcsync/pcsync/pkg/sandbox"

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pcsync/pcsync/internal/testcluster"
+	"github.com/pcsync/pcsync/internal/testing/testcluster"
 )
 
 // kubeletStep is a step of a pod's start that the kubelet logs at --v=4,

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pcsync/pcsync/internal/testcluster"
-	"github.com/pcsync/pcsync/internal/testnet"
+	"github.com/pcsync/pcsync/internal/testing/testcluster"
+	"github.com/pcsync/pcsync/internal/testing/testnet"
 )
 
 // placement is where a test's pods run: the real node's nodeSelector and

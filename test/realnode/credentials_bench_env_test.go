@@ -24,9 +24,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/pcsync/pcsync/internal/agentpod"
-	"github.com/pcsync/pcsync/internal/testcluster"
-	"github.com/pcsync/pcsync/internal/testnet"
+	"github.com/pcsync/pcsync/internal/lib/agentpod"
+	"github.com/pcsync/pcsync/internal/testing/testcluster"
+	"github.com/pcsync/pcsync/internal/testing/testnet"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/egressproxy/agentenv"
 	"github.com/pcsync/pcsync/pkg/egressproxy/inject"
@@ -401,7 +401,7 @@ func (e *credBenchEnv) addTokens(ctx context.Context, b *testing.B, n int) strin
 		if err != nil {
 			b.Fatal(err)
 		}
-		h := inject.TokenHash(tok)
+		h := agentpod.TokenHash(tok)
 		patch[inject.AnnotationKey(h)] = h + " " + e.client.Status.PodIP
 		last = tok
 	}

@@ -1,6 +1,6 @@
 // Package realnode proves, on a real kubelet, what kwok cannot: that pcsync's
 // pods run, and what their NetworkPolicies isolate. TestMain starts
-// internal/testcluster with its real node (kubelet, containerd, runc, a CNI
+// internal/testing/testcluster with its real node (kubelet, containerd, runc, a CNI
 // bridge, kube-proxy, and kube-router enforcing NetworkPolicies; root and
 // Debian's packages needed: Start says what to install; nothing is skipped). Every test is in a file tagged
 // `integration`, and they run one at a time: one real node per machine.
@@ -74,7 +74,7 @@
 //	                  another tenant's agent and a pod without policies, to
 //	                  DNS, the server's port and another, allowCidrs, a public
 //	                  and a metadata stand-in (in a network namespace the test
-//	                  makes: internal/testnet), tenants' pods, the kubelet and
+//	                  makes: internal/testing/testnet), tenants' pods, the kubelet and
 //	                  the API server; every target first reached with the
 //	                  enforcer stopped (enforce_env_test.go builds the world)
 //	enforcer_switch_test.go  the enforcer stopped and started at run time

@@ -21,8 +21,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
-	"github.com/pcsync/pcsync/internal/testcluster"
-	"github.com/pcsync/pcsync/internal/testimages"
+	"github.com/pcsync/pcsync/internal/testing/testcluster"
+	"github.com/pcsync/pcsync/internal/testing/testimages"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/result"
 )

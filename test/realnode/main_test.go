@@ -6,7 +6,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/pcsync/pcsync/internal/testcluster"
+	"github.com/pcsync/pcsync/internal/testing/testcluster"
 )
 
 func TestMain(m *testing.M) {

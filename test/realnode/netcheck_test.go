@@ -21,7 +21,7 @@ import (
 
 	"github.com/pcsync/pcsync/internal/doctor"
 	"github.com/pcsync/pcsync/internal/netprobe"
-	"github.com/pcsync/pcsync/internal/testcluster"
+	"github.com/pcsync/pcsync/internal/testing/testcluster"
 )
 
 // TestDoctorProvesEnforcement: pcsync doctor's network check on the real

@@ -19,8 +19,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/pcsync/pcsync/internal/paperclipserver"
-	"github.com/pcsync/pcsync/internal/testcluster"
+	"github.com/pcsync/pcsync/internal/testing/paperclipserver"
+	"github.com/pcsync/pcsync/internal/testing/testcluster"
 )
 
 // paperclipPublicURL is PAPERCLIP_PUBLIC_URL in deploy/paperclip.

@@ -17,8 +17,8 @@ import (
 
 	"github.com/pcsync/pcsync/internal/imagebuild"
 	"github.com/pcsync/pcsync/internal/paperclipinstall"
-	"github.com/pcsync/pcsync/internal/testcluster"
-	"github.com/pcsync/pcsync/internal/testimages"
+	"github.com/pcsync/pcsync/internal/testing/testcluster"
+	"github.com/pcsync/pcsync/internal/testing/testimages"
 	"github.com/pcsync/pcsync/pkg/images"
 	"github.com/pcsync/pcsync/pkg/result"
 )

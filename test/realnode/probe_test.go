@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/client-go/util/exec"
 
-	"github.com/pcsync/pcsync/internal/testcluster"
+	"github.com/pcsync/pcsync/internal/testing/testcluster"
 )
 
 // podExec runs command in a pod's container through the API server's exec and
@@ -41,7 +41,7 @@ func podExec(ctx context.Context, c *testcluster.Cluster, ns, pod, container str
 }
 
 // pauseDial is the probe command of a container from the real node's pause image:
-// one `dial NET HOST:PORT: OUTCOME` line per spec (internal/testcluster/pause).
+// one `dial NET HOST:PORT: OUTCOME` line per spec (internal/testing/testcluster/pause).
 func pauseDial(specs ...string) []string {
 	cmd := []string{"/pause", "-timeout", "2s"}
 	for _, s := range specs {

@@ -25,8 +25,8 @@ import (
 	utilexec "k8s.io/client-go/util/exec"
 	"k8s.io/utils/ptr"
 
-	"github.com/pcsync/pcsync/internal/podwait"
-	"github.com/pcsync/pcsync/internal/testcluster"
+	"github.com/pcsync/pcsync/internal/lib/podwait"
+	"github.com/pcsync/pcsync/internal/testing/testcluster"
 )
 
 // restricted is the namespace label that makes Pod Security admission enforce the

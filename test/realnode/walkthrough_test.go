@@ -14,9 +14,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/pcsync/pcsync/internal/docwalk"
-	"github.com/pcsync/pcsync/internal/testcluster"
-	"github.com/pcsync/pcsync/internal/testkustomize"
+	"github.com/pcsync/pcsync/internal/testing/docwalk"
+	"github.com/pcsync/pcsync/internal/testing/testcluster"
+	"github.com/pcsync/pcsync/internal/testing/testkustomize"
 )
 
 // A walkthrough of the docs that a test follows word for word: its one

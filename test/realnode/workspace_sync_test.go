@@ -20,7 +20,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/pcsync/pcsync/internal/paperclipserver"
+	"github.com/pcsync/pcsync/internal/testing/paperclipserver"
 	"github.com/pcsync/pcsync/pkg/sandbox"
 )
 

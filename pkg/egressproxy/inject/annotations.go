@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/pcsync/pcsync/internal/lib/agentpod"
 )
 
 // AnnotationTokenPrefix starts the annotation keys of the proxy pod that
@@ -41,7 +43,7 @@ type AnnotationTokens struct {
 
 // Verify implements Verifier.
 func (a *AnnotationTokens) Verify(token string, from netip.Addr) (run, why string) {
-	hash := TokenHash(token)
+	hash := agentpod.TokenHash(token)
 	wait := a.Wait
 	if wait <= 0 {
 		wait = 3 * time.Second

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/pcsync/pcsync/internal/lib/agentpod"
 )
 
 // writeAnnotations writes the kubelet's downwardAPI file of annotations
@@ -35,7 +37,7 @@ func writeAnnotations(t *testing.T, path string, ann map[string]string) {
 func TestAnnotationTokens(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "annotations")
 	a := &AnnotationTokens{Path: path, Wait: 200 * time.Millisecond}
-	hA, hB := TokenHash("tok-a"), TokenHash("tok-b")
+	hA, hB := agentpod.TokenHash("tok-a"), agentpod.TokenHash("tok-b")
 	writeAnnotations(t, path, map[string]string{
 		"kubernetes.io/other":          "x",
 		AnnotationKey(hA):              hA + " 10.0.0.5",
@@ -60,7 +62,7 @@ func TestAnnotationTokens(t *testing.T) {
 	check("still live", "tok-b", "10.0.0.5", "")
 
 	// A token the daemon adds while the proxy waits for it.
-	hC := TokenHash("tok-c")
+	hC := agentpod.TokenHash("tok-c")
 	late := fmt.Sprintf("%s=%s\n%s=%s\n", AnnotationKey(hB), strconv.Quote(hB), AnnotationKey(hC), strconv.Quote(hC))
 	go func() {
 		time.Sleep(50 * time.Millisecond)

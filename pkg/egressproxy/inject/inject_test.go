@@ -18,7 +18,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/pcsync/pcsync/internal/lockedbuf"
+	"github.com/pcsync/pcsync/internal/lib/agentpod"
+	"github.com/pcsync/pcsync/internal/testing/lockedbuf"
 	"github.com/pcsync/pcsync/pkg/adapters"
 )
 
@@ -171,8 +172,8 @@ func TestNewToken(t *testing.T) {
 	if a == b || !strings.HasPrefix(a, tokenPrefix) || len(a) < len(tokenPrefix)+43 {
 		t.Errorf("tokens %q and %q: want two different, prefixed, 256-bit tokens", a, b)
 	}
-	if h := TokenHash(a); len(h) != 64 || h == TokenHash(b) {
-		t.Errorf("TokenHash(%q) = %q", a, h)
+	if h := agentpod.TokenHash(a); len(h) != 64 || h == agentpod.TokenHash(b) {
+		t.Errorf("agentpod.TokenHash(%q) = %q", a, h)
 	}
 }
 

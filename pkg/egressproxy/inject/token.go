@@ -2,9 +2,7 @@ package inject
 
 import (
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"fmt"
 	"net/netip"
 )
@@ -20,12 +18,6 @@ func NewToken() (string, error) {
 		return "", fmt.Errorf("credential token: %w", err)
 	}
 	return tokenPrefix + base64.RawURLEncoding.EncodeToString(b), nil
-}
-
-// TokenHash is the value of AnnotationTokenHash for token.
-func TokenHash(token string) string {
-	sum := sha256.Sum256([]byte(token))
-	return hex.EncodeToString(sum[:])
 }
 
 // Verifier tells whether a token may be used from an address: it returns

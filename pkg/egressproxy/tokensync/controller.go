@@ -22,13 +22,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
-	"github.com/pcsync/pcsync/internal/agentpod"
+	"github.com/pcsync/pcsync/internal/lib/agentpod"
 	"github.com/pcsync/pcsync/pkg/egressproxy/inject"
 )
-
-// AnnotationTokenHash is the annotation of a run's pod that holds the
-// SHA-256 (hex, inject.TokenHash) of its credential token.
-const AnnotationTokenHash = "pcsync.io/credential-token-sha256"
 
 // Options tune a Controller.
 type Options struct {
@@ -118,7 +114,7 @@ func (c *Controller) enqueue(obj any) {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
 	}
-	if pod, ok := obj.(*corev1.Pod); ok && (pod.Annotations[AnnotationTokenHash] != "" || isProxy(pod)) {
+	if pod, ok := obj.(*corev1.Pod); ok && (pod.Annotations[agentpod.AnnotationTokenHash] != "" || isProxy(pod)) {
 		c.queue.Add(pod.Namespace)
 	}
 }
@@ -131,7 +127,7 @@ func (c *Controller) enqueueChanged(old, cur any) {
 	if !ok1 || !ok2 {
 		return
 	}
-	if o.Annotations[AnnotationTokenHash] != n.Annotations[AnnotationTokenHash] || o.Status.PodIP != n.Status.PodIP ||
+	if o.Annotations[agentpod.AnnotationTokenHash] != n.Annotations[agentpod.AnnotationTokenHash] || o.Status.PodIP != n.Status.PodIP ||
 		ended(o) != ended(n) || (isProxy(n) && tokenAnnotations(o) != tokenAnnotations(n)) {
 		c.enqueue(n)
 	}
@@ -145,7 +141,7 @@ func (c *Controller) sync(ctx context.Context, ns string) error {
 	}
 	want := map[string]string{}
 	for _, p := range pods {
-		if h := p.Annotations[AnnotationTokenHash]; len(h) == 64 && !isProxy(p) && !ended(p) {
+		if h := p.Annotations[agentpod.AnnotationTokenHash]; len(h) == 64 && !isProxy(p) && !ended(p) {
 			want[inject.AnnotationKey(h)] = strings.TrimSpace(h + " " + p.Status.PodIP)
 		}
 	}

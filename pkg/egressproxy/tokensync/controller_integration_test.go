@@ -15,8 +15,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"github.com/pcsync/pcsync/internal/agentpod"
-	"github.com/pcsync/pcsync/internal/testcluster"
+	"github.com/pcsync/pcsync/internal/lib/agentpod"
+	"github.com/pcsync/pcsync/internal/testing/testcluster"
 	"github.com/pcsync/pcsync/pkg/egressproxy/inject"
 )
 
@@ -79,14 +79,14 @@ func TestTokensFollowRuns(t *testing.T) {
 	ns, other := c.Namespace(t, "tokens", nil), c.Namespace(t, "tokens", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	hA, hB, hO := inject.TokenHash("a"), inject.TokenHash("b"), inject.TokenHash("o")
+	hA, hB, hO := agentpod.TokenHash("a"), agentpod.TokenHash("b"), agentpod.TokenHash("o")
 	createPod(ctx, t, cs, ns, "proxy", agentpod.RoleEgressProxy,
-		map[string]string{inject.AnnotationKey(inject.TokenHash("stale")): "x", "keep.example.com/mine": "yes"})
-	createPod(ctx, t, cs, ns, "run-a", agentpod.RoleAgent, map[string]string{AnnotationTokenHash: hA})
-	createPod(ctx, t, cs, ns, "run-b", agentpod.RoleAgent, map[string]string{AnnotationTokenHash: hB})
+		map[string]string{inject.AnnotationKey(agentpod.TokenHash("stale")): "x", "keep.example.com/mine": "yes"})
+	createPod(ctx, t, cs, ns, "run-a", agentpod.RoleAgent, map[string]string{agentpod.AnnotationTokenHash: hA})
+	createPod(ctx, t, cs, ns, "run-b", agentpod.RoleAgent, map[string]string{agentpod.AnnotationTokenHash: hB})
 	createPod(ctx, t, cs, ns, "no-token", agentpod.RoleAgent, nil)
 	createPod(ctx, t, cs, other, "proxy", agentpod.RoleEgressProxy, nil)
-	createPod(ctx, t, cs, other, "run-o", agentpod.RoleAgent, map[string]string{AnnotationTokenHash: hO})
+	createPod(ctx, t, cs, other, "run-o", agentpod.RoleAgent, map[string]string{agentpod.AnnotationTokenHash: hO})
 
 	run := func() context.CancelFunc {
 		cctx, stop := context.WithCancel(ctx)

@@ -7,7 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/pcsync/pcsync/internal/agentpod"
+	"github.com/pcsync/pcsync/internal/lib/agentpod"
 	"github.com/pcsync/pcsync/pkg/egressproxy/inject"
 )
 
@@ -25,7 +25,7 @@ func TestSlimPod(t *testing.T) {
 		{name: "a run's pod", pod: &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: "run-1", Namespace: "acme", UID: "u1", ResourceVersion: "7",
 				Labels:        map[string]string{agentpod.LabelRole: agentpod.RoleAgent},
-				Annotations:   map[string]string{AnnotationTokenHash: hash},
+				Annotations:   map[string]string{agentpod.AnnotationTokenHash: hash},
 				ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{}}`)}}}},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "agent", Image: "pcsync-agent-claude:dev",
 				Env: []corev1.EnvVar{{Name: "HOME", Value: "/home/agent"}}}}},
@@ -64,7 +64,7 @@ func TestSlimPod(t *testing.T) {
 				Tokens, Hash string
 			}
 			read := func(p *corev1.Pod) reads {
-				return reads{isProxy(p), ended(p), tokenAnnotations(p), p.Annotations[AnnotationTokenHash]}
+				return reads{isProxy(p), ended(p), tokenAnnotations(p), p.Annotations[agentpod.AnnotationTokenHash]}
 			}
 			if diff := cmp.Diff(read(whole), read(slim)); diff != "" {
 				t.Errorf("what the controller reads (-whole +cached):\n%s", diff)

@@ -3,7 +3,7 @@
 // the live credential tokens of the tenant's runs.
 //
 // A run's pod (a Job's, a lease's) carries its token's hash in the
-// annotation AnnotationTokenHash; the token itself is only in the run's
+// annotation agentpod.AnnotationTokenHash; the token itself is only in the run's
 // env. The controller watches the agent and proxy pods of every namespace
 // (one informer, by the role label), and for each namespace that changed
 // (a workqueue keyed by namespace) sets on every proxy pod one annotation

@@ -9,11 +9,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
+	"github.com/pcsync/pcsync/internal/lib/agentpod"
 	"github.com/pcsync/pcsync/pkg/adapters"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/egressproxy/agentenv"
 	"github.com/pcsync/pcsync/pkg/egressproxy/inject"
-	"github.com/pcsync/pcsync/pkg/egressproxy/tokensync"
 )
 
 // TestCredentialsInTheRun: a run of a company that declares an anthropic
@@ -64,7 +64,7 @@ func TestCredentialsInTheRun(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("the run's credential env (-want +got):\n%s", diff)
 	}
-	if h := job.Spec.Template.Annotations[tokensync.AnnotationTokenHash]; h != inject.TokenHash(token) {
+	if h := job.Spec.Template.Annotations[agentpod.AnnotationTokenHash]; h != agentpod.TokenHash(token) {
 		t.Errorf("the pod's token hash %q, want the token's", h)
 	}
 	all, _ := yaml.Marshal([]any{job, sec})

@@ -15,10 +15,10 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
 
-	"github.com/pcsync/pcsync/internal/secretcheck"
-	"github.com/pcsync/pcsync/internal/tenantns"
 	"github.com/pcsync/pcsync/pkg/result"
 	"github.com/pcsync/pcsync/pkg/runs"
+	"github.com/pcsync/pcsync/pkg/secretcheck"
+	"github.com/pcsync/pcsync/pkg/tenantns"
 )
 
 // Executor runs each run as a Kubernetes Job. It implements runs.Executor.

@@ -12,13 +12,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/pcsync/pcsync/internal/agentpod"
-	"github.com/pcsync/pcsync/internal/podsec"
-	"github.com/pcsync/pcsync/pkg/egressproxy/inject"
-	"github.com/pcsync/pcsync/pkg/egressproxy/tokensync"
+	"github.com/pcsync/pcsync/internal/lib/agentpod"
 	"github.com/pcsync/pcsync/pkg/images"
 	"github.com/pcsync/pcsync/pkg/introspect"
 	"github.com/pcsync/pcsync/pkg/podsched"
+	"github.com/pcsync/pcsync/pkg/podsec"
 )
 
 // Volume names of the agent pod.
@@ -65,7 +63,7 @@ func BuildJob(in Input, o BuildOptions) (*batchv1.Job, error) {
 	if len(in.Command.Args) == 0 {
 		return nil, errf("the adapter gave an empty command line")
 	}
-	res, err := agentpod.Resources(in.Model.AgentResources(in.Agent))
+	res, err := podsched.Resources(in.Model.AgentResources(in.Agent))
 	if err != nil {
 		return nil, errf("agent %s resources: %w", in.Agent.Name, err)
 	}
@@ -111,7 +109,7 @@ func (in Input) podTemplate(o BuildOptions, name string, res corev1.ResourceRequ
 	if in.Credentials != nil {
 		// The proxy takes the run's token while this pod lives
 		// (package tokensync); the token itself is in the Secret only.
-		annotations[tokensync.AnnotationTokenHash] = inject.TokenHash(in.Credentials.Token)
+		annotations[agentpod.AnnotationTokenHash] = agentpod.TokenHash(in.Credentials.Token)
 	}
 	t := corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{

@@ -15,7 +15,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/pcsync/pcsync/internal/safefile"
+	"github.com/pcsync/pcsync/internal/lib/safefile"
 )
 
 // JournalFile is the executor's journal in the daemon's state directory.

@@ -8,8 +8,8 @@ import (
 
 	"k8s.io/client-go/util/workqueue"
 
-	"github.com/pcsync/pcsync/internal/podsec"
 	"github.com/pcsync/pcsync/pkg/introspect"
+	"github.com/pcsync/pcsync/pkg/podsec"
 )
 
 // BuildOptions shape the Job and Secret of every run. The zero value of a

@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/pcsync/pcsync/internal/secretcheck"
 	"github.com/pcsync/pcsync/pkg/adapters"
 	"github.com/pcsync/pcsync/pkg/result"
 	"github.com/pcsync/pcsync/pkg/runs"
+	"github.com/pcsync/pcsync/pkg/secretcheck"
 )
 
 // checkCredentials starts, for a run that uses its company's credentials

@@ -9,8 +9,8 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/pcsync/pcsync/internal/redact"
-	"github.com/pcsync/pcsync/internal/safefile"
+	"github.com/pcsync/pcsync/internal/lib/redact"
+	"github.com/pcsync/pcsync/internal/lib/safefile"
 	"github.com/pcsync/pcsync/pkg/adapters"
 	"github.com/pcsync/pcsync/pkg/runs"
 )

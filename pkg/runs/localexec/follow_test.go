@@ -10,7 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/pcsync/pcsync/internal/redact"
+	"github.com/pcsync/pcsync/internal/lib/redact"
 	"github.com/pcsync/pcsync/pkg/adapters"
 	"github.com/pcsync/pcsync/pkg/runs"
 )

@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/pcsync/pcsync/internal/safefile"
+	"github.com/pcsync/pcsync/internal/lib/safefile"
 	"github.com/pcsync/pcsync/pkg/runs"
 )
 

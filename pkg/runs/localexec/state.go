@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/pcsync/pcsync/internal/safefile"
+	"github.com/pcsync/pcsync/internal/lib/safefile"
 	"github.com/pcsync/pcsync/pkg/runs"
 )
 

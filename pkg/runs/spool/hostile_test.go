@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pcsync/pcsync/internal/hostilespool"
-	"github.com/pcsync/pcsync/internal/lockedbuf"
+	"github.com/pcsync/pcsync/internal/testing/hostilespool"
+	"github.com/pcsync/pcsync/internal/testing/lockedbuf"
 	"github.com/pcsync/pcsync/pkg/result"
 	"github.com/pcsync/pcsync/pkg/runs"
 )

@@ -121,7 +121,7 @@ func testAgent() int {
 // and nothing the daemon does can be observed from here before it writes
 // (it holds back a half secret). It proves nothing by waiting: a shorter
 // pause only reads both halves at once. The split itself is proved without
-// timing by internal/redact's TestLineWriterSecretSplitAcrossWrites.
+// timing by internal/lib/redact's TestLineWriterSecretSplitAcrossWrites.
 func testLeak() int {
 	key := os.Getenv("ANTHROPIC_API_KEY")
 	fmt.Fprint(os.Stderr, "debug: using key "+key[:10])

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pcsync/pcsync/internal/redact"
+	"github.com/pcsync/pcsync/internal/lib/redact"
 	"github.com/pcsync/pcsync/pkg/runs"
 )
 

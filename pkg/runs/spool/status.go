@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pcsync/pcsync/internal/safefile"
+	"github.com/pcsync/pcsync/internal/lib/safefile"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/runs"
 )

@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/pcsync/pcsync/internal/safefile"
+	"github.com/pcsync/pcsync/internal/lib/safefile"
 	"github.com/pcsync/pcsync/pkg/sandbox/cmdserver"
 )
 

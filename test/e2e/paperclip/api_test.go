@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pcsync/pcsync/internal/paperclipserver"
+	"github.com/pcsync/pcsync/internal/testing/paperclipserver"
 )
 
 // api is a client of Paperclip's HTTP API in local_trusted mode (every

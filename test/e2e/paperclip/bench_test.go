@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pcsync/pcsync/internal/testcluster"
+	"github.com/pcsync/pcsync/internal/testing/testcluster"
 )
 
 // benchRun is one measured run.

@@ -16,7 +16,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/pcsync/pcsync/internal/lockedbuf"
+	"github.com/pcsync/pcsync/internal/testing/lockedbuf"
 	"github.com/pcsync/pcsync/pkg/result"
 )
 

@@ -6,14 +6,14 @@
 // stand-in Claude CLI (testdata/standin-claude) that replays transcripts of
 // testdata/agent-samples. Every test is in a file tagged `integration`; the
 // tools come from hack/paperclip/install.sh and the control plane from
-// internal/testcluster. A missing tool fails the tests, saying what to
+// internal/testing/testcluster. A missing tool fails the tests, saying what to
 // install; nothing is skipped.
 //
-// The control plane has internal/testcluster's real node beside its kwok
+// The control plane has internal/testing/testcluster's real node beside its kwok
 // node (root and Debian's containerd, runc and CNI plugins; nothing is
 // skipped): realnode_test.go runs a stock claude_local agent's lease pod on
 // the real kubelet from a stand-in image built on pcsync's base
-// (internal/testimages), and walkthrough_test.go follows the README's and
+// (internal/testing/testimages), and walkthrough_test.go follows the README's and
 // docs/paperclip.md's walkthroughs word for word there, from `make build
 // images … PUSH=1` to the real Claude Code in a pod saying "Not logged in".
 //

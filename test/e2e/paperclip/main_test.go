@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pcsync/pcsync/internal/testcluster"
+	"github.com/pcsync/pcsync/internal/testing/testcluster"
 )
 
 // TestMain runs the tests against one control plane (the Kubernetes

@@ -7,10 +7,10 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/pcsync/pcsync/internal/paperclipserver"
+	"github.com/pcsync/pcsync/internal/testing/paperclipserver"
 )
 
-// server is a real Paperclip server (internal/paperclipserver: paperclipai
+// server is a real Paperclip server (internal/testing/paperclipserver: paperclipai
 // from npm with its embedded Postgres, in local_trusted mode on loopback,
 // its data in a directory of its own and on ports of its own, so that two
 // instances never share a database), with the tests' API client.

@@ -5,7 +5,7 @@ package paperclip
 import (
 	"testing"
 
-	"github.com/pcsync/pcsync/internal/testcluster"
+	"github.com/pcsync/pcsync/internal/testing/testcluster"
 )
 
 // TestSandboxClaudeRunOverSPDY: a whole stock claude_local run through the

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pcsync/pcsync/internal/paperclipserver"
+	"github.com/pcsync/pcsync/internal/testing/paperclipserver"
 )
 
 // tools are the programs the tests drive, installed or built once per test

@@ -1,5 +1,5 @@
 // Command kube-apiserver is the upstream kube-apiserver, built from k8s.io/kubernetes for
-// pcsync's local test control plane (see internal/testcluster).
+// pcsync's local test control plane (see internal/testing/testcluster).
 package main
 
 import (

@@ -1,5 +1,5 @@
 // Command kubelet is the upstream kubelet, built from k8s.io/kubernetes for the real
-// node of pcsync's local test cluster (see internal/testcluster, "Real node").
+// node of pcsync's local test cluster (see internal/testing/testcluster, "Real node").
 package main
 
 import (
