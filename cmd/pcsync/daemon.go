@@ -38,7 +38,7 @@ type daemonFlags struct {
 
 	sandbox sandboxFlags
 	// skipNetworkCheck leaves out the network check at start
-	// (daemon_network.go).
+	// (internal/daemon.NetworkCheck).
 	skipNetworkCheck bool
 
 	leaderElect                            bool
@@ -166,7 +166,7 @@ func (f *daemonFlags) run(ctx context.Context, g *globalOptions) error {
 	// client-go (leader election) logs through klog: send it to our logger,
 	// so that --log-format json holds for every line.
 	klog.SetSlogLogger(g.Logger)
-	setDaemonGC(g.Logger)
+	daemon.SetGC(g.Logger)
 
 	if f.once {
 		// Report an invalid config line by line, with exit code 1, before
@@ -276,7 +276,7 @@ func (f *daemonFlags) options(ctx context.Context, g *globalOptions, lim apply.A
 		if err != nil {
 			return opts, err
 		}
-		ro.Observe = newNetworkCheck(g.Logger, cs, opts.Metrics).observe(ctx, ro.Observe)
+		ro.Observe = daemon.NewNetworkCheck(g.Logger, cs, opts.Metrics).Observe(ctx, ro.Observe)
 	}
 	if f.leaderElect {
 		cs, err := f.clientset(g, "pcsync-leader-election")

@@ -1,14 +1,19 @@
 // Package daemon composes pcsync's two loops into one process: the
 // reconcile loop (pkg/reconcile: config directory → cluster) and the runs
 // loop (pkg/runs: spool directory → agent runs), optionally behind leader
-// election (internal/lib/leader) so that of several replicas exactly one reconciles
-// and launches runs, with the metrics and health endpoints served by every
-// replica.
+// election (internal/lib/leader) so that of several replicas exactly one
+// reconciles and launches runs, with the metrics and health endpoints
+// served by every replica.
 //
 // The runs loop validates requests against the config the reconcile loop
 // last loaded successfully: a config change (new companies, new agents)
 // reaches it without a restart, and an invalid config leaves it on the
 // last good one.
+//
+// Beside them: the garbage collector's target for a long-lived process
+// (gc.go, SetGC) and the network check at start (netcheck.go,
+// NetworkCheck), which proves that the tenants' NetworkPolicies are
+// enforced.
 package daemon
 
 import (

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"log/slog"
@@ -39,9 +39,10 @@ func gcPercentFor(live uint64) int {
 	return min(max(p, daemonGCPercent), maxDaemonGCPercent)
 }
 
-// setDaemonGC applies gcPercentFor the live heap now and after every
-// collection, unless the GOGC environment variable says otherwise.
-func setDaemonGC(log *slog.Logger) {
+// SetGC applies gcPercentFor the live heap now and after every collection,
+// unless the GOGC environment variable says otherwise: the daemon's
+// process calls it once, at start.
+func SetGC(log *slog.Logger) {
 	if _, set := os.LookupEnv("GOGC"); set {
 		return
 	}

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"bytes"
@@ -65,8 +65,8 @@ func TestDaemonNetworkCheck(t *testing.T) {
 
 	var logs bytes.Buffer
 	m := metrics.New()
-	nc := newNetworkCheck(slog.New(slog.NewTextHandler(&logs, nil)), cs, m)
-	observe := nc.observe(context.Background(), nil)
+	nc := NewNetworkCheck(slog.New(slog.NewTextHandler(&logs, nil)), cs, m)
+	observe := nc.Observe(context.Background(), nil)
 	observe(reconcile.Outcome{Err: context.Canceled}) // a failed reconcile starts nothing
 	select {
 	case p := <-probes:

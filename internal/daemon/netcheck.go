@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -15,14 +15,14 @@ import (
 	"github.com/pcsync/pcsync/pkg/reconcile"
 )
 
-// networkCheck is the daemon's network check at start: once the first
+// NetworkCheck is the daemon's network check at start: once the first
 // reconcile has loaded (and, with an applier, applied) a valid config, it
 // runs doctor's probe (doctor.ProbeNetwork) once in the background, and
 // logs a warning when the tenants' NetworkPolicies are not enforced (or
 // cannot be proven), setting pcsync_network_policies_enforced. It never
 // blocks or stops the daemon. Before any tenant namespace exists it tries
 // again every retry, tries times.
-type networkCheck struct {
+type NetworkCheck struct {
 	log   *slog.Logger
 	cs    kubernetes.Interface
 	gauge *metrics.NetworkPolicyEnforcement
@@ -34,14 +34,15 @@ type networkCheck struct {
 	once  sync.Once
 }
 
-func newNetworkCheck(log *slog.Logger, cs kubernetes.Interface, m *metrics.Metrics) *networkCheck {
-	return &networkCheck{log: log, cs: cs, gauge: metrics.NewNetworkPolicyEnforcement(m.Registry),
+// NewNetworkCheck returns the check, which reports to log and m.
+func NewNetworkCheck(log *slog.Logger, cs kubernetes.Interface, m *metrics.Metrics) *NetworkCheck {
+	return &NetworkCheck{log: log, cs: cs, gauge: metrics.NewNetworkPolicyEnforcement(m.Registry),
 		opts: doctor.DefaultNetworkOptions(), retry: 30 * time.Second, tries: 20}
 }
 
-// observe is the reconcile loop's Observe: it keeps the last good model,
-// and starts the check after the first successful reconcile.
-func (n *networkCheck) observe(ctx context.Context, next func(reconcile.Outcome)) func(reconcile.Outcome) {
+// Observe wraps the reconcile loop's Observe next: it keeps the last good
+// model, and starts the check after the first successful reconcile.
+func (n *NetworkCheck) Observe(ctx context.Context, next func(reconcile.Outcome)) func(reconcile.Outcome) {
 	return func(out reconcile.Outcome) {
 		if next != nil {
 			next(out)
@@ -56,7 +57,7 @@ func (n *networkCheck) observe(ctx context.Context, next func(reconcile.Outcome)
 
 // run probes until a tenant namespace exists (at most tries times), then
 // reports what it found.
-func (n *networkCheck) run(ctx context.Context) {
+func (n *NetworkCheck) run(ctx context.Context) {
 	for i := 0; ; i++ {
 		r := doctor.ProbeNetwork(ctx, n.cs, n.model.Load(), n.opts)
 		if ctx.Err() != nil {
@@ -75,7 +76,7 @@ func (n *networkCheck) run(ctx context.Context) {
 	}
 }
 
-func (n *networkCheck) report(r doctor.NetworkResult) {
+func (n *NetworkCheck) report(r doctor.NetworkResult) {
 	attrs := []any{slog.String("namespace", r.Namespace), slog.String("detail", r.Message()),
 		slog.String("skip", "--skip-network-check")}
 	// The log first, then the gauge: whoever sees the gauge sees the line.
