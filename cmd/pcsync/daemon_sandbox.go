@@ -15,6 +15,7 @@ import (
 	"github.com/pcsync/pcsync/pkg/metrics"
 	"github.com/pcsync/pcsync/pkg/runs"
 	"github.com/pcsync/pcsync/pkg/sandbox"
+	"github.com/pcsync/pcsync/pkg/sandbox/hookapi"
 )
 
 // sandboxFlags are the flags of `pcsync daemon` for Paperclip's sandbox
@@ -26,7 +27,7 @@ type sandboxFlags struct {
 	// paperclipDir is --paperclip-install; hello takes the hellos of the
 	// packages installed there (paperclip_loaded.go).
 	paperclipDir string
-	hello        sandbox.HelloFunc
+	hello        hookapi.HelloFunc
 }
 
 func (f *sandboxFlags) add(fl *pflag.FlagSet) {
@@ -129,7 +130,7 @@ func (f *sandboxFlags) runner(g *globalOptions, d *daemonFlags, self *introspect
 		if socket == "" {
 			socket = filepath.Join(stateDir, sandbox.SocketName)
 		}
-		return sandbox.NewAPI(mgr, socket).WithHello(f.hello).Serve(ctx)
+		return hookapi.New(mgr, socket).WithHello(f.hello).Serve(ctx)
 	}
 }
 

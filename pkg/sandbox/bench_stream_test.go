@@ -96,7 +96,7 @@ func newStreamBench(b *testing.B) *streamBench {
 	sock := filepath.Join(e.hostDir, "api.sock")
 	ctx, cancel := context.WithCancel(context.Background())
 	b.Cleanup(cancel)
-	go func() { _ = NewAPI(m, sock).Serve(ctx) }()
+	go func() { _ = ServeAPI(ctx, m, sock) }()
 	waitSocket(b, sock)
 	s := &streamBench{api: newAPIClient(sock), envCfg: map[string]any{"provider": "pcsync", "company": e.slug()}}
 	var lease map[string]any
@@ -104,7 +104,7 @@ func newStreamBench(b *testing.B) *streamBench {
 		b.Fatal(err)
 	}
 	s.lease = map[string]any{"providerLeaseId": lease["providerLeaseId"]}
-	var ws RealizeWorkspaceResponse
+	var ws struct{ Cwd string }
 	if err := s.api.call("realizeWorkspace", map[string]any{"config": s.envCfg, "lease": s.lease}, &ws); err != nil {
 		b.Fatal(err)
 	}
@@ -152,8 +152,8 @@ func (s *streamBench) peakRSS(b *testing.B, op func() error) float64 {
 
 // put sends tree (a tar stream) to the lease's workspace/tree.
 func (s *streamBench) put(tree io.Reader) error {
-	head, _ := json.Marshal(SyncPutRequest{Lease: LeaseRef{ProviderLeaseID: ptrTo(s.lease["providerLeaseId"].(string))},
-		TargetPath: s.workspace + "/tree", Kind: SyncDirectory, TimeoutMs: (10 * time.Minute).Milliseconds()})
+	head, _ := json.Marshal(map[string]any{"lease": s.lease,
+		"targetPath": s.workspace + "/tree", "kind": SyncDirectory, "timeoutMs": (10 * time.Minute).Milliseconds()})
 	body := io.MultiReader(bytes.NewReader(append(head, '\n')), tree)
 	resp, err := s.api.hc.Post("http://pcsync/v1/sync/put", "application/octet-stream", body)
 	if err != nil {
@@ -221,5 +221,3 @@ func tarOf(files, size int) io.Reader {
 	}()
 	return r
 }
-
-func ptrTo[T any](v T) *T { return &v }

@@ -69,7 +69,7 @@ func benchSandbox(b *testing.B) {
 	sock := filepath.Join(e.hostDir, "api.sock")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go func() { _ = NewAPI(m, sock).Serve(ctx) }()
+	go func() { _ = ServeAPI(ctx, m, sock) }()
 	api := newAPIClient(sock)
 	envCfg := map[string]any{"provider": "pcsync", "company": e.slug()}
 	waitSocket(b, sock)

@@ -92,3 +92,23 @@ func (e *UserError) Error() string { return e.Message }
 func userErrorf(code Code, format string, args ...any) error {
 	return &UserError{Code: code, Message: fmt.Sprintf(format, args...)}
 }
+
+// BadRequestError is a request's params that do not decode, or that Put
+// and Get refuse, named by the field at fault ("params.<field>").
+type BadRequestError struct {
+	// Field is the JSON path of the field at fault ("lease.providerLeaseId"),
+	// empty when the params are no JSON object at all.
+	Field string
+	Err   error
+}
+
+// Error says which field is wrong and how.
+func (e *BadRequestError) Error() string {
+	if e.Field == "" {
+		return "params: " + e.Err.Error()
+	}
+	return "params." + e.Field + ": " + e.Err.Error()
+}
+
+// Unwrap returns the decode error.
+func (e *BadRequestError) Unwrap() error { return e.Err }

@@ -2,7 +2,8 @@
 // stock adapters (claude_local, codex_local, …) run their CLI in a pod of a
 // tenant namespace that the Git config declares, through the hooks of
 // pcsync's plugin (integrations/paperclip-sandbox), which forwards each hook
-// to the daemon's API on a Unix socket.
+// to the daemon's API on a Unix socket (pkg/sandbox/hookapi), which calls
+// the Manager.
 //
 // One lease is one pod. Its main container runs pcsync's command server
 // (pkg/sandbox/cmdserver) as PID 1, so it reaps every orphan; the daemon
@@ -39,7 +40,7 @@
 //	envfilter.go        EnvRule: which env keys of an execute reach the pod (never the server's secrets)
 //	lease.go            the lease record, its ids and paths
 //	lease_state.go      the lease's life as a state machine: its states, the transition table, to; draining and ending
-//	code.go             Code, the stable words of refusals and diagnostics; UserError
+//	code.go             Code, the stable words of refusals and diagnostics; UserError; BadRequestError
 //	pod_build.go        BuildPod: the hardened lease pod
 //	pod_helper.go       the helper container that copies pcsync into a pod whose image lacks it (postStart hook), its resources
 //	journal.go          the lease journal in the state directory
@@ -51,15 +52,9 @@
 //	proxy_env.go        egress mode proxy: the proxy's variables on every execute
 //	manager_sync.go     Put and Get: one mapping of Paperclip's native workspace sync as one command of the lease's stream (a file, or a tree as a tar), streamed
 //	manager_release.go  Release and the expiry: drain, shutdown, delete, wait gone (internal/lib/podwait)
-//	manager_probe.go    Validate and Probe: an environment's config checked, and what a lease of it needs, without a lease
+//	manager_probe.go    Validate and Probe: an environment's config checked, and what a lease of it needs, without a lease; their results (the hooks' answers as they are)
 //	stream.go           the command stream as a pod exec
 //	exec_protocol.go    ExecProtocol: the exec's protocol (auto: WebSocket, SPDY fallback; websocket; spdy)
-//	hook.go             the hook contract: each hook's request and response types
-//	api.go              API: the hooks on the Unix socket, a handler table of typed hooks; refusals as HTTP statuses
-//	api_decode.go       decoding a hook's params: a 400 that names the field
-//	api_hooks.go        each hook: its request to the Manager's call, the call's outcome to its response; execute's NDJSON chunk lines
-//	api_sync.go         the workspace sync's routes: a mapping's raw bytes in (put) and out (get) of a lease
-//	api_hello.go        POST /v1/hello: pcsync's adapter and plugin say Paperclip loaded them (WithHello)
 //	metrics.go          Metrics the manager reports to (pcsync_sandbox_*), its outcome and end words
 //	pool.go             warm pools: the declared pools, a member's spec hash, a member built by BuildPod with a member's labels
 //	pool_options.go     PoolOptions and their defaults

@@ -243,6 +243,9 @@ func (m *Manager) Close() {
 	m.wg.Wait()
 }
 
+// Logger is the logger the manager logs to (Options.Logger).
+func (m *Manager) Logger() *slog.Logger { return m.log }
+
 // base is the context of the manager's background work: it ends when
 // Close begins.
 func (m *Manager) base() context.Context {

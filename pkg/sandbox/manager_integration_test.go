@@ -29,6 +29,11 @@ import (
 
 var pcsyncBin string
 
+// ServeAPI serves m's hook API (package hookapi) on socket until ctx
+// ends. hookapi imports this package, so a test of package sandbox cannot:
+// hookapi_integration_test.go, of package sandbox_test, sets it.
+var ServeAPI func(ctx context.Context, m *Manager, socket string) error
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "pcsync-sandbox-bin-")
 	if err != nil {

@@ -16,6 +16,41 @@ import (
 	"github.com/pcsync/pcsync/pkg/secretcheck"
 )
 
+// ValidateConfigResponse is what Validate finds: the validateConfig
+// hook's answer as it is.
+type ValidateConfigResponse struct {
+	OK     bool     `json:"ok"`
+	Errors []string `json:"errors,omitempty"`
+	// NormalizedConfig is the config Paperclip stores when OK.
+	NormalizedConfig map[string]any `json:"normalizedConfig,omitempty"`
+	Warnings         []string       `json:"warnings,omitempty"`
+}
+
+// ProbeResponse is what Probe finds, the probe hook's answer as it is: OK
+// when no diagnostic is an error.
+type ProbeResponse struct {
+	OK          bool         `json:"ok"`
+	Summary     string       `json:"summary"`
+	Diagnostics []Diagnostic `json:"diagnostics"`
+}
+
+// Severity is how much a diagnostic matters.
+type Severity string
+
+// The severities of a diagnostic.
+const (
+	SeverityError   Severity = "error"
+	SeverityWarning Severity = "warning"
+	SeverityInfo    Severity = "info"
+)
+
+// Diagnostic is one finding of the probe.
+type Diagnostic struct {
+	Severity Severity `json:"severity"`
+	Code     Code     `json:"code"`
+	Message  string   `json:"message"`
+}
+
 // Validate checks an environment's config (Paperclip's JSON object) on its
 // own and against the loaded pcsync config, and gives the normalized
 // config Paperclip stores when it is valid.

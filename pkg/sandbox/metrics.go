@@ -172,6 +172,10 @@ func (m *Manager) observeAcquire(began time.Time, err error) {
 	m.opts.Metrics.SandboxAcquire(time.Since(began), string(outcome), code)
 }
 
+// AcquireRefused counts an acquire refused (err) before it reached
+// Acquire, its params not decoded, as Acquire counts its own refusals.
+func (m *Manager) AcquireRefused(err error) { m.observeAcquire(time.Now(), err) }
+
 // hold counts a tracked lease as held.
 func (m *Manager) hold(l *lease) {
 	l.mu.Lock()

@@ -23,7 +23,7 @@ import (
 // the daemon's API on a Unix socket.
 type streamsEnv struct {
 	api       *apiClient
-	lease     LeaseRef
+	lease     map[string]any
 	workspace string
 }
 
@@ -33,20 +33,20 @@ func newStreamsEnv(t *testing.T) *streamsEnv {
 	sock := filepath.Join(e.hostDir, "api.sock")
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	go func() { _ = NewAPI(e.m, sock).Serve(ctx) }()
+	go func() { _ = ServeAPI(ctx, e.m, sock) }()
 	waitSocket(t, sock)
 	ws, err := e.m.Workspace(info.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &streamsEnv{api: newAPIClient(sock), lease: LeaseRef{ProviderLeaseID: &info.ID}, workspace: ws}
+	return &streamsEnv{api: newAPIClient(sock), lease: map[string]any{"providerLeaseId": info.ID}, workspace: ws}
 }
 
 // put posts a put of data to target; it returns the answer's status and
 // body.
 func (s *streamsEnv) put(t *testing.T, target string, kind SyncKind, mode *uint32, data []byte) (int, []byte) {
 	t.Helper()
-	head, _ := json.Marshal(SyncPutRequest{Lease: s.lease, TargetPath: target, Kind: kind, Mode: mode})
+	head, _ := json.Marshal(map[string]any{"lease": s.lease, "targetPath": target, "kind": kind, "mode": mode})
 	resp, err := s.api.hc.Post("http://pcsync/v1/sync/put", "application/octet-stream", io.MultiReader(bytes.NewReader(append(head, '\n')), bytes.NewReader(data)))
 	if err != nil {
 		t.Fatal(err)
@@ -60,7 +60,7 @@ func (s *streamsEnv) put(t *testing.T, target string, kind SyncKind, mode *uint3
 // the error reading the body (a cut answer).
 func (s *streamsEnv) get(t *testing.T, source string, kind SyncKind, follow bool) (int, []byte, error) {
 	t.Helper()
-	req, _ := json.Marshal(SyncGetRequest{Lease: s.lease, SourcePath: source, Kind: kind, FollowSymlinks: follow})
+	req, _ := json.Marshal(map[string]any{"lease": s.lease, "sourcePath": source, "kind": kind, "followSymlinks": follow})
 	resp, err := s.api.hc.Post("http://pcsync/v1/sync/get", "application/json", bytes.NewReader(req))
 	if err != nil {
 		t.Fatal(err)
@@ -141,7 +141,7 @@ func TestExecuteStreams(t *testing.T) {
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
-		var l ExecuteLine
+		var l struct{ Stdout, Stderr string }
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
 			t.Fatalf("line %q: %v", sc.Bytes(), err)
 		}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/pcsync/pcsync/internal/testing/paperclipserver"
 	"github.com/pcsync/pcsync/pkg/sandbox"
+	"github.com/pcsync/pcsync/pkg/sandbox/hookapi"
 )
 
 // syncEnv is a lease on the real node with the daemon's API on a socket,
@@ -52,7 +53,7 @@ func newSyncEnv(t testing.TB) *syncEnv {
 	socket := filepath.Join(dir, "s.sock")
 	actx, stop := context.WithCancel(context.Background())
 	served := make(chan struct{})
-	go func() { defer close(served); _ = sandbox.NewAPI(e.m, socket).Serve(actx) }()
+	go func() { defer close(served); _ = hookapi.New(e.m, socket).Serve(actx) }()
 	t.Cleanup(func() { stop(); <-served })
 	for i := 0; ; i++ {
 		if _, err := os.Stat(socket); err == nil {

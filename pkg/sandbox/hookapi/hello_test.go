@@ -1,4 +1,4 @@
-package sandbox
+package hookapi
 
 import (
 	"bytes"
@@ -33,7 +33,7 @@ func TestHello(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var taken []Hello
-			h := NewAPI(offlineManager(), "unused.sock").WithHello(func(c, n, v string) error {
+			h := New(offlineManager(t), "unused.sock").WithHello(func(c, n, v string) error {
 				taken = append(taken, Hello{c, n, v})
 				if tt.refuse {
 					return errors.New("no such component")
@@ -57,7 +57,7 @@ func TestHello(t *testing.T) {
 // and the repeats at DEBUG only.
 func TestHelloLoggedOnChange(t *testing.T) {
 	var buf bytes.Buffer
-	a := NewAPI(offlineManager(), "unused.sock")
+	a := New(offlineManager(t), "unused.sock")
 	a.log = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	h := a.Handler()
 	for _, body := range []string{

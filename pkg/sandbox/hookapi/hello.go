@@ -1,10 +1,12 @@
-package sandbox
+package hookapi
 
 import (
 	"context"
 	"io"
 	"log/slog"
 	"net/http"
+
+	"github.com/pcsync/pcsync/pkg/sandbox"
 )
 
 // HelloFunc takes a hello: Paperclip loaded pcsync's component (adapter or
@@ -29,7 +31,7 @@ func (a *API) WithHello(f HelloFunc) *API {
 func (a *API) serveHello(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 4<<10))
 	if err != nil {
-		fail(w, http.StatusRequestEntityTooLarge, CodeBadRequest, "request body: "+err.Error())
+		fail(w, http.StatusRequestEntityTooLarge, sandbox.CodeBadRequest, "request body: "+err.Error())
 		return
 	}
 	var h Hello
@@ -38,13 +40,13 @@ func (a *API) serveHello(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if h.Component == "" || h.Version == "" {
-		fail(w, http.StatusBadRequest, CodeBadRequest, "hello: component and version are required")
+		fail(w, http.StatusBadRequest, sandbox.CodeBadRequest, "hello: component and version are required")
 		return
 	}
 	a.logHello(r.Context(), h)
 	if a.hello != nil {
 		if err := a.hello(h.Component, h.Name, h.Version); err != nil {
-			fail(w, http.StatusBadRequest, CodeBadRequest, "hello: "+err.Error())
+			fail(w, http.StatusBadRequest, sandbox.CodeBadRequest, "hello: "+err.Error())
 			return
 		}
 	}

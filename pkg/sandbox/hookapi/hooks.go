@@ -1,39 +1,42 @@
-package sandbox
+package hookapi
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/pcsync/pcsync/pkg/sandbox"
 )
 
-// The hooks: each turns its request into the Manager's call and the call's
+// The hooks: each turns its request into the sandbox.Manager's call and the call's
 // outcome into its response.
 
-func (a *API) validateConfig(_ context.Context, req *ValidateConfigRequest) (ValidateConfigResponse, error) {
+func (a *API) validateConfig(_ context.Context, req *ValidateConfigRequest) (sandbox.ValidateConfigResponse, error) {
 	return a.m.Validate(req.Config), nil
 }
 
-func (a *API) probe(ctx context.Context, req *ProbeRequest) (ProbeResponse, error) {
+func (a *API) probe(ctx context.Context, req *ProbeRequest) (sandbox.ProbeResponse, error) {
 	return a.m.Probe(ctx, req.Config), nil
 }
 
 func (a *API) acquireLease(ctx context.Context, req *AcquireLeaseRequest) (LeaseResponse, error) {
-	cfg, errs := ParseConfig(req.Config)
+	cfg, errs := sandbox.ParseConfig(req.Config)
 	if len(errs) > 0 {
-		err := configErrors(CodeConfigInvalid, errs)
-		a.m.observeAcquire(time.Now(), err)
+		err := configRefusal(errs)
+		a.m.AcquireRefused(err)
 		return LeaseResponse{}, err
 	}
-	p := AcquireParams{Config: cfg, CompanyID: req.CompanyID, EnvironmentID: req.EnvironmentID,
+	p := sandbox.AcquireParams{Config: cfg, CompanyID: req.CompanyID, EnvironmentID: req.EnvironmentID,
 		RunID: req.RunID, AgentID: req.AgentID, AdapterType: req.AdapterType}
 	if s := deref(req.RequestedExpiresAt); s != "" {
 		t, err := time.Parse(time.RFC3339Nano, s)
 		if err != nil {
-			return LeaseResponse{}, &BadRequestError{Field: "requestedExpiresAt", Err: err}
+			return LeaseResponse{}, &sandbox.BadRequestError{Field: "requestedExpiresAt", Err: err}
 		}
 		p.RequestedExpiresAt = &t
 	}
@@ -68,7 +71,7 @@ func (a *API) release(ctx context.Context, req *ReleaseLeaseRequest, cancel bool
 		return nil, nil
 	}
 	ns, _ := req.LeaseMetadata["namespace"].(string)
-	state, err := a.m.Release(ctx, ReleaseParams{ID: id, Cancel: cancel, Namespace: ns})
+	state, err := a.m.Release(ctx, sandbox.ReleaseParams{ID: id, Cancel: cancel, Namespace: ns})
 	if err != nil {
 		return nil, err
 	}
@@ -85,18 +88,18 @@ func (a *API) runCancelled(ctx context.Context, req *RunCancelledRequest) (RunCa
 	return RunCancelledResponse{Released: n}, err
 }
 
-// runStarted begins the started run's lease (Manager.Prestart); a config
+// runStarted begins the started run's lease (sandbox.Manager.Prestart); a config
 // that does not parse begins none, and is no error: the run's acquire
 // reports it.
 func (a *API) runStarted(_ context.Context, req *RunStartedRequest) (RunStartedResponse, error) {
 	if req.RunID == "" {
-		return RunStartedResponse{}, &BadRequestError{Field: "runId", Err: errors.New("empty")}
+		return RunStartedResponse{}, &sandbox.BadRequestError{Field: "runId", Err: errors.New("empty")}
 	}
-	cfg, errs := ParseConfig(req.Config)
+	cfg, errs := sandbox.ParseConfig(req.Config)
 	if len(errs) > 0 {
-		return RunStartedResponse{Reason: configErrors(CodeConfigInvalid, errs).Error()}, nil
+		return RunStartedResponse{Reason: configRefusal(errs).Error()}, nil
 	}
-	ok, why := a.m.Prestart(AcquireParams{Config: cfg, CompanyID: req.CompanyID, EnvironmentID: req.EnvironmentID,
+	ok, why := a.m.Prestart(sandbox.AcquireParams{Config: cfg, CompanyID: req.CompanyID, EnvironmentID: req.EnvironmentID,
 		RunID: req.RunID, AgentID: req.AgentID, AdapterType: req.AdapterType})
 	return RunStartedResponse{Prestarted: ok, Reason: why}, nil
 }
@@ -111,23 +114,23 @@ func (a *API) execute(w http.ResponseWriter, r *http.Request, body []byte) {
 		return
 	}
 	if req.Command == "" {
-		refuse(w, &BadRequestError{Field: "command", Err: errors.New("empty")})
+		refuse(w, &sandbox.BadRequestError{Field: "command", Err: errors.New("empty")})
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
 	line := ndjsonLines(w)
 	stdout, stderr := &chunkLines{stream: "stdout", line: line}, &chunkLines{stream: "stderr", line: line}
-	exit, err := a.m.ExecuteStream(r.Context(), ExecParams{
+	exit, err := a.m.ExecuteStream(r.Context(), sandbox.ExecParams{
 		LeaseID: req.Lease.ID(), Command: req.Command, Args: req.Args, Cwd: req.Cwd,
 		Env: req.Env, Stdin: req.Stdin, Timeout: time.Duration(req.TimeoutMs) * time.Millisecond,
-	}, ExecStreams{Stdout: stdout, Stderr: stderr})
+	}, sandbox.ExecStreams{Stdout: stdout, Stderr: stderr})
 	if err == nil {
 		err = errors.Join(stdout.flush(), stderr.flush())
 	}
 	if err != nil {
-		code := CodeExecuteFailed
-		var ue *UserError
+		code := sandbox.CodeExecuteFailed
+		var ue *sandbox.UserError
 		if errors.As(err, &ue) {
 			code = ue.Code
 		}
@@ -215,7 +218,17 @@ func chunkLine(stream string, chunk []byte) ExecuteLine {
 	return ExecuteLine{Stdout: string(chunk)}
 }
 
-func leaseResponse(info LeaseInfo) LeaseResponse {
+// configRefusal joins a config's field errors into one refusal
+// (config_invalid), worded as the Manager words its own.
+func configRefusal(errs []sandbox.ConfigError) error {
+	msgs := make([]string, len(errs))
+	for i, e := range errs {
+		msgs[i] = e.Error()
+	}
+	return &sandbox.UserError{Code: sandbox.CodeConfigInvalid, Message: strings.Join(msgs, "; ")}
+}
+
+func leaseResponse(info sandbox.LeaseInfo) LeaseResponse {
 	return LeaseResponse{
 		ProviderLeaseID: info.ID,
 		ExpiresAt:       info.ExpiresAt.UTC().Format(time.RFC3339),

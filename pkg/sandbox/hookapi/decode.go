@@ -1,4 +1,4 @@
-package sandbox
+package hookapi
 
 import (
 	"encoding/json"
@@ -6,30 +6,12 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+
+	"github.com/pcsync/pcsync/pkg/sandbox"
 )
 
-// BadRequestError is a hook's params that do not decode, named by the
-// field at fault ("params.<field>").
-type BadRequestError struct {
-	// Field is the JSON path of the field at fault ("lease.providerLeaseId"),
-	// empty when the params are no JSON object at all.
-	Field string
-	Err   error
-}
-
-// Error says which field is wrong and how.
-func (e *BadRequestError) Error() string {
-	if e.Field == "" {
-		return "params: " + e.Err.Error()
-	}
-	return "params." + e.Field + ": " + e.Err.Error()
-}
-
-// Unwrap returns the decode error.
-func (e *BadRequestError) Unwrap() error { return e.Err }
-
 // decode reads a hook's params into v; fields v does not list are ignored.
-// A failure is a *BadRequestError naming the field.
+// A failure is a *sandbox.BadRequestError naming the field.
 func decode(body []byte, v any) error {
 	err := json.Unmarshal(body, v)
 	var te *json.UnmarshalTypeError
@@ -38,11 +20,11 @@ func decode(body []byte, v any) error {
 	case err == nil:
 		return nil
 	case errors.As(err, &te) && te.Field != "":
-		return &BadRequestError{Field: jsonPath(te.Field), Err: fmt.Errorf("want %s, got a JSON %s", jsonKind(te.Type), te.Value)}
+		return &sandbox.BadRequestError{Field: jsonPath(te.Field), Err: fmt.Errorf("want %s, got a JSON %s", jsonKind(te.Type), te.Value)}
 	case errors.As(err, &se):
-		return &BadRequestError{Err: fmt.Errorf("not JSON (at byte %d): %w", se.Offset, err)}
+		return &sandbox.BadRequestError{Err: fmt.Errorf("not JSON (at byte %d): %w", se.Offset, err)}
 	}
-	return &BadRequestError{Err: err}
+	return &sandbox.BadRequestError{Err: err}
 }
 
 // jsonPath is a decode error's field path without the Go name of the

@@ -1,4 +1,6 @@
-package sandbox
+package hookapi
+
+import "github.com/pcsync/pcsync/pkg/sandbox"
 
 // The hook contract: what the plugin posts to /v1/hooks/<hook> (Paperclip's
 // params as they are) and what the daemon answers. Fields Paperclip passes
@@ -23,7 +25,7 @@ const (
 	// HookRunStarted is the plugin's own too: Paperclip's
 	// agent.run.started event, forwarded with the params of the agent's
 	// last acquireLease, so that the run's lease begins before Paperclip
-	// asks for it (Manager.Prestart).
+	// asks for it (sandbox.Manager.Prestart).
 	HookRunStarted Hook = "runStarted"
 )
 
@@ -33,7 +35,7 @@ type HookBase struct {
 	CompanyID     string `json:"companyId"`
 	EnvironmentID string `json:"environmentId"`
 	// Config is the environment's config as Paperclip stores it, decoded
-	// field by field by ParseConfig.
+	// field by field by sandbox.ParseConfig.
 	Config map[string]any `json:"config"`
 }
 
@@ -51,42 +53,9 @@ type ValidateConfigRequest struct {
 	HookBase
 }
 
-// ValidateConfigResponse is validateConfig's answer.
-type ValidateConfigResponse struct {
-	OK     bool     `json:"ok"`
-	Errors []string `json:"errors,omitempty"`
-	// NormalizedConfig is the config Paperclip stores when OK.
-	NormalizedConfig map[string]any `json:"normalizedConfig,omitempty"`
-	Warnings         []string       `json:"warnings,omitempty"`
-}
-
 // ProbeRequest are probe's params.
 type ProbeRequest struct {
 	HookBase
-}
-
-// ProbeResponse is probe's answer: OK when no diagnostic is an error.
-type ProbeResponse struct {
-	OK          bool         `json:"ok"`
-	Summary     string       `json:"summary"`
-	Diagnostics []Diagnostic `json:"diagnostics"`
-}
-
-// Severity is how much a diagnostic matters.
-type Severity string
-
-// The severities of a diagnostic.
-const (
-	SeverityError   Severity = "error"
-	SeverityWarning Severity = "warning"
-	SeverityInfo    Severity = "info"
-)
-
-// Diagnostic is one finding of the probe.
-type Diagnostic struct {
-	Severity Severity `json:"severity"`
-	Code     Code     `json:"code"`
-	Message  string   `json:"message"`
 }
 
 // AcquireLeaseRequest are acquireLease's params.
@@ -127,8 +96,8 @@ type ReleaseLeaseRequest struct {
 // ReleaseLeaseResponse is the termination receipt (null when no lease was
 // made).
 type ReleaseLeaseResponse struct {
-	ProviderLeaseID string       `json:"providerLeaseId"`
-	State           ReceiptState `json:"state"`
+	ProviderLeaseID string               `json:"providerLeaseId"`
+	State           sandbox.ReceiptState `json:"state"`
 }
 
 // RealizeWorkspaceRequest are realizeWorkspace's params.
@@ -211,6 +180,6 @@ type ErrorResponse struct {
 
 // HookError is why a hook failed.
 type HookError struct {
-	Message string `json:"message"`
-	Code    Code   `json:"code"`
+	Message string       `json:"message"`
+	Code    sandbox.Code `json:"code"`
 }

@@ -1,4 +1,4 @@
-package sandbox
+package hookapi
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/pcsync/pcsync/pkg/sandbox"
 )
 
 // API serves the hooks of pcsync's Paperclip plugin
@@ -20,15 +22,15 @@ import (
 // with the hook's params as Paperclip passes them (the request types of
 // hook.go), answered with the hook's result (the response types);
 // runCancelled ({runId}) ends a cancelled run's leases. The workspace
-// sync's bytes have routes of their own (api_sync.go): POST /v1/sync/put
+// sync's bytes have routes of their own (sync.go): POST /v1/sync/put
 // and /v1/sync/get. execute answers
 // NDJSON: ExecuteLine chunks while the command runs, then one result or
 // error line. Params that do not decode are a 400 naming the field; any
 // other refusal is a non-2xx status with an ErrorResponse. Nothing of a
 // request is logged but ids and key names. The API only speaks HTTP: the
-// Manager does the work.
+// sandbox.Manager does the work.
 type API struct {
-	m      *Manager
+	m      *sandbox.Manager
 	socket string
 	log    *slog.Logger
 	hello  HelloFunc
@@ -36,9 +38,10 @@ type API struct {
 	seen sync.Map
 }
 
-// NewAPI returns the API of m on socket (created with mode 0600).
-func NewAPI(m *Manager, socket string) *API {
-	return &API{m: m, socket: socket, log: m.log}
+// New returns the API of m on socket (created with mode 0600); it logs to
+// m's logger.
+func New(m *sandbox.Manager, socket string) *API {
+	return &API{m: m, socket: socket, log: m.Logger()}
 }
 
 // Serve listens until ctx ends, then stops accepting and returns once the
@@ -106,12 +109,12 @@ func (a *API) hook(w http.ResponseWriter, r *http.Request) {
 	name := Hook(r.PathValue("hook"))
 	serve, ok := hooks[name]
 	if !ok {
-		fail(w, http.StatusNotFound, CodeUnknownHook, fmt.Sprintf("hook %q is not served by this pcsync daemon", name))
+		fail(w, http.StatusNotFound, sandbox.CodeUnknownHook, fmt.Sprintf("hook %q is not served by this pcsync daemon", name))
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 64<<20))
 	if err != nil {
-		fail(w, http.StatusRequestEntityTooLarge, CodeBadRequest, "request body: "+err.Error())
+		fail(w, http.StatusRequestEntityTooLarge, sandbox.CodeBadRequest, "request body: "+err.Error())
 		return
 	}
 	serve(a, w, r, body)
@@ -136,24 +139,24 @@ func answer[Req, Resp any](call func(a *API, ctx context.Context, req *Req) (Res
 	}
 }
 
-// refuse answers err: a bad request 400, a UserError 422 with its code, an
+// refuse answers err: a bad request 400, a sandbox.UserError 422 with its code, an
 // unknown lease 404, anything else 500.
 func refuse(w http.ResponseWriter, err error) {
-	var ue *UserError
-	var be *BadRequestError
+	var ue *sandbox.UserError
+	var be *sandbox.BadRequestError
 	switch {
 	case errors.As(err, &be):
-		fail(w, http.StatusBadRequest, CodeBadRequest, be.Error())
+		fail(w, http.StatusBadRequest, sandbox.CodeBadRequest, be.Error())
 	case errors.As(err, &ue):
 		fail(w, http.StatusUnprocessableEntity, ue.Code, ue.Message)
-	case errors.Is(err, ErrNoLease):
-		fail(w, http.StatusNotFound, CodeNoLease, err.Error())
+	case errors.Is(err, sandbox.ErrNoLease):
+		fail(w, http.StatusNotFound, sandbox.CodeNoLease, err.Error())
 	default:
-		fail(w, http.StatusInternalServerError, CodeInternal, err.Error())
+		fail(w, http.StatusInternalServerError, sandbox.CodeInternal, err.Error())
 	}
 }
 
-func fail(w http.ResponseWriter, status int, code Code, msg string) {
+func fail(w http.ResponseWriter, status int, code sandbox.Code, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(ErrorResponse{Error: HookError{Message: msg, Code: code}})

@@ -1,6 +1,7 @@
-package sandbox
+package hookapi
 
 import (
+	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -9,20 +10,29 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/client-go/rest"
 
 	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/sandbox"
 )
 
 // offlineAPI is the API of a manager with no cluster and no config: enough
 // for what is answered before the cluster is asked.
-func offlineAPI() http.Handler { return NewAPI(offlineManager(), "unused.sock").Handler() }
+func offlineAPI(t testing.TB) http.Handler { return New(offlineManager(t), "unused.sock").Handler() }
 
-// offlineManager is a manager with no cluster and no config.
-func offlineManager() *Manager {
-	o := DefaultOptions("")
+// offlineManager is a manager with no config, whose cluster is a port
+// nothing listens on (its start finds no pods to adopt) and no warm pools.
+func offlineManager(t testing.TB) *sandbox.Manager {
+	t.Helper()
+	o := sandbox.DefaultOptions(t.TempDir())
 	o.Logger = slog.New(slog.DiscardHandler)
-	o.complete()
-	return &Manager{opts: o, log: o.Logger, model: func() *config.Model { return nil }, leases: map[string]*lease{}}
+	o.Pool.Disabled = true
+	m, err := sandbox.New(context.Background(), &rest.Config{Host: "http://127.0.0.1:1"}, func() *config.Model { return nil }, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	return m
 }
 
 // post sends params to hook and returns the status and the decoded body.
@@ -42,24 +52,24 @@ func TestHookBadParams(t *testing.T) {
 		want               ErrorResponse
 	}{
 		{"a number for the lease id", "execute", `{"lease":{"providerLeaseId":5},"command":"true"}`, http.StatusBadRequest,
-			ErrorResponse{HookError{Code: CodeBadRequest, Message: "params.lease.providerLeaseId: want a string, got a JSON number"}}},
+			ErrorResponse{HookError{Code: sandbox.CodeBadRequest, Message: "params.lease.providerLeaseId: want a string, got a JSON number"}}},
 		{"no command", "execute", `{"lease":{"providerLeaseId":"pcsync-sbx-1"}}`, http.StatusBadRequest,
-			ErrorResponse{HookError{Code: CodeBadRequest, Message: "params.command: empty"}}},
+			ErrorResponse{HookError{Code: sandbox.CodeBadRequest, Message: "params.command: empty"}}},
 		{"a string for cancelActiveWork", "releaseLease", `{"providerLeaseId":"pcsync-sbx-1","cancelActiveWork":"yes"}`, http.StatusBadRequest,
-			ErrorResponse{HookError{Code: CodeBadRequest, Message: "params.cancelActiveWork: want true or false, got a JSON string"}}},
+			ErrorResponse{HookError{Code: sandbox.CodeBadRequest, Message: "params.cancelActiveWork: want true or false, got a JSON string"}}},
 		{"a string for the config", "acquireLease", `{"config":"acme"}`, http.StatusBadRequest,
-			ErrorResponse{HookError{Code: CodeBadRequest, Message: "params.config: want an object, got a JSON string"}}},
+			ErrorResponse{HookError{Code: sandbox.CodeBadRequest, Message: "params.config: want an object, got a JSON string"}}},
 		{"a number for the run id", "runCancelled", `{"runId":7}`, http.StatusBadRequest,
-			ErrorResponse{HookError{Code: CodeBadRequest, Message: "params.runId: want a string, got a JSON number"}}},
+			ErrorResponse{HookError{Code: sandbox.CodeBadRequest, Message: "params.runId: want a string, got a JSON number"}}},
 		{"no run id", "runStarted", `{"config":{"company":"acme"}}`, http.StatusBadRequest,
-			ErrorResponse{HookError{Code: CodeBadRequest, Message: "params.runId: empty"}}},
+			ErrorResponse{HookError{Code: sandbox.CodeBadRequest, Message: "params.runId: empty"}}},
 		{"no JSON", "resumeLease", `providerLeaseId=x`, http.StatusBadRequest,
-			ErrorResponse{HookError{Code: CodeBadRequest, Message: "params: not JSON (at byte 1): invalid character 'p' looking for beginning of value"}}},
+			ErrorResponse{HookError{Code: sandbox.CodeBadRequest, Message: "params: not JSON (at byte 1): invalid character 'p' looking for beginning of value"}}},
 		{"an unknown hook", "explode", `{}`, http.StatusNotFound,
-			ErrorResponse{HookError{Code: CodeUnknownHook, Message: `hook "explode" is not served by this pcsync daemon`}}},
+			ErrorResponse{HookError{Code: sandbox.CodeUnknownHook, Message: `hook "explode" is not served by this pcsync daemon`}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			status, body := post(t, offlineAPI(), tc.hook, tc.params)
+			status, body := post(t, offlineAPI(t), tc.hook, tc.params)
 			var got ErrorResponse
 			if err := json.Unmarshal([]byte(body), &got); err != nil {
 				t.Fatalf("answer %s: %v", body, err)
@@ -99,7 +109,7 @@ func TestHookAnswers(t *testing.T) {
 			`{"prestarted":false,"reason":"config.prestart: want true or false, got \"yes\""}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			status, got := post(t, offlineAPI(), tc.hook, tc.params)
+			status, got := post(t, offlineAPI(t), tc.hook, tc.params)
 			if diff := cmp.Diff(tc.want, got); diff != "" || status != tc.wantStatus {
 				t.Errorf("status %d, want %d; answer (-want +got):\n%s", status, tc.wantStatus, diff)
 			}

@@ -1,4 +1,4 @@
-package sandbox
+package hookapi
 
 import (
 	"bufio"
@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net/http"
 	"time"
+
+	"github.com/pcsync/pcsync/pkg/sandbox"
 )
 
 // The workspace sync's routes: the plugin's onEnvironmentSyncIn and
@@ -30,8 +32,8 @@ import (
 type SyncPutRequest struct {
 	Lease LeaseRef `json:"lease"`
 	// TargetPath is an absolute POSIX path in the pod.
-	TargetPath string   `json:"targetPath"`
-	Kind       SyncKind `json:"kind"`
+	TargetPath string           `json:"targetPath"`
+	Kind       sandbox.SyncKind `json:"kind"`
 	// Mode is the target's permission bits; null for the default.
 	Mode      *uint32 `json:"mode"`
 	TimeoutMs int64   `json:"timeoutMs"`
@@ -46,21 +48,21 @@ type SyncPutResponse struct {
 type SyncGetRequest struct {
 	Lease LeaseRef `json:"lease"`
 	// SourcePath is an absolute POSIX path in the pod.
-	SourcePath     string   `json:"sourcePath"`
-	Kind           SyncKind `json:"kind"`
-	Exclude        []string `json:"exclude"`
-	FollowSymlinks bool     `json:"followSymlinks"`
-	TimeoutMs      int64    `json:"timeoutMs"`
+	SourcePath     string           `json:"sourcePath"`
+	Kind           sandbox.SyncKind `json:"kind"`
+	Exclude        []string         `json:"exclude"`
+	FollowSymlinks bool             `json:"followSymlinks"`
+	TimeoutMs      int64            `json:"timeoutMs"`
 }
 
 // maxSyncHead bounds the JSON line of a put.
 const maxSyncHead = 1 << 20
 
 func (a *API) syncPut(w http.ResponseWriter, r *http.Request) {
-	body := bufio.NewReaderSize(http.MaxBytesReader(w, r.Body, MaxSyncBytes+maxSyncHead), 64<<10)
+	body := bufio.NewReaderSize(http.MaxBytesReader(w, r.Body, sandbox.MaxSyncBytes+maxSyncHead), 64<<10)
 	head, err := readHead(body)
 	if err != nil {
-		refuse(w, &BadRequestError{Err: err})
+		refuse(w, &sandbox.BadRequestError{Err: err})
 		return
 	}
 	var req SyncPutRequest
@@ -68,7 +70,7 @@ func (a *API) syncPut(w http.ResponseWriter, r *http.Request) {
 		refuse(w, err)
 		return
 	}
-	n, err := a.m.Put(r.Context(), PutParams{LeaseID: req.Lease.ID(), Target: req.TargetPath, Kind: req.Kind,
+	n, err := a.m.Put(r.Context(), sandbox.PutParams{LeaseID: req.Lease.ID(), Target: req.TargetPath, Kind: req.Kind,
 		Data: body, Mode: req.Mode, Timeout: time.Duration(req.TimeoutMs) * time.Millisecond})
 	// The body is read to its end before the answer (a tar's command may
 	// end before its trailing blocks; a failed one at any point), so that
@@ -105,7 +107,7 @@ func readHead(r *bufio.Reader) ([]byte, error) {
 func (a *API) syncGet(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxSyncHead))
 	if err != nil {
-		fail(w, http.StatusRequestEntityTooLarge, CodeBadRequest, "request body: "+err.Error())
+		fail(w, http.StatusRequestEntityTooLarge, sandbox.CodeBadRequest, "request body: "+err.Error())
 		return
 	}
 	var req SyncGetRequest
@@ -114,7 +116,7 @@ func (a *API) syncGet(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := &lazyOK{w: w}
-	_, err = a.m.Get(r.Context(), GetParams{LeaseID: req.Lease.ID(), Source: req.SourcePath, Kind: req.Kind,
+	_, err = a.m.Get(r.Context(), sandbox.GetParams{LeaseID: req.Lease.ID(), Source: req.SourcePath, Kind: req.Kind,
 		Exclude: req.Exclude, FollowSymlinks: req.FollowSymlinks, Timeout: time.Duration(req.TimeoutMs) * time.Millisecond}, out)
 	switch {
 	case err != nil && !out.started:
