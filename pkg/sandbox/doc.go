@@ -45,7 +45,9 @@
 //	pod_helper.go       the helper container that copies pcsync into a pod whose image lacks it (postStart hook), its resources
 //	journal.go          the lease journal in the state directory
 //	manager.go          Manager: adoption at start, lease registry, Close
-//	manager_acquire.go  Acquire (its credentials' Secrets checked: secretcheck.Guard), Resume, Workspace; waiting for the pod (internal/lib/podwait); opening the command stream (wait.Backoff)
+//	manager_acquire.go  Acquire (its credentials' Secrets checked: secretcheck.Guard): the lease's plan, its expiry, its pod created; Resume, Workspace
+//	manager_wait.go     waiting for the pod to run (internal/lib/podwait); why it will not (podRunning), and what an unschedulable one asked of its node
+//	manager_open.go     opening a lease's command stream (wait.Backoff), one open shared by its callers; connect: a ready lease's stream opened in the background
 //	manager_acquire_early.go  a cold lease's command server tried from its pod's create on: ready when it answers, before the kubelet's status says Running
 //	manager_prestart.go Prestart: a run's lease begun when Paperclip starts the run (agent.run.started, forwarded by the plugin), taken by the run's acquire, deleted when none takes it
 //	manager_execute.go  ExecuteStream: one command on a lease, its env filtered, its stdin and output streams; Execute: the same with the output whole
