@@ -14,8 +14,11 @@ import (
 )
 
 // ServiceCIDR is the cluster's Service range (kube-apiserver
-// --service-cluster-ip-range). On the real node, kube-proxy routes its ClusterIPs.
-const ServiceCIDR = "10.0.0.0/24"
+// --service-cluster-ip-range), on kwok and on the real node alike: a /20, 4,094
+// ClusterIPs, so that a fleet of 1,000 tenants with a Service each, and the
+// tests beside it, fit (a /24 ran out at 254). On the real node, kube-proxy
+// routes its ClusterIPs.
+const ServiceCIDR = "10.0.0.0/20"
 
 // nodeNet runs the real node's network programs: kube-proxy (iptables mode) from
 // the start to the stop of the node, and kube-router's firewall controller, the

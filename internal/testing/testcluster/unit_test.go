@@ -2,6 +2,7 @@ package testcluster
 
 import (
 	"bufio"
+	"net/netip"
 	"os"
 	"regexp"
 	"strings"
@@ -139,5 +140,26 @@ func TestCRIText(t *testing.T) {
 		CRILine(time.Unix(0, 0), "stdout", "")
 	if diff := cmp.Diff("one\npartial\n\n", criText([]byte(data))); diff != "" {
 		t.Errorf("criText (-want +got):\n%s", diff)
+	}
+}
+
+// TestServiceRangeHoldsAFleet: the Service range holds 4,096 addresses (a
+// fleet of 1,000 tenants has a Service each), holds the addresses the
+// cluster gives out of it (the API server's first one, which the serving
+// certificate names, and the cluster DNS), and meets neither the real
+// node's pod subnet nor its node IP.
+func TestServiceRangeHoldsAFleet(t *testing.T) {
+	svc := netip.MustParsePrefix(ServiceCIDR)
+	if size := 1 << (32 - svc.Bits()); size < 4096 {
+		t.Errorf("ServiceCIDR %s holds %d addresses, want at least 4,096", ServiceCIDR, size)
+	}
+	for _, in := range []string{"10.0.0.1", clusterDNSIP} {
+		if !svc.Contains(netip.MustParseAddr(in)) {
+			t.Errorf("ServiceCIDR %s does not hold %s", ServiceCIDR, in)
+		}
+	}
+	o := DefaultRealNodeOptions()
+	if svc.Overlaps(netip.MustParsePrefix(o.PodSubnet)) || svc.Contains(netip.MustParseAddr(o.NodeIP)) {
+		t.Errorf("ServiceCIDR %s meets the pod subnet %s or the node IP %s", ServiceCIDR, o.PodSubnet, o.NodeIP)
 	}
 }
