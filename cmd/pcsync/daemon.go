@@ -222,11 +222,15 @@ func (f *daemonFlags) validate() (apply.ApplyOptions, error) {
 // cluster.
 func (f *daemonFlags) options(ctx context.Context, g *globalOptions, lim apply.ApplyOptions) (daemon.Options, error) {
 	opts := daemon.DefaultOptions(f.config)
+	opts.Metrics = metrics.New()
+	// Every client of the daemon's counts its requests
+	// (pcsync_kube_api_requests_total).
+	g.wrapTransport = opts.Metrics.WrapTransport
 	needsCluster := !f.noReconcile && f.executor == "kubernetes" && f.sides.kubernetes ||
 		f.leaderElect || (!f.noRuns && f.executor == "kubernetes") || f.sandbox.enabled
 	var self *introspect.Self
 	if needsCluster {
-		cfg, err := g.Kube.RESTConfig()
+		cfg, err := g.restConfig()
 		if err != nil {
 			return opts, err
 		}
@@ -234,7 +238,6 @@ func (f *daemonFlags) options(ctx context.Context, g *globalOptions, lim apply.A
 		g.images = imageDefaults(self)
 	}
 	opts.Logger, opts.Once, opts.MetricsAddress, opts.Profiling = g.Logger, f.once, f.metricsAddr, f.profiling
-	opts.Metrics = metrics.New()
 	ro := &opts.Reconcile
 	ro.Interval, ro.Debounce, ro.Logger = f.interval, f.debounce, g.Logger
 	ro.Apply.Prune, ro.Apply.PruneMax, ro.Apply.PruneFloor = lim.Prune, lim.PruneMax, lim.PruneFloor
@@ -323,7 +326,7 @@ func (f *daemonFlags) runs(g *globalOptions, m *metrics.Metrics, self *introspec
 // clientset is a clientset of the cluster of g's flags that names itself
 // userAgent, so that the API server's logs tell pcsync's callers apart.
 func (f *daemonFlags) clientset(g *globalOptions, userAgent string) (*kubernetes.Clientset, error) {
-	cfg, err := g.Kube.RESTConfig()
+	cfg, err := g.restConfig()
 	if err != nil {
 		return nil, err
 	}

@@ -28,7 +28,7 @@ import (
 // Agent pods inherit from pcsync's own pod (self, nil outside one) what
 // each run's config allows (Settings spec.inherit; see pkg/introspect).
 func newKubeExecutor(ctx context.Context, g *globalOptions, stateDir string, m *metrics.Metrics, self *introspect.Self) (runs.Executor, error) {
-	cfg, err := g.Kube.RESTConfig()
+	cfg, err := g.restConfig()
 	if err != nil {
 		return nil, err
 	}

@@ -87,7 +87,7 @@ func (d *daemonFlags) stateDirectory() string {
 func (f *sandboxFlags) runner(g *globalOptions, d *daemonFlags, self *introspect.Self, m *metrics.Metrics) func(context.Context, func() *config.Model, <-chan struct{}) error {
 	stateDir := d.stateDirectory()
 	return func(ctx context.Context, model func() *config.Model, changed <-chan struct{}) error {
-		cfg, err := g.Kube.RESTConfig()
+		cfg, err := g.restConfig()
 		if err != nil {
 			return err
 		}

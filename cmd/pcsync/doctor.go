@@ -70,7 +70,7 @@ func newDoctorCmd(g *globalOptions) *cobra.Command {
 			if leaseNS != "" {
 				opts.LeaseNamespace = leaseNS
 			}
-			cfg, err := g.Kube.RESTConfig()
+			cfg, err := g.restConfig()
 			if err != nil {
 				opts.ClusterError = err
 			} else {

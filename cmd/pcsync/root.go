@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
 
 	"github.com/pcsync/pcsync/internal/lib/kube"
 	"github.com/pcsync/pcsync/internal/lib/leader"
@@ -40,6 +42,22 @@ type globalOptions struct {
 	// images is where pcsync's own images are unless Settings says: the
 	// daemon sets it from the pod it runs in (imageDefaults).
 	images config.ImageDefaults
+	// wrapTransport, when set, wraps the transport of every client config
+	// (the daemon counts its API requests so).
+	wrapTransport func(http.RoundTripper) http.RoundTripper
+}
+
+// restConfig is the cluster's client config from --kubeconfig and the
+// other Kube flags, its transport wrapped by wrapTransport.
+func (g *globalOptions) restConfig() (*rest.Config, error) {
+	cfg, err := g.Kube.RESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	if g.wrapTransport != nil {
+		cfg.Wrap(g.wrapTransport)
+	}
+	return cfg, nil
 }
 
 // referencePathsEnv is the environment variable that sets --reference-paths

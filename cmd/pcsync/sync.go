@@ -147,7 +147,7 @@ func (f *applySetFlags) validate() error {
 
 // manager builds the apply.Manager for the flags and the cluster of g.
 func (f *applySetFlags) manager(g *globalOptions) (*apply.Manager, error) {
-	cfg, err := g.Kube.RESTConfig()
+	cfg, err := g.restConfig()
 	if err != nil {
 		return nil, err
 	}

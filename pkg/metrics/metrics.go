@@ -79,7 +79,8 @@ type Metrics struct {
 	// route, a name that does not resolve).
 	PaperclipUnreachable prometheus.Counter
 
-	workqueue *workqueueMetrics
+	workqueue   *workqueueMetrics
+	apiRequests *apiRequestMetrics
 	sandbox   *sandboxMetrics
 }
 
@@ -87,14 +88,16 @@ type Metrics struct {
 func New() *Metrics {
 	m := &Metrics{
 		Registry:  prometheus.NewRegistry(),
-		workqueue: newWorkqueueMetrics(),
-		sandbox:   newSandboxMetrics(),
+		workqueue:   newWorkqueueMetrics(),
+		sandbox:     newSandboxMetrics(),
+		apiRequests: newAPIRequestMetrics(),
 	}
 	m.reconcileMetrics()
 	m.paperclipMetrics()
 	m.runMetrics()
 	m.Registry.MustRegister(m.workqueue.collectors()...)
 	m.Registry.MustRegister(m.sandbox.collectors()...)
+	m.Registry.MustRegister(m.apiRequests.requests)
 	m.initLabels()
 	m.Registry.MustRegister(
 		collectors.NewGoCollector(),
