@@ -146,11 +146,16 @@ lint:
 #   Jobs (with each pod's kubelet steps, from its log at --v=4), a whole 1 s
 #   run vs a bare Job, the agent's exit → its result written, and the
 #   credential route (streamed requests) vs straight to the provider and a
-#   bare relay.
+#   bare relay,
+#   the fleet (test/fleet): 10, 100 and 1,000 companies of 3 agents kept by one
+#   daemon (cold apply, RSS, CPU and API requests at rest, commit → applied),
+#   and the apply of 1,000 companies vs the bare 16-worker client.
 # The control-plane benchmarks start their own cluster (make k8sbin first).
 bench: $(if $(wildcard hack/cluster.mk),k8sbin realnode-deps)
 	$(GO) test -timeout 60m -run '^$$' -bench . -benchmem -benchtime 3x ./pkg/config ./pkg/render
 	PCSYNC_KUBELET_V=4 $(GO) test $(TEST_TAGS) -timeout 60m -run '^$$' -bench . -benchmem -benchtime 1x ./pkg/apply ./pkg/runs/spool ./pkg/runs/kubeexec ./pkg/sandbox ./test/realnode
+	$(GO) test $(TEST_TAGS) -timeout 60m -run '^$$' -bench BenchmarkApply -benchtime 1x ./pkg/apply -args -apply-bench-companies 1000 -apply-bench-clients bare,pcsync
+	$(GO) test $(TEST_TAGS) -timeout 90m -run '^$$' -bench BenchmarkFleet -benchtime 1x ./test/fleet
 	@bash hack/paperclip/install.sh >/dev/null
 	$(GO) test $(TEST_TAGS) -timeout 60m -run '^$$' -bench . -benchtime 1x ./test/e2e/paperclip
 

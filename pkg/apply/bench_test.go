@@ -36,11 +36,12 @@ import (
 	"github.com/pcsync/pcsync/pkg/render"
 )
 
-// benchCompanies is the size of the fleet every client applies: 100 companies,
+// benchCompanies is the size of the fleet every client applies
+// (-apply-bench-companies; 1,000 for the fleet's figures): 100 companies,
 // benchObjectsPerCompany objects each (Namespace, ServiceAccount, Role, two
 // RoleBindings, ResourceQuota, LimitRange, two NetworkPolicies), rendered by
 // pkg/render.
-const benchCompanies = 100
+var benchCompanies = flag.Int("apply-bench-companies", 100, "how many companies BenchmarkApply applies")
 
 // benchObjectsPerCompany is how many objects pkg/render gives each company of the
 // fleet (8 until the RoleBinding pcsync of commit 7242cac).
@@ -57,8 +58,9 @@ var benchClients = flag.String("apply-bench-clients", "kubectl,bare,pcsync",
 // run: `kubectl apply --server-side -f` of the rendered stream, a bare server-side
 // apply client (client-go's dynamic client, 16 workers, no client-side rate limit,
 // Namespaces first, one PATCH per object) and pcsync (apply.Manager with the CLI's
-// defaults; a new Manager per apply, like a new process). Each applies the same 100
-// rendered companies (900 objects) into namespaces of its own. "cold" creates
+// defaults; a new Manager per apply, like a new process). Each applies the same
+// -apply-bench-companies rendered companies (100 by default: 900 objects) into
+// namespaces of its own. "cold" creates
 // everything (the client's namespaces are deleted, untimed, before each of its
 // applies); "noop" applies an unchanged fleet again. Rendering is not timed.
 //
@@ -124,7 +126,7 @@ func BenchmarkApply(b *testing.B) {
 				}
 			}
 			s.load1 = loadAverage()
-			s.objects = benchCompanies * benchObjectsPerCompany
+			s.objects = *benchCompanies * benchObjectsPerCompany
 			s.report(b)
 			tb.add(s)
 		})
@@ -163,7 +165,7 @@ spec:
 		b.Fatal(err)
 	}
 	var companies strings.Builder
-	for i := 0; i < benchCompanies; i++ {
+	for i := 0; i < *benchCompanies; i++ {
 		fmt.Fprintf(&companies, `---
 apiVersion: pcsync.io/v1alpha1
 kind: Company
@@ -204,8 +206,8 @@ spec:
 	if err := os.WriteFile(f.file, []byte(stream.String()), 0o600); err != nil {
 		b.Fatal(err)
 	}
-	if len(f.objects) != benchCompanies*benchObjectsPerCompany {
-		b.Fatalf("rendered %d objects, want %d", len(f.objects), benchCompanies*benchObjectsPerCompany)
+	if len(f.objects) != *benchCompanies*benchObjectsPerCompany {
+		b.Fatalf("rendered %d objects, want %d", len(f.objects), *benchCompanies*benchObjectsPerCompany)
 	}
 	return f
 }

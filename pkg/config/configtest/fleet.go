@@ -3,6 +3,7 @@
 package configtest
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -19,6 +20,12 @@ type FleetOptions struct {
 	AgentsPerCompany int
 	// Cilium selects egress mode cilium in Settings.
 	Cilium bool
+	// Mode, when set, is the Settings' egress mode (standard, proxy,
+	// cilium); it wins over Cilium.
+	Mode string
+	// NamespacePrefix, when set, is the Settings' namespacePrefix: fleets
+	// side by side on one cluster keep apart so.
+	NamespacePrefix string
 }
 
 // adapters are cycled through for the agents.
@@ -34,16 +41,21 @@ func WriteFleet(dir string, o FleetOptions) error {
 	if o.Cilium {
 		mode = "cilium"
 	}
+	mode = cmp.Or(o.Mode, mode)
+	prefix := ""
+	if o.NamespacePrefix != "" {
+		prefix = "\n  namespacePrefix: " + o.NamespacePrefix
+	}
 	settings := fmt.Sprintf(`apiVersion: pcsync.io/v1alpha1
 kind: Settings
 metadata:
   name: fleet
-spec:
+spec:%s
   egress:
     mode: %s
   images:
     allowList: ["registry.example.com/agents/*"]
-`, mode)
+`, prefix, mode)
 	if err := os.MkdirAll(filepath.Join(dir, "companies"), 0o755); err != nil {
 		return fmt.Errorf("fleet: %w", err)
 	}
