@@ -312,8 +312,11 @@ func (d *daemon) work(ctx context.Context) (err error) {
 	d.loop.Store(loop)
 	defer d.loop.Store(nil)
 
+	// The loops end with this function: a runs loop that fails ends the
+	// reconcile loop and the sandbox with it, so the daemon exits with the
+	// reason instead of running on, ready, without its runs.
 	var wg sync.WaitGroup
-	defer wg.Wait()
+	defer func() { cancel(); wg.Wait() }()
 	if d.opts.Once {
 		if stop, err := reconcileOnce(ctx, loop); stop {
 			return err
