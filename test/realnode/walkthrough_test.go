@@ -43,9 +43,9 @@ func paperclipWalkthrough(repoURL string) walkthrough {
 		}}
 }
 
-// baseWalkthrough is docs/daemon.md's, which TestDeployBaseGitSync follows.
+// baseWalkthrough is docs/how-to/install.md's, which TestDeployBaseGitSync follows.
 func baseWalkthrough(repoURL string) walkthrough {
-	return walkthrough{doc: "docs/daemon.md", heading: "### Walkthrough: deploy/base on your cluster",
+	return walkthrough{doc: "docs/how-to/install.md", heading: "### Walkthrough: deploy/base on your cluster",
 		namespace: baseNamespace, subs: [][2]string{
 			{"https://git.example.com/platform/pcsync-config.git", repoURL},
 			{"{name: GITSYNC_PERIOD, value: 30s}", "{name: GITSYNC_PERIOD, value: " + gitSyncPeriod.String() + "}"},
