@@ -41,7 +41,7 @@ import (
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/introspect"
 	"github.com/pcsync/pcsync/pkg/render"
-	"github.com/pcsync/pcsync/pkg/sandbox"
+	"github.com/pcsync/pcsync/pkg/sandbox/pool"
 )
 
 // Every test binary of this package runs one real control plane.
@@ -406,7 +406,7 @@ func TestRBACIsSufficient(t *testing.T) {
 
 	// The leader Lease in pcsync's namespace, and the warm pools' Lease of
 	// the deployment's owner (its ApplySet ID) beside it.
-	for _, name := range []string{"pcsync", sandbox.PoolLeaseName(apply.ParentID("pcsync", "pcsync-system"))} {
+	for _, name := range []string{"pcsync", pool.LeaseName(apply.ParentID("pcsync", "pcsync-system"))} {
 		lo := leader.DefaultOptions()
 		lo.Namespace, lo.Name, lo.Identity = "pcsync-system", name, "rbac-test"
 		lctx, cancel := context.WithTimeout(ctx, 2*time.Minute)

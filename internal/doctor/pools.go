@@ -12,7 +12,8 @@ import (
 	"github.com/pcsync/pcsync/internal/lib/agentpod"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/podsched"
-	"github.com/pcsync/pcsync/pkg/sandbox"
+	"github.com/pcsync/pcsync/pkg/sandbox/leasepod"
+	"github.com/pcsync/pcsync/pkg/sandbox/pool"
 )
 
 // checkPools shows each warm pool a company declares (spec.sandbox.warmPool)
@@ -31,7 +32,7 @@ func (d *doctor) checkPools(ctx context.Context) {
 			continue
 		}
 		ns := d.model.Namespace(c)
-		list, err := d.cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sandbox.LabelPool})
+		list, err := d.cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: pool.Label})
 		if err != nil {
 			d.add("warm pool", ns, StatusFail, "listing its members: %v", err)
 			continue
@@ -70,7 +71,7 @@ func (d *doctor) checkPools(ctx context.Context) {
 // poolMember says pod is a member of pool p of company c: its image and
 // scheduling are the pool's.
 func poolMember(pod *corev1.Pod, c *config.Company, p config.WarmPool, image string) bool {
-	if agentpod.ContainerImage(pod, sandbox.ContainerName) != image {
+	if agentpod.ContainerImage(pod, leasepod.ContainerName) != image {
 		return false
 	}
 	a, _ := c.Agent(p.Agent)

@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/pcsync/pcsync/internal/testing/testcluster"
-	"github.com/pcsync/pcsync/pkg/sandbox"
+	"github.com/pcsync/pcsync/pkg/sandbox/pool"
 )
 
 // doctor shows each declared warm pool against its members in the tenant
@@ -46,7 +46,7 @@ spec:
 `, slug))
 	member := func(cs kubernetes.Interface, name, image string, sel map[string]string) {
 		t.Helper()
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{sandbox.LabelPool: "h"}},
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{pool.Label: "h"}},
 			Spec: corev1.PodSpec{NodeSelector: sel, Containers: []corev1.Container{{Name: "sandbox", Image: image}}}}
 		if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)

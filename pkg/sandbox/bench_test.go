@@ -32,6 +32,7 @@ import (
 
 	"github.com/pcsync/pcsync/internal/lib/kube"
 	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/sandbox/leasepod"
 )
 
 // BenchmarkSandbox measures pcsync's sandbox provider beside its peers, on
@@ -188,9 +189,9 @@ BenchmarkSandbox (kwok node; load %s)
 func barePodRunning(b testing.TB, e *env) time.Duration {
 	b.Helper()
 	cs := e.c.Client()
-	r := Record{ID: newLeaseID(), Namespace: e.ns, Company: e.slug(), Image: e.model.Adapter("claude_local").Image, ExpiresAt: time.Now().Add(time.Hour)}
-	r.setPaths("")
-	pod, err := BuildPod(&r, e.model)
+	r := leasepod.Record{ID: leasepod.NewID(), Namespace: e.ns, Company: e.slug(), Image: e.model.Adapter("claude_local").Image, ExpiresAt: time.Now().Add(time.Hour)}
+	r.SetPaths("")
+	pod, err := leasepod.BuildPod(&r, e.model)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -225,7 +226,7 @@ func timeBareExec(b testing.TB, e *env, pod string, n int) []time.Duration {
 	for range n {
 		begin := time.Now()
 		req := cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(e.ns).Name(pod).SubResource("exec").
-			VersionedParams(&corev1.PodExecOptions{Container: ContainerName, Command: []string{"true"}, Stdout: true, Stderr: true}, scheme.ParameterCodec)
+			VersionedParams(&corev1.PodExecOptions{Container: leasepod.ContainerName, Command: []string{"true"}, Stdout: true, Stderr: true}, scheme.ParameterCodec)
 		ws, err := remotecommand.NewWebSocketExecutor(e.c.RESTConfig(), "GET", req.URL().String())
 		if err != nil {
 			b.Fatal(err)
@@ -245,7 +246,7 @@ func timeKubectlExec(b testing.TB, e *env, pod string, n int) []time.Duration {
 	var out []time.Duration
 	for range n {
 		begin := time.Now()
-		cmd := exec.Command("kubectl", "--kubeconfig", e.c.KubeconfigPath(), "-n", e.ns, "exec", pod, "-c", ContainerName, "--", "true")
+		cmd := exec.Command("kubectl", "--kubeconfig", e.c.KubeconfigPath(), "-n", e.ns, "exec", pod, "-c", leasepod.ContainerName, "--", "true")
 		if o, err := cmd.CombinedOutput(); err != nil {
 			b.Fatalf("kubectl exec: %v\n%s", err, o)
 		}

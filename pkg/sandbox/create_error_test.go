@@ -8,13 +8,15 @@ import (
 	"github.com/google/go-cmp/cmp"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/pcsync/pcsync/pkg/sandbox/leasepod"
 )
 
 // TestCreateError: a refused lease pod is explained by what refused it:
 // the quota, a missing namespace, RBAC (pcsync holds pods create only in
 // tenant namespaces whose RoleBinding pcsync is applied), or admission.
 func TestCreateError(t *testing.T) {
-	r := Record{ID: "lease-1", Namespace: "paperclip-acme", Company: "acme"}
+	r := leasepod.Record{ID: "lease-1", Namespace: "paperclip-acme", Company: "acme"}
 	pods := schema.GroupResource{Resource: "pods"}
 	tests := []struct {
 		name     string

@@ -20,8 +20,9 @@
 // pod's activeDeadlineSeconds stops it even with no pcsync left.
 //
 // A warm pool (Company spec.sandbox.warmPool) keeps pods Ready that a
-// lease claims instead of waiting for a pod start (pool_*.go): a member is
-// the pod BuildPod makes, with no role, run, agent or lease label (no
+// lease claims instead of waiting for a pod start (pkg/sandbox/pool keeps
+// the pools, manager_claim.go claims): a member is the pod
+// leasepod.BuildPod makes, with no role, run, agent or lease label (no
 // egress policy selects it, the tenant's deny-all does) and nothing of a
 // run in its spec. An acquire whose pod spec is a pool's (the members' spec
 // hash) takes a Ready member with one patch whose resourceVersion is a
@@ -31,24 +32,25 @@
 // claims it takes that stream (its first execute waits for no pod exec).
 //
 // The command protocol's frames are in pkg/sandbox/wire, shared by the
-// command server and its client.
+// command server and its client. A lease's record and the pod built from
+// it are in pkg/sandbox/leasepod, shared by the Manager and the pools.
 //
 // Files:
 //
 //	options.go          Options and their defaults; the provider key
 //	envconfig.go        the environment config Paperclip stores: parse, check against the pcsync config, normalize
 //	envfilter.go        EnvRule: which env keys of an execute reach the pod (never the server's secrets)
-//	lease.go            the lease record, its ids and paths
 //	lease_state.go      the lease's life as a state machine: its states, the transition table, to; draining and ending
 //	code.go             Code, the stable words of refusals and diagnostics; UserError; BadRequestError
-//	pod_build.go        BuildPod: the hardened lease pod
-//	pod_helper.go       the helper container that copies pcsync into a pod whose image lacks it (postStart hook), its resources
 //	journal.go          the lease journal in the state directory
 //	manager.go          Manager: adoption at start, lease registry, Close
 //	manager_acquire.go  Acquire (its credentials' Secrets checked: secretcheck.Guard): the lease's plan, its expiry, its pod created; Resume, Workspace
 //	manager_wait.go     waiting for the pod to run (internal/lib/podwait); why it will not (podRunning), and what an unschedulable one asked of its node
 //	manager_open.go     opening a lease's command stream (wait.Backoff), one open shared by its callers; connect: a ready lease's stream opened in the background
 //	manager_acquire_early.go  a cold lease's command server tried from its pod's create on: ready when it answers, before the kubelet's status says Running
+//	manager_claim.go    startPod: claim a Ready member of a warm pool (a patch with resourceVersion and UID preconditions, no lock), else create; the pools shrink for quota room
+//	manager_pools.go    the warm pools' controller (package pool) started with the Manager's deps; ConfigChanged, Pools
+//	warm_stream.go      a Ready member's command stream opened ahead of its claim; the claim takes it, a member that goes closes it
 //	manager_prestart.go Prestart: a run's lease begun when Paperclip starts the run (agent.run.started, forwarded by the plugin), taken by the run's acquire, deleted when none takes it
 //	manager_execute.go  ExecuteStream: one command on a lease, its env filtered, its stdin and output streams; Execute: the same with the output whole
 //	proxy_env.go        egress mode proxy: the proxy's variables on every execute
@@ -58,17 +60,4 @@
 //	stream.go           the command stream as a pod exec
 //	exec_protocol.go    ExecProtocol: the exec's protocol (auto: WebSocket, SPDY fallback; websocket; spdy)
 //	metrics.go          Metrics the manager reports to (pcsync_sandbox_*), its outcome and end words
-//	pool.go             warm pools: the declared pools, a member's spec hash, a member built by BuildPod with a member's labels
-//	pool_options.go     PoolOptions and their defaults
-//	pool_lease.go       the owner's Lease: only its holder's pools sync, other controllers of the owner stand by
-//	pool_controller.go  the pools' controller in client-go's shape: the members' informer and lister, a rate-limited workqueue of pool keys, its workers and event handlers
-//	pool_config.go      a changed config queues the pools it changed; the pools' metrics
-//	pool_sync.go        sync(key): a pool's declaration against its members in the lister; decide, its pure decision
-//	pool_expectations.go  the creates and deletes in flight a pool's sync waits for (client-go's ControllerExpectations)
-//	pool_hold.go        per namespace: refills held after a quota refusal, after a claim (the company's refillDelaySec) and while acquires start pods of their own
-//	pool_refill.go      creating the missing members
-//	pool_remove.go      deleting a member (UID and resourceVersion preconditions); the pool shrinks for quota room
-//	pool_claim.go       startPod: claim a Ready member (a patch with resourceVersion and UID preconditions, no lock), else create
-//	pool_status.go      Pools: each pool against its declaration (doctor, the metrics)
-//	pool_stream.go      a Ready member's command stream opened ahead of its claim; the claim takes it, a member that goes closes it
 package sandbox

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/pcsync/pcsync/internal/lib/safefile"
+	"github.com/pcsync/pcsync/pkg/sandbox/leasepod"
 )
 
 // journalFile is the lease journal's name in the state directory.
@@ -22,15 +23,15 @@ const journalFile = "sandbox-leases.json"
 type journal struct {
 	path string
 	mu   sync.Mutex
-	recs map[string]Record
+	recs map[string]leasepod.Record
 }
 
 func openJournal(stateDir string) (*journal, error) {
 	if err := safefile.MkdirAll(stateDir); err != nil {
 		return nil, fmt.Errorf("lease journal: %w", err)
 	}
-	j := &journal{path: filepath.Join(stateDir, journalFile), recs: map[string]Record{}}
-	var list []Record
+	j := &journal{path: filepath.Join(stateDir, journalFile), recs: map[string]leasepod.Record{}}
+	var list []leasepod.Record
 	if _, err := safefile.ReadJSON(j.path, 16<<20, &list); err != nil {
 		return nil, fmt.Errorf("lease journal %s: %w", j.path, err)
 	}
@@ -41,10 +42,10 @@ func openJournal(stateDir string) (*journal, error) {
 }
 
 // leases returns the recorded leases, sorted by id.
-func (j *journal) leases() []Record {
+func (j *journal) leases() []leasepod.Record {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	out := make([]Record, 0, len(j.recs))
+	out := make([]leasepod.Record, 0, len(j.recs))
 	for _, l := range j.recs {
 		out = append(out, l)
 	}
@@ -53,7 +54,7 @@ func (j *journal) leases() []Record {
 }
 
 // put records r durably.
-func (j *journal) put(r Record) error {
+func (j *journal) put(r leasepod.Record) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.recs[r.ID] = r
@@ -72,7 +73,7 @@ func (j *journal) drop(id string) error {
 }
 
 func (j *journal) writeLocked() error {
-	list := make([]Record, 0, len(j.recs))
+	list := make([]leasepod.Record, 0, len(j.recs))
 	for _, l := range j.recs {
 		list = append(list, l)
 	}

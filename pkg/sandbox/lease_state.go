@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pcsync/pcsync/pkg/sandbox/cmdclient"
+	"github.com/pcsync/pcsync/pkg/sandbox/leasepod"
 )
 
 // LeaseState is where a lease is in its life.
@@ -46,7 +47,7 @@ var leaseTransitions = map[LeaseState][]LeaseState{
 // to (or end, which is to from the state the lease is in).
 type lease struct {
 	// Set by track and never changed.
-	Record
+	leasepod.Record
 	rule   EnvRule
 	expiry *time.Timer
 	// gone is closed once the lease is gone; err says then why its end
@@ -78,7 +79,7 @@ type lease struct {
 	err       error
 }
 
-func newLease(r Record) *lease {
+func newLease(r leasepod.Record) *lease {
 	return &lease{Record: r, state: LeasePending, gone: make(chan struct{}), warned: map[string]bool{}}
 }
 

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/pcsync/pcsync/pkg/sandbox/leasepod"
 )
 
 // TestLeaseTo: to moves only from the state the lease is in, along the
@@ -28,7 +30,7 @@ func TestLeaseTo(t *testing.T) {
 		{LeasePending, LeasePending, LeaseGone, "panic"},
 	} {
 		t.Run(fmt.Sprintf("%s:%s→%s", tc.at, tc.from, tc.next), func(t *testing.T) {
-			l := newLease(Record{ID: "pcsync-sbx-test"})
+			l := newLease(leasepod.Record{ID: "pcsync-sbx-test"})
 			l.state = tc.at
 			got := func() (got string) {
 				defer func() {
@@ -52,7 +54,7 @@ func TestLeaseTo(t *testing.T) {
 // the last execute in flight is done; a lease that is draining takes no new
 // execute; one with nothing in flight is idle at once.
 func TestLeaseDrain(t *testing.T) {
-	l := newLease(Record{ID: "pcsync-sbx-test"})
+	l := newLease(leasepod.Record{ID: "pcsync-sbx-test"})
 	if !l.to(LeasePending, LeaseReady) {
 		t.Fatal("pending → ready refused")
 	}
@@ -77,7 +79,7 @@ func TestLeaseDrain(t *testing.T) {
 		t.Error("not idle once the executes in flight are done")
 	}
 
-	quiet := newLease(Record{ID: "pcsync-sbx-quiet"})
+	quiet := newLease(leasepod.Record{ID: "pcsync-sbx-quiet"})
 	quiet.to(LeasePending, LeaseReady)
 	if !isClosed(quiet.drain()) {
 		t.Error("a lease with nothing in flight is not idle at once")

@@ -17,6 +17,8 @@ import (
 
 	"github.com/pcsync/pcsync/internal/lib/agentpod"
 	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/sandbox/leasepod"
+	"github.com/pcsync/pcsync/pkg/sandbox/pool"
 	"github.com/pcsync/pcsync/pkg/secretcheck"
 	"github.com/pcsync/pcsync/pkg/tenantns"
 )
@@ -38,9 +40,9 @@ type Manager struct {
 	credentials *secretcheck.Guard
 
 	// pools keeps the warm pools; nil when the daemon keeps none.
-	pools *poolController
+	pools *pool.Controller
 	// warm are the streams opened to warm pool members ahead of their
-	// claims (pool_stream.go).
+	// claims (warm_stream.go).
 	warm warmStreams
 	// early are the leases begun for runs before Paperclip asked for them
 	// (Prestart).
@@ -67,11 +69,10 @@ var ErrNoLease = errors.New("no such lease")
 // still exist and are not expired, and deletes the pods of expired ones.
 func New(ctx context.Context, cfg *rest.Config, model func() *config.Model, o Options) (*Manager, error) {
 	o.complete()
-	o.Pool.complete()
 	if o.StateDir == "" {
 		return nil, errors.New("sandbox: no state directory")
 	}
-	if err := o.Pool.Lease.validate(); err != nil && !o.Pool.Disabled {
+	if err := o.Pool.Check(); err != nil && !o.Pool.Disabled {
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
 	cs, err := kubernetes.NewForConfig(cfg)
@@ -112,7 +113,7 @@ func (m *Manager) adopt(ctx context.Context) error {
 		case err != nil:
 			return fmt.Errorf("Pod/%s/%s: adopt: %w", r.Namespace, r.ID, err)
 		}
-		if _, member := pod.Labels[LabelPool]; member {
+		if _, member := pod.Labels[pool.Label]; member {
 			// A claim that never patched its member: the pod is still the
 			// pool's (the pool adopts it), the lease never was.
 			m.log.Info("sandbox lease forgotten: its claim of a warm pool member did not happen", slog.String("lease", r.ID))
@@ -149,7 +150,7 @@ func (m *Manager) adopt(ctx context.Context) error {
 	}
 	// Expired lease pods of no journal.
 	pods, err := m.cs.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
-		LabelSelector: agentpod.LabelManagedBy + "=" + agentpod.ManagedByValue + "," + LabelLease,
+		LabelSelector: agentpod.LabelManagedBy + "=" + agentpod.ManagedByValue + "," + leasepod.LabelLease,
 	})
 	if err != nil {
 		m.log.Warn("sandbox: cannot list lease pods to reap expired ones", slog.Any("error", err))
@@ -160,7 +161,7 @@ func (m *Manager) adopt(ctx context.Context) error {
 		if m.lookup(p.Name) != nil || p.DeletionTimestamp != nil {
 			continue
 		}
-		exp, err := time.Parse(time.RFC3339, p.Annotations[AnnotationExpiresAt])
+		exp, err := time.Parse(time.RFC3339, p.Annotations[leasepod.AnnotationExpiresAt])
 		if err == nil && now.Before(exp) {
 			continue
 		}
@@ -173,7 +174,7 @@ func (m *Manager) adopt(ctx context.Context) error {
 }
 
 // track registers a lease and arms its expiry.
-func (m *Manager) track(r Record) *lease {
+func (m *Manager) track(r leasepod.Record) *lease {
 	l := newLease(r)
 	// Whether an acquire took a prestarted lease changes: it is kept
 	// under l.mu (journalLease).
@@ -211,7 +212,7 @@ func (m *Manager) Close() {
 	m.early.stop()
 	if m.pools != nil {
 		// Members stay: the next daemon adopts them.
-		m.pools.close()
+		m.pools.Close()
 	}
 	m.closeStreams()
 	m.mu.Lock()

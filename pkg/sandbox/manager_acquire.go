@@ -16,6 +16,7 @@ import (
 	"github.com/pcsync/pcsync/pkg/adapters"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/images"
+	"github.com/pcsync/pcsync/pkg/sandbox/leasepod"
 	"github.com/pcsync/pcsync/pkg/secretcheck"
 	"github.com/pcsync/pcsync/pkg/tenantns"
 )
@@ -79,7 +80,7 @@ func (m *Manager) acquire(ctx context.Context, p AcquireParams, early bool) (_ L
 	}
 	started := func() {}
 	if m.pools != nil {
-		started = m.pools.acquiring(r.Namespace)
+		started = m.pools.Acquiring(r.Namespace)
 	}
 	defer started()
 	created, ws, warm, err := m.startPod(ctx, model, &r)
@@ -124,23 +125,23 @@ func (m *Manager) acquire(ctx context.Context, p AcquireParams, early bool) (_ L
 // plan checks a lease request against the config and gives the lease's
 // record (company, agent, namespace, image, expiry) and env rule; nothing
 // is created. Each refusal is a user error with its code.
-func (m *Manager) plan(ctx context.Context, model *config.Model, p *AcquireParams, now time.Time) (Record, EnvRule, error) {
+func (m *Manager) plan(ctx context.Context, model *config.Model, p *AcquireParams, now time.Time) (leasepod.Record, EnvRule, error) {
 	if errs := p.Config.Check(model); len(errs) > 0 {
 		code := CodeConfigInvalid
 		if len(errs) == 1 && errs[0].Field == "image" {
 			code = CodeImageNotAllowed
 		}
-		return Record{}, EnvRule{}, configErrors(code, errs)
+		return leasepod.Record{}, EnvRule{}, configErrors(code, errs)
 	}
 	c, _ := model.Company(p.Config.Company)
 	if p.CompanyID != "" && c.Spec.ID != "" && p.CompanyID != c.Spec.ID {
-		return Record{}, EnvRule{}, userErrorf(CodeCompanyMismatch,
+		return leasepod.Record{}, EnvRule{}, userErrorf(CodeCompanyMismatch,
 			"config.company: pcsync Company %q is Paperclip company %s, not this environment's company %s",
 			c.Slug(), c.Spec.ID, p.CompanyID)
 	}
 	agent, err := m.agentOf(ctx, model, c, p.AgentID)
 	if err != nil {
-		return Record{}, EnvRule{}, err
+		return leasepod.Record{}, EnvRule{}, err
 	}
 	if p.AdapterType == "" {
 		// A probe's lease names no adapter: the default, as Paperclip's
@@ -157,18 +158,18 @@ func (m *Manager) plan(ctx context.Context, model *config.Model, p *AcquireParam
 		}
 	}
 	if image == "" {
-		return Record{}, EnvRule{}, userErrorf(CodeNoImage,
+		return leasepod.Record{}, EnvRule{}, userErrorf(CodeNoImage,
 			"adapter type %q has no image in the pcsync config: set the environment's config.image (allowed by Settings spec.images.allowList)", p.AdapterType)
 	}
 	if !model.ImageAllowed(image) {
-		return Record{}, EnvRule{}, userErrorf(CodeImageNotAllowed, "%s", imageRefusal(image))
+		return leasepod.Record{}, EnvRule{}, userErrorf(CodeImageNotAllowed, "%s", imageRefusal(image))
 	}
 	expires, err := m.expiry(p, now)
 	if err != nil {
-		return Record{}, EnvRule{}, err
+		return leasepod.Record{}, EnvRule{}, err
 	}
-	r := Record{
-		ID: newLeaseID(), Namespace: model.Namespace(c), Company: c.Slug(), Image: image,
+	r := leasepod.Record{
+		ID: leasepod.NewID(), Namespace: model.Namespace(c), Company: c.Slug(), Image: image,
 		AdapterType: p.AdapterType, CompanyID: p.CompanyID, EnvironmentID: p.EnvironmentID,
 		RunID: p.RunID, AgentID: p.AgentID, Agent: agent, ExpiresAt: expires, CreatedAt: now,
 	}
@@ -181,7 +182,7 @@ func (m *Manager) plan(ctx context.Context, model *config.Model, p *AcquireParam
 // Secret: the proxy would have no key for its executes. One dry-run create
 // per Secret (secretcheck.Guard; none while a Secret found is trusted),
 // before any pod is created or claimed.
-func (m *Manager) credentialsExist(ctx context.Context, model *config.Model, r *Record) error {
+func (m *Manager) credentialsExist(ctx context.Context, model *config.Model, r *leasepod.Record) error {
 	if m.opts.ProxyAddresses == nil {
 		return nil // no execute gets the proxy's variables, nor a token
 	}
@@ -218,14 +219,14 @@ func (m *Manager) agentOf(ctx context.Context, model *config.Model, c *config.Co
 // placeServer says where the lease's command server comes from (the
 // image's own pcsync, or the helper container's copy) and sets the paths of
 // the lease as its commands see them.
-func (m *Manager) placeServer(r *Record, model *config.Model) {
+func (m *Manager) placeServer(r *leasepod.Record, model *config.Model) {
 	if m.opts.HostRoot == "" && model.ImageHasServer(r.Image) {
 		// pcsync's own images hold its binary: no helper container.
 		r.Server = images.ServerPath
 	} else {
 		r.HelperImage = cmp.Or(m.opts.HelperImage, model.BuiltinImage(images.Pcsync))
 	}
-	r.setPaths(m.opts.HostRoot)
+	r.SetPaths(m.opts.HostRoot)
 }
 
 // expiry is when a lease asked for at now ends: the environment's TTL (or
@@ -252,13 +253,13 @@ func (m *Manager) expiry(p *AcquireParams, now time.Time) (time.Time, error) {
 // createPod checks that the lease's namespace is its company's tenant,
 // journals the lease and creates its pod; the journal entry is dropped
 // again when the create fails. r gets the pod's UID.
-func (m *Manager) createPod(ctx context.Context, model *config.Model, r *Record) (*corev1.Pod, error) {
+func (m *Manager) createPod(ctx context.Context, model *config.Model, r *leasepod.Record) (*corev1.Pod, error) {
 	if err := m.tenants.Check(ctx, r.Namespace, r.Company); errors.Is(err, tenantns.ErrNotTenant) {
 		return nil, userErrorf(CodeNamespaceNotTenant, "no pod created: %v", err)
 	} else if err != nil {
 		return nil, err
 	}
-	pod, err := BuildPod(r, model)
+	pod, err := leasepod.BuildPod(r, model)
 	if err != nil {
 		return nil, err
 	}
@@ -314,7 +315,7 @@ func (m *Manager) Workspace(id string) (string, error) {
 }
 
 // createError explains a refused pod create.
-func createError(r Record, err error) error {
+func createError(r leasepod.Record, err error) error {
 	msg := err.Error()
 	switch {
 	case apierrors.IsForbidden(err) && strings.Contains(msg, "quota"):
@@ -329,4 +330,19 @@ func createError(r Record, err error) error {
 		return userErrorf(CodePodForbidden, "Pod/%s/%s: refused: %s", r.Namespace, r.ID, msg)
 	}
 	return fmt.Errorf("Pod/%s/%s: create: %w", r.Namespace, r.ID, err)
+}
+
+// pcsyncAdapter maps Paperclip's adapter type to pcsync's, whose image and
+// env keys the lease uses; ok is false for a type pcsync does not know.
+func pcsyncAdapter(paperclipType string) (adapters.Type, bool) {
+	if paperclipType == "cursor" {
+		return adapters.CursorLocal, true
+	}
+	t := adapters.Type(paperclipType)
+	for _, k := range adapters.Types() {
+		if k == t {
+			return t, true
+		}
+	}
+	return "", false
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/pcsync/pcsync/pkg/sandbox/leasepod"
 )
 
 // earlyOpenInterval is how often a cold lease tries its pod's command
@@ -19,7 +21,7 @@ const earlyOpenInterval = 75 * time.Millisecond
 // reaches the container as soon as it runs: a lease whose command server
 // answers is ready then, up to a second before its pod's status says
 // Running. Its stream is handed to connect as a pool member's is.
-func (m *Manager) openEarly(r Record, wait time.Duration) *warmStream {
+func (m *Manager) openEarly(r leasepod.Record, wait time.Duration) *warmStream {
 	ctx, cancel := context.WithTimeout(m.base(), wait)
 	ws := &warmStream{done: make(chan struct{}), cancel: cancel}
 	m.wg.Add(1)

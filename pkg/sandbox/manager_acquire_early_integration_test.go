@@ -13,6 +13,7 @@ import (
 
 	"github.com/pcsync/pcsync/internal/testing/testcluster"
 	"github.com/pcsync/pcsync/pkg/sandbox/cmdclient"
+	"github.com/pcsync/pcsync/pkg/sandbox/leasepod"
 )
 
 // TestWaitStartedEndsWhenTheServerAnswers: on the real API server, a pod
@@ -30,7 +31,7 @@ func TestWaitStartedEndsWhenTheServerAnswers(t *testing.T) {
 		p, err := c.Client().CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 			Spec: corev1.PodSpec{NodeName: "no-such-node",
-				Containers: []corev1.Container{{Name: ContainerName, Image: "example.invalid/agent:1"}}},
+				Containers: []corev1.Container{{Name: leasepod.ContainerName, Image: "example.invalid/agent:1"}}},
 		}, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -48,7 +49,7 @@ func TestWaitStartedEndsWhenTheServerAnswers(t *testing.T) {
 	}
 
 	pulling := pod("cannot-pull")
-	pulling.Status = corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{{Name: ContainerName,
+	pulling.Status = corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{{Name: leasepod.ContainerName,
 		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImagePull", Message: "not found"}}}}}
 	if _, err := c.Client().CoreV1().Pods(ns).UpdateStatus(ctx, pulling, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)

@@ -1,22 +1,21 @@
 package sandbox
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math"
-	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/pcsync/pcsync/internal/lib/agentpod"
 	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/sandbox/leasepod"
+	"github.com/pcsync/pcsync/pkg/sandbox/pool"
 	"github.com/pcsync/pcsync/pkg/tenantns"
 )
 
@@ -25,7 +24,7 @@ import (
 // for the new one, the namespace's pools shrink, one member at a time,
 // before the lease is refused. warm says the pod was a member: it runs
 // already, and ws is the stream the daemon opened to it (nil: none).
-func (m *Manager) startPod(ctx context.Context, model *config.Model, r *Record) (pod *corev1.Pod, ws *warmStream, warm bool, err error) {
+func (m *Manager) startPod(ctx context.Context, model *config.Model, r *leasepod.Record) (pod *corev1.Pod, ws *warmStream, warm bool, err error) {
 	outcome := ClaimCold
 	defer func() {
 		if err == nil {
@@ -33,7 +32,7 @@ func (m *Manager) startPod(ctx context.Context, model *config.Model, r *Record) 
 		}
 	}()
 	if m.pools != nil {
-		k, declared := m.poolKeyOf(r, model)
+		k, declared := m.pools.KeyOf(r, model)
 		if declared {
 			outcome = ClaimMiss
 			if pod, ws, err := m.claim(ctx, model, r, k); err != nil || pod != nil {
@@ -46,14 +45,11 @@ func (m *Manager) startPod(ctx context.Context, model *config.Model, r *Record) 
 	if m.pools == nil {
 		return pod, nil, false, err
 	}
-	deadline := time.Now().Add(m.opts.Pool.RoomWait)
-	for quotaFull(err) && m.pools.shrink(ctx, r.Namespace) {
-		// The quota's usage drops once its controller has seen the
-		// member gone: retry until then.
-		for quotaFull(err) && time.Now().Before(deadline) && ctx.Err() == nil {
-			time.Sleep(200 * time.Millisecond)
+	if quotaFull(err) {
+		m.pools.MakeRoom(ctx, r.Namespace, func() bool {
 			pod, err = m.createPod(ctx, model, r)
-		}
+			return quotaFull(err)
+		})
 	}
 	return pod, nil, false, err
 }
@@ -64,32 +60,21 @@ func quotaFull(err error) bool {
 	return errors.As(err, &ue) && ue.Code == CodeQuotaFull
 }
 
-// poolKeyOf is the pool whose members lease r would claim, and whether
-// the config declares it.
-func (m *Manager) poolKeyOf(r *Record, model *config.Model) (poolKey, bool) {
-	hash, err := specHash(*r, model, m.opts.HostRoot)
-	if err != nil {
-		return poolKey{}, false
-	}
-	k := poolKey{Namespace: r.Namespace, Hash: hash}
-	return k, m.pools.declared(k) != nil
-}
-
 // claim takes a Ready member of pool k for lease r and makes it the
 // lease's pod; nil when no member could be had. The lease takes the
 // member's name (its id) and UID, and joins the journal before the claim's
 // patch; a claim that loses a race (the member changed or is gone) tries
 // the next member. No lock is held: a member is marked taken by its UID
-// (poolController.claimed), and the patch's preconditions make the claim
+// (pool.Controller.Take), and the patch's preconditions make the claim
 // safe against another process. The informer's event of the claimed
 // member (it leaves the pool) refills the pool, once the company's refill
-// delay is over (nsHolds.claimed). The claim takes the
-// member's stream, if the daemon opened one (pool_stream.go).
-func (m *Manager) claim(ctx context.Context, model *config.Model, r *Record, k poolKey) (*corev1.Pod, *warmStream, error) {
+// delay is over. The claim takes the member's stream, if the daemon opened
+// one (warm_stream.go).
+func (m *Manager) claim(ctx context.Context, model *config.Model, r *leasepod.Record, k pool.Key) (*corev1.Pod, *warmStream, error) {
 	p := m.pools
 	tried := map[types.UID]bool{}
 	for {
-		mem := p.take(k, tried)
+		mem := p.Take(k, tried)
 		if mem == nil {
 			return nil, nil, nil
 		}
@@ -99,7 +84,7 @@ func (m *Manager) claim(ctx context.Context, model *config.Model, r *Record, k p
 			return pod, ws, nil
 		}
 		ws.close()
-		p.claimed.Delete(mem.UID)
+		p.Untake(mem.UID)
 		tried[mem.UID] = true
 		var ue *UserError
 		if errors.As(err, &ue) || ctx.Err() != nil {
@@ -114,7 +99,7 @@ func (m *Manager) claim(ctx context.Context, model *config.Model, r *Record, k p
 // among them: the company's egress policy selects it from now on) and
 // annotations, the member's pool label removed, and activeDeadlineSeconds
 // lowered to the lease's expiry.
-func (m *Manager) claimMember(ctx context.Context, model *config.Model, r *Record, mem *corev1.Pod) (*corev1.Pod, error) {
+func (m *Manager) claimMember(ctx context.Context, model *config.Model, r *leasepod.Record, mem *corev1.Pod) (*corev1.Pod, error) {
 	if err := m.tenants.Check(ctx, r.Namespace, r.Company); errors.Is(err, tenantns.ErrNotTenant) {
 		return nil, userErrorf(CodeNamespaceNotTenant, "no pod claimed: %v", err)
 	} else if err != nil {
@@ -126,7 +111,7 @@ func (m *Manager) claimMember(ctx context.Context, model *config.Model, r *Recor
 	}
 	lease := *r
 	lease.ID, lease.PodUID = mem.Name, string(mem.UID)
-	lease.setPaths(m.opts.HostRoot)
+	lease.SetPaths(m.opts.HostRoot)
 	started := mem.CreationTimestamp.Time
 	if st := mem.Status.StartTime; st != nil {
 		started = st.Time
@@ -139,8 +124,8 @@ func (m *Manager) claimMember(ctx context.Context, model *config.Model, r *Recor
 		"metadata": map[string]any{
 			"resourceVersion": mem.ResourceVersion,
 			"uid":             mem.UID,
-			"labels":          claimLabels(&lease, c),
-			"annotations":     podAnnotations(&lease),
+			"labels":          pool.ClaimLabels(&lease, c),
+			"annotations":     leasepod.Annotations(&lease),
 		},
 		"spec": map[string]any{"activeDeadlineSeconds": deadline},
 	})
@@ -160,33 +145,6 @@ func (m *Manager) claimMember(ctx context.Context, model *config.Model, r *Recor
 	}
 	*r = lease
 	return pod, nil
-}
-
-// take marks the oldest Ready member of pool k that is not marked and
-// not in tried as taken, and returns it; nil when there is none.
-func (c *poolController) take(k poolKey, tried map[types.UID]bool) *corev1.Pod {
-	objs, _ := c.informer.GetIndexer().ByIndex(poolIndex, k.String())
-	pods := make([]*corev1.Pod, 0, len(objs))
-	for _, o := range objs {
-		if pod := o.(*corev1.Pod); agentpod.Ready(pod) && pod.DeletionTimestamp == nil && !tried[pod.UID] {
-			pods = append(pods, pod)
-		}
-	}
-	slices.SortFunc(pods, func(a, b *corev1.Pod) int {
-		return cmp.Or(a.CreationTimestamp.Compare(b.CreationTimestamp.Time), cmp.Compare(a.Name, b.Name))
-	})
-	for _, pod := range pods {
-		if _, taken := c.claimed.LoadOrStore(pod.UID, true); !taken {
-			// A taken member no longer counts: hold the refill it
-			// leaves for the company's delay (deleted holds it too, in
-			// the daemon that syncs the pools).
-			if d := c.declared(k); d != nil {
-				c.holds.claimed(k.Namespace, time.Now(), d.refillDelay)
-			}
-			return pod.DeepCopy()
-		}
-	}
-	return nil
 }
 
 // isClosed says Close has begun.

@@ -25,6 +25,7 @@ import (
 
 	"github.com/pcsync/pcsync/internal/testing/testcluster"
 	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/sandbox/pool"
 )
 
 var pcsyncBin string
@@ -221,8 +222,8 @@ func (e *env) start() {
 // testPoolLease is the tests' pool Lease: in namespace default (every
 // cluster has it), with short timings, named identity ("" for a random
 // one).
-func testPoolLease(identity string) PoolLeaseOptions {
-	return PoolLeaseOptions{Namespace: "default", Identity: identity,
+func testPoolLease(identity string) pool.LeaseOptions {
+	return pool.LeaseOptions{Namespace: "default", Identity: identity,
 		LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond}
 }
 

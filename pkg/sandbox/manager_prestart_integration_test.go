@@ -9,6 +9,8 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/pcsync/pcsync/pkg/sandbox/leasepod"
 )
 
 // TestPrestart: on the real API server (kwok pods whose executes run on
@@ -55,7 +57,7 @@ func TestPrestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pods, err := e.c.Client().CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: LabelLease})
+	pods, err := e.c.Client().CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: leasepod.LabelLease})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/imagecheck"
 	"github.com/pcsync/pcsync/pkg/podsched"
+	"github.com/pcsync/pcsync/pkg/sandbox/leasepod"
 	"github.com/pcsync/pcsync/pkg/secretcheck"
 )
 
@@ -121,12 +122,12 @@ func (m *Manager) probeCluster(ctx context.Context, model *config.Model, cfg Env
 	if image == "" {
 		image = model.Adapter(DefaultAdapterType).Image
 	}
-	r := Record{ID: "pcsync-sbx-probe", Namespace: ns, Company: c.Slug(), Image: image, ExpiresAt: time.Now().Add(time.Hour)}
+	r := leasepod.Record{ID: "pcsync-sbx-probe", Namespace: ns, Company: c.Slug(), Image: image, ExpiresAt: time.Now().Add(time.Hour)}
 	m.placeServer(&r, model)
 	probeImages(ctx, model, r, add)
 	for _, pp := range probePods(c) {
 		r.Agent = pp.agent
-		pod, err := BuildPod(&r, model)
+		pod, err := leasepod.BuildPod(&r, model)
 		if err == nil {
 			_, err = m.cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		}
@@ -205,7 +206,7 @@ func probePods(c *config.Company) []probePod {
 // and the helper container's when the image does not hold pcsync): a missing
 // one is an error naming what fixes it, one that needs the tenant's pull
 // secrets (which the daemon does not read) is a note.
-func probeImages(ctx context.Context, m *config.Model, r Record, add func(Severity, Code, string)) {
+func probeImages(ctx context.Context, m *config.Model, r leasepod.Record, add func(Severity, Code, string)) {
 	want := []imagecheck.Want{{Image: r.Image, Users: []string{"the lease"}, Builtin: m.ImageHasServer(r.Image)}}
 	if r.HelperImage != "" {
 		want = append(want, imagecheck.Want{Image: r.HelperImage, Users: []string{"the lease's helper container"}, Builtin: true})

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pcsync/pcsync/internal/lib/podwait"
 	"github.com/pcsync/pcsync/pkg/sandbox/cmdclient"
+	"github.com/pcsync/pcsync/pkg/sandbox/leasepod"
 )
 
 // ReceiptState is the state a termination receipt reports.
@@ -85,7 +86,7 @@ func (m *Manager) releaseUnknown(ctx context.Context, p ReleaseParams) error {
 		return nil
 	case err != nil:
 		return fmt.Errorf("Pod/%s/%s: %w", p.Namespace, p.ID, err)
-	case pod.Labels[LabelLease] != p.ID:
+	case pod.Labels[leasepod.LabelLease] != p.ID:
 		return nil
 	}
 	if err := m.deletePod(ctx, p.Namespace, p.ID, string(pod.UID)); err != nil {

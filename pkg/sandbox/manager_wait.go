@@ -13,6 +13,7 @@ import (
 	"github.com/pcsync/pcsync/internal/lib/podwait"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/podsched"
+	"github.com/pcsync/pcsync/pkg/sandbox/leasepod"
 )
 
 // waitRunning waits until the pod runs, or fails with the reason the
@@ -41,7 +42,7 @@ func (m *Manager) waitRunning(ctx context.Context, pod *corev1.Pod) error {
 
 // podRunning says whether p runs, or why it never will: it ended, an image
 // cannot be pulled, or a container cannot be made or started. It runs when
-// its main container (ContainerName) runs: in a pod with the helper
+// its main container (leasepod.ContainerName) runs: in a pod with the helper
 // container, the pod's phase is Running as soon as the helper runs, even if
 // the main container could not start (the hook that copies pcsync failed).
 func podRunning(p *corev1.Pod) (bool, error) {
@@ -64,7 +65,7 @@ func podRunning(p *corev1.Pod) (bool, error) {
 	case corev1.PodFailed, corev1.PodSucceeded:
 		return false, fmt.Errorf("Pod/%s/%s: ended (%s) before it was ready: %s", p.Namespace, p.Name, p.Status.Phase, agentpod.Reason(p))
 	case corev1.PodRunning:
-		main := agentpod.ContainerStatus(p, ContainerName)
+		main := agentpod.ContainerStatus(p, leasepod.ContainerName)
 		return main != nil && main.State.Running != nil, nil
 	}
 	return false, nil
@@ -92,7 +93,7 @@ func containersEnded(p *corev1.Pod) string {
 
 // explainUnschedulable adds to a pod_unschedulable refusal what lease r's
 // pod asked of its node, and where that comes from in the config.
-func explainUnschedulable(err error, model *config.Model, r *Record) error {
+func explainUnschedulable(err error, model *config.Model, r *leasepod.Record) error {
 	var ue *UserError
 	if !errors.As(err, &ue) || ue.Code != CodePodUnschedulable {
 		return err

@@ -3,6 +3,8 @@ package sandbox
 import (
 	"errors"
 	"time"
+
+	"github.com/pcsync/pcsync/pkg/sandbox/pool"
 )
 
 // Metrics receives what the manager does, for the daemon's /metrics
@@ -34,22 +36,15 @@ type Metrics interface {
 	// direction (a SyncDirection) that ended with outcome (an ExecOutcome)
 	// and moved n bytes.
 	SandboxSync(company, direction, outcome string, n int)
-	// SandboxPool sets company's warm pools: the members its config
-	// declares, those that exist, and those of them Ready.
-	SandboxPool(company string, declared, members, ready int)
 	// SandboxPoolClaim counts an acquire of company's lease by where its
 	// pod came from (a ClaimOutcome).
 	SandboxPoolClaim(company, outcome string)
 	// SandboxPrestart counts a lease begun for company's run before
 	// Paperclip asked for it, by how it ended (a PrestartOutcome).
 	SandboxPrestart(company, outcome string)
-	// SandboxPoolReady observes a warm pool member of company that took d
-	// from its creationTimestamp to the daemon seeing it become Ready: the
-	// pool's refill time.
-	SandboxPoolReady(company string, d time.Duration)
-	// SandboxPoolActing says whether this daemon's pool controller holds
-	// its owner's Lease and keeps the pools (false: it stands by).
-	SandboxPoolActing(acting bool)
+	// pool.Metrics: the warm pools' (SandboxPool, SandboxPoolReady,
+	// SandboxPoolActing).
+	pool.Metrics
 }
 
 // SyncDirection is the way a native sync mapping goes.

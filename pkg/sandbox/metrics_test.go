@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/pcsync/pcsync/pkg/sandbox/leasepod"
 )
 
 // recorder is a Metrics that records its calls as lines.
@@ -76,7 +78,7 @@ func TestObserveAcquire(t *testing.T) {
 func TestHoldUnhold(t *testing.T) {
 	r := &recorder{}
 	m := &Manager{opts: Options{Metrics: r}}
-	l := &lease{Record: Record{ID: "pcsync-sbx-0123456789", Company: "acme"}}
+	l := &lease{Record: leasepod.Record{ID: "pcsync-sbx-0123456789", Company: "acme"}}
 	m.hold(l)
 	m.unhold(l)
 	m.unhold(l)

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/sandbox/leasepod"
+	"github.com/pcsync/pcsync/pkg/sandbox/pool"
 )
 
 //go:generate go run ../../hack/gensandbox -o ../../integrations/paperclip-sandbox/src/defaults.js
@@ -39,7 +41,7 @@ type Options struct {
 	// not hold it (placed there by the helper container's postStart hook);
 	// the daemon execs `<ServerPath> sandbox-server attach` to reach the
 	// pod's command server. In pcsync's own images it is images.ServerPath
-	// and no helper container runs. Default DefaultServerPath.
+	// and no helper container runs. Default leasepod.DefaultServerPath.
 	ServerPath string
 	// HelperImage is the image of the helper container that copies pcsync
 	// into a pod whose image does not hold it: pcsync's own image. Default
@@ -83,9 +85,9 @@ type Options struct {
 	// PrestartMax bounds the prestarted leases no acquire has taken yet;
 	// a prestart beyond it is declined. Default 16.
 	PrestartMax int
-	// Pool configures the warm pools of Company spec.sandbox.warmPool.
-	// Zero fields take DefaultPoolOptions' values.
-	Pool PoolOptions
+	// Pool configures the warm pools of Company spec.sandbox.warmPool
+	// (package pool). Zero fields take pool.DefaultOptions' values.
+	Pool pool.Options
 }
 
 // AgentResolver finds the agent declared in Git behind a Paperclip agent
@@ -97,24 +99,11 @@ type AgentResolver interface {
 	ResolveAgent(ctx context.Context, m *config.Model, c *config.Company, id string) (string, error)
 }
 
-// Paths inside a lease pod.
-const (
-	PodWorkspace = "/workspace"
-	PodHome      = "/home/agent"
-	PodRunDir    = "/run/pcsync"
-	PodBinDir    = "/opt/pcsync/bin"
-	// ContainerName is the lease pod's main container.
-	ContainerName = "sandbox"
-)
-
-// DefaultServerPath is where the helper container puts pcsync in a pod.
-const DefaultServerPath = PodBinDir + "/pcsync"
-
 // DefaultOptions returns options for the state directory with the defaults.
 func DefaultOptions(stateDir string) Options {
 	return Options{
 		StateDir:        stateDir,
-		ServerPath:      DefaultServerPath,
+		ServerPath:      leasepod.DefaultServerPath,
 		DefaultLeaseTTL: 2 * time.Hour,
 		MaxLeaseTTL:     24 * time.Hour,
 		ReadyTimeout:    270 * time.Second,

@@ -37,30 +37,3 @@ func TestOptionsComplete(t *testing.T) {
 		})
 	}
 }
-
-func TestPoolOptionsComplete(t *testing.T) {
-	d := DefaultPoolOptions()
-	d.Lease.Identity = "" // random: compared apart (TestPoolLeaseOptionsComplete)
-	set := PoolOptions{Owner: "other", ReadyDeadline: 1, MemberMaxAge: 2, Resync: 3, QuotaBackoff: 4, ColdHold: 5, RoomWait: 6, PendingTTL: 7,
-		Lease: PoolLeaseOptions{Namespace: "ns", Identity: "me", LeaseDuration: 8, RenewDeadline: 9, RetryPeriod: 10}}
-	tests := []struct {
-		name     string
-		in, want PoolOptions
-	}{
-		{"zero", PoolOptions{}, d},
-		{"negative", PoolOptions{ReadyDeadline: -1, MemberMaxAge: -1, Resync: -time.Second, QuotaBackoff: -1, ColdHold: -1, RoomWait: -1, PendingTTL: -1}, d},
-		{"set", set, set},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := tt.in
-			got.complete()
-			if tt.in.Lease.Identity == "" {
-				got.Lease.Identity = ""
-			}
-			if diff := cmp.Diff(tt.want, got); diff != "" {
-				t.Errorf("complete (-want +got):\n%s", diff)
-			}
-		})
-	}
-}

@@ -7,6 +7,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/pcsync/pcsync/pkg/sandbox/leasepod"
 )
 
 // TestPodRunning: the wait for a lease pod ends when it runs, and at once
@@ -15,9 +17,9 @@ func TestPodRunning(t *testing.T) {
 	waiting := func(reason string) *corev1.Pod {
 		return &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "pcsync-sbx-1"},
-			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: ContainerName, Image: "img:1"}}},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: leasepod.ContainerName, Image: "img:1"}}},
 			Status: corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{{
-				Name: ContainerName, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: "m"}}}}},
+				Name: leasepod.ContainerName, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: "m"}}}}},
 		}
 	}
 	phase := func(p corev1.PodPhase) *corev1.Pod {
@@ -31,9 +33,9 @@ func TestPodRunning(t *testing.T) {
 	withHelper := func(ph corev1.PodPhase, helper, main corev1.ContainerState) *corev1.Pod {
 		return &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "pcsync-sbx-1"},
-			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: HelperContainerName, Image: "pcsync:1"}, {Name: ContainerName, Image: "img:1"}}},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: leasepod.HelperContainerName, Image: "pcsync:1"}, {Name: leasepod.ContainerName, Image: "img:1"}}},
 			Status: corev1.PodStatus{Phase: ph, ContainerStatuses: []corev1.ContainerStatus{
-				{Name: HelperContainerName, State: helper}, {Name: ContainerName, State: main}}},
+				{Name: leasepod.HelperContainerName, State: helper}, {Name: leasepod.ContainerName, State: main}}},
 		}
 	}
 	wait := func(reason string) corev1.ContainerState {

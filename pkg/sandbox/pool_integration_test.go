@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/sandbox/pool"
 )
 
 // poolEnv is a tenant whose company declares a warm pool of claude_local
@@ -111,7 +112,7 @@ func (e *poolEnv) setCount(t *testing.T, count int) {
 // deleted), by name.
 func (e *poolEnv) members(t *testing.T) []string {
 	t.Helper()
-	l, err := e.c.Client().CoreV1().Pods(e.ns).List(context.Background(), metav1.ListOptions{LabelSelector: LabelPoolOwner + "=" + e.owner})
+	l, err := e.c.Client().CoreV1().Pods(e.ns).List(context.Background(), metav1.ListOptions{LabelSelector: pool.LabelOwner + "=" + e.owner})
 	if err != nil {
 		t.Fatal(err)
 	}

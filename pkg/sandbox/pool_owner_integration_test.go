@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/pcsync/pcsync/pkg/sandbox/pool"
 )
 
 // churn counts the pool members that appear (creates) and go (deletes) in
@@ -27,7 +29,7 @@ func watchChurn(t *testing.T, e *poolEnv) *churn {
 	t.Helper()
 	ch := &churn{created: map[string]bool{}, deleted: map[string]bool{}}
 	f := informers.NewSharedInformerFactoryWithOptions(e.c.Client(), 0, informers.WithNamespace(e.ns),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = LabelPoolOwner + "=" + e.owner }))
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = pool.LabelOwner + "=" + e.owner }))
 	inf := f.Core().V1().Pods().Informer()
 	mark := func(m map[string]bool) func(any) {
 		return func(obj any) {
@@ -86,7 +88,7 @@ func startTogether(t *testing.T, e *poolEnv, names []string) []*Manager {
 func leadership(ms ...*Manager) (acting int, holders []string) {
 	acting = -1
 	for i, m := range ms {
-		acting1, holder := m.pools.leadership()
+		acting1, holder := m.pools.Leadership()
 		holders = append(holders, holder)
 		switch {
 		case acting1 && acting == -1:

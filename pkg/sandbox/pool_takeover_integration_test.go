@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/pcsync/pcsync/internal/lib/leader"
+	"github.com/pcsync/pcsync/pkg/sandbox/pool"
 )
 
 // cutoff carries one daemon's connections to the API server until crash:
@@ -61,7 +62,7 @@ func (c *cutoff) config(e *poolEnv) *rest.Config {
 // leaseHolder is the holder the API server has for the owner's pool Lease.
 func (e *poolEnv) leaseHolder(t *testing.T) string {
 	t.Helper()
-	l, err := e.c.Client().CoordinationV1().Leases("default").Get(context.Background(), PoolLeaseName(e.owner), metav1.GetOptions{})
+	l, err := e.c.Client().CoordinationV1().Leases("default").Get(context.Background(), pool.LeaseName(e.owner), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +180,7 @@ func waitLeading(t *testing.T, e *poolEnv, rs ...*replica) *replica {
 			}
 		}
 		if len(running) == 1 {
-			if acting, holder := running[0].m.Load().pools.leadership(); acting && holder == running[0].name {
+			if acting, holder := running[0].m.Load().pools.Leadership(); acting && holder == running[0].name {
 				return running[0]
 			}
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/pcsync/pcsync/pkg/adapters"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/sandbox/cmdclient"
+	"github.com/pcsync/pcsync/pkg/sandbox/leasepod"
 )
 
 // proxyIPs is a tenant namespace → proxy ClusterIP table: the answers the
@@ -42,7 +43,7 @@ func TestAddProxyEnv(t *testing.T) {
 	m.Companies[1].Spec.Egress.Mode = config.EgressStandard
 	mgr := &Manager{opts: Options{ProxyAddresses: proxyIPs{"paperclip-acme": "10.0.0.42"}}, model: func() *config.Model { return m }}
 
-	l := newLease(Record{ID: "l1", Namespace: "paperclip-acme", Company: "acme", Agent: "coder"})
+	l := newLease(leasepod.Record{ID: "l1", Namespace: "paperclip-acme", Company: "acme", Agent: "coder"})
 	cmd := cmdclient.Command{Env: map[string]string{"HTTPS_PROXY": "http://elsewhere:1", "KEEP": "1"}}
 	if err := mgr.addProxyEnv(context.Background(), l, &cmd); err != nil {
 		t.Fatal(err)
@@ -56,7 +57,7 @@ func TestAddProxyEnv(t *testing.T) {
 	}
 
 	std := cmdclient.Command{}
-	if err := mgr.addProxyEnv(context.Background(), newLease(Record{ID: "l2", Namespace: "paperclip-initech", Company: "initech"}), &std); err != nil || std.Env != nil {
+	if err := mgr.addProxyEnv(context.Background(), newLease(leasepod.Record{ID: "l2", Namespace: "paperclip-initech", Company: "initech"}), &std); err != nil || std.Env != nil {
 		t.Errorf("standard mode: env %v, err %v; want nothing added", std.Env, err)
 	}
 	off := &Manager{model: func() *config.Model { return m }}
@@ -66,7 +67,7 @@ func TestAddProxyEnv(t *testing.T) {
 	}
 
 	m.Companies[1].Spec.Egress.Mode = ""
-	err := mgr.addProxyEnv(context.Background(), newLease(Record{ID: "l3", Namespace: "paperclip-initech", Company: "initech"}), &cmdclient.Command{})
+	err := mgr.addProxyEnv(context.Background(), newLease(leasepod.Record{ID: "l3", Namespace: "paperclip-initech", Company: "initech"}), &cmdclient.Command{})
 	if err == nil || !strings.Contains(err.Error(), "Service/paperclip-initech/paperclip-egress-proxy") {
 		t.Errorf("a proxy-mode tenant without its Service: err %v, want one naming the Service", err)
 	}
@@ -88,7 +89,7 @@ func TestReplaceKeys(t *testing.T) {
 	rec := &recorder{}
 	mgr := &Manager{cs: cs, opts: Options{ProxyAddresses: proxyIPs{"paperclip-acme": "10.0.0.42"}, Metrics: rec},
 		model: func() *config.Model { return m }}
-	l := newLease(Record{ID: "l1", Namespace: "paperclip-acme", Company: "acme", Agent: "coder", AdapterType: "claude_local"})
+	l := newLease(leasepod.Record{ID: "l1", Namespace: "paperclip-acme", Company: "acme", Agent: "coder", AdapterType: "claude_local"})
 	var tokens []string
 	for range 2 {
 		cmd := cmdclient.Command{Env: map[string]string{"ANTHROPIC_API_KEY": "sk-ant-from-paperclip", "CLAUDE_CODE_OAUTH_TOKEN": "oauth", "KEEP": "1"}}

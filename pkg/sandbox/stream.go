@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 
 	"github.com/pcsync/pcsync/pkg/sandbox/cmdclient"
+	"github.com/pcsync/pcsync/pkg/sandbox/leasepod"
 )
 
 // opener returns how the lease's command stream is opened: one pod exec
@@ -35,7 +36,7 @@ func (m *Manager) opener(l *lease) cmdclient.Opener {
 	return func(ctx context.Context) (io.ReadWriteCloser, error) {
 		req := m.cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(l.Namespace).Name(l.ID).SubResource("exec").
 			VersionedParams(&corev1.PodExecOptions{
-				Container: ContainerName, Command: argv, Stdin: true, Stdout: true, Stderr: true,
+				Container: leasepod.ContainerName, Command: argv, Stdin: true, Stdout: true, Stderr: true,
 			}, scheme.ParameterCodec)
 		exec, err := m.opts.ExecProtocol.executor(m.rest, req.URL(), m.log)
 		if err != nil {

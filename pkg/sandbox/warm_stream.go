@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/pcsync/pcsync/pkg/sandbox/cmdclient"
+	"github.com/pcsync/pcsync/pkg/sandbox/pool"
 )
 
 // warmStreams are the command streams the daemon opens to the Ready
@@ -43,7 +44,7 @@ const warmPingWait = time.Second
 // memberReady opens a stream to pool member pod of pool d, unless one is
 // open or opening: in the background, until the manager closes or the
 // member goes.
-func (m *Manager) memberReady(pod *corev1.Pod, d *poolDecl) {
+func (m *Manager) memberReady(pod *corev1.Pod, d *pool.Decl) {
 	w := &m.warm
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -56,9 +57,9 @@ func (m *Manager) memberReady(pod *corev1.Pod, d *poolDecl) {
 	ctx, cancel := context.WithTimeout(m.base(), m.opts.ReadyTimeout)
 	ws := &warmStream{done: make(chan struct{}), cancel: cancel}
 	w.byUID[pod.UID] = ws
-	r := d.rec
+	r := d.Rec
 	r.ID, r.PodUID = pod.Name, string(pod.UID)
-	r.setPaths(m.opts.HostRoot)
+	r.SetPaths(m.opts.HostRoot)
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()

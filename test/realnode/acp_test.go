@@ -18,6 +18,7 @@ import (
 	"github.com/pcsync/pcsync/pkg/adapters"
 	"github.com/pcsync/pcsync/pkg/images"
 	"github.com/pcsync/pcsync/pkg/sandbox"
+	"github.com/pcsync/pcsync/pkg/sandbox/leasepod"
 )
 
 var (
@@ -119,7 +120,7 @@ func TestACPServersInRealImages(t *testing.T) {
 
 			r := e.exec(t, info.ID, sandbox.ExecParams{Command: "sh", Args: []string{"-c",
 				`id -u; echo "$HOME"; command -v ` + s.ACP.Binary + `; if touch /.w 2>/dev/null; then echo / rw; else echo / ro; fi`}})
-			if want := "1000\n" + sandbox.PodHome + "\n/usr/local/bin/" + s.ACP.Binary + "\n/ ro\n"; r.Stdout != want {
+			if want := "1000\n" + leasepod.PodHome + "\n/usr/local/bin/" + s.ACP.Binary + "\n/ ro\n"; r.Stdout != want {
 				t.Errorf("user, HOME, %s, root:\n%s\nwant:\n%s(stderr %q)", s.ACP.Binary, r.Stdout, want, r.Stderr)
 			}
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/pcsync/pcsync/pkg/images"
 	"github.com/pcsync/pcsync/pkg/sandbox"
+	"github.com/pcsync/pcsync/pkg/sandbox/leasepod"
 )
 
 // helperSamples is how many times BenchmarkLeaseForeignImage measures each
@@ -22,7 +23,7 @@ const helperSamples = 12
 // BenchmarkLeaseForeignImage: acquire → ready of a lease of an image that
 // pcsync does not know to hold pcsync (so the pod gets it from pcsync's own
 // image) against create → Running of the same pod spec with pcsync in the
-// image (sandbox.BuildPod's pod of the lease's record, the image's own
+// image (leasepod.BuildPod's pod of the lease's record, the image's own
 // pcsync its PID 1, without pcsync's labels so that no daemon adopts it).
 // Before each create, both sides wait a uniformly random delay in [0, 1 s):
 // the kubelet relists its containers every second, and a create made right
@@ -37,9 +38,9 @@ func BenchmarkLeaseForeignImage(b *testing.B) {
 		var acquire, plain []time.Duration
 		for i := range helperSamples {
 			name := fmt.Sprintf("peer-%d-%d", time.Now().UnixNano()%1e6, i)
-			r := &sandbox.Record{ID: name, Namespace: e.ns, Company: co.Slug(), Image: p.Foreign, Agent: "pinned",
-				Server: images.ServerPath, Socket: sandbox.PodRunDir + "/sandbox.sock", ExpiresAt: time.Now().Add(time.Hour)}
-			pod, err := sandbox.BuildPod(r, e.model)
+			r := &leasepod.Record{ID: name, Namespace: e.ns, Company: co.Slug(), Image: p.Foreign, Agent: "pinned",
+				Server: images.ServerPath, Socket: leasepod.PodRunDir + "/sandbox.sock", ExpiresAt: time.Now().Add(time.Hour)}
+			pod, err := leasepod.BuildPod(r, e.model)
 			if err != nil {
 				b.Fatal(err)
 			}

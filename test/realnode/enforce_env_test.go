@@ -26,6 +26,7 @@ import (
 	"github.com/pcsync/pcsync/pkg/runs/kubeexec"
 	"github.com/pcsync/pcsync/pkg/runs/spool"
 	"github.com/pcsync/pcsync/pkg/sandbox"
+	"github.com/pcsync/pcsync/pkg/sandbox/pool"
 )
 
 // The stand-in Paperclip server of the enforcement tests: Settings spec.server
@@ -293,7 +294,7 @@ func (e *enfEnv) memberProber(ctx context.Context, t *testing.T) enfProber {
 	t.Helper()
 	deadline := time.Now().Add(4 * time.Minute)
 	for {
-		l, err := e.c.Client().CoreV1().Pods(e.nsA).List(ctx, metav1.ListOptions{LabelSelector: sandbox.LabelPool})
+		l, err := e.c.Client().CoreV1().Pods(e.nsA).List(ctx, metav1.ListOptions{LabelSelector: pool.Label})
 		if err != nil {
 			t.Fatal(err)
 		}

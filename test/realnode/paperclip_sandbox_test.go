@@ -13,7 +13,7 @@ import (
 
 	"github.com/pcsync/pcsync/internal/testing/testcluster"
 	"github.com/pcsync/pcsync/pkg/images"
-	"github.com/pcsync/pcsync/pkg/sandbox"
+	"github.com/pcsync/pcsync/pkg/sandbox/leasepod"
 )
 
 const (
@@ -63,7 +63,7 @@ func checkSandboxFromGit(ctx context.Context, t *testing.T, c *testcluster.Clust
 	}
 	b.must(ctx, t, "POST", "/api/companies", map[string]any{"name": "Globex"}, &company)
 	tenant := prefix + "globex"
-	leases := c.WatchPods(t, tenant, sandbox.LabelLease)
+	leases := c.WatchPods(t, tenant, leasepod.LabelLease)
 	tol := node.Toleration()
 	committed := time.Now()
 	hash := repo.commit("globex: a claude_local agent in pcsync's sandbox, from Git", map[string]string{

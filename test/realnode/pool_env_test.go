@@ -22,6 +22,7 @@ import (
 	"github.com/pcsync/pcsync/internal/testing/testcluster"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/sandbox"
+	"github.com/pcsync/pcsync/pkg/sandbox/pool"
 )
 
 // poolEnv is a tenant whose company declares warm pools, on the real node:
@@ -138,7 +139,7 @@ func (e *poolEnv) acquire(ctx context.Context, m *sandbox.Manager, image string)
 // them (none being deleted).
 func (e *poolEnv) members(t testing.TB) []corev1.Pod {
 	t.Helper()
-	l, err := e.c.Client().CoreV1().Pods(e.ns).List(context.Background(), metav1.ListOptions{LabelSelector: sandbox.LabelPool})
+	l, err := e.c.Client().CoreV1().Pods(e.ns).List(context.Background(), metav1.ListOptions{LabelSelector: pool.Label})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,11 +176,11 @@ func (e *poolEnv) waitPool(t testing.TB, m *sandbox.Manager, what string, ok fun
 }
 
 // waitQuiet waits until the namespace holds no lease pod and no pod being
-// deleted (but the tenant's egress proxy), and, when pool, until m's pool has its 5 members Ready; then it
+// deleted (but the tenant's egress proxy), and, when withPool, until m's pool has its 5 members Ready; then it
 // lets the node settle.
-func (e *poolEnv) waitQuiet(t testing.TB, m *sandbox.Manager, pool bool) {
+func (e *poolEnv) waitQuiet(t testing.TB, m *sandbox.Manager, withPool bool) {
 	t.Helper()
-	if pool {
+	if withPool {
 		e.waitPool(t, m, "5 Ready members", func(ready, _ int) bool { return ready == 5 })
 	}
 	deadline := time.Now().Add(4 * time.Minute)
@@ -193,7 +194,7 @@ func (e *poolEnv) waitQuiet(t testing.TB, m *sandbox.Manager, pool bool) {
 			if p.Labels[agentpod.LabelRole] == agentpod.RoleEgressProxy {
 				continue // the tenant's (egress mode proxy)
 			}
-			if _, member := p.Labels[sandbox.LabelPool]; !member || p.DeletionTimestamp != nil {
+			if _, member := p.Labels[pool.Label]; !member || p.DeletionTimestamp != nil {
 				others = append(others, fmt.Sprintf("%s (%s, deleting %v, labels %v)", p.Name, p.Status.Phase, p.DeletionTimestamp != nil, p.Labels))
 			}
 		}

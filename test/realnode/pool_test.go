@@ -26,6 +26,8 @@ import (
 	"github.com/pcsync/pcsync/pkg/images"
 	"github.com/pcsync/pcsync/pkg/render"
 	"github.com/pcsync/pcsync/pkg/sandbox"
+	"github.com/pcsync/pcsync/pkg/sandbox/leasepod"
+	"github.com/pcsync/pcsync/pkg/sandbox/pool"
 )
 
 // A pool of 5 and 20 acquires at once: exactly 5 leases get a member (a
@@ -136,12 +138,12 @@ func TestPoolEgressUntilClaimed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !selects(render.EgressAllowName, pod.Labels) || pod.Labels[sandbox.LabelLease] != info.ID || pod.Labels[sandbox.LabelPool] != "" {
+	if !selects(render.EgressAllowName, pod.Labels) || pod.Labels[leasepod.LabelLease] != info.ID || pod.Labels[pool.Label] != "" {
 		t.Errorf("claimed pod labels %v: want the egress policy's role, the lease label and no pool label", pod.Labels)
 	}
-	if pod.Annotations[sandbox.AnnotationExpiresAt] == "" || *pod.Spec.ActiveDeadlineSeconds >= *member.Spec.ActiveDeadlineSeconds {
+	if pod.Annotations[leasepod.AnnotationExpiresAt] == "" || *pod.Spec.ActiveDeadlineSeconds >= *member.Spec.ActiveDeadlineSeconds {
 		t.Errorf("claimed pod: expiry annotation %q, activeDeadlineSeconds %d (the member's %d); want the lease's, lowered",
-			pod.Annotations[sandbox.AnnotationExpiresAt], *pod.Spec.ActiveDeadlineSeconds, *member.Spec.ActiveDeadlineSeconds)
+			pod.Annotations[leasepod.AnnotationExpiresAt], *pod.Spec.ActiveDeadlineSeconds, *member.Spec.ActiveDeadlineSeconds)
 	}
 	r, err := m.Execute(ctx, sandbox.ExecParams{LeaseID: info.ID, Command: "sh", Args: []string{"-c", "echo claimed"}}, nil)
 	if err != nil {
@@ -263,7 +265,7 @@ func TestPoolLife(t *testing.T) {
 	for {
 		members, replaced := e.members(t), 0
 		for _, pod := range members {
-			if !slices.Contains(first, pod.Name) && agentpod.ContainerImage(&pod, sandbox.ContainerName) == p.Foreign && pod.Status.Phase == corev1.PodRunning {
+			if !slices.Contains(first, pod.Name) && agentpod.ContainerImage(&pod, leasepod.ContainerName) == p.Foreign && pod.Status.Phase == corev1.PodRunning {
 				replaced++
 			}
 		}
@@ -308,7 +310,7 @@ func TestPoolOwners(t *testing.T) {
 	members := e.members(t)
 	before := memberNames(members)
 	for _, pod := range members {
-		if got := pod.Labels[sandbox.LabelPoolOwner]; got != "deployment-a" {
+		if got := pod.Labels[pool.LabelOwner]; got != "deployment-a" {
 			t.Errorf("member %s has owner %q, want deployment-a", pod.Name, got)
 		}
 	}
@@ -318,7 +320,7 @@ func TestPoolOwners(t *testing.T) {
 	// A member of deployment-b that no pool of deployment-b declares.
 	orphan := members[0].DeepCopy()
 	orphan.ObjectMeta = metav1.ObjectMeta{Name: "orphan-of-b", Namespace: e.ns, Labels: orphan.Labels, Annotations: orphan.Annotations}
-	orphan.Labels[sandbox.LabelPoolOwner] = "deployment-b"
+	orphan.Labels[pool.LabelOwner] = "deployment-b"
 	orphan.Status = corev1.PodStatus{}
 	if _, err := e.c.Client().CoreV1().Pods(e.ns).Create(ctx, orphan, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

@@ -24,6 +24,7 @@ import (
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/images"
 	"github.com/pcsync/pcsync/pkg/sandbox"
+	"github.com/pcsync/pcsync/pkg/sandbox/leasepod"
 )
 
 // leaseEnv is a tenant with pcsync's sandbox Manager, not on kwok's shared
@@ -187,7 +188,7 @@ func TestLeaseOnRealNode(t *testing.T) {
 	// The filesystem: read-only root, writable HOME, workspace and /tmp.
 	r = e.exec(t, info.ID, sandbox.ExecParams{Command: "sh", Args: []string{"-c",
 		`for d in / /usr/local/bin "$HOME" /workspace /tmp; do if touch "$d/.w" 2>/dev/null; then echo "$d rw"; else echo "$d ro"; fi; done`}})
-	if want := "/ ro\n/usr/local/bin ro\n" + sandbox.PodHome + " rw\n/workspace rw\n/tmp rw\n"; r.Stdout != want {
+	if want := "/ ro\n/usr/local/bin ro\n" + leasepod.PodHome + " rw\n/workspace rw\n/tmp rw\n"; r.Stdout != want {
 		t.Errorf("filesystem:\n%s\nwant:\n%s", r.Stdout, want)
 	}
 
@@ -235,7 +236,7 @@ func TestLeaseHelperContainer(t *testing.T) {
 		t.Fatal(err)
 	}
 	helper := images.Ref(p.Registry, images.Pcsync, imageTag)
-	if got, want := containerImages(pod), []string{sandbox.HelperContainerName + "=" + helper, sandbox.ContainerName + "=" + p.Foreign}; len(pod.Spec.InitContainers) != 0 || !slices.Equal(got, want) {
+	if got, want := containerImages(pod), []string{leasepod.HelperContainerName + "=" + helper, leasepod.ContainerName + "=" + p.Foreign}; len(pod.Spec.InitContainers) != 0 || !slices.Equal(got, want) {
 		t.Errorf("containers %v, %d init containers; want %v and none", got, len(pod.Spec.InitContainers), want)
 	}
 	// The lease is ready when its command server answers, which may be
@@ -256,8 +257,8 @@ func TestLeaseHelperContainer(t *testing.T) {
 		}
 	}
 	e.checkExecs(t, info.ID)
-	r := e.exec(t, info.ID, sandbox.ExecParams{Command: "sh", Args: []string{"-c", "cat /proc/1/cmdline | tr '\\0' ' '; echo; ls -l " + sandbox.DefaultServerPath}})
-	if !strings.HasPrefix(r.Stdout, sandbox.DefaultServerPath+" sandbox-server serve") || !strings.Contains(r.Stdout, "-r-xr-xr-x") {
+	r := e.exec(t, info.ID, sandbox.ExecParams{Command: "sh", Args: []string{"-c", "cat /proc/1/cmdline | tr '\\0' ' '; echo; ls -l " + leasepod.DefaultServerPath}})
+	if !strings.HasPrefix(r.Stdout, leasepod.DefaultServerPath+" sandbox-server serve") || !strings.Contains(r.Stdout, "-r-xr-xr-x") {
 		t.Errorf("PID 1 and the copy: %q, want the helper's copy of pcsync (mode 0555) as the command server", r.Stdout)
 	}
 	if _, err := e.m.Release(ctx, sandbox.ReleaseParams{ID: info.ID}); err != nil {
@@ -297,8 +298,8 @@ func TestLeaseHelperHookFails(t *testing.T) {
 	_, err := e.m.Acquire(ctx, sandbox.AcquireParams{Config: sandbox.EnvironmentConfig{Company: e.slug, Image: p.Foreign},
 		AdapterType: "claude_local", AgentID: pinnedAgentID})
 	var ue *sandbox.UserError
-	if !errors.As(err, &ue) || ue.Code != sandbox.CodePodNotStarting || !strings.Contains(err.Error(), sandbox.HelperContainerName) {
-		t.Fatalf("acquire with a helper whose hook fails: %v; want %s naming container %s", err, sandbox.CodePodNotStarting, sandbox.HelperContainerName)
+	if !errors.As(err, &ue) || ue.Code != sandbox.CodePodNotStarting || !strings.Contains(err.Error(), leasepod.HelperContainerName) {
+		t.Fatalf("acquire with a helper whose hook fails: %v; want %s naming container %s", err, sandbox.CodePodNotStarting, leasepod.HelperContainerName)
 	}
 	t.Logf("acquire: %v", err)
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/pcsync/pcsync/internal/testing/paperclipserver"
 	"github.com/pcsync/pcsync/pkg/sandbox"
 	"github.com/pcsync/pcsync/pkg/sandbox/hookapi"
+	"github.com/pcsync/pcsync/pkg/sandbox/leasepod"
 )
 
 // syncEnv is a lease on the real node with the daemon's API on a socket,
@@ -328,7 +329,7 @@ func BenchmarkWorkspaceSync(b *testing.B) {
 	utils := filepath.Join(paperclipserver.DefaultInstall(), "node_modules", "@paperclipai", "adapter-utils")
 	run := func(mode string) map[string]any {
 		lines := s.script(b, map[string]any{"bench": map[string]any{"adapterUtils": utils, "workspace": ws,
-			"remoteCwd": sandbox.PodWorkspace, "mode": mode, "samples": 1}})
+			"remoteCwd": leasepod.PodWorkspace, "mode": mode, "samples": 1}})
 		if len(lines) != 1 {
 			b.Fatalf("%s: %v", mode, lines)
 		}

@@ -17,7 +17,7 @@ import (
 	"github.com/pcsync/pcsync/pkg/images"
 	"github.com/pcsync/pcsync/pkg/render"
 	"github.com/pcsync/pcsync/pkg/runs/kubeexec"
-	"github.com/pcsync/pcsync/pkg/sandbox"
+	"github.com/pcsync/pcsync/pkg/sandbox/leasepod"
 )
 
 // contractConfig has a company in each egress mode whose policies select
@@ -118,7 +118,7 @@ func runtimePods(t *testing.T, m *config.Model, c *config.Company) map[string]*c
 	if err != nil {
 		t.Fatal(err)
 	}
-	lease, err := sandbox.BuildPod(&sandbox.Record{ID: "pcsync-sbx-1", Namespace: m.Namespace(c), Company: c.Slug(),
+	lease, err := leasepod.BuildPod(&leasepod.Record{ID: "pcsync-sbx-1", Namespace: m.Namespace(c), Company: c.Slug(),
 		Image: "img", Agent: a.Name, Server: images.ServerPath, ExpiresAt: time.Now().Add(time.Hour)}, m)
 	if err != nil {
 		t.Fatal(err)

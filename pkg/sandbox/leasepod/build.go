@@ -1,4 +1,4 @@
-package sandbox
+package leasepod
 
 import (
 	"cmp"
@@ -67,7 +67,7 @@ func BuildPod(l *Record, m *config.Model) (*corev1.Pod, error) {
 	}
 	pod := &corev1.Pod{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
-		ObjectMeta: metav1.ObjectMeta{Name: l.ID, Namespace: l.Namespace, Labels: podLabels(l, c), Annotations: podAnnotations(l)},
+		ObjectMeta: metav1.ObjectMeta{Name: l.ID, Namespace: l.Namespace, Labels: Labels(l, c), Annotations: Annotations(l)},
 		Spec: corev1.PodSpec{
 			ActiveDeadlineSeconds:         ptr.To(deadline),
 			TerminationGracePeriodSeconds: ptr.To(int64(5)),
@@ -116,9 +116,9 @@ func BuildPod(l *Record, m *config.Model) (*corev1.Pod, error) {
 	return pod, nil
 }
 
-// podLabels are a lease pod's labels: pcsync's and the tenant's (role agent,
+// Labels are a lease pod's labels: pcsync's and the tenant's (role agent,
 // so the company's egress policy applies), and what the lease is for.
-func podLabels(l *Record, c *config.Company) map[string]string {
+func Labels(l *Record, c *config.Company) map[string]string {
 	labels := map[string]string{
 		agentpod.LabelManagedBy: agentpod.ManagedByValue,
 		agentpod.LabelCompany:   agentpod.LabelValue(c.Slug()),
@@ -141,9 +141,9 @@ func podLabels(l *Record, c *config.Company) map[string]string {
 	return labels
 }
 
-// podAnnotations are a lease pod's annotations: its expiry, its default
+// Annotations are a lease pod's annotations: its expiry, its default
 // container and its Paperclip environment.
-func podAnnotations(l *Record) map[string]string {
+func Annotations(l *Record) map[string]string {
 	annotations := map[string]string{
 		AnnotationExpiresAt:                       l.ExpiresAt.UTC().Format(time.RFC3339),
 		"kubectl.kubernetes.io/default-container": ContainerName,

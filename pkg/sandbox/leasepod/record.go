@@ -1,12 +1,10 @@
-package sandbox
+package leasepod
 
 import (
 	"crypto/rand"
 	"encoding/hex"
 	"path"
 	"time"
-
-	"github.com/pcsync/pcsync/pkg/adapters"
 )
 
 // Record is what the journal keeps of a lease: one pod in a tenant
@@ -53,16 +51,16 @@ type Record struct {
 	Prestarted bool `json:"prestarted,omitempty"`
 }
 
-// newLeaseID returns a fresh pod name: "pcsync-sbx-" and 10 hex digits.
-func newLeaseID() string {
+// NewID returns a fresh pod name: "pcsync-sbx-" and 10 hex digits.
+func NewID() string {
 	var b [5]byte
 	_, _ = rand.Read(b[:])
 	return "pcsync-sbx-" + hex.EncodeToString(b[:])
 }
 
-// setPaths fills the lease's paths: the pod's own, or under hostRoot/<id>
+// SetPaths fills the lease's paths: the pod's own, or under hostRoot/<id>
 // when pods share the host.
-func (l *Record) setPaths(hostRoot string) {
+func (l *Record) SetPaths(hostRoot string) {
 	if hostRoot == "" {
 		l.Workspace, l.Home, l.Tmp, l.Socket = PodWorkspace, PodHome, "/tmp", path.Join(PodRunDir, "cmd.sock")
 		return
@@ -71,17 +69,15 @@ func (l *Record) setPaths(hostRoot string) {
 	l.Workspace, l.Home, l.Tmp, l.Socket = path.Join(root, "workspace"), path.Join(root, "home"), path.Join(root, "tmp"), path.Join(root, "run", "cmd.sock")
 }
 
-// pcsyncAdapter maps Paperclip's adapter type to pcsync's, whose image and
-// env keys the lease uses; ok is false for a type pcsync does not know.
-func pcsyncAdapter(paperclipType string) (adapters.Type, bool) {
-	if paperclipType == "cursor" {
-		return adapters.CursorLocal, true
-	}
-	t := adapters.Type(paperclipType)
-	for _, k := range adapters.Types() {
-		if k == t {
-			return t, true
-		}
-	}
-	return "", false
-}
+// Paths inside a lease pod.
+const (
+	PodWorkspace = "/workspace"
+	PodHome      = "/home/agent"
+	PodRunDir    = "/run/pcsync"
+	PodBinDir    = "/opt/pcsync/bin"
+	// ContainerName is the lease pod's main container.
+	ContainerName = "sandbox"
+)
+
+// DefaultServerPath is where the helper container puts pcsync in a pod.
+const DefaultServerPath = PodBinDir + "/pcsync"

@@ -1,4 +1,4 @@
-package sandbox
+package pool
 
 import (
 	"context"
@@ -6,18 +6,10 @@ import (
 	"time"
 )
 
-// ConfigChanged tells the Manager that its model func returns a new
-// config: the warm pools are declared again from it at once, and the
-// pools it changed are queued (without it, the next Resync finds it). It
-// does not block; calls while one is pending count once.
-func (m *Manager) ConfigChanged() {
-	if m.pools != nil {
-		m.pools.pushConfig()
-	}
-}
-
-// pushConfig wakes the config loop; a wake already pending covers it.
-func (c *poolController) pushConfig() {
+// ConfigChanged wakes the config loop: the Manager's model func returns a
+// new config, declared again at once (without it, the next Resync finds
+// it). It does not block; a wake already pending covers it.
+func (c *Controller) ConfigChanged() {
 	select {
 	case c.pushed <- struct{}{}:
 	default:
@@ -25,11 +17,11 @@ func (c *poolController) pushConfig() {
 }
 
 // configLoop looks for a changed config when one is pushed
-// (Manager.ConfigChanged) and every Resync (the Manager reads the current
+// (ConfigChanged) and every Resync (the Manager reads the current
 // one from a func: a changed pointer is a new config), queues the pools
 // it changed, and gives the metrics the pools. It alone declares pools
 // and reports them.
-func (c *poolController) configLoop(ctx context.Context) {
+func (c *Controller) configLoop(ctx context.Context) {
 	t := time.NewTicker(c.opts.Resync)
 	defer t.Stop()
 	for {
@@ -49,7 +41,7 @@ func (c *poolController) configLoop(ctx context.Context) {
 // changed (added, removed, another count) and those with members that no
 // pool declares. Before the first config, nothing is declared and no pool
 // syncs.
-func (c *poolController) configChanged() {
+func (c *Controller) configChanged() {
 	model := c.model()
 	old := c.cfg.Load()
 	if model == nil || (old != nil && old.model == model) {
@@ -61,7 +53,7 @@ func (c *poolController) configChanged() {
 		c.queue.Add(k)
 	}
 	for _, s := range c.informer.GetIndexer().ListIndexFuncValues(poolIndex) {
-		k := parsePoolKey(s)
+		k := parseKey(s)
 		if now.pools[k] == nil {
 			c.queue.Add(k)
 		}
@@ -70,14 +62,14 @@ func (c *poolController) configChanged() {
 
 // changedPools are the pools declared in old or now whose declaration
 // differs (or is new, or gone); every pool of now when old is nil.
-func changedPools(old, now *poolConfig) []poolKey {
-	var out []poolKey
-	var before map[poolKey]*poolDecl
+func changedPools(old, now *poolConfig) []Key {
+	var out []Key
+	var before map[Key]*Decl
 	if old != nil {
 		before = old.pools
 	}
 	for k, d := range now.pools {
-		if b := before[k]; b == nil || b.count != d.count || !reflect.DeepEqual(b.rec, d.rec) {
+		if b := before[k]; b == nil || b.count != d.count || !reflect.DeepEqual(b.Rec, d.Rec) {
 			out = append(out, k)
 		}
 	}
@@ -92,9 +84,9 @@ func changedPools(old, now *poolConfig) []poolKey {
 // report gives the metrics each company's pools: declared, members and
 // ready summed over its pools, and zeros for a company reported before
 // that has none now.
-func (c *poolController) report() {
+func (c *Controller) report() {
 	sums := map[string][3]int{}
-	for _, s := range c.status() {
+	for _, s := range c.Status() {
 		v := sums[s.Company]
 		sums[s.Company] = [3]int{v[0] + s.Declared, v[1] + s.Members, v[2] + s.Ready}
 	}

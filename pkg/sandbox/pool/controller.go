@@ -1,4 +1,4 @@
-package sandbox
+package pool
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 
 	"github.com/pcsync/pcsync/internal/lib/agentpod"
 	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/sandbox/leasepod"
 	"github.com/pcsync/pcsync/pkg/tenantns"
 )
 
@@ -29,24 +30,24 @@ const poolIndex = "pool"
 // at once: the workqueue's promise).
 const poolWorkers = 2
 
-// poolController keeps every declared warm pool at its count of members,
+// Controller keeps every declared warm pool at its count of members,
 // in the shape of client-go's controllers: an informer of the members
-// (pods labelled LabelPool and its own LabelPoolOwner, in every namespace)
+// (pods labelled Label and its own LabelOwner, in every namespace)
 // and its lister; a rate-limited workqueue of pool keys (namespace and
 // spec hash) that the informer's events, a changed config (pushed by
-// Manager.ConfigChanged, else found every Resync) and the end of a burst
+// ConfigChanged, else found every Resync) and the end of a burst
 // of acquires fill; one sync(key) that compares the pool's
 // declaration with its members in the lister (sync.go); and expectations
 // for the creates and deletes in flight. A restarted daemon's informer
 // lists the members of the one before: it adopts them, and creates only
 // what is missing. Members of another owner it never sees. Of the
 // controllers of one owner (two daemons on one ApplySet), only the holder
-// of the owner's Lease syncs; the others stand by (pool_lease.go).
-type poolController struct {
-	poolDeps
+// of the owner's Lease syncs; the others stand by (lease.go).
+type Controller struct {
+	deps
 	informer cache.SharedIndexInformer
 	lister   corelisters.PodLister
-	queue    workqueue.TypedRateLimitingInterface[poolKey]
+	queue    workqueue.TypedRateLimitingInterface[Key]
 	exp      *expectations
 	holds    *nsHolds
 	// cfg is the config the pools were last declared from.
@@ -64,7 +65,7 @@ type poolController struct {
 	reported map[string]bool
 
 	// acting guards leading: a sync runs holding it for reading, and the
-	// end of a leadership waits for the syncs in flight (pool_lease.go).
+	// end of a leadership waits for the syncs in flight (lease.go).
 	acting sync.RWMutex
 	// leading is set while this controller holds its owner's Lease: only
 	// then do its pools sync.
@@ -77,66 +78,97 @@ type poolController struct {
 	wg     sync.WaitGroup
 }
 
-// poolDeps is what the controller takes from the Manager: the cluster, the
-// config and how a pool's member is built; it holds no Manager.
-type poolDeps struct {
-	cs      kubernetes.Interface
-	log     *slog.Logger
-	metrics Metrics
-	opts    PoolOptions
-	tenants *tenantns.Guard
-	// model is the current config; nil before the first.
-	model func() *config.Model
-	// declare gives a config's declared pools.
-	declare func(*config.Model) map[poolKey]*poolDecl
-	// build gives a new member of a pool.
-	build func(*poolDecl, *config.Model, time.Time) (*corev1.Pod, Record, error)
-	// ready is told of a Ready member of pool d (its stream is opened
-	// ahead of its claim), gone of a member that left the pool.
-	ready func(pod *corev1.Pod, d *poolDecl)
-	gone  func(uid types.UID)
+// Deps is what the controller takes from the sandbox Manager: the
+// cluster, the config, how a member's record is placed, and what it is
+// told of members; it holds no Manager.
+type Deps struct {
+	Client  kubernetes.Interface
+	Log     *slog.Logger
+	Metrics Metrics
+	// Options are the pools' options; zero fields take DefaultOptions'.
+	Options Options
+	Tenants *tenantns.Guard
+	// Model is the current config; nil before the first.
+	Model func() *config.Model
+	// Place says where a member's command server comes from and sets its
+	// paths, as for a lease's record.
+	Place func(r *leasepod.Record, model *config.Model)
+	// HostRoot is the Manager's: the lease paths' root where pods share
+	// the host ("": the pod's own).
+	HostRoot string
+	// MaxLeaseTTL is the longest lease: a member's deadline covers it
+	// beyond MemberMaxAge.
+	MaxLeaseTTL time.Duration
+	// Refused explains a member's create the API server refused, as a
+	// lease's is, and says whether the namespace's quota refused it.
+	Refused func(r leasepod.Record, err error) (why error, quotaFull bool)
+	// Ready is told of a Ready member of pool d (its stream is opened
+	// ahead of its claim), Gone of a member that left the pool; both may
+	// be nil.
+	Ready func(pod *corev1.Pod, d *Decl)
+	Gone  func(uid types.UID)
+}
+
+// Metrics receives the pools' figures (the sandbox Manager's Metrics
+// has them).
+type Metrics interface {
+	// SandboxPool sets company's warm pools: the members its config
+	// declares, those that exist, and those of them Ready.
+	SandboxPool(company string, declared, members, ready int)
+	// SandboxPoolReady observes a warm pool member of company that took d
+	// from its creationTimestamp to the daemon seeing it become Ready: the
+	// pool's refill time.
+	SandboxPoolReady(company string, d time.Duration)
+	// SandboxPoolActing says whether this daemon's pool controller holds
+	// its owner's Lease and keeps the pools (false: it stands by).
+	SandboxPoolActing(acting bool)
+}
+
+// deps are Deps as the controller keeps them, its Options completed.
+type deps struct {
+	cs          kubernetes.Interface
+	log         *slog.Logger
+	metrics     Metrics
+	opts        Options
+	tenants     *tenantns.Guard
+	model       func() *config.Model
+	place       func(*leasepod.Record, *config.Model)
+	hostRoot    string
+	maxLeaseTTL time.Duration
+	refused     func(leasepod.Record, error) (error, bool)
+	ready       func(pod *corev1.Pod, d *Decl)
+	gone        func(uid types.UID)
 }
 
 // poolConfig is a config and the pools it declares.
 type poolConfig struct {
 	model *config.Model
-	pools map[poolKey]*poolDecl
+	pools map[Key]*Decl
 }
 
 // poolRateLimiter spaces the retries of a pool whose sync failed (its
 // tenant not applied yet, the API server away): 50ms doubling to 30s, and
 // at most 10 a second over all pools (a burst of 100).
-func poolRateLimiter() workqueue.TypedRateLimiter[poolKey] {
+func poolRateLimiter() workqueue.TypedRateLimiter[Key] {
 	return workqueue.NewTypedMaxOfRateLimiter(
-		workqueue.NewTypedItemExponentialFailureRateLimiter[poolKey](50*time.Millisecond, 30*time.Second),
-		&workqueue.TypedBucketRateLimiter[poolKey]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
+		workqueue.NewTypedItemExponentialFailureRateLimiter[Key](50*time.Millisecond, 30*time.Second),
+		&workqueue.TypedBucketRateLimiter[Key]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
 	)
 }
 
-// startPools starts the warm pools' controller. A daemon that cannot
-// watch pods keeps no pool (and says so): leases start cold.
-func (m *Manager) startPools(ctx context.Context) {
-	if m.opts.Pool.Disabled {
-		return
-	}
-	c := newPoolController(poolDeps{cs: m.cs, log: m.log, metrics: m.opts.Metrics, opts: m.opts.Pool, tenants: m.tenants,
-		model: m.model, declare: m.declaredPools, build: m.buildMember, ready: m.memberReady, gone: m.memberGone})
-	if err := c.start(ctx); err != nil {
-		m.log.Warn("sandbox: no warm pools: the daemon cannot list and watch pods (cluster-wide get, list, watch on pods); leases start cold", slog.Any("error", err))
-		return
-	}
-	m.pools = c
-}
-
-func newPoolController(d poolDeps) *poolController {
-	selector := agentpod.LabelManagedBy + "=" + agentpod.ManagedByValue + "," + LabelPool + "," + LabelPoolOwner + "=" + d.opts.Owner
+// New returns the pools' controller of d, not started.
+func New(dp Deps) *Controller {
+	d := deps{cs: dp.Client, log: dp.Log, metrics: dp.Metrics, opts: dp.Options, tenants: dp.Tenants, model: dp.Model,
+		place: dp.Place, hostRoot: dp.HostRoot, maxLeaseTTL: dp.MaxLeaseTTL, refused: dp.Refused, ready: dp.Ready, gone: dp.Gone}
+	d.opts.complete()
+	selector := agentpod.LabelManagedBy + "=" + agentpod.ManagedByValue + "," + Label + "," + LabelOwner + "=" + d.opts.Owner
 	f := informers.NewSharedInformerFactoryWithOptions(d.cs, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.LabelSelector = selector
 	}))
 	pods := f.Core().V1().Pods()
-	c := &poolController{poolDeps: d, informer: pods.Informer(), lister: pods.Lister(),
+	c := &Controller{deps: d, informer: pods.Informer(), lister: pods.Lister(),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(poolRateLimiter(),
-			workqueue.TypedRateLimitingQueueConfig[poolKey]{Name: "sandbox-pools"}),
+			workqueue.TypedRateLimitingQueueConfig[Key]{Name: "sandbox-pools"}),
 		exp:      newExpectations(d.opts.PendingTTL, time.Now),
 		holds:    &nsHolds{quotaBackoff: d.opts.QuotaBackoff, coldHold: d.opts.ColdHold},
 		pushed:   make(chan struct{}, 1),
@@ -155,10 +187,10 @@ func newPoolController(d poolDeps) *poolController {
 	return c
 }
 
-// start runs the informer, waits for its first list (30s at most), and
+// Start runs the informer, waits for its first list (30s at most), and
 // starts the config loop, the workers and the owner's election (the
 // workers sync only while this controller holds the owner's Lease).
-func (c *poolController) start(ctx context.Context) error {
+func (c *Controller) Start(ctx context.Context) error {
 	run, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
 	c.wg.Add(1)
@@ -169,7 +201,7 @@ func (c *poolController) start(ctx context.Context) error {
 	sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
 	defer scancel()
 	if !cache.WaitForCacheSync(sctx.Done(), c.informer.HasSynced) {
-		c.close()
+		c.Close()
 		return sctx.Err()
 	}
 	c.configChanged()
@@ -193,9 +225,9 @@ func (c *poolController) start(ctx context.Context) error {
 	return nil
 }
 
-// close stops the controller and releases the owner's Lease if it held
+// Close stops the controller and releases the owner's Lease if it held
 // it; the members stay for the next daemon, or the standby.
-func (c *poolController) close() {
+func (c *Controller) Close() {
 	c.cancel()
 	c.queue.ShutDown()
 	c.wg.Wait()
@@ -203,7 +235,7 @@ func (c *poolController) close() {
 
 // next syncs the next pool of the queue; false once the queue shuts down.
 // A sync that fails is retried with the queue's backoff.
-func (c *poolController) next(ctx context.Context) bool {
+func (c *Controller) next(ctx context.Context) bool {
 	k, quit := c.queue.Get()
 	if quit {
 		return false
@@ -222,18 +254,18 @@ func (c *poolController) next(ctx context.Context) bool {
 
 // memberKey is the pool of a member (a pod, or the informer's last state
 // of a deleted one).
-func memberKey(obj any) (poolKey, bool) {
+func memberKey(obj any) (Key, bool) {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
 	}
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
-		return poolKey{}, false
+		return Key{}, false
 	}
-	return poolKey{Namespace: p.Namespace, Hash: p.Labels[LabelPool]}, true
+	return Key{Namespace: p.Namespace, Hash: p.Labels[Label]}, true
 }
 
-func (c *poolController) added(obj any) {
+func (c *Controller) added(obj any) {
 	if k, ok := memberKey(obj); ok {
 		c.exp.created(k, obj.(*corev1.Pod).Name)
 		c.seen(k, obj.(*corev1.Pod))
@@ -243,7 +275,7 @@ func (c *poolController) added(obj any) {
 
 // seen passes on a member of pool k that is Ready (and not claimed nor
 // going) to ready, and one being deleted to gone.
-func (c *poolController) seen(k poolKey, pod *corev1.Pod) {
+func (c *Controller) seen(k Key, pod *corev1.Pod) {
 	switch {
 	case pod.DeletionTimestamp != nil:
 		if c.gone != nil {
@@ -263,7 +295,7 @@ func (c *poolController) seen(k poolKey, pod *corev1.Pod) {
 // updated requeues the member's pool; a member seen Ready for the first
 // time gives the refill metric its time from its creation, and one being
 // deleted meets its delete's expectation.
-func (c *poolController) updated(old, obj any) {
+func (c *Controller) updated(old, obj any) {
 	was, _ := old.(*corev1.Pod)
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -284,7 +316,7 @@ func (c *poolController) updated(old, obj any) {
 // no deletion begun, and not by the controller's own delete, was claimed
 // (by this daemon or another): its pool's namespace is held for the
 // company's refill delay before the pool refills.
-func (c *poolController) deleted(obj any) {
+func (c *Controller) deleted(obj any) {
 	k, ok := memberKey(obj)
 	if !ok {
 		return
@@ -304,14 +336,14 @@ func (c *poolController) deleted(obj any) {
 	c.queue.Add(k)
 }
 
-// acquiring counts an acquire of namespace ns in flight (nsHolds); the
+// Acquiring counts an acquire of namespace ns in flight (nsHolds); the
 // last one's end requeues the namespace's pools.
-func (c *poolController) acquiring(ns string) func() {
+func (c *Controller) Acquiring(ns string) func() {
 	return c.holds.acquiring(ns, time.Now(), func() { c.enqueueNamespace(ns) })
 }
 
 // enqueueNamespace queues every declared pool of namespace ns.
-func (c *poolController) enqueueNamespace(ns string) {
+func (c *Controller) enqueueNamespace(ns string) {
 	if cfg := c.cfg.Load(); cfg != nil {
 		for k := range cfg.pools {
 			if k.Namespace == ns {
@@ -323,7 +355,7 @@ func (c *poolController) enqueueNamespace(ns string) {
 
 // declared is pool k's declaration; nil when the config declares no such
 // pool.
-func (c *poolController) declared(k poolKey) *poolDecl {
+func (c *Controller) declared(k Key) *Decl {
 	if cfg := c.cfg.Load(); cfg != nil {
 		return cfg.pools[k]
 	}

@@ -1,4 +1,4 @@
-package sandbox
+package pool
 
 import (
 	"sync"
@@ -18,7 +18,7 @@ type expectations struct {
 	now func() time.Time
 
 	mu    sync.Mutex
-	pools map[poolKey]*expected
+	pools map[Key]*expected
 }
 
 // expected is one pool's operations in flight, and when the last was set.
@@ -28,16 +28,16 @@ type expected struct {
 }
 
 func newExpectations(ttl time.Duration, now func() time.Time) *expectations {
-	return &expectations{ttl: ttl, now: now, pools: map[poolKey]*expected{}}
+	return &expectations{ttl: ttl, now: now, pools: map[Key]*expected{}}
 }
 
 // expectCreate records a create of member name, before it is sent.
-func (e *expectations) expectCreate(k poolKey, name string) { e.expect(k, name, true) }
+func (e *expectations) expectCreate(k Key, name string) { e.expect(k, name, true) }
 
 // expectDelete records a delete of member name, before it is sent.
-func (e *expectations) expectDelete(k poolKey, name string) { e.expect(k, name, false) }
+func (e *expectations) expectDelete(k Key, name string) { e.expect(k, name, false) }
 
-func (e *expectations) expect(k poolKey, name string, create bool) {
+func (e *expectations) expect(k Key, name string, create bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	x := e.pools[k]
@@ -55,14 +55,14 @@ func (e *expectations) expect(k poolKey, name string, create bool) {
 
 // created lowers pool k's creates by member name: the informer has it, or
 // its create failed.
-func (e *expectations) created(k poolKey, name string) { _ = e.observe(k, name, true) }
+func (e *expectations) created(k Key, name string) { _ = e.observe(k, name, true) }
 
 // deleted lowers pool k's deletes by member name: the informer saw it go
 // (or being deleted), or its delete failed. It says whether the delete
 // was expected.
-func (e *expectations) deleted(k poolKey, name string) bool { return e.observe(k, name, false) }
+func (e *expectations) deleted(k Key, name string) bool { return e.observe(k, name, false) }
 
-func (e *expectations) observe(k poolKey, name string, create bool) bool {
+func (e *expectations) observe(k Key, name string, create bool) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	x := e.pools[k]
@@ -85,7 +85,7 @@ func (e *expectations) observe(k poolKey, name string, create bool) bool {
 // flight: 0 when there are none, or they are older than the TTL (they are
 // then forgotten: an event was lost, or a create never reached the API
 // server).
-func (e *expectations) wait(k poolKey) time.Duration {
+func (e *expectations) wait(k Key) time.Duration {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	x := e.pools[k]
@@ -101,7 +101,7 @@ func (e *expectations) wait(k poolKey) time.Duration {
 
 // forget drops pool k's expectations (the pool is gone from the config
 // and the cache).
-func (e *expectations) forget(k poolKey) {
+func (e *expectations) forget(k Key) {
 	e.mu.Lock()
 	delete(e.pools, k)
 	e.mu.Unlock()

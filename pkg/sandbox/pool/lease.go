@@ -1,4 +1,4 @@
-package sandbox
+package pool
 
 import (
 	"cmp"
@@ -15,10 +15,10 @@ import (
 	"github.com/pcsync/pcsync/internal/lib/leader"
 )
 
-// PoolLeaseOptions configure the Lease that lets one pool controller of
-// an owner act at a time (see poolController.elect). Zero fields, and
-// negative durations, take DefaultPoolLeaseOptions' values.
-type PoolLeaseOptions struct {
+// LeaseOptions configure the Lease that lets one pool controller of
+// an owner act at a time (see Controller.elect). Zero fields, and
+// negative durations, take DefaultLeaseOptions' values.
+type LeaseOptions struct {
 	// Namespace holds the Lease: the namespace of the daemon's own
 	// leader-election Lease (pcsync's own namespace, where its Role grants
 	// leases get, create and update). Default leader.DefaultNamespace().
@@ -38,16 +38,16 @@ type PoolLeaseOptions struct {
 	RetryPeriod time.Duration
 }
 
-// DefaultPoolLeaseOptions returns the pool Lease's defaults: the daemon's
+// DefaultLeaseOptions returns the pool Lease's defaults: the daemon's
 // leader-election defaults.
-func DefaultPoolLeaseOptions() PoolLeaseOptions {
+func DefaultLeaseOptions() LeaseOptions {
 	lo := leader.DefaultOptions()
-	return PoolLeaseOptions{Namespace: lo.Namespace, Identity: lo.Identity,
+	return LeaseOptions{Namespace: lo.Namespace, Identity: lo.Identity,
 		LeaseDuration: lo.LeaseDuration, RenewDeadline: lo.RenewDeadline, RetryPeriod: lo.RetryPeriod}
 }
 
 // validate refuses timings the election cannot keep (client-go's rules).
-func (o *PoolLeaseOptions) validate() error {
+func (o *LeaseOptions) validate() error {
 	if o.RenewDeadline >= o.LeaseDuration {
 		return fmt.Errorf("pool Lease: renew deadline %v must be shorter than the lease duration %v", o.RenewDeadline, o.LeaseDuration)
 	}
@@ -58,8 +58,15 @@ func (o *PoolLeaseOptions) validate() error {
 	return nil
 }
 
-func (o *PoolLeaseOptions) complete() {
-	d := DefaultPoolLeaseOptions()
+// Check says whether the Lease's timings, zero ones taking the defaults,
+// can be kept (client-go's rules); New's controller would not elect.
+func (o Options) Check() error {
+	o.complete()
+	return o.Lease.validate()
+}
+
+func (o *LeaseOptions) complete() {
+	d := DefaultLeaseOptions()
 	o.Namespace = cmp.Or(o.Namespace, d.Namespace)
 	o.Identity = cmp.Or(o.Identity, d.Identity)
 	o.LeaseDuration = cmp.Or(max(o.LeaseDuration, 0), d.LeaseDuration)
@@ -67,10 +74,10 @@ func (o *PoolLeaseOptions) complete() {
 	o.RetryPeriod = cmp.Or(max(o.RetryPeriod, 0), d.RetryPeriod)
 }
 
-// PoolLeaseName is the name of owner's pool Lease: "pcsync-pool-" and the
+// LeaseName is the name of owner's pool Lease: "pcsync-pool-" and the
 // first 16 hex digits of the owner's SHA-256 (an owner, an ApplySet ID,
 // may hold characters a Lease's name may not).
-func PoolLeaseName(owner string) string {
+func LeaseName(owner string) string {
 	sum := sha256.Sum256([]byte(owner))
 	return "pcsync-pool-" + hex.EncodeToString(sum[:8])
 }
@@ -79,7 +86,7 @@ func PoolLeaseName(owner string) string {
 // while this controller holds it, its pools sync (lead); otherwise it
 // stands by, and syncs nothing. A lost Lease (not renewed in time) makes
 // it a candidate again.
-func (c *poolController) elect(ctx context.Context) {
+func (c *Controller) elect(ctx context.Context) {
 	lo := c.leaseOptions()
 	for ctx.Err() == nil {
 		err := leader.Run(ctx, c.cs, lo, c.lead)
@@ -96,10 +103,10 @@ func (c *poolController) elect(ctx context.Context) {
 	}
 }
 
-func (c *poolController) leaseOptions() leader.Options {
+func (c *Controller) leaseOptions() leader.Options {
 	l := c.opts.Lease
 	lo := leader.DefaultOptions()
-	lo.Namespace, lo.Name, lo.Identity = l.Namespace, PoolLeaseName(c.opts.Owner), l.Identity
+	lo.Namespace, lo.Name, lo.Identity = l.Namespace, LeaseName(c.opts.Owner), l.Identity
 	lo.LeaseDuration, lo.RenewDeadline, lo.RetryPeriod = l.LeaseDuration, l.RenewDeadline, l.RetryPeriod
 	lo.ReleaseOnCancel = true
 	lo.Logger = c.log.With(slog.String("pool_owner", c.opts.Owner))
@@ -113,27 +120,27 @@ func (c *poolController) leaseOptions() leader.Options {
 }
 
 // who names this controller in its logs.
-func (c *poolController) who() string {
+func (c *Controller) who() string {
 	return "pool controller of owner " + c.opts.Owner
 }
 
 // standingBy: another controller of the owner holds the Lease.
-func (c *poolController) standingBy(identity string) {
+func (c *Controller) standingBy(identity string) {
 	c.holder.Store(&identity)
 	c.log.Info("sandbox: "+c.who()+": standing by, held by "+identity,
-		slog.String("lease", c.opts.Lease.Namespace+"/"+PoolLeaseName(c.opts.Owner)), slog.String("identity", c.opts.Lease.Identity))
+		slog.String("lease", c.opts.Lease.Namespace+"/"+LeaseName(c.opts.Owner)), slog.String("identity", c.opts.Lease.Identity))
 }
 
 // lead is the work of the Lease's holder: its pools sync until ctx ends
 // (the controller closes, or the Lease is lost); it returns, and so lets
 // the Lease go, only once no sync is in flight.
-func (c *poolController) lead(ctx context.Context) error {
+func (c *Controller) lead(ctx context.Context) error {
 	c.acting.Lock()
 	c.leading = true
 	c.acting.Unlock()
 	c.metrics.SandboxPoolActing(true)
 	c.log.Info("sandbox: "+c.who()+": acting (holds its Lease)",
-		slog.String("lease", c.opts.Lease.Namespace+"/"+PoolLeaseName(c.opts.Owner)), slog.String("identity", c.opts.Lease.Identity))
+		slog.String("lease", c.opts.Lease.Namespace+"/"+LeaseName(c.opts.Owner)), slog.String("identity", c.opts.Lease.Identity))
 	c.enqueueAll()
 	<-ctx.Done()
 	c.acting.Lock()
@@ -146,7 +153,7 @@ func (c *poolController) lead(ctx context.Context) error {
 
 // syncIfLeading syncs pool k while this controller holds the owner's
 // Lease; a standby drops k (the next holder queues every pool).
-func (c *poolController) syncIfLeading(ctx context.Context, k poolKey) error {
+func (c *Controller) syncIfLeading(ctx context.Context, k Key) error {
 	c.acting.RLock()
 	defer c.acting.RUnlock()
 	if !c.leading {
@@ -156,20 +163,20 @@ func (c *poolController) syncIfLeading(ctx context.Context, k poolKey) error {
 }
 
 // enqueueAll queues every declared pool and every pool with members.
-func (c *poolController) enqueueAll() {
+func (c *Controller) enqueueAll() {
 	if cfg := c.cfg.Load(); cfg != nil {
 		for k := range cfg.pools {
 			c.queue.Add(k)
 		}
 	}
 	for _, s := range c.informer.GetIndexer().ListIndexFuncValues(poolIndex) {
-		c.queue.Add(parsePoolKey(s))
+		c.queue.Add(parseKey(s))
 	}
 }
 
-// leadership says whether this controller acts on its owner's pools, and
+// Leadership says whether this controller acts on its owner's pools, and
 // the identity of the one that does ("" while none is known).
-func (c *poolController) leadership() (acting bool, holder string) {
+func (c *Controller) Leadership() (acting bool, holder string) {
 	c.acting.RLock()
 	acting = c.leading
 	c.acting.RUnlock()

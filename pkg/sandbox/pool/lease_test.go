@@ -1,4 +1,4 @@
-package sandbox
+package pool
 
 import (
 	"strings"
@@ -10,24 +10,24 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
-// A zero or negative field of PoolLeaseOptions takes its default (the
+// A zero or negative field of LeaseOptions takes its default (the
 // identity a fresh random one); a positive one is kept.
 func TestPoolLeaseOptionsComplete(t *testing.T) {
-	d := DefaultPoolLeaseOptions()
-	set := PoolLeaseOptions{Namespace: "ns", Identity: "me", LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second}
+	d := DefaultLeaseOptions()
+	set := LeaseOptions{Namespace: "ns", Identity: "me", LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second}
 	tests := []struct {
 		name     string
-		in, want PoolLeaseOptions
+		in, want LeaseOptions
 	}{
-		{"zero", PoolLeaseOptions{}, d},
-		{"negative", PoolLeaseOptions{LeaseDuration: -1, RenewDeadline: -time.Second, RetryPeriod: -1}, d},
+		{"zero", LeaseOptions{}, d},
+		{"negative", LeaseOptions{LeaseDuration: -1, RenewDeadline: -time.Second, RetryPeriod: -1}, d},
 		{"set", set, set},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := tt.in
 			got.complete()
-			if diff := cmp.Diff(tt.want, got, cmpopts.IgnoreFields(PoolLeaseOptions{}, "Identity")); diff != "" {
+			if diff := cmp.Diff(tt.want, got, cmpopts.IgnoreFields(LeaseOptions{}, "Identity")); diff != "" {
 				t.Errorf("complete (-want +got):\n%s", diff)
 			}
 			if got.Identity == "" || tt.in.Identity != "" && got.Identity != tt.in.Identity {
@@ -52,7 +52,7 @@ func TestPoolLeaseOptionsValidate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			o := PoolLeaseOptions{LeaseDuration: tt.duration, RenewDeadline: tt.renew, RetryPeriod: tt.retry}
+			o := LeaseOptions{LeaseDuration: tt.duration, RenewDeadline: tt.renew, RetryPeriod: tt.retry}
 			err := o.validate()
 			got := ""
 			if err != nil {
@@ -72,12 +72,12 @@ func TestPoolLeaseName(t *testing.T) {
 	owners := []string{"pcsync", "applyset-0eFHV8ySqp7XoShsGvyWFQD3s96yqwHmzc4e0HR1dsY-v1", "applyset-Ab_cd-v1", strings.Repeat("x", 63)}
 	seen := map[string]string{}
 	for _, o := range owners {
-		n := PoolLeaseName(o)
+		n := LeaseName(o)
 		if errs := validation.IsDNS1123Subdomain(n); len(errs) > 0 {
-			t.Errorf("PoolLeaseName(%q) = %q: %v", o, n, errs)
+			t.Errorf("LeaseName(%q) = %q: %v", o, n, errs)
 		}
-		if n != PoolLeaseName(o) {
-			t.Errorf("PoolLeaseName(%q) is not stable", o)
+		if n != LeaseName(o) {
+			t.Errorf("LeaseName(%q) is not stable", o)
 		}
 		if other, dup := seen[n]; dup {
 			t.Errorf("owners %q and %q share Lease %q", other, o, n)

@@ -1,19 +1,19 @@
-package sandbox
+package pool
 
 import (
 	"cmp"
 	"time"
 )
 
-// PoolOptions configure the warm pools a Manager keeps (Company
+// Options configure the warm pools a Manager keeps (Company
 // spec.sandbox.warmPool). Zero fields, and negative durations, take
-// DefaultPoolOptions' values.
-type PoolOptions struct {
+// DefaultOptions' values.
+type Options struct {
 	// Disabled keeps no warm pool whatever the config declares, and leaves
 	// the members of earlier daemons alone.
 	Disabled bool
 	// Owner names the deployment of pcsync this daemon is (the daemon gives
-	// its ApplySet ID): the members it creates carry it (LabelPoolOwner),
+	// its ApplySet ID): the members it creates carry it (LabelOwner),
 	// and it keeps, adopts and drains only the members that do, so that
 	// two deployments on one cluster leave each other's pools alone. The
 	// replicas of one deployment share it. It must be a label value.
@@ -52,12 +52,12 @@ type PoolOptions struct {
 	// Lease is the owner's Lease: of the pool controllers of one owner
 	// (two daemons on one ApplySet), only its holder syncs the pools; the
 	// others stand by and take over when it stops.
-	Lease PoolLeaseOptions
+	Lease LeaseOptions
 }
 
-// DefaultPoolOptions returns the warm pools' defaults.
-func DefaultPoolOptions() PoolOptions {
-	return PoolOptions{
+// DefaultOptions returns the warm pools' defaults.
+func DefaultOptions() Options {
+	return Options{
 		Owner:         "pcsync",
 		ReadyDeadline: 3 * time.Minute,
 		MemberMaxAge:  12 * time.Hour,
@@ -66,12 +66,12 @@ func DefaultPoolOptions() PoolOptions {
 		ColdHold:      30 * time.Second,
 		RoomWait:      15 * time.Second,
 		PendingTTL:    30 * time.Second,
-		Lease:         DefaultPoolLeaseOptions(),
+		Lease:         DefaultLeaseOptions(),
 	}
 }
 
-func (o *PoolOptions) complete() {
-	d := DefaultPoolOptions()
+func (o *Options) complete() {
+	d := DefaultOptions()
 	o.Owner = cmp.Or(o.Owner, d.Owner)
 	o.ReadyDeadline = cmp.Or(max(o.ReadyDeadline, 0), d.ReadyDeadline)
 	o.MemberMaxAge = cmp.Or(max(o.MemberMaxAge, 0), d.MemberMaxAge)

@@ -1,8 +1,11 @@
-package sandbox
+package pool
 
 import (
+	"context"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -11,37 +14,39 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/pcsync/pcsync/internal/lib/agentpod"
+	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/render"
+	"github.com/pcsync/pcsync/pkg/sandbox/leasepod"
 )
 
-// A member is the pod BuildPod makes for a lease of its pool, but for its
+// A member is the pod leasepod.BuildPod makes for a lease of its pool, but for its
 // labels (no role, run or lease: no egress policy selects it), its
 // annotations and its deadline; a lease claims it only where its own pod
 // would have the same spec hash: same image, same agent's scheduling.
 func TestPoolMember(t *testing.T) {
 	model := schedModel(t)
-	m := &Manager{opts: DefaultOptions(t.TempDir()), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	m.opts.Pool.complete()
-	d := &poolDecl{count: 1, rec: Record{Namespace: "paperclip-acme", Company: "acme", Image: "img:1", Agent: "pinned"}}
-	m.placeServer(&d.rec, model)
-	hash, err := specHash(d.rec, model, "")
+	place := func(r *leasepod.Record, _ *config.Model) { r.HelperImage = "pcsync:test"; r.SetPaths("") }
+	c := &Controller{deps: deps{opts: DefaultOptions(), log: slog.New(slog.NewTextHandler(io.Discard, nil)), place: place}}
+	d := &Decl{count: 1, Rec: leasepod.Record{Namespace: "paperclip-acme", Company: "acme", Image: "img:1", Agent: "pinned"}}
+	place(&d.Rec, model)
+	hash, err := specHash(d.Rec, model, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.key = poolKey{Namespace: "paperclip-acme", Hash: hash}
-	member, r, err := m.buildMember(d, model, time.Now())
+	d.key = Key{Namespace: "paperclip-acme", Hash: hash}
+	member, r, err := c.build(d, model, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]string{agentpod.LabelManagedBy: agentpod.ManagedByValue, agentpod.LabelCompany: "acme",
-		agentpod.LabelCompanyID: "acme-id", LabelPool: hash, LabelPoolOwner: "pcsync"}
+		agentpod.LabelCompanyID: "acme-id", Label: hash, LabelOwner: "pcsync"}
 	if diff := cmp.Diff(want, member.Labels); diff != "" {
 		t.Errorf("member labels (-want +got):\n%s", diff)
 	}
-	lease := Record{ID: r.ID, Namespace: "paperclip-acme", Company: "acme", Image: "img:1", Agent: "pinned", RunID: "run-1",
+	lease := leasepod.Record{ID: r.ID, Namespace: "paperclip-acme", Company: "acme", Image: "img:1", Agent: "pinned", RunID: "run-1",
 		AdapterType: "claude_local", ExpiresAt: r.ExpiresAt}
-	m.placeServer(&lease, model)
-	leasePod, err := BuildPod(&lease, model)
+	place(&lease, model)
+	leasePod, err := leasepod.BuildPod(&lease, model)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,14 +55,14 @@ func TestPoolMember(t *testing.T) {
 	}
 	tests := []struct {
 		name  string
-		edit  func(*Record)
+		edit  func(*leasepod.Record)
 		claim bool
 	}{
-		{"the same pod", func(*Record) {}, true},
-		{"another run", func(r *Record) { r.RunID, r.EnvironmentID = "run-2", "env" }, true},
-		{"another image", func(r *Record) { r.Image = "img:2" }, false},
-		{"another agent's scheduling", func(r *Record) { r.Agent = "zoned" }, false},
-		{"the company's scheduling", func(r *Record) { r.Agent = "" }, false},
+		{"the same pod", func(*leasepod.Record) {}, true},
+		{"another run", func(r *leasepod.Record) { r.RunID, r.EnvironmentID = "run-2", "env" }, true},
+		{"another image", func(r *leasepod.Record) { r.Image = "img:2" }, false},
+		{"another agent's scheduling", func(r *leasepod.Record) { r.Agent = "zoned" }, false},
+		{"the company's scheduling", func(r *leasepod.Record) { r.Agent = "" }, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -100,8 +105,8 @@ func TestPoolMemberEgressUntilClaimed(t *testing.T) {
 	if sel.Matches(labels.Set(member)) {
 		t.Errorf("the egress policy (%s) selects a pool member (labels %v)", sel, member)
 	}
-	r := &Record{ID: "pcsync-sbx-1", Company: "acme", Agent: "pinned"}
-	for k, v := range claimLabels(r, c) {
+	r := &leasepod.Record{ID: "pcsync-sbx-1", Company: "acme", Agent: "pinned"}
+	for k, v := range ClaimLabels(r, c) {
 		if v == nil {
 			delete(member, k)
 		} else {
@@ -111,7 +116,7 @@ func TestPoolMemberEgressUntilClaimed(t *testing.T) {
 	if !sel.Matches(labels.Set(member)) {
 		t.Errorf("the egress policy (%s) does not select a claimed member (labels %v)", sel, member)
 	}
-	if diff := cmp.Diff(podLabels(r, c), map[string]string(member)); diff != "" {
+	if diff := cmp.Diff(leasepod.Labels(r, c), map[string]string(member)); diff != "" {
 		t.Errorf("a claimed member's labels are not a lease pod's (-lease +claimed):\n%s", diff)
 	}
 }
@@ -120,7 +125,7 @@ func TestPoolMemberEgressUntilClaimed(t *testing.T) {
 // pods and the refill's would share the node), at most ColdHold, and while
 // a quota refusal there is recent; the last acquire's end refills.
 func TestPoolHeld(t *testing.T) {
-	o := DefaultPoolOptions()
+	o := DefaultOptions()
 	h := &nsHolds{quotaBackoff: o.QuotaBackoff, coldHold: o.ColdHold}
 	now := time.Now()
 	type state struct{ A, B time.Duration }
@@ -179,4 +184,54 @@ func TestPoolHeldByClaims(t *testing.T) {
 			t.Errorf("%s (-want +got):\n%s", step.name, diff)
 		}
 	}
+}
+
+// schedModel is a company with a runtime class and agents with and
+// without scheduling of their own.
+func schedModel(t *testing.T) *config.Model {
+	t.Helper()
+	files := map[string]string{
+		"settings.yaml": `apiVersion: pcsync.io/v1alpha1
+kind: Settings
+metadata: {name: s}
+spec: {}
+`,
+		"acme.yaml": `apiVersion: pcsync.io/v1alpha1
+kind: Company
+metadata: {name: acme}
+spec:
+  id: acme-id
+  runtimeClassName: gvisor
+  agents:
+    - name: pinned
+      adapter: claude_local
+      nodeSelector: {pool: agents, topology.kubernetes.io/zone: eu-west-1a}
+      tolerations:
+        - {key: dedicated, operator: Equal, value: agents, effect: NoSchedule}
+        - {key: node.kubernetes.io/not-ready, operator: Exists, effect: NoExecute, tolerationSeconds: 60}
+    - name: zoned
+      adapter: codex_local
+      nodeSelector: {topology.kubernetes.io/zone: eu-west-1b}
+    - name: free
+      adapter: claude_local
+`,
+	}
+	return loadModel(t, files)
+}
+
+// loadModel loads the config of files (name → YAML) from a temporary
+// directory.
+func loadModel(t *testing.T, files map[string]string) *config.Model {
+	t.Helper()
+	dir := t.TempDir()
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, err := config.Load(context.Background(), dir, config.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }

@@ -1,4 +1,4 @@
-package sandbox
+package pool
 
 import (
 	"context"
@@ -14,8 +14,8 @@ import (
 
 // refill creates n members of pool d, one at a time, while its namespace
 // is not held; a hold requeues the pool for its end.
-func (c *poolController) refill(ctx context.Context, d *poolDecl, model *config.Model, n int) error {
-	if err := c.tenants.Check(ctx, d.key.Namespace, d.rec.Company); err != nil {
+func (c *Controller) refill(ctx context.Context, d *Decl, model *config.Model, n int) error {
+	if err := c.tenants.Check(ctx, d.key.Namespace, d.Rec.Company); err != nil {
 		return fmt.Errorf("pool %s: not refilled: %w", d.key, err)
 	}
 	for range n {
@@ -33,7 +33,7 @@ func (c *poolController) refill(ctx context.Context, d *poolDecl, model *config.
 // create creates one member of pool d, its create expected before it is
 // sent. A quota refusal holds the namespace for QuotaBackoff (and is no
 // error: the pool syncs again when the hold ends).
-func (c *poolController) create(ctx context.Context, d *poolDecl, model *config.Model) error {
+func (c *Controller) create(ctx context.Context, d *Decl, model *config.Model) error {
 	pod, r, err := c.build(d, model, time.Now())
 	if err != nil {
 		return fmt.Errorf("pool %s: member not built: %w", d.key, err)
@@ -42,8 +42,8 @@ func (c *poolController) create(ctx context.Context, d *poolDecl, model *config.
 	c.exp.expectCreate(d.key, pod.Name)
 	if _, err := c.cs.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{FieldManager: "pcsync"}); err != nil {
 		c.exp.created(d.key, pod.Name)
-		err = createError(r, err)
-		if !quotaFull(err) {
+		err, full := c.refused(r, err)
+		if !full {
 			return fmt.Errorf("pool %s: member not created: %w", d.key, err)
 		}
 		c.holds.quotaRefused(d.key.Namespace, time.Now())

@@ -1,4 +1,4 @@
-package sandbox
+package pool
 
 import (
 	"context"
@@ -25,7 +25,7 @@ var errMemberChanged = errors.New("the member changed since the cache had it")
 // remove deletes member pod of pool k (not waiting for it to be gone), its
 // delete expected before it is sent. A member that changed in between is
 // left alone: the informer's event syncs the pool again.
-func (c *poolController) remove(ctx context.Context, k poolKey, pod *corev1.Pod, why string) error {
+func (c *Controller) remove(ctx context.Context, k Key, pod *corev1.Pod, why string) error {
 	c.log.Info("sandbox: warm pool member removed", slog.String("pod", pod.Namespace+"/"+pod.Name), slog.String("why", why))
 	c.exp.expectDelete(k, pod.Name)
 	err := c.deleteMember(ctx, pod)
@@ -42,7 +42,7 @@ func (c *poolController) remove(ctx context.Context, k poolKey, pod *corev1.Pod,
 // preconditions: a member claimed since the lister had it (a lease's pod
 // now) is never deleted. errMemberChanged when the preconditions fail;
 // nil when it is gone already.
-func (c *poolController) deleteMember(ctx context.Context, pod *corev1.Pod) error {
+func (c *Controller) deleteMember(ctx context.Context, pod *corev1.Pod) error {
 	err := c.cs.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
 		GracePeriodSeconds: ptr.To(int64(1)),
 		Preconditions:      &metav1.Preconditions{UID: ptr.To(pod.UID), ResourceVersion: ptr.To(pod.ResourceVersion)},
@@ -60,7 +60,7 @@ func (c *poolController) deleteMember(ctx context.Context, pod *corev1.Pod) erro
 // for a lease that needs its room in the quota, holds the namespace's
 // refills for QuotaBackoff, and returns once the member is gone; false
 // when ns has no member left.
-func (c *poolController) shrink(ctx context.Context, ns string) bool {
+func (c *Controller) shrink(ctx context.Context, ns string) bool {
 	c.holds.quotaRefused(ns, time.Now())
 	tried := map[types.UID]bool{}
 	for {
@@ -87,7 +87,7 @@ func (c *poolController) shrink(ctx context.Context, ns string) bool {
 
 // takeForRoom marks a member of namespace ns as taken (claimed) and
 // returns it: one not Ready if any, none of tried; nil when none is left.
-func (c *poolController) takeForRoom(ns string, tried map[types.UID]bool) *corev1.Pod {
+func (c *Controller) takeForRoom(ns string, tried map[types.UID]bool) *corev1.Pod {
 	pods, _ := c.lister.Pods(ns).List(labels.Everything())
 	var ready, notReady []*corev1.Pod
 	for _, p := range pods {
@@ -106,4 +106,22 @@ func (c *poolController) takeForRoom(ns string, tried map[types.UID]bool) *corev
 		}
 	}
 	return nil
+}
+
+// MakeRoom makes room in namespace ns's quota for a lease whose pod the
+// quota refused: the namespace's pools shrink, one member at a time, and
+// create (the lease's create again, true while the quota still refuses it)
+// is retried every 200 ms until the quota takes the pod, RoomWait has
+// passed, or no member is left.
+func (c *Controller) MakeRoom(ctx context.Context, ns string, create func() (refused bool)) {
+	deadline := time.Now().Add(c.opts.RoomWait)
+	refused := true
+	for refused && c.shrink(ctx, ns) {
+		// The quota's usage drops once its controller has seen the
+		// member gone: retry until then.
+		for refused && time.Now().Before(deadline) && ctx.Err() == nil {
+			time.Sleep(200 * time.Millisecond)
+			refused = create()
+		}
+	}
 }

@@ -1,4 +1,4 @@
-package sandbox
+package pool
 
 import (
 	"cmp"
@@ -9,9 +9,9 @@ import (
 	"github.com/pcsync/pcsync/internal/lib/agentpod"
 )
 
-// PoolStatus is one warm pool against its declaration, as the daemon's
+// Status is one warm pool against its declaration, as the daemon's
 // cache has it.
-type PoolStatus struct {
+type Status struct {
 	// Company is the company slug; Namespace its tenant namespace.
 	Company   string
 	Namespace string
@@ -20,7 +20,7 @@ type PoolStatus struct {
 	// declared, which are being drained.
 	Image string
 	Agent string
-	// Hash is the members' spec hash (their LabelPool value).
+	// Hash is the members' spec hash (their Label value).
 	Hash string
 	// Declared is the count the config declares (0: draining).
 	Declared int
@@ -36,20 +36,13 @@ type PoolStatus struct {
 	Holder string
 }
 
-// Pools returns each warm pool against its declaration, sorted by
-// namespace and image: nil when the daemon keeps no pools.
-func (m *Manager) Pools() []PoolStatus {
-	if m.pools == nil {
-		return nil
-	}
-	return m.pools.status()
-}
-
-func (c *poolController) status() []PoolStatus {
-	byKey := map[poolKey]*PoolStatus{}
+// Status returns each warm pool against its declaration, sorted by
+// namespace and image.
+func (c *Controller) Status() []Status {
+	byKey := map[Key]*Status{}
 	if cfg := c.cfg.Load(); cfg != nil {
 		for k, d := range cfg.pools {
-			byKey[k] = &PoolStatus{Company: d.rec.Company, Namespace: k.Namespace, Image: d.rec.Image, Agent: d.rec.Agent, Hash: k.Hash, Declared: d.count}
+			byKey[k] = &Status{Company: d.Rec.Company, Namespace: k.Namespace, Image: d.Rec.Image, Agent: d.Rec.Agent, Hash: k.Hash, Declared: d.count}
 		}
 	}
 	pods, _ := c.lister.List(labels.Everything())
@@ -57,10 +50,10 @@ func (c *poolController) status() []PoolStatus {
 		if _, taken := c.claimed.Load(pod.UID); taken || pod.DeletionTimestamp != nil {
 			continue
 		}
-		k := poolKey{Namespace: pod.Namespace, Hash: pod.Labels[LabelPool]}
+		k := Key{Namespace: pod.Namespace, Hash: pod.Labels[Label]}
 		s := byKey[k]
 		if s == nil {
-			s = &PoolStatus{Company: agentpod.CompanyOf(pod.Labels), Namespace: k.Namespace, Hash: k.Hash}
+			s = &Status{Company: agentpod.CompanyOf(pod.Labels), Namespace: k.Namespace, Hash: k.Hash}
 			byKey[k] = s
 		}
 		s.Members++
@@ -68,13 +61,13 @@ func (c *poolController) status() []PoolStatus {
 			s.Ready++
 		}
 	}
-	acting, holder := c.leadership()
-	out := make([]PoolStatus, 0, len(byKey))
+	acting, holder := c.Leadership()
+	out := make([]Status, 0, len(byKey))
 	for _, s := range byKey {
 		s.Acting, s.Holder = acting, holder
 		out = append(out, *s)
 	}
-	slices.SortFunc(out, func(a, b PoolStatus) int {
+	slices.SortFunc(out, func(a, b Status) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Image, b.Image), cmp.Compare(a.Hash, b.Hash))
 	})
 	return out

@@ -1,4 +1,4 @@
-package sandbox
+package pool
 
 import (
 	"cmp"
@@ -20,7 +20,7 @@ import (
 // the pool's creates or deletes are still in flight (expectations) or no
 // config is loaded yet. It queues k again for the next time a member's
 // age will matter, or a hold of its namespace ends.
-func (c *poolController) sync(ctx context.Context, k poolKey) error {
+func (c *Controller) sync(ctx context.Context, k Key) error {
 	cfg := c.cfg.Load()
 	if cfg == nil {
 		return nil // no config yet: keep what is
@@ -62,8 +62,8 @@ func (c *poolController) sync(ctx context.Context, k poolKey) error {
 
 // members are pool k's members in the lister, but for those being
 // deleted and those a claim or a shrink took.
-func (c *poolController) members(k poolKey) ([]*corev1.Pod, error) {
-	pods, err := c.lister.Pods(k.Namespace).List(labels.SelectorFromSet(labels.Set{LabelPool: k.Hash}))
+func (c *Controller) members(k Key) ([]*corev1.Pod, error) {
+	pods, err := c.lister.Pods(k.Namespace).List(labels.SelectorFromSet(labels.Set{Label: k.Hash}))
 	if err != nil {
 		return nil, fmt.Errorf("pool %s: list members: %w", k, err)
 	}
@@ -86,7 +86,7 @@ type poolInput struct {
 	now     time.Time
 	// held is how long its namespace's creates are held (nsHolds).
 	held time.Duration
-	opts PoolOptions
+	opts Options
 }
 
 // poolPlan is what a pool's sync does.
@@ -159,7 +159,7 @@ func surplusFirst(a, b *corev1.Pod) int {
 
 // nextDeadline is how long until member p, fit now, becomes unfit by its
 // age: its ReadyDeadline while it is not Ready, its MemberMaxAge.
-func nextDeadline(p *corev1.Pod, now time.Time, o PoolOptions) time.Duration {
+func nextDeadline(p *corev1.Pod, now time.Time, o Options) time.Duration {
 	// unfit wants an age over the limit: a little after it.
 	const past = 100 * time.Millisecond
 	age := now.Sub(p.CreationTimestamp.Time)
@@ -171,7 +171,7 @@ func nextDeadline(p *corev1.Pod, now time.Time, o PoolOptions) time.Duration {
 }
 
 // unfit says why a member must go, or "" when it may stay.
-func unfit(pod *corev1.Pod, declared bool, now time.Time, o PoolOptions) string {
+func unfit(pod *corev1.Pod, declared bool, now time.Time, o Options) string {
 	age := now.Sub(pod.CreationTimestamp.Time)
 	switch {
 	case !declared:

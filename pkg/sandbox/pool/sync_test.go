@@ -1,4 +1,4 @@
-package sandbox
+package pool
 
 import (
 	"slices"
@@ -8,6 +8,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/pcsync/pcsync/pkg/sandbox/leasepod"
 )
 
 // member is a pool member named name, age old at now, Ready or not, in
@@ -32,7 +34,7 @@ func member(name string, now time.Time, age time.Duration, ready bool, phase cor
 // namespace's hold alone: what it deletes (and why), how many it creates,
 // and when it looks again though no event comes.
 func TestPoolDecide(t *testing.T) {
-	o := DefaultPoolOptions()
+	o := DefaultOptions()
 	o.ReadyDeadline, o.MemberMaxAge = time.Minute, time.Hour
 	now := time.Now().Truncate(time.Second)
 	const past = 100 * time.Millisecond
@@ -108,7 +110,7 @@ func TestPoolExpectations(t *testing.T) {
 	now := time.Now()
 	clock := func() time.Time { return now }
 	e := newExpectations(30*time.Second, clock)
-	a, b := poolKey{Namespace: "ns", Hash: "a"}, poolKey{Namespace: "ns", Hash: "b"}
+	a, b := Key{Namespace: "ns", Hash: "a"}, Key{Namespace: "ns", Hash: "b"}
 	type waits struct{ A, B time.Duration }
 	check := func(what string, want waits) {
 		t.Helper()
@@ -139,12 +141,12 @@ func TestPoolExpectations(t *testing.T) {
 // A new config queues the pools whose declaration it changed: added,
 // removed, another count or member; every pool of the first config.
 func TestChangedPools(t *testing.T) {
-	key := func(h string) poolKey { return poolKey{Namespace: "ns", Hash: h} }
-	decl := func(h string, count int, image string) *poolDecl {
-		return &poolDecl{key: key(h), count: count, rec: Record{Namespace: "ns", Company: "acme", Image: image}}
+	key := func(h string) Key { return Key{Namespace: "ns", Hash: h} }
+	decl := func(h string, count int, image string) *Decl {
+		return &Decl{key: key(h), count: count, Rec: leasepod.Record{Namespace: "ns", Company: "acme", Image: image}}
 	}
-	cfg := func(ds ...*poolDecl) *poolConfig {
-		out := &poolConfig{pools: map[poolKey]*poolDecl{}}
+	cfg := func(ds ...*Decl) *poolConfig {
+		out := &poolConfig{pools: map[Key]*Decl{}}
 		for _, d := range ds {
 			out.pools[d.key] = d
 		}

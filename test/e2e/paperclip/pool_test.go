@@ -12,7 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/pcsync/pcsync/pkg/sandbox"
+	"github.com/pcsync/pcsync/pkg/sandbox/pool"
 )
 
 // TestSandboxWarmPoolRun: a company whose Git config declares a warm pool
@@ -65,7 +65,7 @@ func TestSandboxWarmPoolRun(t *testing.T) {
 	sw.mu.Lock()
 	claimed := sw.pods[first.Name]
 	sw.mu.Unlock()
-	if claimed == nil || claimed.Labels["paperclip.io/role"] != "agent" || claimed.Labels[sandbox.LabelPool] != "" {
+	if claimed == nil || claimed.Labels["paperclip.io/role"] != "agent" || claimed.Labels[pool.Label] != "" {
 		t.Errorf("member %s was not claimed as the lease's pod: %v", first.Name, claimed)
 	}
 	second := sw.waitMember(t, first.Name)
@@ -91,7 +91,7 @@ func (sw *sandboxWorld) waitMember(t testing.TB, not string) corev1.Pod {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		l, err := sw.c.Client().CoreV1().Pods(sw.ns).List(context.Background(), metav1.ListOptions{LabelSelector: sandbox.LabelPool})
+		l, err := sw.c.Client().CoreV1().Pods(sw.ns).List(context.Background(), metav1.ListOptions{LabelSelector: pool.Label})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -25,7 +25,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/pcsync/pcsync/internal/testing/testcluster"
-	"github.com/pcsync/pcsync/pkg/sandbox"
+	"github.com/pcsync/pcsync/pkg/sandbox/leasepod"
 )
 
 // sandboxWorld is a Paperclip company whose stock adapters run through
@@ -185,7 +185,7 @@ func (sw *sandboxWorld) watch(t testing.TB) {
 
 // leasePodsOnly selects a namespace's lease pods: the tenant's egress proxy
 // (egress mode proxy, the default) runs there too.
-var leasePodsOnly = metav1.ListOptions{LabelSelector: sandbox.LabelLease}
+var leasePodsOnly = metav1.ListOptions{LabelSelector: leasepod.LabelLease}
 
 // leasePods returns the names of the lease pods seen, and of those gone.
 func (sw *sandboxWorld) leasePods() (seen, gone []string) {

@@ -14,11 +14,11 @@ import (
 	"github.com/pcsync/pcsync/internal/testing/docwalk"
 	"github.com/pcsync/pcsync/internal/testing/testcluster"
 	"github.com/pcsync/pcsync/pkg/images"
-	"github.com/pcsync/pcsync/pkg/sandbox"
+	"github.com/pcsync/pcsync/pkg/sandbox/leasepod"
 )
 
 // sandboxLeaseLabel marks a sandbox lease's pod.
-const sandboxLeaseLabel = sandbox.LabelLease
+const sandboxLeaseLabel = leasepod.LabelLease
 
 // walkthrough is a section of the docs that a test follows word for word:
 // its shell blocks, run in one bash session from an empty directory, with
