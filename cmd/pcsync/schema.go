@@ -32,7 +32,7 @@ then start each config file with
 
   # yaml-language-server: $schema=../.vscode/pcsync.schema.json
 
-or map a glob to it in the editor's settings (see docs/daemon.md).
+or map a glob to it in the editor's settings (see docs/cli.md).
 --kind run prints the schema of spool run requests instead.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

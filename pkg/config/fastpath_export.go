@@ -19,7 +19,7 @@ import (
 // Measured win: MarshalJSON orders the fields of every struct
 // topologically, which cost 17 % of loading, more than the rest of the
 // export together, and the Go model has no use for the order
-// (docs/render.md, "What changed"; commits f754d7a and 6647345, which
+// (docs/development/benchmarks.md, "What changed"; commits f754d7a and 6647345, which
 // also took defaults from the schema). BenchmarkLoad in load_bench_test.go
 // loads each fleet on both paths (path=fast, path=reference); on 2026-11-25,
 // 1,000 companies at GOMAXPROCS=1: 1.01 s of CPU, 3.86M allocations and

@@ -81,13 +81,13 @@ type Metrics struct {
 
 	workqueue   *workqueueMetrics
 	apiRequests *apiRequestMetrics
-	sandbox   *sandboxMetrics
+	sandbox     *sandboxMetrics
 }
 
 // New creates the metrics in a fresh registry.
 func New() *Metrics {
 	m := &Metrics{
-		Registry:  prometheus.NewRegistry(),
+		Registry:    prometheus.NewRegistry(),
 		workqueue:   newWorkqueueMetrics(),
 		sandbox:     newSandboxMetrics(),
 		apiRequests: newAPIRequestMetrics(),

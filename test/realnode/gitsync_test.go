@@ -56,7 +56,7 @@ func pushGitSync(t *testing.T, reg *testcluster.Registry, ref string) string {
 	return ref
 }
 
-// deploy/base applied as docs/daemon.md's walkthrough has a user apply it,
+// deploy/base applied as docs/how-to/install.md's walkthrough has a user apply it,
 // word for word (make images, an overlay setting pcsync's image and the
 // config repository, kubectl apply -k), its git-sync following a Git
 // repository that the test serves (Git's http-backend): both replicas

@@ -367,7 +367,7 @@ func TestJob(t *testing.T) {
 
 // TestPodStartLatency creates pods one after another on the real node and logs the
 // create → Running times and the kubelet's and containerd's memory. It asserts
-// only that every pod runs; the figures are for docs/testcluster.md.
+// only that every pod runs; the figures are for docs/development/testcluster.md.
 func TestPodStartLatency(t *testing.T) {
 	cs, node, ns := setup(t)
 	ctx := testContext(t)

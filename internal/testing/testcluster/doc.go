@@ -207,7 +207,7 @@
 // Measured here (2 cores, other builds alongside): the node is Ready 1.1–1.9 s after
 // the control plane (8–9 s for Start in all on a quiet machine); pod create →
 // Running p50 1–2 s; kubelet 90 MB and containerd 52 MB resident; Close takes
-// 0.2–5 s more. docs/testcluster.md has the rest.
+// 0.2–5 s more. docs/development/testcluster.md has the rest.
 //
 // A cluster started with a real node records it in its ConfigMap
 // kube-system/pcsync-testcluster, so RealNode() of a Cluster reached with Attach

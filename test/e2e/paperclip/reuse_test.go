@@ -137,14 +137,14 @@ func TestSandboxLeaseReuse(t *testing.T) {
 	// The session: Paperclip hands it to the second run, but the stock
 	// adapter (2026.916.1) resumes a sandbox session only under the same
 	// Paperclip lease id, and a handed-over lease gets a new one; it says
-	// so in the run's log and starts a fresh session. docs/paperclip.md
-	// ("Sessions") tells operators; this test fails when that changes.
+	// so in the run's log and starts a fresh session. docs/sandbox.md
+	// ("Leases end") tells operators; this test fails when that changes.
 	stdout2, _ := srv.API.runLog(t, wake.ID)
 	if !strings.Contains(stdout2, `Claude session "`+tr.SessionID+`" does not match the current remote execution identity`) {
 		t.Errorf("the second run's log does not give the adapter's reason for a fresh session:\n%s", truncate(stdout2, 3000))
 	}
 	if containsArg(args2, "--resume") {
-		t.Errorf("the second run's CLI got --resume %q: Paperclip now resumes across runs; update docs/paperclip.md's Sessions and this test", args2)
+		t.Errorf("the second run's CLI got --resume %q: Paperclip now resumes across runs; update docs/sandbox.md's "Leases end" and this test", args2)
 	}
 	t.Logf("one lease pod for both runs: %s", pods1[0])
 }
