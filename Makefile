@@ -14,7 +14,8 @@
 #                hack/testreaper: it fails if a process they started is still
 #                running after them
 #   make demo    validate and render examples/config, print a summary
-#   make lint    gofmt, and go vet with and without the integration tag
+#   make lint    gofmt, go vet with and without the integration tag, and
+#                golangci-lint (.golangci.yml)
 #   make bench   render/load benchmarks, and kubectl kustomize of the same output
 #   make images  the runtime images (docs/images.md) into _out/images, without
 #                Docker; REGISTRY=host[:port]/org PUSH=1 pushes them
@@ -123,11 +124,21 @@ demo: build
 	@echo "== a run through the spool (pcsync daemon --executor local --once)"
 	@PCSYNC_BIN=$(BIN) sh hack/demo.sh
 
-lint:
+# golangci-lint (.golangci.yml: staticcheck, errorlint, sloglint, errcheck,
+# unused, …), built from the Go module proxy once into a versioned cache.
+GOLANGCI_LINT_VERSION ?= v2.15.0
+GOLANGCI_LINT := $(HOME)/.cache/pcsync/tools/golangci-lint-$(GOLANGCI_LINT_VERSION)/golangci-lint
+
+$(GOLANGCI_LINT):
+	@echo "== building golangci-lint $(GOLANGCI_LINT_VERSION) (once)"
+	GOFLAGS= GOBIN=$(dir $(GOLANGCI_LINT)) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+
+lint: $(GOLANGCI_LINT)
 	@unformatted="$$(gofmt -l $$(git ls-files '*.go' | grep -v '^hack/k8sbin/') 2>/dev/null)"; \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet $(TEST_TAGS) ./...
+	$(GOLANGCI_LINT) run ./...
 
 # Every benchmark the issues ask for, each beside its peer:
 #   render/load vs kubectl kustomize of the same output (pkg/config, pkg/render),

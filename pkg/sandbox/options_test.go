@@ -8,7 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
-// A zero or negative duration of Options or PoolOptions takes its default;
+// A zero or negative duration of Options takes its default;
 // a positive one is kept.
 func TestOptionsComplete(t *testing.T) {
 	d := DefaultOptions("/state")

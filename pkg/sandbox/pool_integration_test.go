@@ -32,7 +32,7 @@ type poolEnv struct {
 	owner string
 	cur   atomic.Pointer[config.Model]
 	pm    *Manager
-	// resync is the pool Managers' PoolOptions.Resync; default 100ms.
+	// resync is the pool Managers' pool.Options.Resync; default 100ms.
 	resync time.Duration
 }
 

@@ -41,13 +41,14 @@ type Record struct {
 	// Server is the pcsync binary in the image (pcsync's own images,
 	// images.ServerPath): the pod needs no helper container. Empty: the
 	// postStart hook of a helper container of HelperImage copies it to
-	// DefaultServerPath, and the daemon execs Options.ServerPath.
+	// DefaultServerPath, and the daemon execs sandbox.Options.ServerPath.
 	Server string `json:"server,omitempty"`
 	// HelperImage is the helper container's image when Server is empty.
 	HelperImage string `json:"helperImage,omitempty"`
 	// Prestarted says the lease was begun for its run before Paperclip
-	// asked for it (Prestart), and no acquire has taken it yet: a daemon
-	// that finds it so in its journal at start deletes its pod.
+	// asked for it (sandbox.Manager.Prestart), and no acquire has taken it
+	// yet: a daemon that finds it so in its journal at start deletes its
+	// pod.
 	Prestarted bool `json:"prestarted,omitempty"`
 }
 

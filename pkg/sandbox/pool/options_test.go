@@ -7,6 +7,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
+// A zero or negative field of Options takes its default; a positive one
+// is kept.
 func TestPoolOptionsComplete(t *testing.T) {
 	d := DefaultOptions()
 	d.Lease.Identity = "" // random: compared apart (TestPoolLeaseOptionsComplete)

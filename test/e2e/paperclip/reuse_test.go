@@ -144,7 +144,7 @@ func TestSandboxLeaseReuse(t *testing.T) {
 		t.Errorf("the second run's log does not give the adapter's reason for a fresh session:\n%s", truncate(stdout2, 3000))
 	}
 	if containsArg(args2, "--resume") {
-		t.Errorf("the second run's CLI got --resume %q: Paperclip now resumes across runs; update docs/sandbox.md's "Leases end" and this test", args2)
+		t.Errorf("the second run's CLI got --resume %q: Paperclip now resumes across runs; update docs/sandbox.md's Leases end and this test", args2)
 	}
 	t.Logf("one lease pod for both runs: %s", pods1[0])
 }
