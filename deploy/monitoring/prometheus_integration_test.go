@@ -464,7 +464,7 @@ func (p *prom) api(path string, params url.Values, data any) error {
 		Data   json.RawMessage `json:"data"`
 	}
 	if err := json.Unmarshal(body, &r); err != nil {
-		return fmt.Errorf("%s: %v: %s", path, err, body)
+		return fmt.Errorf("%s: %w: %s", path, err, body)
 	}
 	if r.Status != "success" {
 		return fmt.Errorf("%s: %s", path, r.Error)

@@ -184,7 +184,7 @@ func (d devDir) up(binDir string, timeout time.Duration) error {
 			}
 			select {
 			case err := <-exited:
-				return fmt.Errorf("supervisor exited (%v):\n%s", err, tail(d.path("devcluster.log"), 4000))
+				return fmt.Errorf("supervisor exited (%w):\n%s", err, tail(d.path("devcluster.log"), 4000))
 			case <-ctx.Done():
 				return fmt.Errorf("cluster not ready after %s; see %s", timeout, d.path("devcluster.log"))
 			case <-time.After(200 * time.Millisecond):

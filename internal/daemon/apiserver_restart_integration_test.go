@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -448,7 +447,7 @@ type restartDaemon struct {
 // kubernetes --prune` wires it, with short retry and probe intervals.
 func startRestartDaemon(t *testing.T, c *testcluster.Cluster, cfgDir, spoolDir string, gate *requestGate) *restartDaemon {
 	t.Helper()
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	logger := slog.New(slog.DiscardHandler)
 	if testing.Verbose() {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}

@@ -39,7 +39,7 @@ func TestProbeAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &daemon{opts: Options{Health: health.NewChecker()}, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	d := &daemon{opts: Options{Health: health.NewChecker()}, log: slog.New(slog.DiscardHandler)}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); d.probeAPIServer(ctx, cs.Discovery().RESTClient(), 10*time.Millisecond) }()

@@ -20,7 +20,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 
 	"github.com/pcsync/pcsync/internal/lib/leader"
 	"github.com/pcsync/pcsync/internal/testing/testcluster"
@@ -197,7 +196,7 @@ func (e *env) start(dc daemonConfig) *daemonRun {
 	if dc.name == "" {
 		dc.name = "a"
 	}
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	logger := slog.New(slog.DiscardHandler)
 	if testing.Verbose() {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("daemon", dc.name)
 	}
@@ -334,9 +333,6 @@ type fakeHandle struct{ ending runs.Ending }
 func (h fakeHandle) Wait(context.Context) (runs.Ending, error) { return h.ending, nil }
 func (h fakeHandle) Cancel()                                   {}
 func (h fakeHandle) Release(context.Context) error             { return nil }
-
-// restConfig is the admin config of the test cluster.
-func (e *env) restConfig() *rest.Config { return e.c.RESTConfig() }
 
 // httpGet returns the body of a GET, for polling.
 func httpGet(url string) (string, error) {

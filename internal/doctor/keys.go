@@ -39,7 +39,7 @@ func keysCheck(c *config.Company, mode config.EgressMode) Check {
 	var holders []string
 	var undeclared []adapters.Provider
 	for _, a := range c.Spec.Agents {
-		ps := adapters.Providers(adapters.Type(a.Adapter))
+		ps := adapters.Providers(a.Adapter)
 		if len(ps) == 0 {
 			holders = append(holders, fmt.Sprintf("%s (%s: its vendor's own key, which no credential can hold)", a.Name, a.Adapter))
 			continue
@@ -96,7 +96,7 @@ func credentialNames(c *config.Company) string {
 func agentsUsing(c *config.Company, p adapters.Provider) []string {
 	var names []string
 	for _, a := range c.Spec.Agents {
-		if slices.Contains(adapters.Providers(adapters.Type(a.Adapter)), p) {
+		if slices.Contains(adapters.Providers(a.Adapter), p) {
 			names = append(names, a.Name)
 		}
 	}

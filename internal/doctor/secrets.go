@@ -18,9 +18,6 @@ import (
 // means.
 type secretRef struct {
 	name string
-	// what names it in the rows ("secretRef", "Secret of credential
-	// acme/claude").
-	what string
 	// found is the detail when it exists; missing the status and detail
 	// when it does not.
 	found, missing string

@@ -137,7 +137,7 @@ func tarTree(tw *tar.Writer, src string, o tarOptions) error {
 			h.Uid, h.Gid = int(st.Uid), int(st.Gid)
 		}
 		if mode.IsRegular() && st != nil && st.Nlink > 1 {
-			key := inode{uint64(st.Dev), st.Ino}
+			key := inode{uint64(st.Dev), st.Ino} //nolint:unconvert // Dev is not a uint64 on every architecture
 			if first, ok := seen[key]; ok {
 				h.Typeflag, h.Linkname, h.Size = tar.TypeLink, first, 0
 				return tw.WriteHeader(h)

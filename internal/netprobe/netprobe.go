@@ -219,7 +219,7 @@ func (r Report) Encode() []byte {
 // its log: the last line that parses wins).
 func Parse(s string) (Report, error) {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
-	var lastErr error = errors.New("empty")
+	lastErr := errors.New("empty")
 	for i := len(lines) - 1; i >= 0; i-- {
 		var r Report
 		err := json.Unmarshal([]byte(strings.TrimSpace(lines[i])), &r)

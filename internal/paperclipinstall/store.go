@@ -90,7 +90,7 @@ func readStore(path string) ([]json.RawMessage, error) {
 	}
 	var records []json.RawMessage
 	if err := json.Unmarshal(data, &records); err != nil {
-		return nil, fmt.Errorf("%s: Paperclip's adapter store is not a JSON array (%v); left as it is", path, err)
+		return nil, fmt.Errorf("%s: Paperclip's adapter store is not a JSON array (%w); left as it is", path, err)
 	}
 	return records, nil
 }

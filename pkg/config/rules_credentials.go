@@ -70,7 +70,7 @@ func once[T comparable](k *checker, d *document, seen map[T]Position, v T, p fie
 func companyProviders(c *Company) []adapters.Provider {
 	var ps []adapters.Provider
 	for _, a := range c.Spec.Agents {
-		ps = append(ps, adapters.Providers(adapters.Type(a.Adapter))...)
+		ps = append(ps, adapters.Providers(a.Adapter)...)
 	}
 	slices.Sort(ps)
 	return slices.Compact(ps)

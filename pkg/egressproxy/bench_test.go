@@ -160,7 +160,7 @@ func memNow() (heap, rss uint64) {
 // shows (-cpuprofile).
 func BenchmarkConnect(b *testing.B) {
 	w := startWorld(b, []string{"allowed.test"}, fakeResolver{"allowed.test": loopback}, true)
-	w.proxy.opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	w.proxy.opts.Logger = slog.New(slog.DiscardHandler)
 	addr := strings.TrimPrefix(w.proxyURL, "http://")
 	req := fmt.Sprintf("CONNECT allowed.test:%d HTTP/1.1\r\nHost: allowed.test:%d\r\nProxy-Authorization: Basic YmVuY2g6\r\n\r\n", w.port, w.port)
 	buf := make([]byte, 128)

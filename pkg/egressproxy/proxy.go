@@ -127,7 +127,7 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 		// (one of this host's addresses on the proxy's port).
 		p.cfg.Port = uint16(a.Port)
 		if err := p.cfg.InitializeSelfConnectionDetection(); err != nil {
-			p.opts.Logger.Warn("egress proxy: no self-connection detection", "err", err)
+			p.opts.Logger.Warn("egress proxy: no self-connection detection", "error", err)
 		}
 	}
 	srv := &http.Server{Handler: p, ReadHeaderTimeout: p.opts.ReadHeaderTimeout}

@@ -51,7 +51,7 @@ func startRegistry(t *testing.T, private bool, repoTag string) (string, string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	auth := authn.Authenticator(authn.Anonymous)
+	auth := authn.Anonymous
 	if private {
 		auth = &authn.Basic{Username: testUser, Password: testPassword}
 	}

@@ -2,6 +2,7 @@ package procinit
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -65,8 +66,8 @@ func exitStatus(t *testing.T, err error) int {
 	if err == nil {
 		return 0
 	}
-	ee, ok := err.(*exec.ExitError)
-	if !ok {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
 		t.Fatalf("wait: %v", err)
 	}
 	return ee.ExitCode()

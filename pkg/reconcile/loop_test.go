@@ -3,7 +3,6 @@ package reconcile
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"path/filepath"
 	"sync"
@@ -81,7 +80,7 @@ func startLoop(t *testing.T, applier *fakeApplier) *loopHarness {
 	o := DefaultOptions(h.dir)
 	o.Interval = time.Hour // the test triggers reconciles itself
 	o.Debounce = 50 * time.Millisecond
-	o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	o.Logger = slog.New(slog.DiscardHandler)
 	o.Metrics, o.Health = h.metrics, h.health
 	o.Observe = func(out Outcome) { h.outcomes <- out }
 	o.OnModel = func(m *config.Model) { h.models <- m }

@@ -3,7 +3,6 @@ package reconcile
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"path/filepath"
 	"testing"
@@ -44,7 +43,7 @@ func TestPaperclipSide(t *testing.T) {
 		write(t, filepath.Join(dir, "acme.yaml"), managedCompany)
 		o := DefaultOptions(dir)
 		o.Watch = false
-		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		o.Logger = slog.New(slog.DiscardHandler)
 		o.Metrics, o.Health = metrics.New(), health.NewChecker()
 		pc := &fakePaperclip{err: errors.New("paperclip company acme (id id-acme): list agents failed: down")}
 		o.Paperclip = pc

@@ -3,7 +3,6 @@ package reconcile
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"path/filepath"
 	"testing"
@@ -49,7 +48,7 @@ func TestFailedStage(t *testing.T) {
 			dir := t.TempDir()
 			write(t, filepath.Join(dir, "acme.yaml"), company("acme"))
 			o := DefaultOptions(dir)
-			o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+			o.Logger = slog.New(slog.DiscardHandler)
 			l, err := New(failingApplier{failures: tt.failures}, o)
 			if err != nil {
 				t.Fatal(err)

@@ -2,7 +2,6 @@ package reconcile
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -27,7 +26,7 @@ type watchHarness struct {
 func startWatcher(t *testing.T, dir string) *watchHarness {
 	t.Helper()
 	w, err := NewWatcher(dir, WatchOptions{Debounce: 50 * time.Millisecond, MaxDelay: time.Second,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -118,7 +118,7 @@ func resolveRequest(m *config.Model, paths Paths, file string, req *config.RunRe
 		rej.Message = fmt.Sprintf("%s: prompt: must hold 1 byte to 1 MiB (1048576 bytes), has %d", file, len(req.Prompt))
 		return nil, rej
 	}
-	ad, err := adapters.Get(adapters.Type(ag.Adapter))
+	ad, err := adapters.Get(ag.Adapter)
 	if err != nil {
 		rej.Message = fmt.Sprintf("%s: agent: %v", file, err)
 		return nil, rej

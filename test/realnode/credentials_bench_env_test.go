@@ -247,7 +247,7 @@ func (e *credBenchEnv) startRun(ctx context.Context, b *testing.B, m *config.Mod
 	tokCtx, stop := context.WithCancel(context.Background())
 	b.Cleanup(stop)
 	e.stopTokens = stop
-	if err := tokensync.New(cs, tokensync.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}).Run(tokCtx); err != nil {
+	if err := tokensync.New(cs, tokensync.Options{Logger: slog.New(slog.DiscardHandler)}).Run(tokCtx); err != nil {
 		b.Fatal(err)
 	}
 	runs := &proxyBenchEnv{c: e.c, spool: b.TempDir()}

@@ -366,7 +366,7 @@ func waitReadyz(ctx context.Context, c *testcluster.Cluster, ns, pod string) (in
 		}
 		select {
 		case <-ctx.Done():
-			return code, rep, string(body), fmt.Errorf("%v: %w", last, ctx.Err())
+			return code, rep, string(body), fmt.Errorf("%w: %w", last, ctx.Err())
 		case <-time.After(500 * time.Millisecond):
 		}
 	}

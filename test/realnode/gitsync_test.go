@@ -202,7 +202,7 @@ func waitNamespace(ctx context.Context, c *testcluster.Cluster, name string) err
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("namespace %s: %v: %w", name, err, ctx.Err())
+			return fmt.Errorf("namespace %s: %w: %w", name, err, ctx.Err())
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
@@ -250,7 +250,7 @@ func waitResult(ctx context.Context, t *testing.T, spool, name string) result.Ru
 // waitJobComplete waits for the one Job of a run (label paperclip.io/run-id)
 // to be Complete, its pod having run on the real node.
 func waitJobComplete(ctx context.Context, c *testcluster.Cluster, ns, run string) (*batchv1.Job, error) {
-	last := "no Job"
+	var last string // what the last look found
 	for {
 		jobs, err := c.Client().BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{LabelSelector: "paperclip.io/run-id=" + run})
 		switch {

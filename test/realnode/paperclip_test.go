@@ -269,7 +269,7 @@ func waitRunPodRunning(ctx context.Context, c *testcluster.Cluster, tenant, runI
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("its Job's pod is not running: %v", ctx.Err())
+			return fmt.Errorf("its Job's pod is not running: %w", ctx.Err())
 		case <-time.After(250 * time.Millisecond):
 		}
 	}

@@ -4,7 +4,6 @@ package realnode
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -242,7 +241,7 @@ func findPodCgroup(root, name string) string {
 	return found
 }
 
-func discardLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 // cgroupV1Dir is the cgroup v1 hierarchy of controller: mounted on its own
 // (/sys/fs/cgroup/cpuacct) or joined with others (/sys/fs/cgroup/cpu,cpuacct).

@@ -239,7 +239,7 @@ spec:
 // Services' watch) until the benchmark ends.
 func (e *proxyBenchEnv) serve(b *testing.B, m *config.Model, addrs *agentenv.Addresses) {
 	b.Helper()
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	logger := slog.New(slog.DiscardHandler)
 	opts := kubeexec.DefaultOptions()
 	opts.StateDir, opts.Logger, opts.ProxyAddresses = b.TempDir(), logger, addrs
 	opts.Environ = func() []string { return []string{"ANTHROPIC_API_KEY=sk-ant-realnode-not-a-key", "PATH=/usr/bin"} }

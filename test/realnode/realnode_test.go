@@ -122,7 +122,7 @@ func waitPod(ctx context.Context, cs kubernetes.Interface, ns, name string, done
 		select {
 		case <-ctx.Done():
 			if last == nil {
-				return nil, fmt.Errorf("not found: %w (%v)", ctx.Err(), err)
+				return nil, fmt.Errorf("not found: %w (%w)", ctx.Err(), err)
 			}
 			return nil, fmt.Errorf("%w waiting; last seen: %s", ctx.Err(), describe(last))
 		case <-time.After(50 * time.Millisecond):

@@ -5,7 +5,6 @@ package leader
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"os"
 	"sync"
@@ -66,7 +65,7 @@ func fastOptions(ns, identity string) Options {
 	o := DefaultOptions()
 	o.Namespace, o.Name, o.Identity = ns, "pcsync", identity
 	o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = 4*time.Second, 3*time.Second, 250*time.Millisecond
-	o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	o.Logger = slog.New(slog.DiscardHandler)
 	if testing.Verbose() {
 		o.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}

@@ -87,7 +87,7 @@ func describe(fi fs.FileInfo, maxLinks uint64) string {
 	case !m.IsRegular():
 		return "not a regular file"
 	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && uint64(st.Nlink) > maxLinks {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && uint64(st.Nlink) > maxLinks { //nolint:unconvert // Nlink is a uint32 on some architectures
 		return fmt.Sprintf("has %d hard links", st.Nlink)
 	}
 	return ""

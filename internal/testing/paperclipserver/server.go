@@ -252,7 +252,7 @@ func (s *Server) start(ctx context.Context, args ...string) error {
 		select {
 		case werr := <-s.done:
 			s.done <- werr
-			return fmt.Errorf("the Paperclip server exited: %v\n%s", werr, tail(s.out.String(), 4000))
+			return fmt.Errorf("the Paperclip server exited: %w\n%s", werr, tail(s.out.String(), 4000))
 		case <-ctx.Done():
 			return fmt.Errorf("the Paperclip server did not become healthy: %w\n%s", ctx.Err(), tail(s.out.String(), 4000))
 		case <-time.After(250 * time.Millisecond):
@@ -286,7 +286,7 @@ func (s *Server) Halt() {
 		s.done <- err
 	case <-time.After(30 * time.Second):
 		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-		<-s.done
+		s.done <- <-s.done // kept for the next reader, as above
 	}
 	// Embedded Postgres may outlive node by a moment.
 	waitClosed(s.DBPort, 15*time.Second)

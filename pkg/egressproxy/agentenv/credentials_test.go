@@ -30,7 +30,7 @@ func TestCredentialsFor(t *testing.T) {
 		{"cursor_local", nil},
 	}
 	for _, tc := range tests {
-		got := CredentialsFor(c, adapters.Type(tc.adapter), "10.0.0.1", "T")
+		got := CredentialsFor(c, tc.adapter, "10.0.0.1", "T")
 		if diff := cmp.Diff(tc.want, got); diff != "" {
 			t.Errorf("%s (-want +got):\n%s", tc.adapter, diff)
 		}

@@ -73,7 +73,7 @@ func (h *Handler) upstreamFailed(w http.ResponseWriter, r *http.Request, err err
 	if f, ok := r.Context().Value(ctxKey{}).(forwarded); ok {
 		h.metrics.count(f.cred.Name, outcomeUpstreamFailed)
 		h.opts.Logger.Warn("credential upstream unreachable", "company", h.opts.Company, "credential", f.cred.Name,
-			"upstream", f.cred.Upstream.Host, "err", err)
+			"upstream", f.cred.Upstream.Host, "error", err)
 	}
 	http.Error(w, "pcsync: the upstream of this credential cannot be reached", http.StatusBadGateway)
 }

@@ -142,7 +142,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	key, err := c.Key.Key()
 	if err != nil {
 		h.metrics.count(name, outcomeNoKey)
-		h.opts.Logger.Error("credential key unreadable", "company", h.opts.Company, "credential", name, "err", err)
+		h.opts.Logger.Error("credential key unreadable", "company", h.opts.Company, "credential", name, "error", err)
 		http.Error(w, "pcsync: the key of credential "+h.opts.Company+"/"+name+" cannot be read", http.StatusBadGateway)
 		return
 	}

@@ -99,7 +99,7 @@ func (c *Controller) work(ctx context.Context) {
 			return
 		}
 		if err := c.sync(ctx, ns); err != nil {
-			c.opts.Logger.Warn("credential tokens: sync failed", "namespace", ns, "err", err)
+			c.opts.Logger.Warn("credential tokens: sync failed", "namespace", ns, "error", err)
 			c.queue.AddRateLimited(ns)
 		} else {
 			c.queue.Forget(ns)

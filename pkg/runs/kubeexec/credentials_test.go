@@ -47,7 +47,7 @@ func TestCredentialsInTheRun(t *testing.T) {
 	for _, e := range job.Spec.Template.Spec.Containers[0].Env {
 		v := e.Value
 		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
-			v = "secret:" + string(sec.Data[e.ValueFrom.SecretKeyRef.Key]) + string(sec.StringData[e.ValueFrom.SecretKeyRef.Key])
+			v = "secret:" + string(sec.Data[e.ValueFrom.SecretKeyRef.Key]) + sec.StringData[e.ValueFrom.SecretKeyRef.Key]
 		}
 		env[e.Name] = v
 	}

@@ -428,7 +428,7 @@ func (h *handle) finish(ctx context.Context, obs observation, v verdict) {
 			}
 		case <-ctx.Done():
 			h.folCancel()
-			<-h.folDone
+			<-h.folDone //nolint:errcheck // the follower ends with the cancel's error
 		}
 		if ctx.Err() != nil {
 			h.to(stateFinishing, stateStopped)

@@ -336,7 +336,7 @@ func (j *journal) write(f *os.File, data []byte) error {
 		size := j.size
 		j.mu.Unlock()
 		if terr := f.Truncate(size); terr != nil {
-			return fmt.Errorf("run journal %s: %w (and cannot cut it back: %v)", j.path, err, terr)
+			return fmt.Errorf("run journal %s: %w (and cannot cut it back: %w)", j.path, err, terr)
 		}
 		return fmt.Errorf("run journal %s: %w", j.path, err)
 	}

@@ -61,7 +61,7 @@ func TestRetry(t *testing.T) {
 		{"done at once", []error{nil}, nil, 1, nil, nil},
 		{"done after three failures", []error{refused, refused, refused, nil}, nil, 4, nil, []failure{
 			{1, "refused", time.Millisecond}, {2, "refused", 2 * time.Millisecond}, {3, "refused", 4 * time.Millisecond}}},
-		{"a final error ends at once", []error{refused, final}, func(err error) bool { return err != refused }, 2, []error{final},
+		{"a final error ends at once", []error{refused, final}, func(err error) bool { return !errors.Is(err, refused) }, 2, []error{final},
 			[]failure{{1, "refused", time.Millisecond}}},
 		{"the context ends", []error{refused, refused}, nil, 2, []error{context.Canceled, refused}, []failure{
 			{1, "refused", time.Millisecond}, {2, "refused", 2 * time.Millisecond}}},

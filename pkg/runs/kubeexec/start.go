@@ -102,9 +102,9 @@ func (e *Executor) newStart(ctx context.Context, r *runs.Run) (*start, error) {
 		if err != nil {
 			return nil, err
 		}
-		in.Credentials = agentenv.CredentialsFor(in.Company, adapters.Type(in.Agent.Adapter), ip, token)
+		in.Credentials = agentenv.CredentialsFor(in.Company, in.Agent.Adapter, ip, token)
 	}
-	in.Command.Args = adapters.WithBaseURL(adapters.Type(in.Agent.Adapter), in.Command.Args, in.envValues(b))
+	in.Command.Args = adapters.WithBaseURL(in.Agent.Adapter, in.Command.Args, in.envValues(b))
 	for _, w := range in.Command.Warnings {
 		log.Warn(w)
 	}
@@ -142,7 +142,7 @@ func (s *start) rollback(err error) error {
 	case s.created == nil:
 		return err
 	case len(failed) > 0:
-		return fmt.Errorf("%w (and %v)", err, errors.Join(failed...))
+		return fmt.Errorf("%w (and %w)", err, errors.Join(failed...))
 	default:
 		return fmt.Errorf("%w (the Job was deleted)", err)
 	}

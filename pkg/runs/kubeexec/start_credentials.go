@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/pcsync/pcsync/pkg/adapters"
 	"github.com/pcsync/pcsync/pkg/result"
 	"github.com/pcsync/pcsync/pkg/runs"
 	"github.com/pcsync/pcsync/pkg/secretcheck"
@@ -27,7 +26,7 @@ func (s *start) checkCredentials(ctx context.Context) error {
 	go func() {
 		defer cancel()
 		done <- untilAnswered(cctx, s.log, "dry-run create of the credentials' Secrets in "+s.ns, func() error {
-			return s.e.credentials.Check(cctx, s.ns, s.in.Company, adapters.Type(s.in.Agent.Adapter))
+			return s.e.credentials.Check(cctx, s.ns, s.in.Company, s.in.Agent.Adapter)
 		})
 	}()
 	return nil

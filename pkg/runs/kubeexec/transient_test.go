@@ -57,7 +57,7 @@ func TestUntilAnswered(t *testing.T) {
 	saved := retryBackoff
 	retryBackoff.Duration, retryBackoff.Cap = time.Millisecond, 2*time.Millisecond
 	t.Cleanup(func() { retryBackoff = saved })
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := slog.New(slog.DiscardHandler)
 	refused := &url.Error{Op: "Post", URL: "https://127.0.0.1:6443", Err: syscall.ECONNREFUSED}
 	exists := apierrors.NewAlreadyExists(schema.GroupResource{Resource: "jobs"}, "x")
 

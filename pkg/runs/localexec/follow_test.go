@@ -2,7 +2,6 @@ package localexec
 
 import (
 	"encoding/binary"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -44,7 +43,7 @@ func (x *followFixture) follower() *follower {
 	if err != nil {
 		x.t.Fatal(err)
 	}
-	f, err := newFollower(x.run, x.files, ad.NewParser(adapters.ParserOptions{}), redact.New(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	f, err := newFollower(x.run, x.files, ad.NewParser(adapters.ParserOptions{}), redact.New(), slog.New(slog.DiscardHandler))
 	if err != nil {
 		x.t.Fatal(err)
 	}

@@ -101,7 +101,7 @@ func (e *Executor) prepare(r *runs.Run) (prepared, error) {
 	}
 	spec.Adapter = cmd.Env
 	env := spec.Build()
-	argv := adapters.WithBaseURL(adapters.Type(r.Agent.Adapter), cmd.Args, runs.EnvMap(env))
+	argv := adapters.WithBaseURL(r.Agent.Adapter, cmd.Args, runs.EnvMap(env))
 	return prepared{argv: argv, env: env, stdin: cmd.Stdin, secrets: secrets, workDir: inv.WorkDir}, nil
 }
 

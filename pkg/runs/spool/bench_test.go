@@ -3,7 +3,6 @@ package spool
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -72,14 +71,14 @@ spec:
 		}
 		exec, err := localexec.New(localexec.Options{StateDir: runs.DefaultStateDir(spool), Shim: []string{os.Args[0], localexec.ShimArg},
 			Environ: []string{"PATH=" + os.Getenv("PATH")}, PollInterval: 50 * time.Millisecond,
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			b.Fatal(err)
 		}
 		var finished atomic.Int64
 		done := make(chan struct{})
 		opts := DefaultOptions(spool)
-		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		opts.Logger = slog.New(slog.DiscardHandler)
 		opts.Observe = func(e Event) {
 			if e.Kind == EventFinished && finished.Add(1) == n {
 				close(done)

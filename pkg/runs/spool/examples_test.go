@@ -3,7 +3,6 @@ package spool
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -35,12 +34,12 @@ func TestExamplesDemoAndResume(t *testing.T) {
 	once := func() {
 		t.Helper()
 		exec, err := localexec.New(localexec.Options{StateDir: runs.DefaultStateDir(spool), Shim: []string{os.Args[0], localexec.ShimArg},
-			Environ: []string{"PATH=" + os.Getenv("PATH")}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			Environ: []string{"PATH=" + os.Getenv("PATH")}, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		o := DefaultOptions(spool)
-		o.Once, o.Logger = true, slog.New(slog.NewTextHandler(io.Discard, nil))
+		o.Once, o.Logger = true, slog.New(slog.DiscardHandler)
 		d, err := New(m, exec, o)
 		if err != nil {
 			t.Fatal(err)

@@ -110,7 +110,7 @@ func (h *harness) options(once bool) Options {
 	o.Once = once
 	o.Watch = h.watch
 	o.RescanInterval = h.rescan
-	o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	o.Logger = slog.New(slog.DiscardHandler)
 	if testing.Verbose() {
 		o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
@@ -131,7 +131,7 @@ func (h *harness) logger() *slog.Logger {
 }
 
 func (h *harness) executor() *localexec.Executor {
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := slog.New(slog.DiscardHandler)
 	if h.logs != nil {
 		log = h.logger()
 	}
