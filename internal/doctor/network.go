@@ -1,6 +1,7 @@
 package doctor
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -54,24 +55,12 @@ func DefaultNetworkOptions() NetworkOptions {
 
 func (o *NetworkOptions) complete() {
 	d := DefaultNetworkOptions()
-	if o.Timeout <= 0 {
-		o.Timeout = d.Timeout
-	}
-	if o.ConnectTimeout <= 0 {
-		o.ConnectTimeout = d.ConnectTimeout
-	}
-	if o.KubeletPort <= 0 {
-		o.KubeletPort = d.KubeletPort
-	}
-	if o.Settle <= 0 {
-		o.Settle = d.Settle
-	}
-	if o.Attempts <= 0 {
-		o.Attempts = d.Attempts
-	}
-	if o.Interval <= 0 {
-		o.Interval = d.Interval
-	}
+	o.Timeout = cmp.Or(max(o.Timeout, 0), d.Timeout)
+	o.ConnectTimeout = cmp.Or(max(o.ConnectTimeout, 0), d.ConnectTimeout)
+	o.KubeletPort = cmp.Or(max(o.KubeletPort, 0), d.KubeletPort)
+	o.Settle = cmp.Or(max(o.Settle, 0), d.Settle)
+	o.Attempts = cmp.Or(max(o.Attempts, 0), d.Attempts)
+	o.Interval = cmp.Or(max(o.Interval, 0), d.Interval)
 }
 
 // Verdict is the network check's conclusion.

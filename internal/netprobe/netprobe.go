@@ -6,6 +6,7 @@
 package netprobe
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -95,16 +96,10 @@ func DefaultOptions() Options {
 
 func (o *Options) complete() {
 	d := DefaultOptions()
-	if o.Timeout <= 0 {
-		o.Timeout = d.Timeout
-	}
-	if o.Attempts <= 0 {
-		o.Attempts = d.Attempts
-	}
-	if o.Interval <= 0 {
-		o.Interval = d.Interval
-	}
-	o.Settle = max(o.Settle, 0)
+	o.Timeout = cmp.Or(max(o.Timeout, 0), d.Timeout)
+	o.Attempts = cmp.Or(max(o.Attempts, 0), d.Attempts)
+	o.Interval = cmp.Or(max(o.Interval, 0), d.Interval)
+	o.Settle = max(o.Settle, 0) // 0 is a setting here: no settle
 }
 
 // Probe waits opts.Settle, then tries a TCP connection to each target

@@ -1,6 +1,7 @@
 package egressproxy
 
 import (
+	"cmp"
 	"log/slog"
 	"net/http"
 	"net/netip"
@@ -52,19 +53,9 @@ func DefaultOptions() Options {
 
 func (o *Options) complete() {
 	d := DefaultOptions()
-	if o.ConnectTimeout <= 0 {
-		o.ConnectTimeout = d.ConnectTimeout
-	}
-	if o.IdleTimeout <= 0 {
-		o.IdleTimeout = d.IdleTimeout
-	}
-	if o.ReadHeaderTimeout <= 0 {
-		o.ReadHeaderTimeout = d.ReadHeaderTimeout
-	}
-	if o.DNSTimeout <= 0 {
-		o.DNSTimeout = d.DNSTimeout
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
+	o.ConnectTimeout = cmp.Or(max(o.ConnectTimeout, 0), d.ConnectTimeout)
+	o.IdleTimeout = cmp.Or(max(o.IdleTimeout, 0), d.IdleTimeout)
+	o.ReadHeaderTimeout = cmp.Or(max(o.ReadHeaderTimeout, 0), d.ReadHeaderTimeout)
+	o.DNSTimeout = cmp.Or(max(o.DNSTimeout, 0), d.DNSTimeout)
+	o.Logger = cmp.Or(o.Logger, slog.Default())
 }

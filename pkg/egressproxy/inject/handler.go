@@ -1,6 +1,7 @@
 package inject
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -45,9 +46,29 @@ type Options struct {
 	// Transport carries the requests upstream. Default: a clone of
 	// http.DefaultTransport without a proxy, keeping an idle connection
 	// for each of up to 64 streams at once.
-	Transport  http.RoundTripper
-	Logger     *slog.Logger
+	Transport http.RoundTripper
+	// Logger receives the route's logs. Default: slog.Default().
+	Logger *slog.Logger
+	// Registerer takes the route's metrics; nil: not registered.
 	Registerer prometheus.Registerer
+}
+
+// DefaultOptions returns the options with every default but Company and
+// Tokens, which have none.
+func DefaultOptions() Options {
+	return Options{Transport: defaultTransport(), Logger: slog.Default()}
+}
+
+// complete fills the zero fields with their defaults and checks the rest.
+func (o *Options) complete() error {
+	if o.Tokens == nil || o.Company == "" {
+		return errors.New("credential route: Company and Tokens are required")
+	}
+	o.Logger = cmp.Or(o.Logger, slog.Default())
+	if o.Transport == nil {
+		o.Transport = defaultTransport()
+	}
+	return nil
 }
 
 // Handler serves the credential route.
@@ -64,14 +85,8 @@ type Handler struct {
 
 // NewHandler returns the route of the company's credentials.
 func NewHandler(creds []Credential, opts Options) (*Handler, error) {
-	if opts.Tokens == nil || opts.Company == "" {
-		return nil, errors.New("credential route: Company and Tokens are required")
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
-	}
-	if opts.Transport == nil {
-		opts.Transport = defaultTransport()
+	if err := opts.complete(); err != nil {
+		return nil, err
 	}
 	m, err := newMetrics(opts.Registerer, opts.Company)
 	if err != nil {

@@ -1,6 +1,7 @@
 package tokensync
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -38,12 +39,8 @@ func DefaultOptions() Options { return Options{Workers: 2, Logger: slog.Default(
 
 func (o *Options) complete() {
 	d := DefaultOptions()
-	if o.Workers <= 0 {
-		o.Workers = d.Workers
-	}
-	if o.Logger == nil {
-		o.Logger = d.Logger
-	}
+	o.Workers = cmp.Or(max(o.Workers, 0), d.Workers)
+	o.Logger = cmp.Or(o.Logger, d.Logger)
 }
 
 // Controller keeps the proxies' token annotations in step with the runs.
@@ -93,19 +90,25 @@ func (c *Controller) Run(ctx context.Context) error {
 }
 
 func (c *Controller) work(ctx context.Context) {
-	for {
-		ns, quit := c.queue.Get()
-		if quit {
-			return
-		}
-		if err := c.sync(ctx, ns); err != nil {
-			c.opts.Logger.Warn("credential tokens: sync failed", "namespace", ns, "error", err)
-			c.queue.AddRateLimited(ns)
-		} else {
-			c.queue.Forget(ns)
-		}
-		c.queue.Done(ns)
+	for c.next(ctx) {
 	}
+}
+
+// next syncs the next namespace of the queue, and says false once the
+// queue shuts down.
+func (c *Controller) next(ctx context.Context) bool {
+	ns, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(ns)
+	if err := c.sync(ctx, ns); err != nil {
+		c.opts.Logger.Warn("credential tokens: sync failed", "namespace", ns, "error", err)
+		c.queue.AddRateLimited(ns)
+		return true
+	}
+	c.queue.Forget(ns)
+	return true
 }
 
 // enqueue queues the namespace of a pod that carries a token or is a
