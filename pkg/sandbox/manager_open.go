@@ -33,12 +33,12 @@ func (m *Manager) connect(l *lease, wait time.Duration, ws *warmStream) {
 			switch {
 			case c == nil && ws.err != nil && refusedForGood(ws.err):
 				// No open of the lease's own would do better.
-				l.settleOpen(op, nil, ws.err)
+				_, _ = l.settleOpen(op, nil, ws.err)
 				m.log.Error("sandbox lease: the command server does not answer; ending the lease", slog.String("lease", l.ID), slog.Any("error", ws.err))
 				m.releaseAsync(l, EndFailed)
 				return
 			case c == nil:
-				l.settleOpen(op, nil, nil) // its waiters open their own
+				_, _ = l.settleOpen(op, nil, nil) // its waiters open their own
 			default:
 				if _, err := l.settleOpen(op, c, nil); err != nil {
 					return // the lease ended meanwhile

@@ -87,7 +87,7 @@ func startServer(t testing.TB, edit func(*cmdserver.Options)) *server {
 	t.Helper()
 	opts := cmdserver.DefaultOptions()
 	opts.Socket = tempSocket(t)
-	opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	opts.Logger = slog.New(slog.DiscardHandler)
 	if edit != nil {
 		edit(&opts)
 	}
@@ -147,7 +147,7 @@ func newClient(t testing.TB, open cmdclient.Opener, edit func(*cmdclient.Options
 	t.Helper()
 	opts := cmdclient.DefaultOptions()
 	opts.Backoff = 5 * time.Millisecond
-	opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	opts.Logger = slog.New(slog.DiscardHandler)
 	if edit != nil {
 		edit(&opts)
 	}
@@ -675,8 +675,8 @@ func pipeOpener(socket string) cmdclient.Opener {
 		inR, inW := io.Pipe()
 		outR, outW := io.Pipe()
 		go func() {
-			err := cmdserver.Attach(ctx, cmdserver.AttachOptions{Socket: socket, Stdin: inR, Stdout: outW, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-			outW.CloseWithError(fmt.Errorf("relay ended: %v", err))
+			err := cmdserver.Attach(ctx, cmdserver.AttachOptions{Socket: socket, Stdin: inR, Stdout: outW, Logger: slog.New(slog.DiscardHandler)})
+			outW.CloseWithError(fmt.Errorf("relay ended: %w", err))
 		}()
 		return &pipeStream{r: outR, w: inW}, nil
 	}

@@ -85,7 +85,7 @@ func (c *Client) gotExit(f wire.Frame) error {
 		c.finishLocked(p, Exit{Code: e.ExitCode, Signal: e.Signal, TimedOut: e.TimedOut, Error: e.Error}, nil)
 	}
 	c.mu.Unlock()
-	go c.send(releaseFrame(f.ID))
+	go func() { _ = c.send(releaseFrame(f.ID)) }() // best effort: a lost stream drops the command anyway
 	return nil
 }
 
@@ -93,7 +93,7 @@ func (c *Client) gotExit(f wire.Frame) error {
 // it on the server), or logs an Error about none.
 func (c *Client) gotError(f wire.Frame) error {
 	var e wire.ErrorPayload
-	f.Decode(&e)
+	_ = f.Decode(&e) // an undecodable payload leaves the message empty
 	c.mu.Lock()
 	p := c.procs[f.ID]
 	if p == nil || f.ID == 0 {
@@ -103,7 +103,7 @@ func (c *Client) gotError(f wire.Frame) error {
 	}
 	c.finishLocked(p, Exit{}, fmt.Errorf("cmdclient: command %d: server: %s", f.ID, e.Message))
 	c.mu.Unlock()
-	go c.send(killFrame(f.ID), releaseFrame(f.ID))
+	go func() { _ = c.send(killFrame(f.ID), releaseFrame(f.ID)) }() // best effort, as above
 	return nil
 }
 

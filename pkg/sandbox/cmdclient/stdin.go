@@ -68,5 +68,5 @@ func (c *Client) failProcess(p *Process, err error) {
 	}
 	c.finishLocked(p, Exit{}, err)
 	c.mu.Unlock()
-	go c.send(killFrame(p.id), releaseFrame(p.id))
+	go func() { _ = c.send(killFrame(p.id), releaseFrame(p.id)) }() // best effort: a lost stream drops the command anyway
 }

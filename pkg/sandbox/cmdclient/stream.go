@@ -81,7 +81,7 @@ func sayHello(w io.Writer, r *wire.Reader) (wire.HelloOKPayload, error) {
 		return hello, nil
 	case wire.Error:
 		var e wire.ErrorPayload
-		f.Decode(&e)
+		_ = f.Decode(&e) // an undecodable payload leaves the message empty
 		return hello, fmt.Errorf("server refused Hello: %s", e.Message)
 	default:
 		return hello, fmt.Errorf("server answered Hello with %v", f.Type)

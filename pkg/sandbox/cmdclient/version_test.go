@@ -57,7 +57,7 @@ func TestServerOfAnotherVersionRefused(t *testing.T) {
 			open := func(context.Context) (io.ReadWriteCloser, error) { return client, nil }
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			c, err := cmdclient.New(ctx, open, cmdclient.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			c, err := cmdclient.New(ctx, open, cmdclient.Options{Logger: slog.New(slog.DiscardHandler)})
 			if err == nil {
 				c.Close()
 				t.Fatal("New: nil error, want the server refused")

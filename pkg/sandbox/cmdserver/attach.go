@@ -38,7 +38,7 @@ func Attach(ctx context.Context, opts AttachOptions) error {
 
 	go func() {
 		if _, err := io.Copy(uc, opts.Stdin); err == nil {
-			uc.CloseWrite()
+			_ = uc.CloseWrite() // a socket already closed has nothing to end
 		} else {
 			uc.Close()
 		}

@@ -106,7 +106,7 @@ func (cn *conn) signal(f wire.Frame) error {
 		return fmt.Errorf("Signal: unknown command %d", f.ID)
 	}
 	if pid > 0 {
-		unix.Kill(-pid, sig)
+		_ = unix.Kill(-pid, sig) // the group may have ended
 	}
 	return nil
 }

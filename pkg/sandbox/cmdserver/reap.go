@@ -119,7 +119,7 @@ func (s *server) exited(c *command, ws unix.WaitStatus) {
 	deadline := time.Now().Add(s.opts.Drain)
 	for _, o := range c.streams() {
 		if o.pipe != nil {
-			o.pipe.SetReadDeadline(deadline)
+			_ = o.pipe.SetReadDeadline(deadline) // a closed pipe reads no more anyway
 		}
 	}
 	s.log.Debug("command exited", slog.Uint64("id", uint64(c.id)), slog.Int("pid", c.pid), slog.Int("exitCode", c.exit.ExitCode), slog.String("signal", c.exit.Signal))

@@ -27,7 +27,7 @@ func testOptions(t *testing.T) cmdserver.Options {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	opts := cmdserver.DefaultOptions()
 	opts.Socket = filepath.Join(dir, "run", "s.sock")
-	opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	opts.Logger = slog.New(slog.DiscardHandler)
 	return opts
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -40,7 +39,7 @@ func serveMain(v string) int {
 	}
 	opts := cmdserver.DefaultOptions()
 	opts.Socket = socket
-	opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	opts.Logger = slog.New(slog.DiscardHandler)
 	if err := cmdserver.Serve(context.Background(), opts); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -2,7 +2,6 @@ package pool
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -26,7 +25,7 @@ import (
 func TestPoolMember(t *testing.T) {
 	model := schedModel(t)
 	place := func(r *leasepod.Record, _ *config.Model) { r.HelperImage = "pcsync:test"; r.SetPaths("") }
-	c := &Controller{deps: deps{opts: DefaultOptions(), log: slog.New(slog.NewTextHandler(io.Discard, nil)), place: place}}
+	c := &Controller{deps: deps{opts: DefaultOptions(), log: slog.New(slog.DiscardHandler), place: place}}
 	d := &Decl{count: 1, Rec: leasepod.Record{Namespace: "paperclip-acme", Company: "acme", Image: "img:1", Agent: "pinned"}}
 	place(&d.Rec, model)
 	hash, err := specHash(d.Rec, model, "")
@@ -116,7 +115,7 @@ func TestPoolMemberEgressUntilClaimed(t *testing.T) {
 	if !sel.Matches(labels.Set(member)) {
 		t.Errorf("the egress policy (%s) does not select a claimed member (labels %v)", sel, member)
 	}
-	if diff := cmp.Diff(leasepod.Labels(r, c), map[string]string(member)); diff != "" {
+	if diff := cmp.Diff(leasepod.Labels(r, c), member); diff != "" {
 		t.Errorf("a claimed member's labels are not a lease pod's (-lease +claimed):\n%s", diff)
 	}
 }

@@ -28,7 +28,7 @@ func TestRoundTrip(t *testing.T) {
 	var got []Frame
 	for {
 		f, err := r.Read()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
