@@ -18,8 +18,10 @@ import (
 const CondAPIServerReachable = "APIServerReachable"
 
 // DefaultAPIServerProbeInterval is the time between two probes of the API
-// server's /readyz.
-const DefaultAPIServerProbeInterval = 5 * time.Second
+// server: the kubelet's readiness probe period (deploy/base asks /readyz
+// every 10 s). The probe is the daemon's one request at rest beside its
+// watches: 6 a minute.
+const DefaultAPIServerProbeInterval = 10 * time.Second
 
 // minProbeTimeout is the least time a probe waits for its answer: a busy
 // API server on a busy machine is slow, not unreachable.
