@@ -172,7 +172,7 @@ kind: Company
 metadata: {name: c%03d}
 spec:
   id: bench-%03d
-  egress: {mode: standard, allowCidrs: [10.%d.0.0/16]}
+  egress: {mode: standard, allowCidrs: [10.%d.0.0/16], allowPrivateCidrs: true}
   agents:
     - {name: coder, adapter: claude_local}
 `, i, i, i%250)

@@ -18,6 +18,7 @@
 //	rules.go      the rules the schema cannot express (across documents, Kubernetes' own)
 //	rules_pool.go the rules of a company's warm pools: image or adapter type, agent, and the fit in its quota
 //	rules_credentials.go the rules of a company's credentials: egress mode proxy, a provider its agents use, each once
+//	rules_egress.go the rules of a company's egress: host names, and CIDRs that reach no private range without allowPrivateCidrs
 //	model.go      the Go types of a loaded Model
 //	resolve.go    lookups on a Model (company by slug or id, agent, adapter defaults)
 //	run.go        ParseRun: one run request against #Run

@@ -102,6 +102,7 @@ spec:
   egress:
     mode: standard
     allowFqdns: [a.example.com]
+    allowPrivateCidrs: true
     allowCidrs:
       - 10.0.0.0/8
       - {cidr: 192.168.0.0/16}

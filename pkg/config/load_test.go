@@ -237,3 +237,38 @@ func TestLoadProtectedNamespaces(t *testing.T) {
 		})
 	}
 }
+
+// TestLoadPrivateCIDRWarning: a company that sets allowPrivateCidrs loads
+// with a warning at that field, naming the entries it lets through, or
+// saying that none needs it.
+func TestLoadPrivateCIDRWarning(t *testing.T) {
+	tests := []struct {
+		name   string
+		egress string
+		want   []string
+	}{
+		{"public only", "{allowCidrs: [203.0.113.0/24]}", nil},
+		{"opt-in used", "{allowPrivateCidrs: true, allowCidrs: [0.0.0.0/0, 203.0.113.0/24, {cidr: 10.40.0.0/16, ports: [5432]}]}",
+			[]string{`acme.yaml:7:12: spec.egress.allowPrivateCidrs: company "acme": allowPrivateCidrs lets its agents reach 0.0.0.0/0, 10.40.0.0/16 directly, ` +
+				`where a cluster's pods, nodes, services or metadata service may answer`}},
+		{"opt-in unused", "{allowPrivateCidrs: true, allowCidrs: [203.0.113.0/24]}",
+			[]string{`acme.yaml:7:12: spec.egress.allowPrivateCidrs: company "acme": allowPrivateCidrs is set, but no allowCidrs entry needs it: remove it`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeFiles(t, dir, map[string]string{"acme.yaml": companyDoc("acme") + "  egress: " + tt.egress + "\n"})
+			m, err := config.Load(context.Background(), dir, config.DefaultLoadOptions())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, w := range m.Warnings {
+				got = append(got, strings.TrimPrefix(w.String(), dir+string(filepath.Separator)))
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("warnings (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -467,6 +467,9 @@ type CompanyEgress struct {
 	Mode       EgressMode `json:"mode,omitempty"`
 	AllowFQDNs []string   `json:"allowFqdns"`
 	AllowCIDRs []CIDRRule `json:"allowCidrs"`
+	// AllowPrivateCIDRs lets AllowCIDRs reach private, cluster, link-local
+	// and loopback addresses, or every address (refused otherwise).
+	AllowPrivateCIDRs bool `json:"allowPrivateCidrs"`
 }
 
 // CIDRRule allows egress to a CIDR on some ports. A plain CIDR string in the

@@ -124,26 +124,6 @@ func (k *checker) companyNamespace(d *document, c *Company) {
 	}
 }
 
-// egress checks the company's egress allowances: host names and CIDRs.
-func (k *checker) egress(d *document, c *Company) {
-	for i, h := range c.Spec.Egress.AllowFQDNs {
-		k.fqdn(d, keys("spec", "egress", "allowFqdns").with(index(i)), h)
-	}
-	for i, r := range c.Spec.Egress.AllowCIDRs {
-		p := keys("spec", "egress", "allowCidrs").with(index(i))
-		if l := locate(d.expr, p); l.found && kindOf(l.value) == "struct" {
-			p = p.with(key("cidr"))
-		}
-		pfx, err := netip.ParsePrefix(r.CIDR)
-		switch {
-		case err != nil:
-			k.errs.add(d.posIn(p, false), p.String(), "invalid CIDR %q: want an address and a prefix length such as 10.0.0.0/8", r.CIDR)
-		case pfx != pfx.Masked():
-			k.errs.add(d.posIn(p, false), p.String(), "CIDR %q has host bits set: write %s", r.CIDR, pfx.Masked())
-		}
-	}
-}
-
 // agents checks the company's agents: unique names, allowed images, labels,
 // Paperclip metadata and environment.
 func (k *checker) agents(d *document, c *Company) {
@@ -402,6 +382,7 @@ func warnings(m *Model, settings *document, docs map[string]*document) []Warning
 		out = append(out, Warning{Pos: pos, Field: "spec.allowUnsafePatches", Message: fmt.Sprintf(
 			"company %q: patches may weaken %s of this tenant: pcsync does not refuse them", c.Metadata.Name, unsafeList(c.Spec.AllowUnsafePatches))})
 	}
+	out = append(out, privateCIDRWarnings(m, docs)...)
 	for i := range m.Companies {
 		c := &m.Companies[i]
 		if m.EgressMode(c) != EgressStandard || !m.WantsFQDNs(c) {

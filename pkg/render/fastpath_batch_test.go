@@ -242,6 +242,7 @@ spec:
   id: quota-1
   egress:
     allowCidrs: ["10.0.0.0/8"]
+    allowPrivateCidrs: true
 ---
 apiVersion: pcsync.io/v1alpha1
 kind: Company

@@ -33,7 +33,7 @@ kind: Company
 metadata: {name: acme}
 spec:
   id: acme-id
-  egress: {mode: standard, allowCidrs: [10.20.0.0/16]}
+  egress: {mode: standard, allowCidrs: [10.20.0.0/16], allowPrivateCidrs: true}
   agents: [{name: coder, adapter: claude_local}]
 ---
 apiVersion: pcsync.io/v1alpha1

@@ -74,7 +74,7 @@ spec:
   id: c-%04d
   egress:
     allowFqdns: [github.com, "git-%d.example.com"]
-    allowCidrs: ["10.%d.%d.0/24"]
+    allowCidrs: ["11.%d.%d.0/24"]
   serviceAccountAnnotations:
     eks.amazonaws.com/role-arn: arn:aws:iam::123456789012:role/company-%04d
   agents:
