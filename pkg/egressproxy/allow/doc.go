@@ -13,10 +13,14 @@
 //	**.example.com      one or more labels before example.com: a.example.com
 //	                    and a.b.example.com, not example.com
 //
-// Names are compared in lower case, without a trailing dot. A pattern of
-// wildcards only ("*", "**") would allow every public host: it is refused
-// (egress mode standard is the explicit way to allow every host on 443).
+// Names are compared in lower case, without a trailing dot. A wildcard
+// stands in the first label only, and what follows it must be a registrable
+// domain or a name under one, never a public suffix alone ("*", "*.com",
+// "*example.com", "*.co.uk" and "api.*.com" are refused: their names belong
+// to anyone; egress mode standard is the explicit way to allow every host on
+// 443). Public suffixes are those of ICANN's section of the Public Suffix
+// List (golang.org/x/net/publicsuffix), and any single label.
 //
-// The package has no dependency beyond the standard library and the YAML
-// decoder, so that config validation and render can use it.
+// The package has no dependency beyond the standard library, the YAML
+// decoder and publicsuffix, so that config validation and render can use it.
 package allow

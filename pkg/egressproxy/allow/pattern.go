@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"golang.org/x/net/publicsuffix"
 )
 
 // labelChars is a DNS label's characters as Cilium's matchPattern has
@@ -24,9 +26,14 @@ func Normalize(s string) string {
 func IsPattern(s string) bool { return strings.Contains(s, "*") }
 
 // CheckPattern says what is wrong with a pattern that holds a wildcard, or
-// nil. A name without one is checked as a host name by the caller.
+// nil. A name without one is checked as a host name by the caller. A
+// wildcard stands in the first label only, and what follows it is a
+// registrable domain or a name under one: not a public suffix alone (ICANN's
+// section of the Public Suffix List, or a single label), whose names belong
+// to anyone.
 func CheckPattern(p string) error {
 	n := Normalize(p)
+	_, rest, _ := strings.Cut(n, ".")
 	switch {
 	case n == "":
 		return fmt.Errorf("pattern %q is empty", p)
@@ -38,8 +45,25 @@ func CheckPattern(p string) error {
 		return fmt.Errorf("pattern %q: \"**\" is allowed only as the first label (\"**.example.com\")", p)
 	case strings.Contains(n, ".."), strings.HasPrefix(n, "."):
 		return fmt.Errorf("pattern %q has an empty label", p)
+	case strings.Contains(rest, "*"):
+		return fmt.Errorf("pattern %q: a wildcard may stand only in the first label: write \"*.example.com\" or \"api-*.example.com\", or name the hosts", p)
+	case publicSuffixAlone(rest):
+		return fmt.Errorf("pattern %q: its wildcard is followed by the public suffix %q alone, so it matches anyone's domains: "+
+			"put it before a registrable domain, as in \"*.example.com\"", p, rest)
 	}
 	return nil
+}
+
+// publicSuffixAlone reports whether name is a single label or a public
+// suffix of ICANN's section of the Public Suffix List (com, co.uk), under
+// which anyone may register a domain. A suffix of the list's private
+// section (s3.amazonaws.com, github.io) is one company's, and allowed.
+func publicSuffixAlone(name string) bool {
+	if !strings.Contains(name, ".") {
+		return true
+	}
+	suffix, icann := publicsuffix.PublicSuffix(name)
+	return icann && suffix == name
 }
 
 // compile returns the anchored regular expression of a pattern (checked
