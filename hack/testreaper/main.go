@@ -1,8 +1,10 @@
 // Command testreaper runs a command (make test's suites) as a child
 // subreaper, so that every process the command starts and leaves behind,
-// detached or not, becomes its child when its own parent ends. When the
-// command ends it gives those processes a grace period to end by
-// themselves, then names each one still running, kills it, and exits 1.
+// detached or not, becomes its child when its own parent ends. It reaps
+// those adopted children as soon as they end, as init would (a test that
+// checks with kill(pid, 0) that a process is gone sees no zombie). When the
+// command ends it gives those still running a grace period to end by
+// themselves, then names each one, kills it, and exits 1.
 //
 //	go run ./hack/testreaper [-grace 20s] -- COMMAND [ARG...]
 //
@@ -54,8 +56,11 @@ func run(argv []string, grace time.Duration, stderr io.Writer) int {
 			_ = cmd.Process.Signal(s)
 		}
 	}()
+	stopReaping := reapAdopted(cmd.Process.Pid)
 	status := 0
-	if err := cmd.Wait(); err != nil {
+	err := cmd.Wait()
+	stopReaping()
+	if err != nil {
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) {
 			fmt.Fprintf(stderr, "testreaper: %v\n", err)
@@ -113,6 +118,55 @@ func killOrphans(d time.Duration, stderr io.Writer) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// reapAdopted reaps, at each SIGCHLD, the ended children of this process
+// but main (whose status cmd.Wait takes), until the returned func is
+// called.
+func reapAdopted(main int) (stop func()) {
+	chld := make(chan os.Signal, 16)
+	signal.Notify(chld, syscall.SIGCHLD)
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		for {
+			select {
+			case <-done:
+				return
+			case <-chld:
+			}
+			for _, pid := range zombies(main) {
+				var ws unix.WaitStatus
+				_, _ = unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(chld)
+		close(done)
+		<-finished
+	}
+}
+
+// zombies lists this process's ended, unreaped children but skip.
+func zombies(skip int) []int {
+	self := os.Getpid()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == skip {
+			continue
+		}
+		if ppid, state, ok := stat(pid); ok && ppid == self && state == "Z" {
+			out = append(out, pid)
+		}
+	}
+	return out
 }
 
 // reap collects every ended child without waiting.

@@ -22,6 +22,9 @@ func TestRun(t *testing.T) {
 		{"ends in grace", "sleep 0.2 & exit 0", 0, ""},
 		{"fails", "exit 3", 3, ""},
 		{"fails and leaves", "sleep 301 & exit 4", 4, "sleep 301"},
+		// An orphan that ends while the command runs is reaped at once, as
+		// init would: kill -0 finds no zombie of it.
+		{"orphan reaped at once", "pid=$(sh -c 'sleep 0.1 >/dev/null & echo $!'); sleep 0.5; kill -0 $pid 2>/dev/null && exit 9; exit 0", 0, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out strings.Builder
