@@ -102,6 +102,6 @@ func newDoctorCmd(g *globalOptions) *cobra.Command {
 	f.DurationVar(&networkTimeout, "network-timeout", doctor.DefaultNetworkOptions().Timeout,
 		"how long the network check's probe pod may take to report, its image pull included")
 	f.IntVar(&kubeletPort, "kubelet-port", doctor.DefaultNetworkOptions().KubeletPort,
-		"the kubelet port the network check's probe tries on its own node (a kubelet's --port)")
+		"the kubelet port the network check's probe tries on its own node (default: the port its Node reports)")
 	return cmd
 }

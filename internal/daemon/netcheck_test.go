@@ -46,7 +46,9 @@ func TestDaemonNetworkCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs := fake.NewClientset(
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}
+	node.Status.DaemonEndpoints.KubeletEndpoint.Port = 10250
+	cs := fake.NewClientset(node,
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "t-acme"}},
 		&networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "paperclip-deny-all", Namespace: "t-acme"},
 			Spec: networkingv1.NetworkPolicySpec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}}},

@@ -42,14 +42,16 @@ type NetworkOptions struct {
 	Settle   time.Duration
 	Attempts int
 	Interval time.Duration
-	// KubeletPort is the port tried on the probe pod's own node IP.
-	// Default 10250.
+	// KubeletPort is the port tried on the probe pod's own node IP. 0 (the
+	// default): the kubelet ports the Nodes report
+	// (status.daemonEndpoints.kubeletEndpoint.Port), of which only its own
+	// node's counts.
 	KubeletPort int
 }
 
 // DefaultNetworkOptions returns the defaults described on NetworkOptions.
 func DefaultNetworkOptions() NetworkOptions {
-	return NetworkOptions{Timeout: 90 * time.Second, ConnectTimeout: 3 * time.Second, KubeletPort: 10250,
+	return NetworkOptions{Timeout: 90 * time.Second, ConnectTimeout: 3 * time.Second,
 		Settle: 3 * time.Second, Attempts: 3, Interval: 2 * time.Second}
 }
 
@@ -57,7 +59,7 @@ func (o *NetworkOptions) complete() {
 	d := DefaultNetworkOptions()
 	o.Timeout = cmp.Or(max(o.Timeout, 0), d.Timeout)
 	o.ConnectTimeout = cmp.Or(max(o.ConnectTimeout, 0), d.ConnectTimeout)
-	o.KubeletPort = cmp.Or(max(o.KubeletPort, 0), d.KubeletPort)
+	o.KubeletPort = max(o.KubeletPort, 0) // 0 is a setting here: the Nodes' ports
 	o.Settle = cmp.Or(max(o.Settle, 0), d.Settle)
 	o.Attempts = cmp.Or(max(o.Attempts, 0), d.Attempts)
 	o.Interval = cmp.Or(max(o.Interval, 0), d.Interval)
@@ -103,6 +105,10 @@ type Target struct {
 	// AllowedByPolicy: the tenant's policies allow it, so its outcome
 	// proves nothing.
 	AllowedByPolicy bool
+	// Unverified says why a refusal, timeout or unreachable of this target
+	// proves nothing (it is not known to be the kubelet's port); a
+	// connection to it still shows the policies not enforced.
+	Unverified string
 }
 
 func (t Target) String() string {
@@ -111,9 +117,12 @@ func (t Target) String() string {
 		// Rules that arrived after the pod started.
 		s += fmt.Sprintf(" in the end (connected %d of %d attempts)", t.Connected, t.Attempts)
 	}
-	if t.AllowedByPolicy {
+	switch {
+	case t.AllowedByPolicy:
 		s += ", allowed by the tenant's policies: not evidence"
-	} else if t.Outcome == netprobe.Failed {
+	case t.Unverified != "" && t.Outcome != netprobe.Connected:
+		s += ", not evidence: " + t.Unverified
+	case t.Outcome == netprobe.Failed:
 		s += " (" + t.Detail + ")"
 	}
 	return s
@@ -184,11 +193,16 @@ func ProbeNetwork(ctx context.Context, cs kubernetes.Interface, m *config.Model,
 	}
 	sweepProbePods(ctx, cs, ns)
 	api := apiServerTarget(ctx, cs)
+	ports, why := kubeletPorts(ctx, cs, opts.KubeletPort)
 	var targets []string
 	if api != "" {
 		targets = append(targets, api)
 	}
-	pod, err := buildProbePod(m, c, ns, targets, opts)
+	if len(ports) == 0 && len(targets) == 0 {
+		r.Reason = "no target to probe: " + why + ", and the API server's address is unknown (EndpointSlice default/kubernetes)"
+		return r
+	}
+	pod, err := buildProbePod(m, c, ns, ports, targets, opts)
 	if err != nil {
 		r.Reason = err.Error()
 		return r
@@ -199,20 +213,30 @@ func ProbeNetwork(ctx context.Context, cs kubernetes.Interface, m *config.Model,
 		r.Reason = err.Error()
 		return r
 	}
-	r.judge(rep, last, api, policies.Items, pod.Labels)
+	r.judge(rep, last, api, nodeKubeletPort(context.WithoutCancel(ctx), cs, last, opts.KubeletPort), policies.Items, pod.Labels)
 	return r
 }
 
-// judge sets the verdict from the probe's report.
-func (r *NetworkResult) judge(rep netprobe.Report, pod *corev1.Pod, api string, policies []networkingv1.NetworkPolicy, podLabels map[string]string) {
-	evidence, connected, blocked := 0, 0, 0
-	var failed []string
+// judge sets the verdict from the probe's report: a connection to a target
+// the policies forbid shows them not enforced; each such target blocked
+// shows them enforced, but a node port blocked counts only when it is the
+// kubelet's (kubelet: its own node's, as its Node reports it).
+func (r *NetworkResult) judge(rep netprobe.Report, pod *corev1.Pod, api string, kubelet kubeletPort,
+	policies []networkingv1.NetworkPolicy, podLabels map[string]string) {
+	evidence, connected := 0, 0
+	var failed, unverified []string
 	for _, res := range rep.Results {
 		t := Target{What: "kubelet of the pod's node " + pod.Spec.NodeName, Result: res}
-		if res.Target == api {
+		ap, err := netip.ParseAddrPort(res.Target)
+		switch {
+		case res.Target == api:
 			t.What = "API server"
+		case kubelet.port == 0:
+			t.Unverified = kubelet.why
+		case err == nil && int(ap.Port()) != kubelet.port:
+			t.Unverified = fmt.Sprintf("not the kubelet port of node %s (%d)", pod.Spec.NodeName, kubelet.port)
 		}
-		if ap, err := netip.ParseAddrPort(res.Target); err == nil {
+		if err == nil {
 			t.AllowedByPolicy = egressAllows(policies, podLabels, ap.Addr(), int(ap.Port()))
 		}
 		r.Targets = append(r.Targets, t)
@@ -221,9 +245,10 @@ func (r *NetworkResult) judge(rep netprobe.Report, pod *corev1.Pod, api string, 
 			continue
 		case res.Outcome == netprobe.Connected:
 			connected++
-		case res.Outcome.Blocked():
-			blocked++
-		default:
+		case t.Unverified != "":
+			unverified = append(unverified, res.Target)
+			continue
+		case !res.Outcome.Blocked():
 			failed = append(failed, res.Target)
 		}
 		evidence++
@@ -231,6 +256,8 @@ func (r *NetworkResult) judge(rep netprobe.Report, pod *corev1.Pod, api string, 
 	switch {
 	case connected > 0:
 		r.Verdict = NotEnforced
+	case evidence == 0 && len(unverified) > 0:
+		r.Reason = "no target the probe tried proves the policies enforced"
 	case evidence == 0:
 		r.Reason = "the tenant's policies allow every target the probe tried"
 	case len(failed) > 0:

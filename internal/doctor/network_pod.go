@@ -35,17 +35,21 @@ const (
 )
 
 // buildProbePod returns the probe pod of company c in namespace ns: pcsync's
-// image running `pcsync netprobe` against targets (and the kubelet port of
-// its own node), labelled as an agent of c so that the tenant's
+// image running `pcsync netprobe` against its own node's IP on each of
+// kubeletPorts, and targets, labelled as an agent of c so that the tenant's
 // NetworkPolicies select it, hardened as c's agent pods are (podsec),
 // scheduled as its first agent's (podsched), with c's pull Secrets and without resources of its
 // own (the tenant's LimitRange gives its defaults).
-func buildProbePod(m *config.Model, c *config.Company, ns string, targets []string, opts NetworkOptions) (*corev1.Pod, error) {
+func buildProbePod(m *config.Model, c *config.Company, ns string, kubeletPorts []int, targets []string, opts NetworkOptions) (*corev1.Pod, error) {
 	hard, err := podsec.For(podsec.DefaultServiceAccount, podsec.DefaultUID, m.Jobs(c).EmptyDirSizeLimit)
 	if err != nil {
 		return nil, fmt.Errorf("probe pod in %s: %w", ns, err)
 	}
-	all := append([]string{"$(" + hostIPEnv + "):" + strconv.Itoa(opts.KubeletPort)}, targets...)
+	var all []string
+	for _, p := range kubeletPorts {
+		all = append(all, "$("+hostIPEnv+"):"+strconv.Itoa(p))
+	}
+	all = append(all, targets...)
 	deadline := int64(opts.Timeout/time.Second) + 30
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{

@@ -2,17 +2,23 @@ package doctor
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/pcsync/pcsync/internal/netprobe"
@@ -101,7 +107,7 @@ func TestJudge(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := NetworkResult{Namespace: "t-acme", Verdict: Unproven}
-			r.judge(netprobe.Report{Version: netprobe.Version, Results: tc.results}, pod, api, tenantPolicies(),
+			r.judge(netprobe.Report{Version: netprobe.Version, Results: tc.results}, pod, api, kubeletPort{port: 10250}, tenantPolicies(),
 				map[string]string{"paperclip.io/role": "agent"})
 			if r.Verdict != tc.want || !strings.Contains(r.Reason, tc.reason) {
 				t.Errorf("verdict %s (%q), want %s (%q)", r.Verdict, r.Reason, tc.want, tc.reason)
@@ -148,7 +154,7 @@ func TestBuildProbePod(t *testing.T) {
 	}
 	c := &m.Companies[0]
 	opts := DefaultNetworkOptions()
-	pod, err := buildProbePod(m, c, "t-acme", []string{"10.0.0.1:6443"}, opts)
+	pod, err := buildProbePod(m, c, "t-acme", []int{10250}, []string{"10.0.0.1:6443"}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,5 +217,100 @@ func TestNotEnforcedMessage(t *testing.T) {
 		"network plugin: flannel (DaemonSet kube-flannel/kube-flannel-ds); install a plugin that enforces NetworkPolicies"
 	if d := cmp.Diff(want, r.Message()); d != "" {
 		t.Error(d)
+	}
+}
+
+// fakeNetwork is a fake clientset holding an applied tenant (namespace
+// paperclip-acme and its policies) and nodes, that stands in for the
+// kubelet: each probe pod is stored as ended on node n1 (host IP
+// 10.200.0.1) with the report its --connect targets get from outcomes,
+// by target; a target not in outcomes is refused, as a closed port is.
+func fakeNetwork(t *testing.T, nodes []corev1.Node, outcomes map[string]netprobe.Outcome) (*fake.Clientset, *[]string) {
+	t.Helper()
+	objs := []runtime.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "paperclip-acme"}}}
+	for i, p := range tenantPolicies() {
+		p.Name, p.Namespace = fmt.Sprintf("policy-%d", i), "paperclip-acme"
+		objs = append(objs, &p)
+	}
+	for i := range nodes {
+		objs = append(objs, &nodes[i])
+	}
+	cs := fake.NewClientset(objs...)
+	var tried []string
+	cs.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		pod := a.(k8stesting.CreateAction).GetObject().(*corev1.Pod)
+		pod.Name, pod.Spec.NodeName = pod.GenerateName+"x1", "n1"
+		cmd := pod.Spec.Containers[0].Command
+		i := slices.Index(cmd, "--connect")
+		rep := netprobe.Report{Version: netprobe.Version}
+		for _, target := range strings.Split(cmd[i+1], ",") {
+			target = strings.ReplaceAll(target, "$("+hostIPEnv+")", "10.200.0.1")
+			tried = append(tried, target)
+			o, ok := outcomes[target]
+			if !ok {
+				o = netprobe.Refused
+			}
+			rep.Results = append(rep.Results, netprobe.Result{Target: target, Outcome: o})
+		}
+		pod.Status = corev1.PodStatus{Phase: corev1.PodSucceeded, HostIP: "10.200.0.1", ContainerStatuses: []corev1.ContainerStatus{{
+			Name: probeContainer, State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Message: string(rep.Encode())}}}}}
+		return false, nil, nil
+	})
+	return cs, &tried
+}
+
+func node(name string, kubeletPort int32) corev1.Node {
+	n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	n.Status.DaemonEndpoints.KubeletEndpoint.Port = kubeletPort
+	return n
+}
+
+// TestProbeNetworkKubeletPort: the probe tries the kubelet port the Nodes
+// report, and only a refusal on the port of its own node's Node is
+// evidence; with no port known (and no API server address) the check
+// cannot prove anything, and says so. A narrow unit test: the fake
+// clientset stands in for the kubelet (fakeNetwork).
+func TestProbeNetworkKubeletPort(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "acme.yaml"), []byte("apiVersion: pcsync.io/v1alpha1\nkind: Company\nmetadata: {name: acme}\nspec:\n  id: acme-1\n"+
+		"  agents: [{name: coder, adapter: claude_local}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := config.Load(context.Background(), dir, config.DefaultLoadOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name      string
+		nodes     []corev1.Node
+		port      int // NetworkOptions.KubeletPort
+		outcomes  map[string]netprobe.Outcome
+		want      Verdict
+		wantTried []string
+		reason    string
+	}{
+		{"the Node's port reached, 10250 closed", []corev1.Node{node("n1", 10255)}, 0,
+			map[string]netprobe.Outcome{"10.200.0.1:10255": netprobe.Connected}, NotEnforced, []string{"10.200.0.1:10255"}, ""},
+		{"the Node's port refused", []corev1.Node{node("n1", 10255)}, 0, nil, Enforced, []string{"10.200.0.1:10255"}, ""},
+		{"another node's port refused, its own timed out", []corev1.Node{node("n1", 10255), node("n2", 10250)}, 0,
+			map[string]netprobe.Outcome{"10.200.0.1:10255": netprobe.TimedOut}, Enforced, []string{"10.200.0.1:10250", "10.200.0.1:10255"}, ""},
+		{"only another node's port refused", []corev1.Node{node("n1", 10255), node("n2", 10250)}, 0,
+			map[string]netprobe.Outcome{"10.200.0.1:10255": netprobe.Failed}, Unproven, []string{"10.200.0.1:10250", "10.200.0.1:10255"},
+			"not the kubelet port of node n1 (10255)"},
+		{"no Node reports a port", []corev1.Node{node("n1", 0)}, 0, nil, Unproven, nil, "no Node reports its kubelet port"},
+		{"--kubelet-port", []corev1.Node{node("n1", 0)}, 10250, nil, Enforced, []string{"10.200.0.1:10250"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cs, tried := fakeNetwork(t, tc.nodes, tc.outcomes)
+			opts := DefaultNetworkOptions()
+			opts.KubeletPort, opts.Timeout = tc.port, 10*time.Second
+			r := ProbeNetwork(context.Background(), cs, m, opts)
+			if r.Verdict != tc.want || !strings.Contains(r.Message(), tc.reason) {
+				t.Errorf("verdict %s, want %s with %q: %s", r.Verdict, tc.want, tc.reason, r.Message())
+			}
+			if d := cmp.Diff(tc.wantTried, *tried); d != "" {
+				t.Errorf("targets tried (-want +got):\n%s", d)
+			}
+		})
 	}
 }

@@ -122,6 +122,8 @@ func DefaultPermissions() []Permission {
 		"the network check's API server target (EndpointSlice default/kubernetes)", func(p *Permission) {
 			p.Name, p.Optional = "kubernetes", true
 		})
+	add("", []string{"nodes"}, []string{"get", "list"}, ScopeCluster,
+		"the network check's kubelet target (the kubelet port each Node reports)", func(p *Permission) { p.Optional = true })
 	return out
 }
 
