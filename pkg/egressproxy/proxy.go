@@ -157,7 +157,7 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 // RequestedHost is the request's Host (a CONNECT's authority, a plain
 // request's URL host), never its path or query.
 func (p *Proxy) rejected(s *smokescreen.SmokescreenContext, resp *http.Response) {
-	host, port := splitHostPort(s.RequestedHost)
+	host, port := refusedHostPort(s)
 	agent := UnknownAgent
 	reason := ""
 	if s.Decision != nil {
@@ -185,7 +185,8 @@ func (p *Proxy) rejected(s *smokescreen.SmokescreenContext, resp *http.Response)
 func (p *Proxy) allowed(r *http.Request) {
 	p.metrics.allowed.WithLabelValues().Inc()
 	if p.opts.Logger.Enabled(context.Background(), slog.LevelDebug) {
-		host, port := splitHostPort(r.Host)
+		host, _ := splitHostPort(r.Host)
+		port := destPort(r)
 		p.opts.Logger.Debug("egress allowed", "company", p.list.Company, "agent", agentOf(r), "host", host, "port", port)
 	}
 }
@@ -204,6 +205,20 @@ func classify(decided bool, reason string) string {
 	default:
 		return ReasonRequest
 	}
+}
+
+// refusedHostPort is the host and port a refused request named. A plain
+// HTTP request's Host often names no port: the port is then the one
+// smokescreen decided on (its URL's scheme's), else 80.
+func refusedHostPort(s *smokescreen.SmokescreenContext) (string, int) {
+	host, port := splitHostPort(s.RequestedHost)
+	if port == 0 && s.Decision != nil {
+		_, port = splitHostPort(s.Decision.OutboundHost)
+	}
+	if port == 0 && s.ProxyType != "connect" {
+		port = 80
+	}
+	return host, port
 }
 
 // splitHostPort splits a request's host[:port]; the port is 0 when absent.

@@ -21,6 +21,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stripe/smokescreen/pkg/smokescreen"
 
 	"github.com/pcsync/pcsync/internal/testing/lockedbuf"
 	"github.com/pcsync/pcsync/pkg/egressproxy/allow"
@@ -182,7 +183,8 @@ func TestProxyAllowsAndRefuses(t *testing.T) {
 	if _, err := get(c, fmt.Sprintf("https://allowed.test:%d%s", w.port+1, secret)); err == nil {
 		t.Errorf("allowed.test on another port: reached, want refused")
 	}
-	// A plain-HTTP proxy request, by an agent that did not name itself.
+	// A plain-HTTP proxy request, by an agent that did not name itself: to
+	// port 80, which its Host does not name.
 	if _, err := get(w.client(t, ""), "http://other.test"+secret); err == nil {
 		t.Errorf("http://other.test: reached, want refused")
 	}
@@ -193,7 +195,7 @@ func TestProxyAllowsAndRefuses(t *testing.T) {
 		{"level": "WARN", "msg": "egress refused", "company": "acme", "agent": "coder", "host": "metadata.test", "port": float64(w.port), "reason": ReasonAddress},
 		{"level": "WARN", "msg": "egress refused", "company": "acme", "agent": "coder", "host": "private.test", "port": float64(w.port), "reason": ReasonAddress},
 		{"level": "WARN", "msg": "egress refused", "company": "acme", "agent": "coder", "host": "allowed.test", "port": float64(w.port + 1), "reason": ReasonPort},
-		{"level": "WARN", "msg": "egress refused", "company": "acme", "agent": UnknownAgent, "host": "other.test", "port": float64(0), "reason": ReasonHost},
+		{"level": "WARN", "msg": "egress refused", "company": "acme", "agent": UnknownAgent, "host": "other.test", "port": float64(80), "reason": ReasonHost},
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("refusal log lines (-want +got):\n%s", d)
@@ -254,3 +256,27 @@ func TestAgentOf(t *testing.T) {
 }
 
 func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+
+// TestRefusedHostPort: a refusal is logged with the port the request went
+// to, also when its Host names none (a plain HTTP request).
+func TestRefusedHostPort(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		s        smokescreen.SmokescreenContext
+		wantHost string
+		wantPort int
+	}{
+		{"CONNECT", smokescreen.SmokescreenContext{ProxyType: "connect", RequestedHost: "a.test:443"}, "a.test", 443},
+		{"plain HTTP, no port", smokescreen.SmokescreenContext{ProxyType: "http", RequestedHost: "a.test"}, "a.test", 80},
+		{"plain HTTP, its URL's port", smokescreen.SmokescreenContext{ProxyType: "http", RequestedHost: "a.test:8080"}, "a.test", 8080},
+		{"plain HTTP, the decision's port", smokescreen.SmokescreenContext{ProxyType: "http", RequestedHost: "a.test",
+			Decision: &smokescreen.ACLDecision{OutboundHost: "a.test:443"}}, "a.test", 443},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			host, port := refusedHostPort(&tc.s)
+			if host != tc.wantHost || port != tc.wantPort {
+				t.Errorf("refusedHostPort = %s, %d; want %s, %d", host, port, tc.wantHost, tc.wantPort)
+			}
+		})
+	}
+}
