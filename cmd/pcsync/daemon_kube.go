@@ -44,7 +44,7 @@ func newKubeExecutor(ctx context.Context, g *globalOptions, stateDir string, m *
 	if opts.ProxyAddresses, err = proxyAddresses(ctx, cfg); err != nil {
 		return nil, err
 	}
-	if err := startTokenSync(ctx, cfg, g.Logger); err != nil {
+	if err := startTokenSync(ctx, cfg, g.Logger, m); err != nil {
 		return nil, err
 	}
 	return kubeexec.New(ctx, cfg, opts)
@@ -66,12 +66,12 @@ func proxyAddresses(ctx context.Context, cfg *rest.Config) (*agentenv.Addresses,
 
 // startTokenSync starts the controller that keeps the egress proxies'
 // pods annotated with the live runs' credential tokens (spec.credentials).
-func startTokenSync(ctx context.Context, cfg *rest.Config, logger *slog.Logger) error {
+func startTokenSync(ctx context.Context, cfg *rest.Config, logger *slog.Logger, m *metrics.Metrics) error {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("credential tokens: cluster access: %w", err)
 	}
-	return tokensync.New(cs, tokensync.Options{Logger: logger}).Run(ctx)
+	return tokensync.New(cs, tokensync.Options{Logger: logger, QueueMetrics: m.Workqueue()}).Run(ctx)
 }
 
 // readOwnPod reads the pod pcsync runs in: what agent pods inherit, and the

@@ -94,6 +94,7 @@ func (f *sandboxFlags) runner(g *globalOptions, d *daemonFlags, self *introspect
 		cfg.UserAgent = "pcsync-sandbox"
 		o := sandbox.DefaultOptions(stateDir)
 		o.ServerPath, o.HelperImage, o.HostRoot, o.Logger, o.Metrics = f.serverPath, f.helperImage, f.hostRoot, g.Logger, m
+		o.QueueMetrics = m.Workqueue()
 		o.ExecProtocol = f.execProtocol
 		o.Pool.Owner = apply.ParentID(d.set.name, d.set.namespace)
 		// Two daemons of one owner: only the holder of the owner's pool
@@ -114,7 +115,7 @@ func (f *sandboxFlags) runner(g *globalOptions, d *daemonFlags, self *introspect
 		if d.executor != "kubernetes" {
 			// The Kubernetes executor runs the credential tokens'
 			// controller when it runs; otherwise the sandbox does.
-			if err := startTokenSync(ctx, cfg, g.Logger); err != nil {
+			if err := startTokenSync(ctx, cfg, g.Logger, m); err != nil {
 				return err
 			}
 		}

@@ -14,7 +14,7 @@ func (m *Manager) startPools(ctx context.Context) {
 	if m.opts.Pool.Disabled {
 		return
 	}
-	c := pool.New(pool.Deps{Client: m.cs, Log: m.log, Metrics: m.opts.Metrics, Options: m.opts.Pool, Tenants: m.tenants,
+	c := pool.New(pool.Deps{Client: m.cs, Log: m.log, Metrics: m.opts.Metrics, QueueMetrics: m.opts.QueueMetrics, Options: m.opts.Pool, Tenants: m.tenants,
 		Model: m.model, Place: m.placeServer, HostRoot: m.opts.HostRoot, MaxLeaseTTL: m.opts.MaxLeaseTTL,
 		Refused: refusedMember, Ready: m.memberReady, Gone: m.memberGone})
 	if err := c.Start(ctx); err != nil {

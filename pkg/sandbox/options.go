@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"time"
 
+	"k8s.io/client-go/util/workqueue"
+
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/sandbox/leasepod"
 	"github.com/pcsync/pcsync/pkg/sandbox/pool"
@@ -78,6 +80,9 @@ type Options struct {
 	// Metrics receives the manager's leases, acquires, releases and
 	// executes (the daemon's *metrics.Metrics). Default none.
 	Metrics Metrics
+	// QueueMetrics receives the warm pools' workqueue metrics (the
+	// daemon's Metrics.Workqueue()). Default none.
+	QueueMetrics workqueue.MetricsProvider
 	// PrestartWait is how long a lease begun for a run before Paperclip
 	// asked for it (Prestart) waits for the run's acquire; its pod is
 	// deleted after. Default 60s.

@@ -32,6 +32,9 @@ type Options struct {
 	// Workers sync namespaces at once. Default 2.
 	Workers int
 	Logger  *slog.Logger
+	// QueueMetrics receives the controller's workqueue metrics (queue
+	// "tokensync"); nil: none.
+	QueueMetrics workqueue.MetricsProvider
 }
 
 // DefaultOptions returns the options used for zero fields.
@@ -66,7 +69,7 @@ func New(cs kubernetes.Interface, opts Options) *Controller {
 	_ = pi.Informer().SetTransform(slimPod)
 	c := &Controller{cs: cs, opts: opts, informer: pi.Informer(), pods: pi.Lister(),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "tokensync"})}
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "tokensync", MetricsProvider: opts.QueueMetrics})}
 	_, _ = c.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueue,
 		UpdateFunc: func(old, cur any) { c.enqueueChanged(old, cur) },

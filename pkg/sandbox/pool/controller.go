@@ -85,6 +85,9 @@ type Deps struct {
 	Client  kubernetes.Interface
 	Log     *slog.Logger
 	Metrics Metrics
+	// QueueMetrics receives the pools' workqueue metrics (queue
+	// "sandbox-pools"); nil: none.
+	QueueMetrics workqueue.MetricsProvider
 	// Options are the pools' options; zero fields take DefaultOptions'.
 	Options Options
 	Tenants *tenantns.Guard
@@ -168,7 +171,7 @@ func New(dp Deps) *Controller {
 	pods := f.Core().V1().Pods()
 	c := &Controller{deps: d, informer: pods.Informer(), lister: pods.Lister(),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(poolRateLimiter(),
-			workqueue.TypedRateLimitingQueueConfig[Key]{Name: "sandbox-pools"}),
+			workqueue.TypedRateLimitingQueueConfig[Key]{Name: "sandbox-pools", MetricsProvider: dp.QueueMetrics}),
 		exp:      newExpectations(d.opts.PendingTTL, time.Now),
 		holds:    &nsHolds{quotaBackoff: d.opts.QuotaBackoff, coldHold: d.opts.ColdHold},
 		pushed:   make(chan struct{}, 1),
