@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/pcsync/pcsync/internal/lib/leader"
+	"github.com/pcsync/pcsync/pkg/apply"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/imagecheck"
 	"github.com/pcsync/pcsync/pkg/introspect"
@@ -434,11 +435,7 @@ func (d *doctor) checkKinds() {
 		}
 	}
 	for _, m := range missing {
-		hint := "install the CRD or operator that provides it"
-		if strings.Contains(m, "cilium.io") {
-			hint = "install Cilium, or set egress mode standard (Settings spec.egress.mode or the company's egress.mode)"
-		}
-		d.add("crds", m, StatusFail, "the config renders this kind and the cluster does not serve it; %s", hint)
+		d.add("crds", m, StatusFail, "the config renders this kind and the cluster does not serve it; %s", missingKindHint(m))
 	}
 	if len(missing) == 0 {
 		names := make([]string, 0, len(gvks))
@@ -634,4 +631,16 @@ func cmpOr(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// missingKindHint says what to do about a kind ("Kind (group/version)")
+// the cluster does not serve: apply's hint for its group, else to install
+// what provides it.
+func missingKindHint(kind string) string {
+	for group, hint := range apply.DefaultMissingKindHints() {
+		if strings.Contains(kind, "("+group+"/") {
+			return hint
+		}
+	}
+	return "install the CRD or operator that provides it"
 }

@@ -213,7 +213,8 @@ func TestApplyMissingKind(t *testing.T) {
 	}
 	wantErr := "CiliumNetworkPolicy/" + e.companyNS(0) + "/paperclip-egress-fqdn apply failed: the cluster does not " +
 		"serve kind CiliumNetworkPolicy in cilium.io/v2: install Cilium (it serves cilium.io/v2 CiliumNetworkPolicy), " +
-		`or set Settings spec.egress.mode (or the company's egress.mode) to "standard"`
+		`or set Settings spec.egress.mode (or the company's egress.mode) to "proxy", the default, ` +
+		"whose egress proxy enforces host names on any network plugin"
 	if err := r.Err(); err == nil || err.Error() != wantErr {
 		t.Errorf("error:\n got %v\nwant %s", err, wantErr)
 	}

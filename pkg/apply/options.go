@@ -65,7 +65,8 @@ type ParentRef struct {
 func DefaultMissingKindHints() map[string]string {
 	return map[string]string{
 		"cilium.io": "install Cilium (it serves cilium.io/v2 CiliumNetworkPolicy), " +
-			"or set Settings spec.egress.mode (or the company's egress.mode) to \"standard\"",
+			"or set Settings spec.egress.mode (or the company's egress.mode) to \"proxy\", the default, " +
+			"whose egress proxy enforces host names on any network plugin",
 	}
 }
 

@@ -354,3 +354,15 @@ func TestPrepareAcceptsGoTypes(t *testing.T) {
 	}
 	_ = got[0].obj.DeepCopy() // must not panic
 }
+
+// TestMissingCiliumHint: a cluster without Cilium is pointed at egress mode
+// proxy, the default, which enforces host names on any plugin, never at
+// standard, which cannot.
+func TestMissingCiliumHint(t *testing.T) {
+	got := DefaultMissingKindHints()["cilium.io"]
+	want := `install Cilium (it serves cilium.io/v2 CiliumNetworkPolicy), or set Settings spec.egress.mode ` +
+		`(or the company's egress.mode) to "proxy", the default, whose egress proxy enforces host names on any network plugin`
+	if got != want {
+		t.Errorf("hint:\n got %s\nwant %s", got, want)
+	}
+}
