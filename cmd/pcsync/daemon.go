@@ -37,6 +37,9 @@ type daemonFlags struct {
 	forceConflicts bool
 
 	sandbox sandboxFlags
+	// egress is the proxies' watch and token controller, shared by the
+	// executor and the sandbox (set by options).
+	egress *egressShared
 	// skipNetworkCheck leaves out the network check at start
 	// (internal/daemon.NetworkCheck).
 	skipNetworkCheck bool
@@ -226,6 +229,7 @@ func (f *daemonFlags) options(ctx context.Context, g *globalOptions, lim apply.A
 	// Every client of the daemon's counts its requests
 	// (pcsync_kube_api_requests_total).
 	g.wrapTransport = opts.Metrics.WrapTransport
+	f.egress = &egressShared{ctx: ctx, g: g, m: opts.Metrics}
 	needsCluster := !f.noReconcile && f.executor == "kubernetes" && f.sides.kubernetes ||
 		f.leaderElect || (!f.noRuns && f.executor == "kubernetes") || f.sandbox.enabled
 	var self *introspect.Self
@@ -310,7 +314,7 @@ func (f *daemonFlags) runs(g *globalOptions, m *metrics.Metrics, self *introspec
 		// Jobs, log streams and informers live while this replica leads;
 		// the Jobs themselves go on, and the next leader adopts them.
 		return &ropts, func(ctx context.Context) (runs.Executor, error) {
-			return newKubeExecutor(ctx, g, stateDir, m, self)
+			return newKubeExecutor(ctx, g, stateDir, m, self, f.egress)
 		}
 	}
 	return &ropts, func(context.Context) (runs.Executor, error) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -27,7 +28,7 @@ import (
 //
 // Agent pods inherit from pcsync's own pod (self, nil outside one) what
 // each run's config allows (Settings spec.inherit; see pkg/introspect).
-func newKubeExecutor(ctx context.Context, g *globalOptions, stateDir string, m *metrics.Metrics, self *introspect.Self) (runs.Executor, error) {
+func newKubeExecutor(ctx context.Context, g *globalOptions, stateDir string, m *metrics.Metrics, self *introspect.Self, egress *egressShared) (runs.Executor, error) {
 	cfg, err := g.restConfig()
 	if err != nil {
 		return nil, err
@@ -41,13 +42,44 @@ func newKubeExecutor(ctx context.Context, g *globalOptions, stateDir string, m *
 	if self != nil {
 		opts.Build.Inherited = self.Inherit(config.Inherit{ImagePullSecrets: true, DNSConfig: true})
 	}
-	if opts.ProxyAddresses, err = proxyAddresses(ctx, cfg); err != nil {
-		return nil, err
-	}
-	if err := startTokenSync(ctx, cfg, g.Logger, m); err != nil {
+	if opts.ProxyAddresses, err = egress.start(); err != nil {
 		return nil, err
 	}
 	return kubeexec.New(ctx, cfg, opts)
+}
+
+// egressShared is what both roads to the cluster (the Kubernetes executor,
+// the sandbox) need of the tenants' egress proxies, started once per
+// daemon by the first that needs it: the watch of the proxies' Services
+// and the credential tokens' controller. Both live as long as the daemon
+// (ctx), leader or not: a proxy checks a token whichever replica made the
+// run.
+type egressShared struct {
+	ctx context.Context
+	g   *globalOptions
+	m   *metrics.Metrics
+
+	once  sync.Once
+	addrs *agentenv.Addresses
+	err   error
+}
+
+// start starts the watch and the controller once, and returns the
+// proxies' addresses (or why they could not be had).
+func (e *egressShared) start() (*agentenv.Addresses, error) {
+	e.once.Do(func() {
+		cfg, err := e.g.restConfig()
+		if err != nil {
+			e.err = err
+			return
+		}
+		cfg.UserAgent = "pcsync-egress"
+		if e.addrs, e.err = proxyAddresses(e.ctx, cfg); e.err != nil {
+			return
+		}
+		e.err = startTokenSync(e.ctx, cfg, e.g.Logger, e.m)
+	})
+	return e.addrs, e.err
 }
 
 // proxyAddresses starts the watch of the tenants' egress proxy Services

@@ -109,15 +109,8 @@ func (f *sandboxFlags) runner(g *globalOptions, d *daemonFlags, self *introspect
 		if o.HelperImage == "" && self != nil {
 			o.HelperImage = self.Image
 		}
-		if o.ProxyAddresses, err = proxyAddresses(ctx, cfg); err != nil {
+		if o.ProxyAddresses, err = d.egress.start(); err != nil {
 			return err
-		}
-		if d.executor != "kubernetes" {
-			// The Kubernetes executor runs the credential tokens'
-			// controller when it runs; otherwise the sandbox does.
-			if err := startTokenSync(ctx, cfg, g.Logger, m); err != nil {
-				return err
-			}
 		}
 		mgr, err := sandbox.New(ctx, cfg, model, o)
 		if err != nil {
