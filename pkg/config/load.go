@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/pcsync/pcsync/pkg/fastpath"
+	"github.com/pcsync/pcsync/pkg/images"
 )
 
 // LoadOptions tune Load. The zero value is valid; DefaultLoadOptions
@@ -324,7 +325,7 @@ func assemble(dir string, results []fileResult, opts LoadOptions) (*Model, error
 			}
 		}
 	}
-	chk := &checker{m: m, errs: errs, protected: opts.ProtectedNamespaces}
+	chk := &checker{m: m, errs: errs, protected: opts.ProtectedNamespaces, unbuildable: images.Unbuildable()}
 	if settingsDoc != nil {
 		chk.settingsDoc = settingsDoc.doc
 		chk.settings(settingsDoc.doc)

@@ -26,6 +26,9 @@ type checker struct {
 	protected map[string]string
 	// settingsDoc is the Settings document, nil when there is none.
 	settingsDoc *document
+	// unbuildable are the adapter types of whose CLI pcsync builds no
+	// image (images.Unbuildable).
+	unbuildable map[AdapterType]string
 }
 
 func (k *checker) settings(d *document) {
@@ -136,6 +139,7 @@ func (k *checker) agents(d *document, c *Company) {
 		} else {
 			names[a.Name] = d.posIn(ap.with(key("name")), false)
 		}
+		k.adapterImage(d, ap.with(key("adapter")), a.Adapter, a.Image, "this agent's")
 		if a.Image != "" && !imageAllowed(a.Image, k.m.Settings.Spec.Images.AllowList) {
 			msg := "image %q is not allowed: it matches no glob of Settings spec.images.allowList"
 			if len(k.m.Settings.Spec.Images.AllowList) == 0 {
@@ -155,6 +159,20 @@ func (k *checker) agents(d *document, c *Company) {
 			k.errs.add(d.posIn(p, false), p.String(), "environment %q: company %q declares no such spec.paperclip.environments entry", env, c.Metadata.Name)
 		}
 	}
+}
+
+// adapterImage refuses an agent or a warm pool (whose, in the message) of an
+// adapter type of whose CLI pcsync builds no image, when it names no image
+// and Settings spec.adapters gives that type none.
+func (k *checker) adapterImage(d *document, at fieldPath, t AdapterType, image, whose string) {
+	if _, none := k.unbuildable[t]; !none || image != "" {
+		return
+	}
+	if o, ok := k.m.Settings.Spec.Adapters[t]; ok && o.Image != nil {
+		return
+	}
+	k.errs.add(d.posIn(at, false), at.String(), "adapter %s: pcsync builds no image of its CLI (docs/images.md): set %s image "+
+		"(allowed by Settings spec.images.allowList), or Settings spec.adapters.%s.image", t, whose, t)
 }
 
 // environments checks the company's Paperclip environments: unique names,

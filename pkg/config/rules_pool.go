@@ -27,6 +27,9 @@ func (k *checker) warmPool(d *document, c *Company) {
 			k.errs.add(d.posIn(pp, true), pp.String(), "a warm pool needs an image or an adapterType")
 			continue
 		}
+		if p.AdapterType != "" {
+			k.adapterImage(d, pp.with(key("adapterType")), p.AdapterType, "", "this pool's")
+		}
 		image := k.m.WarmPoolImage(p)
 		if p.Image != "" && !k.m.ImageAllowed(image) {
 			k.errs.add(d.posIn(pp.with(key("image")), false), pp.with(key("image")).String(),

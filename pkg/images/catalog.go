@@ -186,6 +186,18 @@ func Agents() []Spec {
 	return out
 }
 
+// Unbuildable returns the adapter types whose CLI's image cannot be built
+// (cursor_local), each with why: their agents need an image of their own.
+func Unbuildable() map[adapters.Type]string {
+	out := map[adapters.Type]string{}
+	for _, s := range Agents() {
+		if s.Unavailable != "" {
+			out[s.Adapter] = s.Unavailable
+		}
+	}
+	return out
+}
+
 // All returns every image that can be built, in build order: Base, the
 // agents' images (those not Unavailable), Pcsync.
 func All() []Spec {

@@ -73,6 +73,9 @@ func TestAgentsPinCheckedVersions(t *testing.T) {
 	if diff := cmp.Diff([]adapters.Type{adapters.CursorLocal}, unavailable); diff != "" {
 		t.Errorf("unavailable images (-want +got):\n%s", diff)
 	}
+	if u := Unbuildable(); len(u) != 1 || u[adapters.CursorLocal] == "" {
+		t.Errorf("Unbuildable() = %v, want cursor_local's reason only", u)
+	}
 }
 
 // TestAgentsACP fails when the claude or codex image loses the ACP agent
