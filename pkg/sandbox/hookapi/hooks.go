@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -101,6 +102,11 @@ func (a *API) runStarted(_ context.Context, req *RunStartedRequest) (RunStartedR
 	}
 	ok, why := a.m.Prestart(sandbox.AcquireParams{Config: cfg, CompanyID: req.CompanyID, EnvironmentID: req.EnvironmentID,
 		RunID: req.RunID, AgentID: req.AgentID, AdapterType: req.AdapterType})
+	if !ok {
+		// Paperclip's run-started event and the run's acquire race: an
+		// acquire that comes first makes the prestart moot, and says so.
+		a.m.Logger().Info("sandbox lease not prestarted for its run", slog.String("run", req.RunID), slog.String("why", why))
+	}
 	return RunStartedResponse{Prestarted: ok, Reason: why}, nil
 }
 
