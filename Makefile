@@ -35,9 +35,7 @@ TEST_TAGS  := -tags integration
 all: build
 
 # The version stamped into bin/pcsync is the tag make images gives the images
-# (TAG), which is the tag the daemon resolves pcsync's images to: by default
-# the release version of pkg/images/version.go, which an unstamped go build
-# has too.
+# (TAG), which is the tag the daemon resolves pcsync's images to.
 build:
 	$(GO) build -ldflags "-X main.version=$(TAG)" -o $(BIN) ./cmd/pcsync
 
@@ -178,7 +176,7 @@ bench: $(if $(wildcard hack/cluster.mk),k8sbin realnode-deps)
 # REGISTRY=host[:port]/org PUSH=1 pushes them. BUILDER=docker (or podman,
 # buildah) builds the Dockerfiles under images/ instead.
 IMAGES_OUT ?= _out/images
-TAG        ?= $(shell sed -n 's/^const Version = "\(.*\)"$$/\1/p' pkg/images/version.go)
+TAG        ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 BUILDER    ?= go
 
 # make -s version prints TAG: the tag make images gives the images and

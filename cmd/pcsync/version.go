@@ -3,16 +3,13 @@ package main
 import (
 	"fmt"
 	"runtime"
+	"runtime/debug"
 
 	"github.com/spf13/cobra"
-
-	"github.com/pcsync/pcsync/pkg/images"
 )
 
-// version is pcsync's release version (images.Version), or what the build
-// stamps: -ldflags "-X main.version=v1.2.3". It is the tag of pcsync's
-// images when no image pcsync runs from says another.
-var version = images.Version
+// version is set at build time: -ldflags "-X main.version=v1.2.3".
+var version = "dev"
 
 func newVersionCmd(g *globalOptions) *cobra.Command {
 	return &cobra.Command{
@@ -20,7 +17,13 @@ func newVersionCmd(g *globalOptions) *cobra.Command {
 		Short: "Print the pcsync version",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			_, err := fmt.Fprintf(g.Stdout, "pcsync %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			v := version
+			if v == "dev" {
+				if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+					v = bi.Main.Version
+				}
+			}
+			_, err := fmt.Fprintf(g.Stdout, "pcsync %s (%s, %s/%s)\n", v, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 			return err
 		},
 	}

@@ -31,7 +31,7 @@ import (
 func main() {
 	d := imagebuild.DefaultOptions()
 	out := flag.String("out", "_out/images", "the OCI layout to write (empty: none)")
-	tag := flag.String("tag", images.Version, "the images' tag and pcsync's version")
+	tag := flag.String("tag", "dev", "the images' tag and pcsync's version")
 	registry := flag.String("registry", "", "the registry to push to: host[:port][/path]")
 	push := flag.Bool("push", false, "push to -registry")
 	only := flag.String("images", "", "comma-separated image names (default: all)")

@@ -46,7 +46,7 @@ func Dockerfile(s Spec, b BaseSpec) ([]byte, error) {
 	} else {
 		fmt.Fprintf(&w, "#   docker build -f %s/Dockerfile --build-arg REGISTRY=$REGISTRY --build-arg TAG=$TAG \\\n", s.Dir)
 		fmt.Fprintf(&w, "#     --build-arg VERSION=$TAG -t $REGISTRY/%s:$TAG .\n\n", s.Name)
-		fmt.Fprintf(&w, "ARG REGISTRY=localhost\nARG TAG=%s\n", Version)
+		fmt.Fprintf(&w, "ARG REGISTRY=localhost\nARG TAG=dev\n")
 		if s.Package != "" {
 			writeCLIStage(&w, s, b)
 		}
@@ -86,7 +86,7 @@ func summary(s Spec, b BaseSpec) string {
 // the npm registry, and Debian with the packages and SetupScript.
 func writeBase(w *bytes.Buffer, b BaseSpec) {
 	fmt.Fprintf(w, "FROM %s AS pcsync\n", b.GoImage)
-	fmt.Fprintf(w, "WORKDIR /src\nCOPY go.mod go.sum ./\nRUN go mod download\nCOPY . .\nARG VERSION=%s\n", Version)
+	fmt.Fprintf(w, "WORKDIR /src\nCOPY go.mod go.sum ./\nRUN go mod download\nCOPY . .\nARG VERSION=dev\n")
 	fmt.Fprintf(w, "RUN CGO_ENABLED=0 go build -trimpath -ldflags \"-s -w -X main.version=${VERSION}\" -o /out/pcsync ./cmd/pcsync\n\n")
 
 	url, _ := b.NodeTarball("amd64")
@@ -139,7 +139,7 @@ func writeConfig(w *bytes.Buffer, c Config) {
 	fmt.Fprintf(w, "ENV %s\n", strings.Join(c.Env, " "))
 	fmt.Fprintf(w, "WORKDIR %s\n", c.WorkingDir)
 	fmt.Fprintf(w, "USER %s\n", c.User)
-	fmt.Fprintf(w, "ARG VERSION=%s\n", Version)
+	fmt.Fprintf(w, "ARG VERSION=dev\n")
 	keys := make([]string, 0, len(c.Labels))
 	for k := range c.Labels {
 		keys = append(keys, k)
