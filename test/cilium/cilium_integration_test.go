@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -29,8 +30,8 @@ func TestMain(m *testing.M) { os.Exit(testcluster.Main(m)) }
 
 var cnpGVR = schema.GroupVersionResource{Group: "cilium.io", Version: "v2", Resource: "ciliumnetworkpolicies"}
 
-// TestRenderedCiliumPoliciesPassCiliumsSchema: examples/config (egress mode
-// cilium) is rendered and applied as pcsync apply does, on an API server
+// TestRenderedCiliumPoliciesPassCiliumsSchema: examples/config, in egress
+// mode cilium (its Settings' mode switched from the default), is rendered and applied as pcsync apply does, on an API server
 // that serves Cilium's CiliumNetworkPolicy CRD: every rendered
 // CiliumNetworkPolicy is accepted by Cilium's schema and stored as
 // rendered. The control that the schema is there: the same policy with a
@@ -42,7 +43,7 @@ func TestRenderedCiliumPoliciesPassCiliumsSchema(t *testing.T) {
 	if err := c.InstallCiliumCRD(ctx); err != nil {
 		t.Fatal(err)
 	}
-	m, err := config.Load(ctx, "../../examples/config", config.DefaultLoadOptions())
+	m, err := config.Load(ctx, ciliumExamples(t), config.DefaultLoadOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,4 +112,27 @@ func specJSON(t *testing.T, o *unstructured.Unstructured) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// ciliumExamples copies examples/config into a temporary directory with its
+// Settings' egress mode set to cilium, and returns the copy.
+func ciliumExamples(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS("../../examples/config")); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "settings.yaml")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	switched := strings.Replace(string(data), "    mode: proxy\n", "    mode: cilium\n", 1)
+	if switched == string(data) {
+		t.Fatalf("%s has no \"    mode: proxy\" line to switch", path)
+	}
+	if err := os.WriteFile(path, []byte(switched), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
