@@ -86,6 +86,7 @@ func run(argv []string, grace time.Duration, stderr io.Writer) int {
 type proc struct {
 	pid     int
 	cmdline string
+	zombie  bool // ended, not yet reaped
 }
 
 // waitChildren reaps this process's ended children until none is left or
@@ -151,19 +152,10 @@ func reapAdopted(main int) (stop func()) {
 
 // zombies lists this process's ended, unreaped children but skip.
 func zombies(skip int) []int {
-	self := os.Getpid()
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
 	var out []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == skip {
-			continue
-		}
-		if ppid, state, ok := stat(pid); ok && ppid == self && state == "Z" {
-			out = append(out, pid)
+	for _, p := range kids() {
+		if p.zombie && p.pid != skip {
+			out = append(out, p.pid)
 		}
 	}
 	return out
@@ -182,6 +174,17 @@ func reap() {
 
 // children lists the running (not zombie) children of this process.
 func children() []proc {
+	var out []proc
+	for _, p := range kids() {
+		if !p.zombie {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// kids lists every child of this process, from /proc.
+func kids() []proc {
 	self := os.Getpid()
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
@@ -194,11 +197,12 @@ func children() []proc {
 			continue
 		}
 		ppid, state, ok := stat(pid)
-		if !ok || ppid != self || state == "Z" {
+		if !ok || ppid != self {
 			continue
 		}
 		b, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		out = append(out, proc{pid: pid, cmdline: strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))})
+		out = append(out, proc{pid: pid, zombie: state == "Z",
+			cmdline: strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))})
 	}
 	return out
 }

@@ -86,39 +86,51 @@ func (d *daemon) stop() {
 	}
 }
 
-// metric sums the samples of the daemon's /metrics named name whose line
-// holds every one of labels (each as `key="value"`).
-func (d *daemon) metric(b testing.TB, name string, labels ...string) float64 {
+// scrape reads the daemon's /metrics once, a line each.
+func (d *daemon) scrape(b testing.TB) []string {
 	b.Helper()
 	resp, err := http.Get("http://" + d.addr + "/metrics")
 	if err != nil {
 		b.Fatalf("scrape the daemon: %v", err)
 	}
 	defer resp.Body.Close()
-	sum := 0.0
+	var lines []string
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 	for sc.Scan() {
-		line := sc.Text()
+		lines = append(lines, sc.Text())
+	}
+	return lines
+}
+
+// metric scrapes the daemon once and sums the samples named name.
+func (d *daemon) metric(b testing.TB, name string) float64 { return sum(d.scrape(b), name) }
+
+// sum adds up the samples of lines named name whose line holds every one
+// of labels (each as `key="value"`).
+func sum(lines []string, name string, labels ...string) float64 {
+	total := 0.0
+	for _, line := range lines {
 		if !strings.HasPrefix(line, name+" ") && !strings.HasPrefix(line, name+"{") ||
 			slices.ContainsFunc(labels, func(l string) bool { return !strings.Contains(line, l) }) {
 			continue
 		}
 		f := strings.Fields(line)
 		if v, err := strconv.ParseFloat(f[len(f)-1], 64); err == nil {
-			sum += v
+			total += v
 		}
 	}
-	return sum
+	return total
 }
 
 // requests is how many requests the daemon has sent to the API server, and
-// how many of them wrote (POST, PUT, PATCH, DELETE).
+// how many of them wrote (POST, PUT, PATCH, DELETE), from one scrape.
 func (d *daemon) requests(b testing.TB) (all, writes float64) {
 	b.Helper()
-	all = d.metric(b, "pcsync_kube_api_requests_total")
+	lines := d.scrape(b)
+	all = sum(lines, "pcsync_kube_api_requests_total")
 	for _, verb := range []string{"POST", "PUT", "PATCH", "DELETE"} {
-		writes += d.metric(b, "pcsync_kube_api_requests_total", `verb="`+verb+`"`)
+		writes += sum(lines, "pcsync_kube_api_requests_total", `verb="`+verb+`"`)
 	}
 	return all, writes
 }

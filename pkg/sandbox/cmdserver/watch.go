@@ -80,8 +80,11 @@ func startTime(pid int) (string, error) {
 	}
 	// The command name (field 2) is in parentheses and may hold spaces.
 	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return "", fmt.Errorf("cmdserver: process %d: unexpected stat %q", pid, b)
+	}
 	fields := strings.Fields(string(b[i+1:]))
-	if i < 0 || len(fields) < 20 {
+	if len(fields) < 20 {
 		return "", fmt.Errorf("cmdserver: process %d: unexpected stat %q", pid, b)
 	}
 	if fields[0] == "Z" || fields[0] == "X" {

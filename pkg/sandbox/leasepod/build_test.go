@@ -1,9 +1,6 @@
 package leasepod
 
 import (
-	"context"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -13,50 +10,17 @@ import (
 
 	"github.com/pcsync/pcsync/internal/lib/agentpod"
 	"github.com/pcsync/pcsync/pkg/adapters"
-	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/podsched"
 	"github.com/pcsync/pcsync/pkg/podsec"
 	"github.com/pcsync/pcsync/pkg/runs/kubeexec"
+	"github.com/pcsync/pcsync/pkg/sandbox/internal/sandboxtest"
 )
-
-// schedModel is a company with a runtime class and agents with and
-// without scheduling of their own.
-func schedModel(t *testing.T) *config.Model {
-	t.Helper()
-	files := map[string]string{
-		"settings.yaml": `apiVersion: pcsync.io/v1alpha1
-kind: Settings
-metadata: {name: s}
-spec: {}
-`,
-		"acme.yaml": `apiVersion: pcsync.io/v1alpha1
-kind: Company
-metadata: {name: acme}
-spec:
-  id: acme-id
-  runtimeClassName: gvisor
-  agents:
-    - name: pinned
-      adapter: claude_local
-      nodeSelector: {pool: agents, topology.kubernetes.io/zone: eu-west-1a}
-      tolerations:
-        - {key: dedicated, operator: Equal, value: agents, effect: NoSchedule}
-        - {key: node.kubernetes.io/not-ready, operator: Exists, effect: NoExecute, tolerationSeconds: 60}
-    - name: zoned
-      adapter: codex_local
-      nodeSelector: {topology.kubernetes.io/zone: eu-west-1b}
-    - name: free
-      adapter: claude_local
-`,
-	}
-	return loadModel(t, files)
-}
 
 // TestLeasePodSchedulingIsTheJobs: a lease pod of an agent declared in Git
 // has the scheduling fields of that agent's run Job, field for field; a
 // lease of no declared agent has the company's defaults.
 func TestLeasePodSchedulingIsTheJobs(t *testing.T) {
-	m := schedModel(t)
+	m := sandboxtest.SchedModel(t)
 	c, _ := m.Company("acme")
 	gvisor := "gvisor"
 	tests := []struct {
@@ -107,7 +71,7 @@ func TestLeasePodSchedulingIsTheJobs(t *testing.T) {
 // of the same agent, field for field, and its helper container (when the
 // image holds no pcsync) as its main container.
 func TestLeasePodHardeningIsTheJobs(t *testing.T) {
-	m := schedModel(t)
+	m := sandboxtest.SchedModel(t)
 	c, _ := m.Company("acme")
 	a, _ := c.Agent("pinned")
 	job, err := kubeexec.BuildJob(kubeexec.Input{Model: m, Company: c, Agent: a, RunID: "run-1",
@@ -148,7 +112,7 @@ func TestLeasePodHardeningIsTheJobs(t *testing.T) {
 // pcsync.io/agent the pcsync agent's name, as on the agent's Jobs; a lease
 // of no agent declared in Git has no pcsync.io/agent.
 func TestLeasePodLabels(t *testing.T) {
-	m := schedModel(t)
+	m := sandboxtest.SchedModel(t)
 	c, _ := m.Company("acme")
 	tests := []struct {
 		name, agent, agentID string
@@ -182,7 +146,7 @@ func TestLeasePodLabels(t *testing.T) {
 // /etc/codex (on its run emptyDir) for the system config the daemon writes
 // when the lease uses a credential; other leases' pods have none.
 func TestLeasePodCodexConfigDir(t *testing.T) {
-	m := schedModel(t)
+	m := sandboxtest.SchedModel(t)
 	c, _ := m.Company("acme")
 	for adapter, want := range map[string][]string{"codex_local": {"run:etc-codex"}, "claude_local": nil} {
 		l := &Record{ID: "pcsync-sbx-1", Namespace: m.Namespace(c), Company: "acme", Image: "img", AdapterType: adapter,
@@ -206,27 +170,10 @@ func TestLeasePodCodexConfigDir(t *testing.T) {
 // TestBuildPodUnknownAgent: a record naming an agent the company does not
 // declare is refused, not built with some other scheduling.
 func TestBuildPodUnknownAgent(t *testing.T) {
-	m := schedModel(t)
+	m := sandboxtest.SchedModel(t)
 	c, _ := m.Company("acme")
 	l := &Record{ID: "pcsync-sbx-1", Namespace: m.Namespace(c), Company: "acme", Image: "img", Agent: "gone", ExpiresAt: time.Now().Add(time.Hour)}
 	if _, err := BuildPod(l, m); err == nil {
 		t.Fatal("BuildPod of a record naming an undeclared agent: no error")
 	}
-}
-
-// loadModel loads the config of files (name → YAML) from a temporary
-// directory.
-func loadModel(t *testing.T, files map[string]string) *config.Model {
-	t.Helper()
-	dir := t.TempDir()
-	for name, text := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	m, err := config.Load(context.Background(), dir, config.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/images"
+	"github.com/pcsync/pcsync/pkg/sandbox/internal/sandboxtest"
 )
 
 // helperModel is a company acme with the default LimitRange and a company
@@ -21,7 +22,7 @@ func helperModel(t *testing.T) *config.Model {
 		"big.yaml": "apiVersion: pcsync.io/v1alpha1\nkind: Company\nmetadata: {name: big}\nspec:\n  id: big-id\n" +
 			"  limitRange: {min: {cpu: 200m, memory: 256Mi, ephemeralStorage: 100Mi}}\n",
 	}
-	return loadModel(t, files)
+	return sandboxtest.LoadModel(t, files)
 }
 
 // helperShape is what a test compares of a lease pod's containers.

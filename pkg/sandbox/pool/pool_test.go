@@ -1,10 +1,7 @@
 package pool
 
 import (
-	"context"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -15,6 +12,7 @@ import (
 	"github.com/pcsync/pcsync/internal/lib/agentpod"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/render"
+	"github.com/pcsync/pcsync/pkg/sandbox/internal/sandboxtest"
 	"github.com/pcsync/pcsync/pkg/sandbox/leasepod"
 )
 
@@ -23,7 +21,7 @@ import (
 // annotations and its deadline; a lease claims it only where its own pod
 // would have the same spec hash: same image, same agent's scheduling.
 func TestPoolMember(t *testing.T) {
-	model := schedModel(t)
+	model := sandboxtest.SchedModel(t)
 	place := func(r *leasepod.Record, _ *config.Model) { r.HelperImage = "pcsync:test"; r.SetPaths("") }
 	c := &Controller{deps: deps{opts: DefaultOptions(), log: slog.New(slog.DiscardHandler), place: place}}
 	d := &Decl{count: 1, Rec: leasepod.Record{Namespace: "paperclip-acme", Company: "acme", Image: "img:1", Agent: "pinned"}}
@@ -83,7 +81,7 @@ func TestPoolMember(t *testing.T) {
 // its members: the rendered policy's own selector says so, not a copy of
 // it.
 func TestPoolMemberEgressUntilClaimed(t *testing.T) {
-	model := schedModel(t)
+	model := sandboxtest.SchedModel(t)
 	c, _ := model.Company("acme")
 	out, err := render.Render(model, render.DefaultOptions())
 	if err != nil {
@@ -183,54 +181,4 @@ func TestPoolHeldByClaims(t *testing.T) {
 			t.Errorf("%s (-want +got):\n%s", step.name, diff)
 		}
 	}
-}
-
-// schedModel is a company with a runtime class and agents with and
-// without scheduling of their own.
-func schedModel(t *testing.T) *config.Model {
-	t.Helper()
-	files := map[string]string{
-		"settings.yaml": `apiVersion: pcsync.io/v1alpha1
-kind: Settings
-metadata: {name: s}
-spec: {}
-`,
-		"acme.yaml": `apiVersion: pcsync.io/v1alpha1
-kind: Company
-metadata: {name: acme}
-spec:
-  id: acme-id
-  runtimeClassName: gvisor
-  agents:
-    - name: pinned
-      adapter: claude_local
-      nodeSelector: {pool: agents, topology.kubernetes.io/zone: eu-west-1a}
-      tolerations:
-        - {key: dedicated, operator: Equal, value: agents, effect: NoSchedule}
-        - {key: node.kubernetes.io/not-ready, operator: Exists, effect: NoExecute, tolerationSeconds: 60}
-    - name: zoned
-      adapter: codex_local
-      nodeSelector: {topology.kubernetes.io/zone: eu-west-1b}
-    - name: free
-      adapter: claude_local
-`,
-	}
-	return loadModel(t, files)
-}
-
-// loadModel loads the config of files (name → YAML) from a temporary
-// directory.
-func loadModel(t *testing.T, files map[string]string) *config.Model {
-	t.Helper()
-	dir := t.TempDir()
-	for name, text := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	m, err := config.Load(context.Background(), dir, config.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
 }
