@@ -57,7 +57,7 @@ func TestSettingsDefaults(t *testing.T) {
 		"namespacePrefix": "paperclip-",
 		"server":          map[string]any{"namespace": "paperclip", "podSelector": map[string]any{"app": "paperclip-server"}, "port": 3100.0},
 		"pcsync":          map[string]any{"serviceAccount": map[string]any{"name": "pcsync", "namespace": "pcsync-system"}},
-		"egress":          map[string]any{"mode": "proxy", "metricsNamespace": "monitoring"},
+		"egress":          map[string]any{"mode": "proxy", "metricsNamespace": "monitoring", "proxyIdleSec": float64(600)},
 		"images":          map[string]any{"allowList": []any{}, "pullSecrets": []any{}},
 		"inherit":         map[string]any{"imagePullSecrets": true, "dnsConfig": true},
 		"defaults": map[string]any{

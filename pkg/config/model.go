@@ -195,6 +195,9 @@ type SettingsEgress struct {
 	// MetricsNamespace is the namespace whose pods may scrape the egress
 	// proxies' /metrics (egress mode proxy).
 	MetricsNamespace string `json:"metricsNamespace"`
+	// ProxyIdleSec is how long an egress proxy with nothing to serve stays
+	// up before its Deployment is scaled to zero; 0 keeps it up.
+	ProxyIdleSec int `json:"proxyIdleSec"`
 }
 
 // ImageDefaults is where pcsync's own images (the built-in agent images
@@ -470,6 +473,8 @@ type CompanyEgress struct {
 	// AllowPrivateCIDRs lets AllowCIDRs reach private, cluster, link-local
 	// and loopback addresses, or every address (refused otherwise).
 	AllowPrivateCIDRs bool `json:"allowPrivateCidrs"`
+	// ProxyIdleSec overrides Settings spec.egress.proxyIdleSec.
+	ProxyIdleSec *int `json:"proxyIdleSec,omitempty"`
 }
 
 // CIDRRule allows egress to a CIDR on some ports. A plain CIDR string in the

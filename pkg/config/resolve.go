@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/pcsync/pcsync/pkg/images"
 )
@@ -64,6 +65,16 @@ func (m *Model) EgressMode(c *Company) EgressMode {
 		return c.Spec.Egress.Mode
 	}
 	return m.Settings.Spec.Egress.Mode
+}
+
+// ProxyIdle is how long the company's egress proxy stays up with nothing
+// to serve (its spec.egress.proxyIdleSec, else the Settings'); 0: always.
+func (m *Model) ProxyIdle(c *Company) time.Duration {
+	sec := m.Settings.Spec.Egress.ProxyIdleSec
+	if c.Spec.Egress.ProxyIdleSec != nil {
+		sec = *c.Spec.Egress.ProxyIdleSec
+	}
+	return time.Duration(sec) * time.Second
 }
 
 // EgressProxyResources are the requests and limits of the egress proxy's

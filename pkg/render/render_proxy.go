@@ -136,9 +136,12 @@ func (t tenant) egressProxyDeployment(list string) map[string]any {
 	for k, v := range t.egressProxyLabels() {
 		podLabels[k] = v
 	}
+	// No replicas: the daemon's proxy scaler owns them (package
+	// egressproxy/scale), 1 while the company has work and 0 once it has
+	// been idle for spec.egress.proxyIdleSec. A Deployment is created with
+	// the API's default of 1.
 	o := t.object("apps/v1", "Deployment", EgressProxyName)
 	o["spec"] = map[string]any{
-		"replicas": int64(1),
 		"selector": map[string]any{"matchLabels": t.egressProxyLabels()},
 		"template": map[string]any{
 			"metadata": map[string]any{"labels": podLabels},

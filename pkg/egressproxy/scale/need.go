@@ -1,0 +1,43 @@
+package scale
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/pcsync/pcsync/pkg/egressproxy/allow"
+)
+
+// Need keeps namespace ns's proxy up, or brings it up, for a run or lease
+// about to make its pod: the proxy starts while the pod does. It lasts
+// Options.NeedFor, by when the pod itself keeps the namespace busy.
+func (c *Controller) Need(ns string) {
+	c.mu.Lock()
+	c.needed[ns] = c.opts.Now().Add(c.opts.NeedFor)
+	c.mu.Unlock()
+	c.queue.Add(ns)
+}
+
+// Ready waits until namespace ns's proxy has an available pod of its
+// latest spec, or ctx ends (the Service may take a moment longer to send
+// to it). A namespace without a proxy Deployment is an error.
+func (c *Controller) Ready(ctx context.Context, ns string) error {
+	for {
+		c.mu.Lock()
+		changed := c.ready
+		c.mu.Unlock()
+		d, err := c.lister.Deployments(ns).Get(allow.ProxyName)
+		if err != nil {
+			return fmt.Errorf("Deployment/%s/%s: %w", ns, allow.ProxyName, err)
+		}
+		// The status must be of the Deployment's latest spec: a proxy
+		// just scaled up from zero may still report its old pod.
+		if replicas(d.Spec.Replicas) > 0 && d.Status.ObservedGeneration >= d.Generation && d.Status.AvailableReplicas > 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("Deployment/%s/%s: no available proxy pod yet: %w", ns, allow.ProxyName, context.Cause(ctx))
+		case <-changed:
+		}
+	}
+}
