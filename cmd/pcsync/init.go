@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -11,14 +12,17 @@ import (
 // newInitCmd is the hidden PID 1 of an agent container (package procinit).
 func newInitCmd(g *globalOptions) *cobra.Command {
 	var record string
+	var waitProxy bool
 	cmd := &cobra.Command{
-		Use:   "init [--record FILE] -- CMD [ARG…]",
+		Use:   "init [--record FILE] [--wait-proxy] -- CMD [ARG…]",
 		Short: "Run CMD as PID 1 of a container: forward signals to its process group, reap orphans",
 		Long: `init runs CMD in a process group of its own, forwards every catchable
 signal it gets to that group, reaps every child and orphan, and exits with
 CMD's status (128+n when signal n ended it). When CMD ends it appends the
 start, end and status to FILE (default the container's termination log),
-which pcsync's Kubernetes executor reads for the run's duration.`,
+which pcsync's Kubernetes executor reads for the run's duration. With
+--wait-proxy, CMD starts once the egress proxy of $HTTPS_PROXY accepts a
+connection (a proxy scaled up from zero may start after the pod).`,
 		Hidden:                true,
 		Args:                  cobra.MinimumNArgs(1),
 		DisableFlagsInUseLine: true,
@@ -26,6 +30,9 @@ which pcsync's Kubernetes executor reads for the run's duration.`,
 			opts := procinit.DefaultOptions(args)
 			opts.RecordFile = record
 			opts.Stderr = g.Stderr
+			if waitProxy {
+				opts.WaitProxy = os.Getenv("HTTPS_PROXY")
+			}
 			if code := procinit.Run(opts); code != 0 {
 				return &exitError{code: code, err: fmt.Errorf("%s exited with status %d", args[0], code), reported: true}
 			}
@@ -34,5 +41,6 @@ which pcsync's Kubernetes executor reads for the run's duration.`,
 	}
 	cmd.Flags().SetInterspersed(false)
 	cmd.Flags().StringVar(&record, "record", procinit.DefaultRecordFile, `file the start, end and status are appended to ("-": none)`)
+	cmd.Flags().BoolVar(&waitProxy, "wait-proxy", false, "start CMD once the egress proxy of $HTTPS_PROXY accepts a connection (none set: at once)")
 	return cmd
 }

@@ -43,11 +43,16 @@ type Options struct {
 	Stderr io.Writer
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// WaitProxy, when set, is the egress proxy (http://host:port) that
+	// must accept a connection before the command starts. Default none.
+	WaitProxy string
+	// WaitTimeout bounds the wait for WaitProxy. Default 3 min.
+	WaitTimeout time.Duration
 }
 
 // DefaultOptions returns the defaults of Options for args.
 func DefaultOptions(args []string) Options {
-	return Options{Args: args, RecordFile: DefaultRecordFile, Stdout: os.Stdout, Stderr: os.Stderr, Now: time.Now}
+	return Options{Args: args, RecordFile: DefaultRecordFile, Stdout: os.Stdout, Stderr: os.Stderr, Now: time.Now, WaitTimeout: 3 * time.Minute}
 }
 
 func (o *Options) complete() {
@@ -62,6 +67,7 @@ func (o *Options) complete() {
 	if o.Now == nil {
 		o.Now = d.Now
 	}
+	o.WaitTimeout = cmp.Or(o.WaitTimeout, d.WaitTimeout)
 }
 
 // Run starts the command in its own process group with this process's
@@ -90,6 +96,11 @@ func Run(opts Options) int {
 	if err != nil {
 		fmt.Fprintf(opts.Stderr, "pcsync init: %s: %v\n", opts.Args[0], err)
 		return 127
+	}
+	if opts.WaitProxy != "" {
+		if code := waitProxy(opts, sigs); code != 0 {
+			return code
+		}
 	}
 	started := opts.Now()
 	proc, err := os.StartProcess(path, opts.Args, &os.ProcAttr{

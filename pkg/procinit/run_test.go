@@ -22,6 +22,10 @@ func TestMain(m *testing.M) {
 	if os.Getenv("PROCINIT_TEST_RUN") == "1" {
 		opts := DefaultOptions(os.Args[1:])
 		opts.RecordFile = os.Getenv("PROCINIT_TEST_RECORD")
+		opts.WaitProxy = os.Getenv("PROCINIT_TEST_WAIT_PROXY")
+		if d, err := time.ParseDuration(os.Getenv("PROCINIT_TEST_WAIT_TIMEOUT")); err == nil {
+			opts.WaitTimeout = d
+		}
 		os.Exit(Run(opts))
 	}
 	os.Exit(m.Run())
@@ -31,12 +35,18 @@ func TestMain(m *testing.M) {
 // file in dir.
 func startInit(t *testing.T, dir string, args ...string) (*exec.Cmd, *bytes.Buffer) {
 	t.Helper()
+	return startInitEnv(t, dir, nil, args...)
+}
+
+// startInitEnv is startInit with more environment variables.
+func startInitEnv(t *testing.T, dir string, env []string, args ...string) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
 	record := filepath.Join(dir, "termination-log")
 	if err := os.WriteFile(record, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), "PROCINIT_TEST_RUN=1", "PROCINIT_TEST_RECORD="+record)
+	cmd.Env = append(append(os.Environ(), "PROCINIT_TEST_RUN=1", "PROCINIT_TEST_RECORD="+record), env...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {

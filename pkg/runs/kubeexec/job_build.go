@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/pcsync/pcsync/internal/lib/agentpod"
+	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/images"
 	"github.com/pcsync/pcsync/pkg/introspect"
 	"github.com/pcsync/pcsync/pkg/podsched"
@@ -155,7 +156,13 @@ func (in Input) launch(o BuildOptions) (image string, command []string, sharePID
 	image = in.Model.AgentImage(in.Agent)
 	command = escapeAll(o.Launcher)
 	if in.Model.ImageHasServer(image) {
-		return image, append([]string{images.ServerPath, "init", "--"}, command...), nil
+		init := []string{images.ServerPath, "init"}
+		if in.Model.EgressMode(in.Company) == config.EgressProxy {
+			// The company's proxy may be scaling up from zero as this
+			// pod starts: the CLI's first request must not fail.
+			init = append(init, "--wait-proxy")
+		}
+		return image, append(append(init, "--"), command...), nil
 	}
 	return image, command, ptr.To(true)
 }

@@ -1,0 +1,73 @@
+package procinit
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// ExitProxyUnavailable is Run's status when the egress proxy it waited
+// for did not answer in time (sysexits' EX_UNAVAILABLE).
+const ExitProxyUnavailable = 69
+
+// proxyAddr is host:port of a proxy URL ("http://10.0.0.7:3128") or of
+// host:port itself.
+func proxyAddr(proxy string) (string, error) {
+	if !strings.Contains(proxy, "://") {
+		proxy = "http://" + proxy
+	}
+	u, err := url.Parse(proxy)
+	if err != nil || u.Hostname() == "" || u.Port() == "" {
+		return "", fmt.Errorf("egress proxy %q: want http://host:port", proxy)
+	}
+	return u.Host, nil
+}
+
+// waitProxy waits until the proxy at opts.WaitProxy accepts a connection:
+// a run's pod may start before its company's proxy, scaled up from zero
+// for it, is ready. It says so on stderr only when it had to wait. It
+// returns 0 once the proxy answers, else the status Run exits with: on a
+// signal (128+n), or when opts.WaitTimeout passes.
+func waitProxy(opts Options, sigs <-chan os.Signal) int {
+	addr, err := proxyAddr(opts.WaitProxy)
+	if err != nil {
+		fmt.Fprintf(opts.Stderr, "pcsync init: %v\n", err)
+		return 2
+	}
+	start := opts.Now()
+	deadline := time.NewTimer(opts.WaitTimeout)
+	defer deadline.Stop()
+	for tries := 0; ; tries++ {
+		if dial(addr) == nil {
+			if tries > 0 {
+				fmt.Fprintf(opts.Stderr, "pcsync init: the egress proxy at %s answered after %s\n", addr, opts.Now().Sub(start).Round(time.Millisecond))
+			}
+			return 0
+		}
+		if tries == 0 {
+			fmt.Fprintf(opts.Stderr, "pcsync init: waiting for the egress proxy at %s (its company's proxy is starting)\n", addr)
+		}
+		select {
+		case s := <-sigs:
+			return 128 + int(s.(syscall.Signal))
+		case <-deadline.C:
+			fmt.Fprintf(opts.Stderr, "pcsync init: the egress proxy at %s did not answer within %s: the agent was not started\n", addr, opts.WaitTimeout)
+			return ExitProxyUnavailable
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// dial opens and closes one connection to addr.
+func dial(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return err
+	}
+	return c.Close()
+}
+
