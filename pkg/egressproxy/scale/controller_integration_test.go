@@ -108,7 +108,9 @@ func TestProxyFollowsWork(t *testing.T) {
 	assertOwner(ctx, t, cs, ns)
 
 	woken := time.Now()
-	ctl.Need(ns)
+	if ctl.Need(ns) {
+		t.Errorf("Need(%s) says the proxy is up while it is scaled to zero", ns)
+	}
 	rctx, rcancel := context.WithTimeout(ctx, time.Minute)
 	defer rcancel()
 	if err := ctl.Ready(rctx, ns); err != nil {
@@ -125,6 +127,10 @@ func TestProxyFollowsWork(t *testing.T) {
 	// for the idle period, without a pod yet.
 	time.Sleep(opts.NeedFor + idle[ns]/4)
 	waitReplicas(ctx, t, cs, ns, 1, time.Second)
+
+	if !ctl.Need(ns) {
+		t.Errorf("Need(%s) says the proxy is not up after Ready", ns)
+	}
 
 	// A run's pod keeps the proxy up after the Need has passed.
 	pod := agentPod(ctx, t, cs, ns)

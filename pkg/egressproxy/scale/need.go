@@ -4,17 +4,30 @@ import (
 	"context"
 	"fmt"
 
+	appsv1 "k8s.io/api/apps/v1"
+
 	"github.com/pcsync/pcsync/pkg/egressproxy/allow"
 )
 
 // Need keeps namespace ns's proxy up, or brings it up, for a run or lease
 // about to make its pod: the proxy starts while the pod does. It lasts
-// Options.NeedFor, by when the pod itself keeps the namespace busy.
-func (c *Controller) Need(ns string) {
+// Options.NeedFor, by when the pod itself keeps the namespace busy. It
+// reports whether the proxy has an available pod already (else the run's
+// pod must wait for it).
+func (c *Controller) Need(ns string) (up bool) {
 	c.mu.Lock()
 	c.needed[ns] = c.opts.Now().Add(c.opts.NeedFor)
 	c.mu.Unlock()
 	c.queue.Add(ns)
+	d, err := c.lister.Deployments(ns).Get(allow.ProxyName)
+	return err == nil && available(d)
+}
+
+// available reports whether a proxy Deployment has an available pod of
+// its latest spec: a proxy just scaled up from zero may still report its
+// old pod.
+func available(d *appsv1.Deployment) bool {
+	return replicas(d.Spec.Replicas) > 0 && d.Status.ObservedGeneration >= d.Generation && d.Status.AvailableReplicas > 0
 }
 
 // Ready waits until namespace ns's proxy has an available pod of its
@@ -29,9 +42,7 @@ func (c *Controller) Ready(ctx context.Context, ns string) error {
 		if err != nil {
 			return fmt.Errorf("Deployment/%s/%s: %w", ns, allow.ProxyName, err)
 		}
-		// The status must be of the Deployment's latest spec: a proxy
-		// just scaled up from zero may still report its old pod.
-		if replicas(d.Spec.Replicas) > 0 && d.Status.ObservedGeneration >= d.Generation && d.Status.AvailableReplicas > 0 {
+		if available(d) {
 			return nil
 		}
 		select {

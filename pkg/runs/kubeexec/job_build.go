@@ -157,9 +157,9 @@ func (in Input) launch(o BuildOptions) (image string, command []string, sharePID
 	command = escapeAll(o.Launcher)
 	if in.Model.ImageHasServer(image) {
 		init := []string{images.ServerPath, "init"}
-		if in.Model.EgressMode(in.Company) == config.EgressProxy {
-			// The company's proxy may be scaling up from zero as this
-			// pod starts: the CLI's first request must not fail.
+		if in.WaitProxy && in.Model.EgressMode(in.Company) == config.EgressProxy {
+			// The company's proxy is scaling up from zero as this pod
+			// starts: the CLI's first request must not fail.
 			init = append(init, "--wait-proxy")
 		}
 		return image, append(append(init, "--"), command...), nil

@@ -46,6 +46,10 @@ type Input struct {
 	Agent   *config.Agent
 	// RunID is the run's id.
 	RunID string
+	// WaitProxy: the company's egress proxy had no available pod when
+	// the run started (scaled to zero while idle): pcsync init waits for
+	// it before the CLI starts.
+	WaitProxy bool
 	// RequestFile is the base name of the spool request file.
 	RequestFile string
 	// Timeout becomes activeDeadlineSeconds; zero means none.
