@@ -39,6 +39,12 @@ func recordingServer(t *testing.T) (kubeconfig string, requests *atomic.Int64) {
 // runCmd runs one command built by newCmd, as run would, and returns the exit code.
 func runCmd(t *testing.T, newCmd func(*globalOptions) *cobra.Command, kubeconfig string, args ...string) (int, string, string) {
 	t.Helper()
+	return runCmdContext(context.Background(), t, newCmd, kubeconfig, args...)
+}
+
+// runCmdContext is runCmd until ctx ends.
+func runCmdContext(ctx context.Context, t *testing.T, newCmd func(*globalOptions) *cobra.Command, kubeconfig string, args ...string) (int, string, string) {
+	t.Helper()
 	var stdout, stderr bytes.Buffer
 	g := &globalOptions{Kube: kube.DefaultFlags(), Stdout: &stdout, Stderr: &stderr,
 		Logger: slog.New(slog.NewTextHandler(&stderr, nil))}
@@ -48,7 +54,7 @@ func runCmd(t *testing.T, newCmd func(*globalOptions) *cobra.Command, kubeconfig
 	cmd.SetOut(&stdout)
 	cmd.SetErr(&stderr)
 	cmd.SilenceUsage, cmd.SilenceErrors = true, true
-	err := cmd.ExecuteContext(context.Background())
+	err := cmd.ExecuteContext(ctx)
 	return exitCode(err), stdout.String(), stderr.String()
 }
 

@@ -186,6 +186,7 @@ func (f *daemonFlags) run(ctx context.Context, g *globalOptions) error {
 		go warnImages(ctx, g, f.config, g.loadOptions(f.set.namespace))
 	}
 	err = daemon.Run(ctx, opts)
+	f.egress.stop()
 	switch {
 	case errors.Is(err, daemon.ErrInvalidConfig):
 		return g.reportConfigError(err)

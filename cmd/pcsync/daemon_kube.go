@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/pcsync/pcsync/internal/lib/podinformer"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/egressproxy/agentenv"
 	"github.com/pcsync/pcsync/pkg/egressproxy/tokensync"
@@ -45,27 +46,30 @@ func newKubeExecutor(ctx context.Context, g *globalOptions, stateDir string, m *
 	if opts.ProxyAddresses, err = egress.start(); err != nil {
 		return nil, err
 	}
+	opts.Pods = egress.pods
 	return kubeexec.New(ctx, cfg, opts)
 }
 
 // egressShared is what both roads to the cluster (the Kubernetes executor,
-// the sandbox) need of the tenants' egress proxies, started once per
-// daemon by the first that needs it: the watch of the proxies' Services
-// and the credential tokens' controller. Both live as long as the daemon
-// (ctx), leader or not: a proxy checks a token whichever replica made the
-// run.
+// the sandbox) share, started once per daemon by the first that needs it:
+// the daemon's one informer of pcsync's pods (podinformer: the run
+// tracker, the warm pools and the token controller read it), the watch of
+// the egress proxies' Services and the credential tokens' controller. All
+// live as long as the daemon (ctx), leader or not: a proxy checks a token
+// whichever replica made the run; stop joins the informer.
 type egressShared struct {
 	ctx context.Context
 	g   *globalOptions
 	m   *metrics.Metrics
 
 	once  sync.Once
+	pods  *podinformer.Informer
 	addrs *agentenv.Addresses
 	err   error
 }
 
-// start starts the watch and the controller once, and returns the
-// proxies' addresses (or why they could not be had).
+// start starts the pod informer, the watch and the controller once, and
+// returns the proxies' addresses (or why they could not be had).
 func (e *egressShared) start() (*agentenv.Addresses, error) {
 	e.once.Do(func() {
 		cfg, err := e.g.restConfig()
@@ -74,12 +78,36 @@ func (e *egressShared) start() (*agentenv.Addresses, error) {
 			return
 		}
 		cfg.UserAgent = "pcsync-egress"
+		if e.pods, e.err = startPods(e.ctx, cfg); e.err != nil {
+			return
+		}
 		if e.addrs, e.err = proxyAddresses(e.ctx, cfg); e.err != nil {
 			return
 		}
-		e.err = startTokenSync(e.ctx, cfg, e.g.Logger, e.m)
+		e.err = startTokenSync(e.ctx, cfg, e.g.Logger, e.m, e.pods)
 	})
 	return e.addrs, e.err
+}
+
+// stop stops the pod informer, if it started, and waits for it.
+func (e *egressShared) stop() {
+	if e != nil && e.pods != nil {
+		e.pods.Stop()
+	}
+}
+
+// startPods starts the daemon's informer of pcsync's pods.
+func startPods(ctx context.Context, cfg *rest.Config) (*podinformer.Informer, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("pod informer: cluster access: %w", err)
+	}
+	pods := podinformer.New(cs, podinformer.DefaultOptions())
+	if err := pods.Start(ctx); err != nil {
+		pods.Stop()
+		return nil, err
+	}
+	return pods, nil
 }
 
 // proxyAddresses starts the watch of the tenants' egress proxy Services
@@ -97,13 +125,14 @@ func proxyAddresses(ctx context.Context, cfg *rest.Config) (*agentenv.Addresses,
 }
 
 // startTokenSync starts the controller that keeps the egress proxies'
-// pods annotated with the live runs' credential tokens (spec.credentials).
-func startTokenSync(ctx context.Context, cfg *rest.Config, logger *slog.Logger, m *metrics.Metrics) error {
+// pods annotated with the live runs' credential tokens (spec.credentials),
+// on the daemon's pod informer.
+func startTokenSync(ctx context.Context, cfg *rest.Config, logger *slog.Logger, m *metrics.Metrics, pods *podinformer.Informer) error {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("credential tokens: cluster access: %w", err)
 	}
-	return tokensync.New(cs, tokensync.Options{Logger: logger, QueueMetrics: m.Workqueue()}).Run(ctx)
+	return tokensync.New(cs, tokensync.Options{Logger: logger, QueueMetrics: m.Workqueue(), Pods: pods}).Run(ctx)
 }
 
 // readOwnPod reads the pod pcsync runs in: what agent pods inherit, and the

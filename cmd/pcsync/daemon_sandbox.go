@@ -112,6 +112,7 @@ func (f *sandboxFlags) runner(g *globalOptions, d *daemonFlags, self *introspect
 		if o.ProxyAddresses, err = d.egress.start(); err != nil {
 			return err
 		}
+		o.Pods = d.egress.pods
 		mgr, err := sandbox.New(ctx, cfg, model, o)
 		if err != nil {
 			return err

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/pcsync/pcsync/internal/lib/agentpod"
+	"github.com/pcsync/pcsync/internal/lib/podinformer"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/sandbox/leasepod"
 	"github.com/pcsync/pcsync/pkg/sandbox/pool"
@@ -41,6 +42,9 @@ type Manager struct {
 
 	// pools keeps the warm pools; nil when the daemon keeps none.
 	pools *pool.Controller
+	// ownPods is the pod informer the Manager runs for its pools when
+	// Options.Pods is nil; Close stops it.
+	ownPods *podinformer.Informer
 	// warm are the streams opened to warm pool members ahead of their
 	// claims (warm_stream.go).
 	warm warmStreams
@@ -213,6 +217,9 @@ func (m *Manager) Close() {
 	if m.pools != nil {
 		// Members stay: the next daemon adopts them.
 		m.pools.Close()
+	}
+	if m.ownPods != nil {
+		m.ownPods.Stop()
 	}
 	m.closeStreams()
 	m.mu.Lock()

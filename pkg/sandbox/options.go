@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/pcsync/pcsync/pkg/config"
@@ -80,6 +81,10 @@ type Options struct {
 	// Metrics receives the manager's leases, acquires, releases and
 	// executes (the daemon's *metrics.Metrics). Default none.
 	Metrics Metrics
+	// Pods is the daemon's informer of pcsync's pods (podinformer), which
+	// the warm pools share with the daemon's other controllers. Nil: the
+	// Manager runs one of its own for its pools.
+	Pods cache.SharedIndexInformer
 	// QueueMetrics receives the warm pools' workqueue metrics (the
 	// daemon's Metrics.Workqueue()). Default none.
 	QueueMetrics workqueue.MetricsProvider

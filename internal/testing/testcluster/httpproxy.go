@@ -28,6 +28,10 @@ type HTTPProxyOptions struct {
 	// (WebSocket or SPDY: every pod exec): it waits until the client gives
 	// up or the proxy stops, as an API server or a proxy that hangs does.
 	HoldUpgrades bool
+	// Seen, when set, is told of each request before the proxy handles
+	// it (a test counts what a client asked, by path and query); it must
+	// not keep the request.
+	Seen func(r *http.Request)
 }
 
 // HTTPProxy is a reverse proxy in front of the cluster's API server, on
@@ -127,6 +131,9 @@ func (c *Cluster) reverseProxy(t testing.TB, p *HTTPProxy) *httputil.ReverseProx
 // rest to rp.
 func (p *HTTPProxy) handler(o HTTPProxyOptions, rp *httputil.ReverseProxy, stop <-chan struct{}) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if o.Seen != nil {
+			o.Seen(r)
+		}
 		ws, spdy := isUpgrade(r.Header, "websocket"), isUpgrade(r.Header, "spdy/")
 		refuse := ws && o.RefuseWebSocket
 		p.count(func(c *ProxyCounts) {

@@ -17,13 +17,13 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/pcsync/pcsync/internal/lib/agentpod"
+	"github.com/pcsync/pcsync/internal/lib/podinformer"
 	"github.com/pcsync/pcsync/pkg/egressproxy/inject"
 )
 
@@ -35,15 +35,25 @@ type Options struct {
 	// QueueMetrics receives the controller's workqueue metrics (queue
 	// "tokensync"); nil: none.
 	QueueMetrics workqueue.MetricsProvider
+	// Pods is the daemon's informer of pcsync's pods (podinformer), which
+	// the controller shares with the daemon's other controllers: it
+	// registers its handler on Run and removes it when Run's context ends.
+	// Nil: an informer of the controller's own, run by Run.
+	Pods cache.SharedIndexInformer
+	// SyncTimeout bounds Run's wait for the pods. Default 2m.
+	SyncTimeout time.Duration
 }
 
 // DefaultOptions returns the options used for zero fields.
-func DefaultOptions() Options { return Options{Workers: 2, Logger: slog.Default()} }
+func DefaultOptions() Options {
+	return Options{Workers: 2, Logger: slog.Default(), SyncTimeout: 2 * time.Minute}
+}
 
 func (o *Options) complete() {
 	d := DefaultOptions()
 	o.Workers = cmp.Or(max(o.Workers, 0), d.Workers)
 	o.Logger = cmp.Or(o.Logger, d.Logger)
+	o.SyncTimeout = cmp.Or(max(o.SyncTimeout, 0), d.SyncTimeout)
 }
 
 // Controller keeps the proxies' token annotations in step with the runs.
@@ -51,46 +61,70 @@ type Controller struct {
 	cs       kubernetes.Interface
 	opts     Options
 	informer cache.SharedIndexInformer
-	pods     corelisters.PodLister
-	queue    workqueue.TypedRateLimitingInterface[string]
+	// own is the informer when it is the controller's (Options.Pods nil).
+	own   *podinformer.Informer
+	pods  corelisters.PodLister
+	queue workqueue.TypedRateLimitingInterface[string]
 }
 
-// New returns the controller of every namespace's agent and proxy pods.
+// selector is the controller's pods: agents' and proxies'.
+var selector = func() labels.Selector {
+	req, _ := labels.NewRequirement(agentpod.LabelRole, selection.In, []string{agentpod.RoleAgent, agentpod.RoleEgressProxy})
+	return labels.NewSelector().Add(*req)
+}()
+
+// New returns the controller of every namespace's agent and proxy pods
+// (pcsync's pods of those roles).
 func New(cs kubernetes.Interface, opts Options) *Controller {
 	opts.complete()
-	sel := labels.NewSelector()
-	req, _ := labels.NewRequirement(agentpod.LabelRole, selection.In, []string{agentpod.RoleAgent, agentpod.RoleEgressProxy})
-	sel = sel.Add(*req)
-	f := informers.NewSharedInformerFactoryWithOptions(cs, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel.String() }))
-	pi := f.Core().V1().Pods()
-	// With a thousand runs in flight, whole pods (specs, managed fields)
-	// would be most of the daemon's memory.
-	_ = pi.Informer().SetTransform(slimPod)
-	c := &Controller{cs: cs, opts: opts, informer: pi.Informer(), pods: pi.Lister(),
+	c := &Controller{cs: cs, opts: opts, informer: opts.Pods,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "tokensync", MetricsProvider: opts.QueueMetrics})}
-	_, _ = c.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.enqueue,
-		UpdateFunc: func(old, cur any) { c.enqueueChanged(old, cur) },
-		DeleteFunc: c.enqueue,
-	})
+	if c.informer == nil {
+		c.own = podinformer.New(cs, podinformer.Options{SyncTimeout: opts.SyncTimeout})
+		c.informer = c.own
+	}
+	c.pods = corelisters.NewPodLister(c.informer.GetIndexer())
 	return c
 }
 
-// Run syncs until ctx ends; it returns once the pods are listed, with the
-// workers running in the background.
+// Run syncs until ctx ends; it returns once its handler has seen the
+// pods, with the workers running in the background. It runs the informer
+// when it is the controller's own.
 func (c *Controller) Run(ctx context.Context) error {
-	go c.informer.Run(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), c.informer.HasSynced) {
-		return fmt.Errorf("credential tokens: pods not listed: %w", context.Cause(ctx))
+	if c.own != nil {
+		if err := c.own.Start(ctx); err != nil {
+			c.own.Stop()
+			return fmt.Errorf("credential tokens: %w", err)
+		}
+	}
+	reg, err := podinformer.Handle(ctx, c.informer, podinformer.Filter(isMine, cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.enqueue,
+		UpdateFunc: func(old, cur any) { c.enqueueChanged(old, cur) },
+		DeleteFunc: c.enqueue,
+	}), c.opts.SyncTimeout)
+	if err != nil {
+		if c.own != nil {
+			c.own.Stop()
+		}
+		return fmt.Errorf("credential tokens: %w", err)
 	}
 	for range c.opts.Workers {
 		go wait.UntilWithContext(ctx, c.work, time.Second)
 	}
-	go func() { <-ctx.Done(); c.queue.ShutDown() }()
+	go func() {
+		<-ctx.Done()
+		_ = c.informer.RemoveEventHandler(reg)
+		c.queue.ShutDown()
+		if c.own != nil {
+			c.own.Stop()
+		}
+	}()
 	return nil
 }
+
+// isMine says pod is an agent's or a proxy's.
+func isMine(pod *corev1.Pod) bool { return selector.Matches(labels.Set(pod.Labels)) }
 
 func (c *Controller) work(ctx context.Context) {
 	for c.next(ctx) {
@@ -141,7 +175,7 @@ func (c *Controller) enqueueChanged(old, cur any) {
 
 // sync sets the live tokens of ns on each of its proxy pods.
 func (c *Controller) sync(ctx context.Context, ns string) error {
-	pods, err := c.pods.Pods(ns).List(labels.Everything())
+	pods, err := c.pods.Pods(ns).List(selector)
 	if err != nil {
 		return err
 	}
@@ -182,20 +216,6 @@ func diff(have, want map[string]string) map[string]any {
 		}
 	}
 	return patch
-}
-
-// slimPod keeps of a pod what the controller reads: its name, namespace,
-// labels, annotations and deletion, its phase and IP.
-func slimPod(obj any) (any, error) {
-	p, ok := obj.(*corev1.Pod)
-	if !ok {
-		return obj, nil
-	}
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
-			Labels: p.Labels, Annotations: p.Annotations, DeletionTimestamp: p.DeletionTimestamp},
-		Status: corev1.PodStatus{Phase: p.Status.Phase, PodIP: p.Status.PodIP},
-	}, nil
 }
 
 func isProxy(p *corev1.Pod) bool { return p.Labels[agentpod.LabelRole] == agentpod.RoleEgressProxy }

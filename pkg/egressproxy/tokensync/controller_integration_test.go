@@ -25,7 +25,7 @@ func TestMain(m *testing.M) { os.Exit(testcluster.Main(m)) }
 func createPod(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns, name, role string, ann map[string]string) {
 	t.Helper()
 	_, err := cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{agentpod.LabelRole: role}, Annotations: ann},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{agentpod.LabelManagedBy: agentpod.ManagedByValue, agentpod.LabelRole: role}, Annotations: ann},
 		Spec: corev1.PodSpec{TerminationGracePeriodSeconds: ptr.To(int64(0)),
 			Containers: []corev1.Container{{Name: "c", Image: "example.invalid/none:1"}}},
 	}, metav1.CreateOptions{})

@@ -5,7 +5,8 @@
 // A run's pod (a Job's, a lease's) carries its token's hash in the
 // annotation agentpod.AnnotationTokenHash; the token itself is only in the run's
 // env. The controller watches the agent and proxy pods of every namespace
-// (one informer, by the role label), and for each namespace that changed
+// (a handler on the daemon's informer of pcsync's pods, Options.Pods,
+// filtered by the role label), and for each namespace that changed
 // (a workqueue keyed by namespace) sets on every proxy pod one annotation
 // per live run, inject.AnnotationKey(hash) = "hash ip", and removes the
 // others. A run's token is live while its pod lives and has not ended; the

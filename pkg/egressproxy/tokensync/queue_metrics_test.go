@@ -19,7 +19,7 @@ import (
 // daemon's registry once a proxy pod is queued.
 func TestQueueMetrics(t *testing.T) {
 	cs := fake.NewClientset(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "proxy", Namespace: "acme",
-		Labels: map[string]string{agentpod.LabelRole: agentpod.RoleEgressProxy}}})
+		Labels: map[string]string{agentpod.LabelManagedBy: agentpod.ManagedByValue, agentpod.LabelRole: agentpod.RoleEgressProxy}}})
 	m := metrics.New()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

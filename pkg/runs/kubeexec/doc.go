@@ -1,7 +1,8 @@
 // Package kubeexec is pcsync's Kubernetes executor: it runs each accepted run
 // request as a hardened batch/v1 Job in the company's tenant namespace, with a
 // per-run Secret holding the prompt and the secret environment, tracks the Job
-// and its pod through shared informers (no per-run polling), follows the
+// and its pod through informers (no per-run polling; the pods' is the
+// daemon's one informer of pcsync's pods, Options.Pods), follows the
 // agent container's log through the API server into <name>.log while the
 // adapter's parser reads the same lines, and explains every way a run can end
 // (OOM kill, image pull failure, unschedulable pod, quota refusal, deadline,
@@ -60,7 +61,7 @@
 //	names.go        Job names and label values
 //	job_build.go    the Job, from the model, the run and the adapter's command
 //	secret_build.go the per-run Secret and the container environment
-//	tracker.go      the shared Job/Pod/Event informers and their dispatch
+//	tracker.go      the Job and Event informers, the tracker's index and handler on the daemon's pod informer (podinformer), their dispatch
 //	logs_follow.go  following the container log, reconnecting without duplicates
 //	explain.go      turning Job, Pod and Event state into a verdict
 //	executor.go     New, the work queue's workers, and Adopt

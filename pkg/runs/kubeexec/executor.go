@@ -13,8 +13,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/pcsync/pcsync/internal/lib/podinformer"
 	"github.com/pcsync/pcsync/pkg/result"
 	"github.com/pcsync/pcsync/pkg/runs"
 	"github.com/pcsync/pcsync/pkg/secretcheck"
@@ -52,12 +54,13 @@ const syncTimeout = 2 * time.Minute
 // stepWorkers is how many goroutines look at runs after watch events.
 const stepWorkers = 4
 
-// New starts the executor's watches (Jobs and Pods labelled
+// New starts the executor's watches (Jobs labelled
 // app.kubernetes.io/managed-by=pcsync, FailedCreate events of Jobs, in every
-// namespace) and waits until they have listed what exists, so that Adopt
-// finds the Jobs of an earlier daemon. cfg is the cluster access (a client
-// for Jobs, Secrets and the watches, and separate connections for log
-// streams). The executor stops when ctx ends.
+// namespace; pcsync's pods from Options.Pods) and waits until they have
+// listed what exists, so that Adopt finds the Jobs of an earlier daemon.
+// cfg is the cluster access (a client for Jobs, Secrets and the watches,
+// and separate connections for log streams). The executor stops when ctx
+// ends.
 func New(ctx context.Context, cfg *rest.Config, opts Options) (*Executor, error) {
 	opts.complete()
 	if opts.StateDir == "" {
@@ -75,7 +78,12 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Executor, error)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes executor: %w", err)
 	}
-	t := newTracker(client)
+	pods, err := opts.pods(ctx, client)
+	if err != nil {
+		j.close()
+		return nil, fmt.Errorf("kubernetes executor: %w", err)
+	}
+	t := newTracker(client, pods)
 	if err = t.start(ctx, syncTimeout); err != nil {
 		j.close()
 		return nil, fmt.Errorf("kubernetes executor: %w", err)
@@ -251,6 +259,20 @@ func (e *Executor) repairSecret(ctx context.Context, log *slog.Logger, in Input,
 		log.Info("created the missing Secret of the adopted Job")
 	}
 	return true
+}
+
+// pods is the pod informer of Options.Pods, else one of the executor's
+// own, started now and stopped with ctx.
+func (o Options) pods(ctx context.Context, client kubernetes.Interface) (cache.SharedIndexInformer, error) {
+	if o.Pods != nil {
+		return o.Pods, nil
+	}
+	inf := podinformer.New(client, podinformer.Options{SyncTimeout: syncTimeout})
+	if err := inf.Start(ctx); err != nil {
+		inf.Stop()
+		return nil, err
+	}
+	return inf, nil
 }
 
 var _ runs.Executor = (*Executor)(nil)

@@ -8,9 +8,11 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/pcsync/pcsync/internal/lib/agentpod"
+	"github.com/pcsync/pcsync/internal/lib/podinformer"
 )
 
 // TestLabelsOneMeaning: paperclip.io/agent-id holds the agent's id as
@@ -73,7 +75,7 @@ func TestAgentCountsOldAndNewJobs(t *testing.T) {
 		job("old-other-agent", older("r4", "reviewer"), false),
 		job("other-agent-with-an-id-like-coder", other, false),
 	)
-	tr := newTracker(cs)
+	tr := testTracker(t, cs)
 	if err := tr.start(t.Context(), 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +132,7 @@ func TestOccupiedCountsEachRunOnce(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			tr := newTracker(cs)
+			tr := testTracker(t, cs)
 			if err := tr.start(t.Context(), 10*time.Second); err != nil {
 				t.Fatal(err)
 			}
@@ -147,4 +149,16 @@ func TestOccupiedCountsEachRunOnce(t *testing.T) {
 			}
 		})
 	}
+}
+
+// testTracker is a tracker of cs beside a pod informer of cs (the
+// daemon's is shared), which runs until the test ends.
+func testTracker(t *testing.T, cs kubernetes.Interface) *tracker {
+	t.Helper()
+	pods := podinformer.New(cs, podinformer.DefaultOptions())
+	if err := pods.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pods.Stop)
+	return newTracker(cs, pods)
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"time"
 
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/pcsync/pcsync/pkg/introspect"
@@ -159,6 +160,11 @@ type Options struct {
 	// Keep it below the server's --http2-max-streams-per-connection.
 	// Default 100.
 	LogStreamsPerConnection int
+	// Pods is the daemon's informer of pcsync's pods (podinformer), which
+	// the executor shares with the daemon's other controllers: it adds its
+	// index and handler, and removes the handler when it stops. Nil: an
+	// informer of the executor's own, started and stopped with it.
+	Pods cache.SharedIndexInformer
 	// QueueMetrics, when set, receives the metrics of the executor's work
 	// queue (depth, adds, latency, work duration), as client-go's
 	// workqueue reports them. Default none.

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/pcsync/pcsync/internal/lib/podinformer"
 	"github.com/pcsync/pcsync/pkg/result"
 	"github.com/pcsync/pcsync/pkg/runs"
 	"github.com/pcsync/pcsync/pkg/tenantns"
@@ -28,7 +29,7 @@ func startExecutor(t *testing.T, cs *fake.Clientset) *Executor {
 	opts := Options{StateDir: t.TempDir(), Environ: func() []string { return testEnviron }, Logger: slog.New(slog.DiscardHandler)}
 	opts.complete()
 	return &Executor{ctx: t.Context(), client: cs, window: newStartWindow(4), journal: quietJournal(t, opts.StateDir),
-		opts: opts, tracker: newTracker(cs), tenants: tenantns.New(cs, 0)}
+		opts: opts, tracker: newTracker(cs, podinformer.New(cs, podinformer.DefaultOptions())), tenants: tenantns.New(cs, 0)}
 }
 
 // refuse makes the fake clientset answer verb on resource with err.

@@ -16,23 +16,28 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/pcsync/pcsync/internal/lib/agentpod"
+	"github.com/pcsync/pcsync/internal/lib/podinformer"
 )
 
 // Indexer names.
 const (
-	// byJob indexes pods and events by the namespace/name of their Job.
+	// byJob indexes events by the namespace/name of their Job.
 	byJob = "job"
+	// podsByJob indexes the daemon's shared pod informer by the
+	// namespace/name of a pod's Job (a name of its own there).
+	podsByJob = "kubeexec-job"
 	// byAgent indexes Jobs by namespace/agent label (agentpod.AgentOf).
 	byAgent = "agent"
 )
 
-// tracker holds the executor's only watches: Jobs and Pods labelled
-// app.kubernetes.io/managed-by=pcsync in every namespace, and FailedCreate
-// events of Jobs. Informer callbacks wake the handle of the Job they concern;
-// handles then read the caches. Nothing polls.
+// tracker holds the executor's watches: Jobs labelled
+// app.kubernetes.io/managed-by=pcsync in every namespace and FailedCreate
+// events of Jobs, and its handler on the daemon's pod informer (pcsync's
+// pods, shared: podinformer). Informer callbacks wake the handle of the
+// Job they concern; handles then read the caches. Nothing polls.
 type tracker struct {
-	// factories start the informers: Jobs and Pods by label, Events by
-	// field selector.
+	// factories start the informers: Jobs by label, Events by field
+	// selector.
 	factories          []informers.SharedInformerFactory
 	jobs, pods, events cache.SharedIndexInformer
 
@@ -59,8 +64,9 @@ type agentKey struct{ namespace, agent string }
 
 func jobKey(ns, name string) string { return ns + "/" + name }
 
-// newTracker builds the informers (not started).
-func newTracker(client kubernetes.Interface) *tracker {
+// newTracker builds the Job and Event informers (not started) beside
+// pods, the daemon's pod informer.
+func newTracker(client kubernetes.Interface, pods cache.SharedIndexInformer) *tracker {
 	t := &tracker{
 		subs:     map[string]*handle{},
 		deleted:  map[string]*batchv1.Job{},
@@ -72,7 +78,7 @@ func newTracker(client kubernetes.Interface) *tracker {
 	f := informers.NewSharedInformerFactoryWithOptions(client, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = managed }))
 	t.jobs = f.Batch().V1().Jobs().Informer()
-	t.pods = f.Core().V1().Pods().Informer()
+	t.pods = pods
 	ef := informers.NewSharedInformerFactoryWithOptions(client, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.AndSelectors(
@@ -91,10 +97,10 @@ func newTracker(client kubernetes.Interface) *tracker {
 // slim sets the informers' transforms.
 func (t *tracker) slim() {
 	// The caches keep only what explain and adoption read: with a
-	// thousand runs in flight, whole Jobs and Pods (their templates and
-	// specs, managed fields) would be most of the daemon's memory.
+	// thousand runs in flight, whole Jobs (their templates, managed
+	// fields) would be most of the daemon's memory. The pod informer
+	// slims its pods itself (podinformer.Slim).
 	_ = t.jobs.SetTransform(slimJob)
-	_ = t.pods.SetTransform(slimPod)
 	_ = t.events.SetTransform(func(obj any) (any, error) {
 		if m, ok := obj.(metav1.Object); ok {
 			m.SetManagedFields(nil)
@@ -103,7 +109,8 @@ func (t *tracker) slim() {
 	})
 }
 
-// index adds the informers' indexes: Jobs by agent, pods and events by Job.
+// index adds the informers' indexes: Jobs by agent, events by Job. The
+// pods' index is added when the tracker starts.
 func (t *tracker) index() {
 	_ = t.jobs.AddIndexers(cache.Indexers{byAgent: func(obj any) ([]string, error) {
 		j, ok := obj.(*batchv1.Job)
@@ -111,16 +118,6 @@ func (t *tracker) index() {
 			return nil, nil
 		}
 		return []string{jobKey(j.Namespace, agentpod.AgentOf(j.Labels))}, nil
-	}})
-	_ = t.pods.AddIndexers(cache.Indexers{byJob: func(obj any) ([]string, error) {
-		p, ok := obj.(*corev1.Pod)
-		if !ok {
-			return nil, nil
-		}
-		if ref := metav1.GetControllerOf(p); ref != nil && ref.Kind == "Job" {
-			return []string{jobKey(p.Namespace, ref.Name)}, nil
-		}
-		return nil, nil
 	}})
 	_ = t.events.AddIndexers(cache.Indexers{byJob: func(obj any) ([]string, error) {
 		e, ok := obj.(*corev1.Event)
@@ -154,19 +151,6 @@ func (t *tracker) handle() {
 			}
 		},
 	})
-	podHandler := func(obj any) {
-		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = d.Obj
-		}
-		if p, ok := obj.(*corev1.Pod); ok {
-			if ref := metav1.GetControllerOf(p); ref != nil && ref.Kind == "Job" {
-				t.wake(jobKey(p.Namespace, ref.Name))
-			}
-		}
-	}
-	_, _ = t.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: podHandler, UpdateFunc: func(_, obj any) { podHandler(obj) }, DeleteFunc: podHandler,
-	})
 	eventHandler := func(obj any) {
 		if e, ok := obj.(*corev1.Event); ok {
 			t.wake(jobKey(e.InvolvedObject.Namespace, e.InvolvedObject.Name))
@@ -177,20 +161,56 @@ func (t *tracker) handle() {
 	})
 }
 
-// start runs the informers until ctx ends and waits for their first list.
+// start runs the Job and Event informers until ctx ends, registers the
+// pods' index and handler (removed when ctx ends), and waits for the
+// first lists and the handler's replay of the pods.
 func (t *tracker) start(ctx context.Context, timeout time.Duration) error {
 	for _, f := range t.factories {
 		f.Start(ctx.Done())
 	}
+	if err := podinformer.AddIndexers(t.pods, cache.Indexers{podsByJob: podJobIndex}); err != nil {
+		return err
+	}
 	sctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if !cache.WaitForCacheSync(sctx.Done(), t.jobs.HasSynced, t.pods.HasSynced, t.events.HasSynced) {
+	if !cache.WaitForCacheSync(sctx.Done(), t.jobs.HasSynced, t.events.HasSynced) {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return fmt.Errorf("the Job, Pod and Event watches did not sync within %s (check RBAC: list/watch jobs, pods and events cluster-wide)", timeout)
+		return fmt.Errorf("the Job and Event watches did not sync within %s (check RBAC: list/watch jobs and events cluster-wide)", timeout)
 	}
+	reg, err := podinformer.Handle(ctx, t.pods, cache.ResourceEventHandlerFuncs{
+		AddFunc: t.podChanged, UpdateFunc: func(_, obj any) { t.podChanged(obj) }, DeleteFunc: t.podChanged,
+	}, timeout)
+	if err != nil {
+		return err
+	}
+	context.AfterFunc(ctx, func() { _ = t.pods.RemoveEventHandler(reg) })
 	return nil
+}
+
+// podJobIndex indexes a pod by the namespace/name of its Job.
+func podJobIndex(obj any) ([]string, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil, nil
+	}
+	if ref := metav1.GetControllerOf(p); ref != nil && ref.Kind == "Job" {
+		return []string{jobKey(p.Namespace, ref.Name)}, nil
+	}
+	return nil, nil
+}
+
+// podChanged wakes the run of a pod's Job.
+func (t *tracker) podChanged(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if p, ok := obj.(*corev1.Pod); ok {
+		if ref := metav1.GetControllerOf(p); ref != nil && ref.Kind == "Job" {
+			t.wake(jobKey(p.Namespace, ref.Name))
+		}
+	}
 }
 
 func (t *tracker) jobChanged(j *batchv1.Job, finishedChanged bool) {
@@ -285,7 +305,7 @@ func (t *tracker) job(ns, name string) *batchv1.Job {
 
 // pod returns the newest cached pod of a Job.
 func (t *tracker) pod(key string) *corev1.Pod {
-	objs, err := t.pods.GetIndexer().ByIndex(byJob, key)
+	objs, err := t.pods.GetIndexer().ByIndex(podsByJob, key)
 	if err != nil {
 		return nil
 	}
@@ -414,20 +434,4 @@ func slimJob(obj any) (any, error) {
 	j.ManagedFields = nil
 	j.Spec = batchv1.JobSpec{}
 	return j, nil
-}
-
-// slimPod keeps of a cached Pod its metadata (without managed fields), its
-// status, and its containers' names and images.
-func slimPod(obj any) (any, error) {
-	p, ok := obj.(*corev1.Pod)
-	if !ok {
-		return obj, nil
-	}
-	p.ManagedFields = nil
-	containers := make([]corev1.Container, len(p.Spec.Containers))
-	for i, c := range p.Spec.Containers {
-		containers[i] = corev1.Container{Name: c.Name, Image: c.Image}
-	}
-	p.Spec = corev1.PodSpec{Containers: containers, NodeName: p.Spec.NodeName}
-	return p, nil
 }

@@ -52,7 +52,7 @@ func (c *Controller) configChanged() {
 	for _, k := range changedPools(old, now) {
 		c.queue.Add(k)
 	}
-	for _, s := range c.informer.GetIndexer().ListIndexFuncValues(poolIndex) {
+	for _, s := range c.informer.GetIndexer().ListIndexFuncValues(c.index) {
 		k := parseKey(s)
 		if now.pools[k] == nil {
 			c.queue.Add(k)

@@ -9,36 +9,37 @@ import (
 
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/pcsync/pcsync/internal/lib/agentpod"
+	"github.com/pcsync/pcsync/internal/lib/podinformer"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/sandbox/leasepod"
 	"github.com/pcsync/pcsync/pkg/tenantns"
 )
 
-// poolIndex indexes the members in the cache by their pool's key.
-const poolIndex = "pool"
+// poolIndexPrefix and the owner name the index of an owner's members by
+// their pool's key, in the daemon's pod informer.
+const poolIndexPrefix = "sandbox-pool/"
 
 // poolWorkers is how many pools sync at once (one pool never syncs twice
 // at once: the workqueue's promise).
 const poolWorkers = 2
 
 // Controller keeps every declared warm pool at its count of members,
-// in the shape of client-go's controllers: an informer of the members
-// (pods labelled Label and its own LabelOwner, in every namespace)
-// and its lister; a rate-limited workqueue of pool keys (namespace and
-// spec hash) that the informer's events, a changed config (pushed by
-// ConfigChanged, else found every Resync) and the end of a burst
-// of acquires fill; one sync(key) that compares the pool's
-// declaration with its members in the lister (sync.go); and expectations
-// for the creates and deletes in flight. A restarted daemon's informer
+// in the shape of client-go's controllers: a handler, an index and a
+// lister on the daemon's informer of pcsync's pods (Deps.Pods), which see
+// only the members (pods labelled Label and its own LabelOwner, in every
+// namespace; a member claimed leaves them); a rate-limited workqueue of
+// pool keys (namespace and spec hash) that the informer's events, a
+// changed config (pushed by ConfigChanged, else found every Resync) and
+// the end of a burst of acquires fill; one sync(key) that compares the
+// pool's declaration with its members in the lister (sync.go); and
+// expectations for the creates and deletes in flight. A restarted daemon's informer
 // lists the members of the one before: it adopts them, and creates only
 // what is missing. Members of another owner it never sees. Of the
 // controllers of one owner (two daemons on one ApplySet), only the holder
@@ -47,9 +48,13 @@ type Controller struct {
 	deps
 	informer cache.SharedIndexInformer
 	lister   corelisters.PodLister
-	queue    workqueue.TypedRateLimitingInterface[Key]
-	exp      *expectations
-	holds    *nsHolds
+	// index is the name of the owner's index in informer.
+	index string
+	// reg is the controller's handler on informer, from Start to Close.
+	reg   cache.ResourceEventHandlerRegistration
+	queue workqueue.TypedRateLimitingInterface[Key]
+	exp   *expectations
+	holds *nsHolds
 	// cfg is the config the pools were last declared from.
 	cfg atomic.Pointer[poolConfig]
 	// pushed wakes the config loop for a new config (one wake pending at
@@ -82,7 +87,11 @@ type Controller struct {
 // cluster, the config, how a member's record is placed, and what it is
 // told of members; it holds no Manager.
 type Deps struct {
-	Client  kubernetes.Interface
+	Client kubernetes.Interface
+	// Pods is the daemon's informer of pcsync's pods (podinformer),
+	// running or started later: the controller adds its index and handler
+	// on Start and removes the handler on Close.
+	Pods    cache.SharedIndexInformer
 	Log     *slog.Logger
 	Metrics Metrics
 	// QueueMetrics receives the pools' workqueue metrics (queue
@@ -164,49 +173,51 @@ func New(dp Deps) *Controller {
 	d := deps{cs: dp.Client, log: dp.Log, metrics: dp.Metrics, opts: dp.Options, tenants: dp.Tenants, model: dp.Model,
 		place: dp.Place, hostRoot: dp.HostRoot, maxLeaseTTL: dp.MaxLeaseTTL, refused: dp.Refused, ready: dp.Ready, gone: dp.Gone}
 	d.opts.complete()
-	selector := agentpod.LabelManagedBy + "=" + agentpod.ManagedByValue + "," + Label + "," + LabelOwner + "=" + d.opts.Owner
-	f := informers.NewSharedInformerFactoryWithOptions(d.cs, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.LabelSelector = selector
-	}))
-	pods := f.Core().V1().Pods()
-	c := &Controller{deps: d, informer: pods.Informer(), lister: pods.Lister(),
+	c := &Controller{deps: d, informer: dp.Pods, lister: corelisters.NewPodLister(dp.Pods.GetIndexer()), index: poolIndexPrefix + d.opts.Owner,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(poolRateLimiter(),
 			workqueue.TypedRateLimitingQueueConfig[Key]{Name: "sandbox-pools", MetricsProvider: dp.QueueMetrics}),
 		exp:      newExpectations(d.opts.PendingTTL, time.Now),
 		holds:    &nsHolds{quotaBackoff: d.opts.QuotaBackoff, coldHold: d.opts.ColdHold},
 		pushed:   make(chan struct{}, 1),
 		reported: map[string]bool{}}
-	_ = c.informer.AddIndexers(cache.Indexers{poolIndex: func(obj any) ([]string, error) {
-		if k, ok := memberKey(obj); ok {
-			return []string{k.String()}, nil
-		}
-		return nil, nil
-	}})
-	_, _ = c.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.added,
-		UpdateFunc: c.updated,
-		DeleteFunc: c.deleted,
-	})
 	return c
 }
 
-// Start runs the informer, waits for its first list (30s at most), and
-// starts the config loop, the workers and the owner's election (the
-// workers sync only while this controller holds the owner's Lease).
+// isMember says pod is a member of one of the owner's pools.
+func (c *Controller) isMember(pod *corev1.Pod) bool {
+	_, member := pod.Labels[Label]
+	return member && pod.Labels[LabelOwner] == c.opts.Owner
+}
+
+// memberIndex indexes the owner's members by their pool's key.
+func (c *Controller) memberIndex(obj any) ([]string, error) {
+	if p, ok := obj.(*corev1.Pod); ok && c.isMember(p) {
+		k, _ := memberKey(p)
+		return []string{k.String()}, nil
+	}
+	return nil, nil
+}
+
+// Start adds the owner's index and the controller's handler to the pod
+// informer, waits for the handler to have seen every member (30s at
+// most), and starts the config loop, the workers and the owner's
+// election (the workers sync only while this controller holds the
+// owner's Lease).
 func (c *Controller) Start(ctx context.Context) error {
 	run, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		c.informer.RunWithContext(run)
-	}()
-	sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
-	defer scancel()
-	if !cache.WaitForCacheSync(sctx.Done(), c.informer.HasSynced) {
+	if err := podinformer.AddIndexers(c.informer, cache.Indexers{c.index: c.memberIndex}); err != nil {
 		c.Close()
-		return sctx.Err()
+		return err
 	}
+	reg, err := podinformer.Handle(ctx, c.informer, podinformer.Filter(c.isMember, cache.ResourceEventHandlerFuncs{
+		AddFunc: c.added, UpdateFunc: c.updated, DeleteFunc: c.deleted,
+	}), 30*time.Second)
+	if err != nil {
+		c.Close()
+		return err
+	}
+	c.reg = reg
 	c.configChanged()
 	c.report()
 	c.wg.Add(2 + poolWorkers)
@@ -231,6 +242,9 @@ func (c *Controller) Start(ctx context.Context) error {
 // Close stops the controller and releases the owner's Lease if it held
 // it; the members stay for the next daemon, or the standby.
 func (c *Controller) Close() {
+	if c.reg != nil {
+		_ = c.informer.RemoveEventHandler(c.reg)
+	}
 	c.cancel()
 	c.queue.ShutDown()
 	c.wg.Wait()

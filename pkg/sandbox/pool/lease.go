@@ -169,7 +169,7 @@ func (c *Controller) enqueueAll() {
 			c.queue.Add(k)
 		}
 	}
-	for _, s := range c.informer.GetIndexer().ListIndexFuncValues(poolIndex) {
+	for _, s := range c.informer.GetIndexer().ListIndexFuncValues(c.index) {
 		c.queue.Add(parseKey(s))
 	}
 }

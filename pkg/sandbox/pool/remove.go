@@ -91,7 +91,7 @@ func (c *Controller) takeForRoom(ns string, tried map[types.UID]bool) *corev1.Po
 	pods, _ := c.lister.Pods(ns).List(labels.Everything())
 	var ready, notReady []*corev1.Pod
 	for _, p := range pods {
-		if tried[p.UID] || p.DeletionTimestamp != nil {
+		if !c.isMember(p) || tried[p.UID] || p.DeletionTimestamp != nil {
 			continue
 		}
 		if agentpod.Ready(p) {

@@ -47,7 +47,7 @@ func (c *Controller) Status() []Status {
 	}
 	pods, _ := c.lister.List(labels.Everything())
 	for _, pod := range pods {
-		if _, taken := c.claimed.Load(pod.UID); taken || pod.DeletionTimestamp != nil {
+		if _, taken := c.claimed.Load(pod.UID); taken || pod.DeletionTimestamp != nil || !c.isMember(pod) {
 			continue
 		}
 		k := Key{Namespace: pod.Namespace, Hash: pod.Labels[Label]}

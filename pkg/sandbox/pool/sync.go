@@ -63,7 +63,7 @@ func (c *Controller) sync(ctx context.Context, k Key) error {
 // members are pool k's members in the lister, but for those being
 // deleted and those a claim or a shrink took.
 func (c *Controller) members(k Key) ([]*corev1.Pod, error) {
-	pods, err := c.lister.Pods(k.Namespace).List(labels.SelectorFromSet(labels.Set{Label: k.Hash}))
+	pods, err := c.lister.Pods(k.Namespace).List(labels.SelectorFromSet(labels.Set{Label: k.Hash, LabelOwner: c.opts.Owner}))
 	if err != nil {
 		return nil, fmt.Errorf("pool %s: list members: %w", k, err)
 	}

@@ -15,7 +15,7 @@ import (
 // not in tried as taken (no sync counts it, no other claim takes it), and
 // returns it for a claim; nil when there is none.
 func (c *Controller) Take(k Key, tried map[types.UID]bool) *corev1.Pod {
-	objs, _ := c.informer.GetIndexer().ByIndex(poolIndex, k.String())
+	objs, _ := c.informer.GetIndexer().ByIndex(c.index, k.String())
 	pods := make([]*corev1.Pod, 0, len(objs))
 	for _, o := range objs {
 		if pod := o.(*corev1.Pod); agentpod.Ready(pod) && pod.DeletionTimestamp == nil && !tried[pod.UID] {
