@@ -248,6 +248,8 @@ func (f *daemonFlags) options(ctx context.Context, g *globalOptions, lim apply.A
 	ro.Apply.Prune, ro.Apply.PruneMax, ro.Apply.PruneFloor = lim.Prune, lim.PruneMax, lim.PruneFloor
 	ro.Apply.ForceConflicts = f.forceConflicts
 	ro.Load, ro.Render = g.loadOptions(f.set.namespace), g.renderOptions()
+	// Each config loaded gives the egress proxies' scaler its idle periods.
+	ro.OnModel = f.egress.setModel
 
 	doApply := !f.noReconcile && f.executor == "kubernetes" && f.sides.kubernetes
 	if !f.noReconcile && f.sides.paperclip {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -14,6 +15,7 @@ import (
 	"github.com/pcsync/pcsync/internal/lib/podinformer"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/egressproxy/agentenv"
+	"github.com/pcsync/pcsync/pkg/egressproxy/scale"
 	"github.com/pcsync/pcsync/pkg/egressproxy/tokensync"
 	"github.com/pcsync/pcsync/pkg/images"
 	"github.com/pcsync/pcsync/pkg/introspect"
@@ -47,6 +49,9 @@ func newKubeExecutor(ctx context.Context, g *globalOptions, stateDir string, m *
 		return nil, err
 	}
 	opts.Pods = egress.pods
+	if sc := egress.scale.Load(); sc != nil {
+		opts.ProxyScale = sc
+	}
 	return kubeexec.New(ctx, cfg, opts)
 }
 
@@ -65,7 +70,46 @@ type egressShared struct {
 	once  sync.Once
 	pods  *podinformer.Informer
 	addrs *agentenv.Addresses
-	err   error
+	// scale is the proxies' scaler, once started (setModel reads it from
+	// the config loop).
+	scale atomic.Pointer[scale.Controller]
+	// idle is each tenant namespace's proxy idle period, from the last
+	// config loaded (setModel).
+	idle atomic.Pointer[map[string]time.Duration]
+	err  error
+}
+
+// setModel takes the proxies' idle periods of a config the daemon loaded:
+// a company in egress mode proxy has its spec.egress.proxyIdleSec (else
+// the Settings'), and one with a warm pool none (its proxy stays up). The
+// scaler looks at every proxy again.
+func (e *egressShared) setModel(m *config.Model) {
+	idle := make(map[string]time.Duration, len(m.Companies))
+	for i := range m.Companies {
+		c := &m.Companies[i]
+		if m.EgressMode(c) != config.EgressProxy {
+			continue
+		}
+		idle[m.Namespace(c)] = m.ProxyIdle(c)
+		if c.Spec.Sandbox != nil && len(c.Spec.Sandbox.WarmPool) > 0 {
+			idle[m.Namespace(c)] = 0
+		}
+	}
+	e.idle.Store(&idle)
+	if sc := e.scale.Load(); sc != nil {
+		sc.Resync()
+	}
+}
+
+// idleFor is the scaler's IdleFunc: false for a namespace that is no
+// company's in egress mode proxy (its proxy is left alone).
+func (e *egressShared) idleFor(ns string) (time.Duration, bool) {
+	idle := e.idle.Load()
+	if idle == nil {
+		return 0, false
+	}
+	d, ok := (*idle)[ns]
+	return d, ok
 }
 
 // start starts the pod informer, the watch and the controller once, and
@@ -84,9 +128,30 @@ func (e *egressShared) start() (*agentenv.Addresses, error) {
 		if e.addrs, e.err = proxyAddresses(e.ctx, cfg); e.err != nil {
 			return
 		}
-		e.err = startTokenSync(e.ctx, cfg, e.g.Logger, e.m, e.pods)
+		if e.err = startTokenSync(e.ctx, cfg, e.g.Logger, e.m, e.pods); e.err != nil {
+			return
+		}
+		var sc *scale.Controller
+		if sc, e.err = e.startScale(cfg); e.err == nil {
+			e.scale.Store(sc)
+		}
 	})
 	return e.addrs, e.err
+}
+
+// startScale starts the proxies' scaler on the daemon's pod informer.
+func (e *egressShared) startScale(cfg *rest.Config) (*scale.Controller, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("egress proxy scale: cluster access: %w", err)
+	}
+	o := scale.DefaultOptions()
+	o.Idle, o.Logger, o.QueueMetrics = e.idleFor, e.g.Logger, e.m.Workqueue()
+	sc, err := scale.New(cs, e.pods, o)
+	if err != nil {
+		return nil, err
+	}
+	return sc, sc.Run(e.ctx)
 }
 
 // stop stops the pod informer, if it started, and waits for it.

@@ -113,6 +113,9 @@ func (f *sandboxFlags) runner(g *globalOptions, d *daemonFlags, self *introspect
 			return err
 		}
 		o.Pods = d.egress.pods
+		if sc := d.egress.scale.Load(); sc != nil {
+			o.ProxyScale = sc
+		}
 		mgr, err := sandbox.New(ctx, cfg, model, o)
 		if err != nil {
 			return err

@@ -99,7 +99,10 @@ func DefaultPermissions() []Permission {
 	add("networking.k8s.io", []string{"networkpolicies"}, applyVerbs, ScopeCluster, "apply and prune tenant manifests", nil)
 	add("", []string{"services"}, append(slices.Clone(applyVerbs), "watch"), ScopeCluster,
 		"egress mode proxy: the egress proxy's Service, whose ClusterIP agents get", nil)
-	add("apps", []string{"deployments"}, applyVerbs, ScopeCluster, "egress mode proxy: the egress proxy", nil)
+	add("apps", []string{"deployments"}, append(slices.Clone(applyVerbs), "watch"), ScopeCluster,
+		"egress mode proxy: the egress proxy; its scaler watches every proxy", nil)
+	add("apps", []string{"deployments/scale"}, []string{"patch"}, ScopeTenant,
+		"egress mode proxy: scaling an idle company's proxy to zero and back (spec.egress.proxyIdleSec)", nil)
 	add("cilium.io", []string{"ciliumnetworkpolicies"}, applyVerbs, ScopeCluster, "egress mode cilium",
 		func(p *Permission) { p.CiliumOnly = true })
 	// Secrets are created and deleted, never read, outside pcsync's own namespace.

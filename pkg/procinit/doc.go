@@ -21,4 +21,5 @@
 //
 //	run.go     Run and its Options: start, forward, reap, exit
 //	record.go  Record: what Run writes for the executor, and ParseRecord
+//	wait.go    --wait-proxy: the CLI starts once its egress proxy answers
 package procinit

@@ -44,6 +44,9 @@ const (
 	CodePodUnschedulable Code = "pod_unschedulable"
 	// CodePodNotReady: the pod did not run within the wait.
 	CodePodNotReady Code = "pod_not_ready"
+	// CodeProxyUnavailable: the company's egress proxy, scaled up from
+	// zero for the lease, did not answer within the wait.
+	CodeProxyUnavailable Code = "proxy_unavailable"
 
 	// CodeBadRequest: a hook's params do not decode.
 	CodeBadRequest Code = "bad_request"

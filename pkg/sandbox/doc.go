@@ -54,6 +54,7 @@
 //	manager_prestart.go Prestart: a run's lease begun when Paperclip starts the run (agent.run.started, forwarded by the plugin), taken by the run's acquire, deleted when none takes it
 //	manager_execute.go  ExecuteStream: one command on a lease, its env filtered, its stdin and output streams; Execute: the same with the output whole
 //	proxy_env.go        egress mode proxy: the proxy's variables on every execute
+//	manager_proxy_wait.go  egress mode proxy: a lease whose proxy was scaled to zero waits for it, from its pod, before its acquire returns
 //	manager_sync.go     Put and Get: one mapping of Paperclip's native workspace sync as one command of the lease's stream (a file, or a tree as a tar), streamed
 //	manager_release.go  Release and the expiry: drain, shutdown, delete, wait gone (internal/lib/podwait)
 //	manager_probe.go    Validate and Probe: an environment's config checked, and what a lease of it needs, without a lease; their results (the hooks' answers as they are)

@@ -78,6 +78,7 @@ func (m *Manager) acquire(ctx context.Context, p AcquireParams, early bool) (_ L
 	if err := m.credentialsExist(ctx, model, &r); err != nil {
 		return LeaseInfo{}, err
 	}
+	cold := m.proxyCold(model, r.Company, r.Namespace)
 	started := func() {}
 	if m.pools != nil {
 		started = m.pools.Acquiring(r.Namespace)
@@ -118,6 +119,12 @@ func (m *Manager) acquire(ctx context.Context, p AcquireParams, early bool) (_ L
 		return LeaseInfo{}, fmt.Errorf("lease %s: state %s: it ended while its pod started", l.ID, l.State())
 	}
 	m.connect(l, patience, ws)
+	if cold {
+		if err := m.waitProxy(ctx, l); err != nil {
+			m.releaseAsync(l, EndFailed)
+			return LeaseInfo{}, err
+		}
+	}
 	m.log.Info("sandbox lease ready", slog.String("lease", r.ID), slog.Duration("took", time.Since(now).Round(time.Millisecond)))
 	return m.info(l), nil
 }

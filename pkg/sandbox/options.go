@@ -85,6 +85,11 @@ type Options struct {
 	// the warm pools share with the daemon's other controllers. Nil: the
 	// Manager runs one of its own for its pools.
 	Pods cache.SharedIndexInformer
+	// ProxyScale, when set, brings a company's egress proxy up for each
+	// lease (package egressproxy/scale); an acquire that finds it scaled
+	// to zero waits for it, from inside the lease's pod, before it
+	// returns. Nil: proxies are always up.
+	ProxyScale ProxyScale
 	// QueueMetrics receives the warm pools' workqueue metrics (the
 	// daemon's Metrics.Workqueue()). Default none.
 	QueueMetrics workqueue.MetricsProvider

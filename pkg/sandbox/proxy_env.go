@@ -25,6 +25,13 @@ type ProxyAddresses interface {
 	ClusterIP(namespace string) (string, error)
 }
 
+// ProxyScale scales the tenants' egress proxies (scale.Controller).
+type ProxyScale interface {
+	// Need keeps namespace's proxy up for a lease about to start, and
+	// reports whether it has an available pod already.
+	Need(namespace string) bool
+}
+
 // addProxyEnv adds, for a lease of a company in egress mode proxy, the
 // egress proxy's variables to an execute's env (they win over the
 // execute's own). A warm pool member gets them only here, once claimed:

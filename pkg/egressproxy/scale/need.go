@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/pcsync/pcsync/pkg/egressproxy/allow"
 )
@@ -50,5 +51,16 @@ func (c *Controller) Ready(ctx context.Context, ns string) error {
 			return fmt.Errorf("Deployment/%s/%s: no available proxy pod yet: %w", ns, allow.ProxyName, context.Cause(ctx))
 		case <-changed:
 		}
+	}
+}
+
+// Resync looks at every proxy again: the idle periods changed.
+func (c *Controller) Resync() {
+	ds, err := c.lister.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, d := range ds {
+		c.queue.Add(d.Namespace)
 	}
 }

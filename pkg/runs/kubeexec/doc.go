@@ -67,6 +67,7 @@
 //	executor.go     New, the work queue's workers, and Adopt
 //	start.go        Start: its steps, each undone by one rollback on failure
 //	start_credentials.go the check that a run's credential Secrets exist
+//	start_proxy.go  a run whose egress proxy was scaled to zero, in an image without pcsync init: the proxy up before its Job
 //	                (secretcheck.Guard), beside the journal's write
 //	start_window.go the start window: how many runs are created at once, cut
 //	                on the API server's pushback (429, timeout, slow create)

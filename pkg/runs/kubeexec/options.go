@@ -2,6 +2,7 @@ package kubeexec
 
 import (
 	"cmp"
+	"context"
 	"log/slog"
 	"os"
 	"time"
@@ -165,6 +166,11 @@ type Options struct {
 	// index and handler, and removes the handler when it stops. Nil: an
 	// informer of the executor's own, started and stopped with it.
 	Pods cache.SharedIndexInformer
+	// ProxyScale, when set, brings a company's egress proxy up for each
+	// run (package egressproxy/scale): a run that finds it scaled to zero
+	// waits for it in its pod (pcsync init --wait-proxy), or before its
+	// Job for an image without pcsync. Nil: proxies are always up.
+	ProxyScale ProxyScale
 	// QueueMetrics, when set, receives the metrics of the executor's work
 	// queue (depth, adds, latency, work duration), as client-go's
 	// workqueue reports them. Default none.
@@ -175,6 +181,15 @@ type Options struct {
 // Service (agentenv.Addresses).
 type ProxyAddresses interface {
 	ClusterIP(namespace string) (string, error)
+}
+
+// ProxyScale scales the tenants' egress proxies (scale.Controller).
+type ProxyScale interface {
+	// Need keeps namespace's proxy up for a run about to start, and
+	// reports whether it has an available pod already.
+	Need(namespace string) bool
+	// Ready waits until namespace's proxy has an available pod.
+	Ready(ctx context.Context, namespace string) error
 }
 
 // DefaultOptions returns the defaults of Options (StateDir has none).

@@ -49,6 +49,7 @@ func (e *Executor) Start(ctx context.Context, r *runs.Run) (runs.Handle, error) 
 		s.checkCredentials, // the credentials' Secrets exist: asked now, answered before the Job
 		s.journalStart,     // the run's start record (its nonce) on disk
 		s.credentialsExist, // the answer: a missing Secret fails the run here
+		s.proxyReady,       // an image without pcsync: its proxy up from zero first
 		s.createJob,        // the Job, or the run's own Job found under its name
 		s.createSecret,     // the Secret, owned by the Job
 	} {
@@ -103,6 +104,11 @@ func (e *Executor) newStart(ctx context.Context, r *runs.Run) (*start, error) {
 			return nil, err
 		}
 		in.Credentials = agentenv.CredentialsFor(in.Company, in.Agent.Adapter, ip, token)
+	}
+	if ip != "" && e.opts.ProxyScale != nil {
+		// The proxy starts while the run's pod does; pcsync init waits
+		// for it (an image without pcsync: waitProxy, before the Job).
+		in.WaitProxy = !e.opts.ProxyScale.Need(in.Namespace())
 	}
 	in.Command.Args = adapters.WithBaseURL(in.Agent.Adapter, in.Command.Args, in.envValues(b))
 	for _, w := range in.Command.Warnings {

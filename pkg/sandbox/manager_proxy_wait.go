@@ -1,0 +1,72 @@
+package sandbox
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/procinit"
+	"github.com/pcsync/pcsync/pkg/sandbox/cmdclient"
+)
+
+// proxyWait bounds the wait for a proxy scaled up from zero.
+const proxyWait = 3 * time.Minute
+
+// proxyCold tells the proxy scaler (Options.ProxyScale) of a lease about
+// to start in namespace ns of company c, and reports whether its egress
+// proxy has no available pod yet (scaled to zero while idle): the lease
+// then waits for it before its acquire returns (waitProxy).
+func (m *Manager) proxyCold(model *config.Model, company, ns string) bool {
+	if m.opts.ProxyScale == nil || m.opts.ProxyAddresses == nil {
+		return false
+	}
+	c, ok := model.Company(company)
+	if !ok || model.EgressMode(c) != config.EgressProxy {
+		return false
+	}
+	return !m.opts.ProxyScale.Need(ns)
+}
+
+// waitProxy waits, from inside lease l's pod, until its company's egress
+// proxy accepts a connection: `pcsync init --wait-proxy` by the pod's own
+// pcsync, on the path the lease's commands take (the Service's address,
+// through the pod's NetworkPolicy), so that the first request of the
+// lease's first execute does not fail. A pod whose pcsync cannot run the
+// wait (an older one) is logged and not waited for.
+func (m *Manager) waitProxy(ctx context.Context, l *lease) error {
+	began := time.Now()
+	var stderr bytes.Buffer
+	cmd := cmdclient.Command{
+		Argv:    []string{cmp.Or(l.Server, m.opts.ServerPath), "init", "--wait-proxy", "--record", "-", "--", "true"},
+		Env:     map[string]string{},
+		BaseEnv: true,
+		Timeout: proxyWait + 10*time.Second,
+		Stderr:  &stderr,
+	}
+	var exit cmdclient.Exit
+	err := m.inUse(ctx, l, func(l *lease, c *cmdclient.Client) error {
+		if err := m.addProxyEnv(ctx, l, &cmd); err != nil {
+			return err
+		}
+		var err error
+		exit, err = c.Exec(ctx, cmd)
+		return err
+	})
+	switch {
+	case err != nil:
+		return fmt.Errorf("lease %s: waiting for the egress proxy: %w", l.ID, err)
+	case exit.Code == procinit.ExitProxyUnavailable:
+		return userErrorf(CodeProxyUnavailable, "lease %s: %s", l.ID, strings.TrimSpace(stderr.String()))
+	case exit.Code != 0 || exit.Error != "":
+		m.log.Warn("sandbox lease: the pod's pcsync could not wait for the egress proxy; its first request may fail",
+			slog.String("lease", l.ID), slog.Int("exit", exit.Code), slog.String("error", cmp.Or(exit.Error, strings.TrimSpace(stderr.String()))))
+		return nil
+	}
+	m.log.Info("sandbox lease: egress proxy up", slog.String("lease", l.ID), slog.Duration("waited", time.Since(began).Round(time.Millisecond)))
+	return nil
+}
