@@ -70,4 +70,3 @@ func dial(addr string) error {
 	}
 	return c.Close()
 }
-
