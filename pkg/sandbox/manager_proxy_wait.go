@@ -37,9 +37,20 @@ func (m *Manager) proxyCold(model *config.Model, company, ns string) bool {
 // pcsync, on the path the lease's commands take (the Service's address,
 // through the pod's NetworkPolicy), so that the first request of the
 // lease's first execute does not fail. A pod whose pcsync cannot run the
-// wait (an older one) is logged and not waited for.
+// wait (an older one) is logged and not waited for. Where pods share the
+// host (Options.HostRoot), the proxy's Deployment is waited for instead.
 func (m *Manager) waitProxy(ctx context.Context, l *lease) error {
 	began := time.Now()
+	if m.opts.HostRoot != "" {
+		// Pods that share the host (kwok) have no network of their own:
+		// the proxy's Deployment says when it is up.
+		wctx, cancel := context.WithTimeout(ctx, proxyWait)
+		defer cancel()
+		if err := m.opts.ProxyScale.Ready(wctx, l.Namespace); err != nil {
+			return userErrorf(CodeProxyUnavailable, "lease %s: %v", l.ID, err)
+		}
+		return nil
+	}
 	var stderr bytes.Buffer
 	cmd := cmdclient.Command{
 		Argv:    []string{cmp.Or(l.Server, m.opts.ServerPath), "init", "--wait-proxy", "--record", "-", "--", "true"},

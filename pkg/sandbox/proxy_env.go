@@ -30,6 +30,8 @@ type ProxyScale interface {
 	// Need keeps namespace's proxy up for a lease about to start, and
 	// reports whether it has an available pod already.
 	Need(namespace string) bool
+	// Ready waits until namespace's proxy has an available pod.
+	Ready(ctx context.Context, namespace string) error
 }
 
 // addProxyEnv adds, for a lease of a company in egress mode proxy, the
