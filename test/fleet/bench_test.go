@@ -29,6 +29,7 @@ var (
 	fleetSettle  = flag.Duration("fleet-settle", 30*time.Second, "how long the daemon rests after its first apply before the window")
 	fleetWindow  = flag.Duration("fleet-window", time.Minute, "the window over which the daemon's rest is measured")
 	fleetCommits = flag.Int("fleet-commits", 5, "how many one-company commits are timed to applied")
+	fleetIdle    = flag.Int("fleet-proxy-idle", 10, "the fleet's spec.egress.proxyIdleSec: its proxies sleep before the window")
 )
 
 // fleetAgents is how many agents each company of the fleet has.
@@ -44,13 +45,17 @@ type fleetFigures struct {
 	requests   float64       // API requests in the window
 	commit     []time.Duration
 	window     time.Duration
+	asleep     time.Duration // the first apply → every proxy scaled to 0
+	pods       int           // pods of the fleet's tenants at rest
 }
 
 // BenchmarkFleet runs, for each size of -fleet-sizes, one `pcsync daemon`
 // (Kubernetes executor, prune, egress mode proxy) on a fleet of that many
 // companies of 3 agents each, on the test control plane with kwok nodes,
 // and measures: the cold apply of the whole fleet (daemon start → first
-// successful reconcile, and its writes); after -fleet-settle, over
+// successful reconcile, and its writes); how long until every company's
+// egress proxy is scaled to zero (-fleet-proxy-idle: nothing runs) and the
+// fleet's pods then (none); after -fleet-settle, over
 // -fleet-window, its resident memory, CPU time and API requests (from
 // pcsync_kube_api_requests_total: nothing changes, so every request is
 // the cost of keeping the fleet); and -fleet-commits times, one company's
@@ -86,7 +91,7 @@ func measureFleet(b *testing.B, c *testcluster.Cluster, bin string, n int) fleet
 	prefix := fmt.Sprintf("f%d-", n)
 	dir := b.TempDir()
 	if err := configtest.WriteFleet(dir, configtest.FleetOptions{Companies: n, AgentsPerCompany: fleetAgents,
-		Mode: "proxy", NamespacePrefix: prefix}); err != nil {
+		Mode: "proxy", NamespacePrefix: prefix, ProxyIdleSec: fleetIdle}); err != nil {
 		b.Fatal(err)
 	}
 	sys := c.Namespace(b, "fleet-sys", nil)
@@ -103,7 +108,9 @@ func measureFleet(b *testing.B, c *testcluster.Cluster, bin string, n int) fleet
 	f.cold = time.Since(start)
 	_, f.coldWrites = d.requests(b)
 
+	f.asleep = waitAsleep(b, c, d, prefix, n)
 	time.Sleep(*fleetSettle) // the rest the figures below are about
+	f.pods = tenantPods(b, c, prefix)
 	req0, _ := d.requests(b)
 	_, cpu0 := d.usage(b)
 	time.Sleep(f.window)
@@ -157,6 +164,45 @@ func commitApplied(b *testing.B, c *testcluster.Cluster, d *daemon, dir, prefix 
 	return time.Since(start)
 }
 
+// waitAsleep waits until every proxy Deployment of the fleet asks for 0
+// replicas (its idle period passed with nothing to serve) and returns how
+// long it took from now.
+func waitAsleep(b *testing.B, c *testcluster.Cluster, d *daemon, prefix string, n int) time.Duration {
+	b.Helper()
+	start := time.Now()
+	waitFor(b, 15*time.Minute, fmt.Sprintf("the %d proxies of the fleet scaled to 0", n), d, func() bool {
+		l, err := c.Client().AppsV1().Deployments("").List(context.Background(), metav1.ListOptions{
+			FieldSelector: "metadata.name=" + allow.ProxyName})
+		if err != nil {
+			return false
+		}
+		asleep := 0
+		for _, dep := range l.Items {
+			if strings.HasPrefix(dep.Namespace, prefix) && dep.Spec.Replicas != nil && *dep.Spec.Replicas == 0 {
+				asleep++
+			}
+		}
+		return asleep == n
+	})
+	return time.Since(start)
+}
+
+// tenantPods counts the pods of the fleet's tenants that have not finished.
+func tenantPods(b *testing.B, c *testcluster.Cluster, prefix string) int {
+	b.Helper()
+	l, err := c.Client().CoreV1().Pods("").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := 0
+	for _, p := range l.Items {
+		if strings.HasPrefix(p.Namespace, prefix) && p.Status.Phase != "Succeeded" && p.Status.Phase != "Failed" {
+			n++
+		}
+	}
+	return n
+}
+
 // deleteTenants deletes the namespaces whose name starts with prefix and
 // waits (up to 10 minutes) until they are gone.
 func deleteTenants(b testing.TB, c *testcluster.Cluster, prefix string) {
@@ -208,14 +254,15 @@ func printFleet(w io.Writer, all []fleetFigures) {
 	}
 	base := all[0]
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "companies\tcold apply\twrites\tRSS\tRSS growth/company\tCPU at rest\trequests/min at rest\tcommit → applied p50\t")
+	fmt.Fprintln(tw, "companies\tcold apply\twrites\tproxies asleep after\tpods at rest\tRSS\tRSS growth/company\tCPU at rest\trequests/min at rest\tcommit → applied p50\t")
 	for _, f := range all {
 		growth := "-"
 		if f.companies != base.companies {
 			growth = fmt.Sprintf("%.0f KiB", float64(f.rss-base.rss)/1024/float64(f.companies-base.companies))
 		}
-		fmt.Fprintf(tw, "%d\t%.1f s (%.1f ms/company)\t%.0f\t%.1f MiB\t%s\t%.2f %%\t%.1f\t%d ms (%.2fx)\t\n",
+		fmt.Fprintf(tw, "%d\t%.1f s (%.1f ms/company)\t%.0f\t%.1f s\t%d\t%.1f MiB\t%s\t%.2f %%\t%.1f\t%d ms (%.2fx)\t\n",
 			f.companies, f.cold.Seconds(), float64(f.cold.Milliseconds())/float64(f.companies), f.coldWrites,
+			f.asleep.Seconds(), f.pods,
 			float64(f.rss)/(1<<20), growth, 100*f.cpu.Seconds()/f.window.Seconds(),
 			f.requests/f.window.Minutes(), p50(f.commit).Milliseconds(),
 			float64(p50(f.commit))/float64(max(p50(base.commit), 1)))

@@ -26,6 +26,8 @@ type FleetOptions struct {
 	// NamespacePrefix, when set, is the Settings' namespacePrefix: fleets
 	// side by side on one cluster keep apart so.
 	NamespacePrefix string
+	// ProxyIdleSec, when set, is the Settings' spec.egress.proxyIdleSec.
+	ProxyIdleSec *int
 }
 
 // adapters are cycled through for the agents.
@@ -46,16 +48,20 @@ func WriteFleet(dir string, o FleetOptions) error {
 	if o.NamespacePrefix != "" {
 		prefix = "\n  namespacePrefix: " + o.NamespacePrefix
 	}
+	idle := ""
+	if o.ProxyIdleSec != nil {
+		idle = fmt.Sprintf("\n    proxyIdleSec: %d", *o.ProxyIdleSec)
+	}
 	settings := fmt.Sprintf(`apiVersion: pcsync.io/v1alpha1
 kind: Settings
 metadata:
   name: fleet
 spec:%s
   egress:
-    mode: %s
+    mode: %s%s
   images:
     allowList: ["registry.example.com/agents/*"]
-`, prefix, mode)
+`, prefix, mode, idle)
 	if err := os.MkdirAll(filepath.Join(dir, "companies"), 0o755); err != nil {
 		return fmt.Errorf("fleet: %w", err)
 	}
