@@ -84,6 +84,8 @@ type Controller struct {
 	needed map[string]time.Time
 	// replicas are each proxy's replicas at its last sync.
 	replicas map[string]int32
+	// waking is when Need found each proxy asleep, until it is available.
+	waking map[string]time.Time
 	// ready is closed and replaced when a proxy's ready replicas change.
 	ready chan struct{}
 }
@@ -104,7 +106,7 @@ func New(cs kubernetes.Interface, pods cache.SharedIndexInformer, opts Options) 
 	c := &Controller{cs: cs, opts: opts, pods: pods, deploys: di.Informer(), lister: di.Lister(), factory: f,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "proxy-scale", MetricsProvider: opts.QueueMetrics}),
-		busy: map[string]mark{}, needed: map[string]time.Time{}, replicas: map[string]int32{}, ready: make(chan struct{})}
+		busy: map[string]mark{}, needed: map[string]time.Time{}, replicas: map[string]int32{}, waking: map[string]time.Time{}, ready: make(chan struct{})}
 	return c, nil
 }
 

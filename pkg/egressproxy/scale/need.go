@@ -13,15 +13,32 @@ import (
 // Need keeps namespace ns's proxy up, or brings it up, for a run or lease
 // about to make its pod: the proxy starts while the pod does. It lasts
 // Options.NeedFor, by when the pod itself keeps the namespace busy. It
-// reports whether the proxy has an available pod already (else the run's
-// pod must wait for it).
+// reports false while the proxy is waking from zero (asleep now, or woken
+// within NeedFor and without an available pod yet): the run's pod must
+// then wait for it. A proxy that is up, or was never asleep (a new
+// company's, starting with its Deployment), reports true.
 func (c *Controller) Need(ns string) (up bool) {
+	now := c.opts.Now()
 	c.mu.Lock()
-	c.needed[ns] = c.opts.Now().Add(c.opts.NeedFor)
-	c.mu.Unlock()
-	c.queue.Add(ns)
+	defer func() {
+		c.mu.Unlock()
+		c.queue.Add(ns)
+	}()
+	c.needed[ns] = now.Add(c.opts.NeedFor)
 	d, err := c.lister.Deployments(ns).Get(allow.ProxyName)
-	return err == nil && available(d)
+	if err != nil {
+		return true // no proxy to wait for: the run says why
+	}
+	switch {
+	case replicas(d.Spec.Replicas) == 0:
+		c.waking[ns] = now
+		return false
+	case available(d):
+		delete(c.waking, ns)
+		return true
+	}
+	woke, ok := c.waking[ns]
+	return !ok || now.Sub(woke) >= c.opts.NeedFor
 }
 
 // available reports whether a proxy Deployment has an available pod of

@@ -160,6 +160,7 @@ func (c *Controller) forget(ns string) {
 	delete(c.busy, ns)
 	delete(c.needed, ns)
 	delete(c.replicas, ns)
+	delete(c.waking, ns)
 }
 
 func replicas(p *int32) int32 {

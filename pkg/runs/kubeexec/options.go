@@ -186,7 +186,7 @@ type ProxyAddresses interface {
 // ProxyScale scales the tenants' egress proxies (scale.Controller).
 type ProxyScale interface {
 	// Need keeps namespace's proxy up for a run about to start, and
-	// reports whether it has an available pod already.
+	// reports false while it is waking from zero.
 	Need(namespace string) bool
 	// Ready waits until namespace's proxy has an available pod.
 	Ready(ctx context.Context, namespace string) error

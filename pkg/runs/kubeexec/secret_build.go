@@ -46,9 +46,9 @@ type Input struct {
 	Agent   *config.Agent
 	// RunID is the run's id.
 	RunID string
-	// WaitProxy: the company's egress proxy had no available pod when
-	// the run started (scaled to zero while idle): pcsync init waits for
-	// it before the CLI starts.
+	// WaitProxy: the company's egress proxy was waking from zero when the
+	// run started (ProxyScale.Need): pcsync init waits for it before the
+	// CLI starts.
 	WaitProxy bool
 	// RequestFile is the base name of the spool request file.
 	RequestFile string
