@@ -86,6 +86,7 @@ var ReservedNamespaces = []string{"kube-system", "kube-public", "kube-node-lease
 
 func (k *checker) company(d *document, c *Company) {
 	k.metadata(d, c.Metadata)
+	k.shard(d, c)
 	k.companyNamespace(d, c)
 	k.annotations(d, keys("spec", "serviceAccountAnnotations"), c.Spec.ServiceAccountAnnotations)
 	k.egress(d, c)
@@ -101,6 +102,20 @@ func (k *checker) company(d *document, c *Company) {
 			"company %q: managing its agents in Paperclip needs Settings spec.paperclip (url and spoolDir)", c.Metadata.Name)
 	}
 	k.patches(d, keys("spec", "patches"), c.Spec.Patches)
+}
+
+// shard checks the company's shard label: a DNS label, since it names the
+// shard's Lease and ApplySet (pcsync-<shard>).
+func (k *checker) shard(d *document, c *Company) {
+	s, ok := c.Metadata.Labels[LabelShard]
+	if !ok {
+		return
+	}
+	if msgs := validation.IsDNS1123Label(s); len(msgs) > 0 {
+		p := keys("metadata", "labels", LabelShard)
+		k.errs.add(d.posIn(p, false), p.String(),
+			"invalid shard %q: %s (it names the shard's Lease and ApplySet, pcsync-<shard>)", s, msgs[0])
+	}
 }
 
 // companyNamespace refuses a company whose namespace is one pcsync must not
