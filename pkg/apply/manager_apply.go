@@ -50,6 +50,7 @@ func (m *Manager) Apply(ctx context.Context, objs []*unstructured.Unstructured, 
 	if err := opts.complete(); err != nil {
 		return report, err
 	}
+	c.handover = opts.Handover
 	if err := c.load(ctx, objs); err != nil {
 		return report, err
 	}
@@ -183,6 +184,7 @@ func (c *call) prune(ctx context.Context, plan *prunePlan, approvedBy string, op
 	pruned, pruneFailed := m.prune(ctx, plan, opts)
 	retained := slices.ContainsFunc(pruned, func(r Change) bool { return r.Action == ActionRetained })
 	if !opts.DryRun && !applyFailed && !pruneFailed && !retained {
+		kinds, namespaces = kinds.Union(plan.keptKinds), namespaces.Union(plan.keptNamespaces)
 		if err := m.writeInventory(ctx, inv, kinds, namespaces); err != nil {
 			return pruned, fmt.Errorf("apply and prune succeeded, but: %w", err)
 		}

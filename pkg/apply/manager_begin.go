@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/sets"
 )
 
 // call is what one Apply or Diff works on. Both open it the same way
@@ -17,6 +18,9 @@ type call struct {
 	report      *ChangeSet
 	start       time.Time
 	mut0, read0 int64
+
+	// handover is the call's ApplyOptions.Handover (none for Diff).
+	handover Handover
 
 	// Set by load.
 	desired []*desiredObject
@@ -56,7 +60,7 @@ func (c *call) load(ctx context.Context, objs []*unstructured.Unstructured) erro
 	if err := idx.loadAll(ctx, uniqueMappings(desired)); err != nil {
 		return err
 	}
-	if err := m.claim(ctx, desired, idx, inv); err != nil {
+	if err := m.claim(ctx, desired, idx, inv, sets.New(c.handover.From...)); err != nil {
 		return err
 	}
 	c.desired, c.inv, c.idx = desired, inv, idx
@@ -67,7 +71,7 @@ func (c *call) load(ctx context.Context, objs []*unstructured.Unstructured) erro
 // with opts' limits and the approval tokens given: a hold, when the guard
 // holds the prune back, or an error when it refuses it.
 func (c *call) planPrune(ctx context.Context, emptyRender bool, opts ApplyOptions, approvals ...string) (*prunePlan, *PruneHold, error) {
-	plan, err := c.m.planPrune(ctx, c.inv, c.desired, c.idx)
+	plan, err := c.m.planPrune(ctx, c.inv, c.desired, c.idx, sets.New(c.handover.Keep...))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -27,6 +27,10 @@ type prunePlan struct {
 	objects []pruneObject
 	// tenants are the namespaces that hold live members (see tenantsOf).
 	tenants sets.Set[string]
+	// keptKinds and keptNamespaces are those of the members left to
+	// another set (Handover.Keep): the parent goes on listing them.
+	keptKinds      sets.Set[schema.GroupKind]
+	keptNamespaces sets.Set[string]
 }
 
 type pruneObject struct {
@@ -56,8 +60,10 @@ func (p pruneObject) order() int {
 
 // planPrune lists the set's members of every kind the parent names or objs have, and
 // returns those not among objs. Only objects that carry this set's part-of label are
-// ever candidates, and never the namespace that holds the parent.
-func (m *Manager) planPrune(ctx context.Context, inv *inventory, objs []*desiredObject, idx *liveIndex) (*prunePlan, error) {
+// ever candidates, and never the namespace that holds the parent nor the members in
+// keep (tenants handed over to another set: neither deleted nor counted).
+func (m *Manager) planPrune(ctx context.Context, inv *inventory, objs []*desiredObject, idx *liveIndex,
+	keep sets.Set[string]) (*prunePlan, error) {
 	mappings, err := m.pruneMappings(inv, objs)
 	if err != nil {
 		return nil, err
@@ -73,7 +79,7 @@ func (m *Manager) planPrune(ctx context.Context, inv *inventory, objs []*desired
 	for _, mp := range mappings {
 		byResource[mp.Resource] = mp
 	}
-	plan := &prunePlan{tenants: sets.New[string]()}
+	plan := &prunePlan{tenants: sets.New[string](), keptKinds: sets.New[schema.GroupKind](), keptNamespaces: sets.New[string]()}
 	seen := map[objKey]bool{}
 	for gvr, items := range idx.members() {
 		mp := byResource[gvr]
@@ -94,11 +100,16 @@ func (m *Manager) planPrune(ctx context.Context, inv *inventory, objs []*desired
 			if u.GetDeletionTimestamp() != nil {
 				continue
 			}
+			if tenant := tenantOf(ref); keep.Has(tenant) && !wanted[ref.key()] {
+				plan.keptKinds.Insert(gk)
+				if ref.Namespace != "" {
+					plan.keptNamespaces.Insert(ref.Namespace)
+				}
+				continue
+			}
 			plan.members++
-			if gk == namespaceGroupKind {
-				plan.tenants.Insert(ref.Name)
-			} else if ref.Namespace != "" {
-				plan.tenants.Insert(ref.Namespace)
+			if tenant := tenantOf(ref); tenant != "" {
+				plan.tenants.Insert(tenant)
 			}
 			if wanted[ref.key()] {
 				continue
@@ -112,6 +123,15 @@ func (m *Manager) planPrune(ctx context.Context, inv *inventory, objs []*desired
 	plan.tenants.Delete(inv.parent.Namespace)
 	sortPrune(plan.objects)
 	return plan, nil
+}
+
+// tenantOf is the tenant an object belongs to: a Namespace's name, a
+// namespaced object's namespace, "" for other cluster-scoped objects.
+func tenantOf(ref ObjectRef) string {
+	if ref.GroupKind() == namespaceGroupKind {
+		return ref.Name
+	}
+	return ref.Namespace
 }
 
 // pruneMappings returns the mappings of the kinds objs have and of those

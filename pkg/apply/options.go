@@ -133,12 +133,28 @@ type ApplyOptions struct {
 	// only the deletions (ChangeSet.PruneHeld) instead of refusing the whole call
 	// before anything changes (a *PruneRefusedError). The daemon sets it.
 	HoldPrune bool
+	// Handover moves tenants between the ApplySets of one fleet (its shards).
+	Handover Handover
 	// Wait waits until every applied object is current (kstatus) and every pruned
 	// object is gone.
 	Wait bool
 	// Timeout bounds waiting: for CRDs to be established, for an object deleted by
 	// Force to disappear, and for Wait. Default 2m.
 	Timeout time.Duration
+}
+
+// Handover is how tenants move between ApplySets that split one fleet
+// (pcsync's shards): the set that gives a tenant up keeps its members out of
+// prune, and the set that takes it takes them over.
+type Handover struct {
+	// Keep are namespaces of tenants another set serves now: prune neither
+	// deletes nor counts the members in them (the Namespace of that name
+	// included); they stay in the parent until the other set takes them.
+	Keep []string
+	// From are the IDs (ParentID) of the sets whose members Apply takes,
+	// when it is given them, as if they were its own: their part-of label
+	// becomes this set's. Other sets' members stay refused (ErrNotOwned).
+	From []string
 }
 
 // DefaultApplyOptions returns the defaults described on ApplyOptions.

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/sets"
 )
 
 // AnnotationAdopt, put by a person on an object that exists but is not a
@@ -136,13 +137,14 @@ func adopted(u *unstructured.Unstructured) bool {
 // ErrNotOwned). The set may take:
 //   - what does not exist yet;
 //   - what carries AnnotationAdopt naming the object's owner;
-//   - an object in a Namespace the set created (a member without the mark).
+//   - an object in a Namespace the set created (a member without the mark);
+//   - a member of a set of from (Handover.From: a tenant handed over).
 //
 // A Namespace it may not take fails with every object rendered into it, and
 // the ApplySet parent's Namespace is never taken. With every object already
 // a member (a steady sync), claim sends no request; otherwise it reads each
 // Namespace concerned once and each object that may exist once.
-func (m *Manager) claim(ctx context.Context, desired []*desiredObject, idx *liveIndex, inv *inventory) error {
+func (m *Manager) claim(ctx context.Context, desired []*desiredObject, idx *liveIndex, inv *inventory, from sets.Set[string]) error {
 	var strangers []*desiredObject
 	for _, d := range desired {
 		if d.err != nil || d.pending || d.mapping == nil || idx.get(d.mapping, d.ref) != nil {
@@ -166,7 +168,7 @@ func (m *Manager) claim(ctx context.Context, desired []*desiredObject, idx *live
 	if err != nil {
 		return err
 	}
-	notOwned := m.claimNamespaces(strangers, nsLive, inv)
+	notOwned := m.claimNamespaces(strangers, nsLive, inv, from)
 	// Objects other than Namespaces: read those that may exist and are not
 	// in a Namespace the set created.
 	var check []*desiredObject
@@ -186,12 +188,13 @@ func (m *Manager) claim(ctx context.Context, desired []*desiredObject, idx *live
 		}
 		check = append(check, d)
 	}
-	return m.claimObjects(ctx, check, inv)
+	return m.claimObjects(ctx, check, inv, from)
 }
 
 // claimNamespaces fails each Namespace of strangers the set may not take
 // (nsLive holds those that exist) and returns their names.
-func (m *Manager) claimNamespaces(strangers []*desiredObject, nsLive map[string]*unstructured.Unstructured, inv *inventory) map[string]bool {
+func (m *Manager) claimNamespaces(strangers []*desiredObject, nsLive map[string]*unstructured.Unstructured, inv *inventory,
+	from sets.Set[string]) map[string]bool {
 	notOwned := map[string]bool{}
 	for _, d := range strangers {
 		if d.ref.GroupKind() != namespaceGroupKind {
@@ -204,7 +207,7 @@ func (m *Manager) claimNamespaces(strangers []*desiredObject, nsLive map[string]
 			continue
 		}
 		if live := nsLive[d.ref.Name]; live != nil {
-			if e := m.notOwned(d, live, inv.id); e != nil {
+			if e := m.notOwned(d, live, inv.id, from); e != nil {
 				d.err = objectError(d.ref, "apply", e)
 				notOwned[d.ref.Name] = true
 			}
@@ -215,7 +218,7 @@ func (m *Manager) claimNamespaces(strangers []*desiredObject, nsLive map[string]
 
 // claimObjects reads each object of check and fails those that exist and
 // the set may not take.
-func (m *Manager) claimObjects(ctx context.Context, check []*desiredObject, inv *inventory) error {
+func (m *Manager) claimObjects(ctx context.Context, check []*desiredObject, inv *inventory, from sets.Set[string]) error {
 	errs := make([]error, len(check))
 	forEach(ctx, m.opts.Workers, len(check), func(ctx context.Context, i int) {
 		d := check[i]
@@ -232,7 +235,7 @@ func (m *Manager) claimObjects(ctx context.Context, check []*desiredObject, inv 
 		case err != nil:
 			errs[i] = fmt.Errorf("%s: reading it to check whose it is: %w", d.ref, err)
 		default:
-			if e := m.notOwned(d, live, inv.id); e != nil {
+			if e := m.notOwned(d, live, inv.id, from); e != nil {
 				d.err = objectError(d.ref, "apply", e)
 			}
 		}
@@ -244,9 +247,11 @@ func (m *Manager) claimObjects(ctx context.Context, check []*desiredObject, inv 
 }
 
 // notOwned returns the error for live, the existing object d would take, or
-// nil when it may take it.
-func (m *Manager) notOwned(d *desiredObject, live *unstructured.Unstructured, id string) *NotOwnedError {
-	if isMember(live, id) && !adopted(live) {
+// nil when it may take it: a member of this set or of a set of from (a
+// handover) without the adoption mark, or an object adopted for d's owner.
+func (m *Manager) notOwned(d *desiredObject, live *unstructured.Unstructured, id string, from sets.Set[string]) *NotOwnedError {
+	set := live.GetLabels()[LabelPartOf]
+	if (set == id || set != "" && from.Has(set)) && !adopted(live) {
 		return nil
 	}
 	owner := m.owner(d)
