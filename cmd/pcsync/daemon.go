@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
@@ -43,6 +44,10 @@ type daemonFlags struct {
 	// skipNetworkCheck leaves out the network check at start
 	// (internal/daemon.NetworkCheck).
 	skipNetworkCheck bool
+
+	// shard is the shard served (--shard): its companies only, its own
+	// Lease and ApplySet.
+	shard string
 
 	leaderElect                            bool
 	leaseNamespace, leaseID                string
@@ -85,6 +90,13 @@ standby takes over when the leader stops (at once after a graceful stop, after
 the lease duration after a crash). /metrics, /healthz and /readyz are served
 on --metrics-bind-address by every replica. SIGTERM stops the loops, releases
 the Lease and exits; runs go on and are adopted.
+
+With --shard=NAME the daemon serves only the companies whose metadata.labels
+name pcsync.io/shard: NAME (without it, those that name none), with a Lease
+and an ApplySet of its own (pcsync-NAME unless --leader-election-id or
+--applyset name another) and its own --spool. A company moved to another
+shard is handed over: never pruned here, taken by the other shard's apply;
+runs started here finish here, new ones are rejected.
 
 --once reconciles once, handles every request present at start, waits for all
 their results and exits 0; failed runs are results, not daemon errors.
@@ -133,6 +145,8 @@ func newDaemonCmd(g *globalOptions) *cobra.Command {
 	f.sandbox.add(fl)
 	fl.BoolVar(&f.skipNetworkCheck, "skip-network-check", false,
 		"do not start a probe pod in a tenant namespace after the first reconcile to prove that its NetworkPolicies are enforced")
+	fl.StringVar(&f.shard, "shard", "", "serve only the companies whose label "+config.LabelShard+
+		" names this shard (default: those that name none); the Lease and the ApplySet default to pcsync-<shard>")
 	fl.BoolVar(&f.leaderElect, "leader-elect", false, "run the loops only while holding the leader Lease (for several replicas)")
 	fl.StringVar(&f.leaseNamespace, "leader-election-namespace", "",
 		"namespace of the Lease (default $POD_NAMESPACE, else the service account's namespace, else paperclip)")
@@ -217,7 +231,36 @@ func (f *daemonFlags) validate() (apply.ApplyOptions, error) {
 	if err := f.sandbox.validate(f); err != nil {
 		return apply.ApplyOptions{}, err
 	}
+	if err := f.shardNames(); err != nil {
+		return apply.ApplyOptions{}, err
+	}
 	return f.check()
+}
+
+// shardNames checks --shard and names the shard's Lease and ApplySet
+// after it (pcsync-<shard>) where the flags keep pcsync's defaults.
+func (f *daemonFlags) shardNames() error {
+	if f.shard == "" {
+		return nil
+	}
+	if msgs := validation.IsDNS1123Label(f.shard); len(msgs) > 0 {
+		return usageErrorf("--shard %q: %s", f.shard, msgs[0])
+	}
+	s := config.Shard(f.shard)
+	if base := leader.DefaultOptions().Name; f.leaseID == base {
+		f.leaseID = s.Name(base)
+	}
+	if base := apply.DefaultManagerOptions().ApplySet.Name; f.set.name == base {
+		f.set.name = s.Name(base)
+	}
+	return nil
+}
+
+// shardSet is the ApplySet ID of shard s's daemon when it keeps the
+// default name (pcsync-<shard>) in this daemon's ApplySet namespace: the
+// sets the handover takes companies from.
+func (f *daemonFlags) shardSet(s config.Shard) string {
+	return apply.ParentID(s.Name(apply.DefaultManagerOptions().ApplySet.Name), f.set.namespace)
 }
 
 // options are the daemon's options for the flags: the reconcile loop (and
@@ -227,6 +270,7 @@ func (f *daemonFlags) validate() (apply.ApplyOptions, error) {
 func (f *daemonFlags) options(ctx context.Context, g *globalOptions, lim apply.ApplyOptions) (daemon.Options, error) {
 	opts := daemon.DefaultOptions(f.config)
 	opts.Metrics = metrics.New()
+	opts.Shard, opts.Reconcile.ShardSet = config.Shard(f.shard), f.shardSet
 	// Every client of the daemon's counts its requests
 	// (pcsync_kube_api_requests_total).
 	g.wrapTransport = opts.Metrics.WrapTransport

@@ -45,9 +45,16 @@ import (
 type Options struct {
 	// Reconcile configures the reconcile loop; its Dir is the config
 	// directory (required). Its Logger, Metrics and Health default to the
-	// daemon's. The loop always runs: with an Applier it applies,
+	// daemon's, its Shard is Shard, and its OnModel gets the shard's
+	// companies only. The loop always runs: with an Applier it applies,
 	// without one it only loads and validates, to feed the runs loop.
 	Reconcile reconcile.Options
+	// Shard is the shard the daemon serves (config.LabelShard; "": the
+	// companies that name none): the reconcile loop, the runs loop and the
+	// sandbox see only its companies, but for the runs loop's rejection of
+	// another shard's run and its adoption of a run it started before the
+	// company moved.
+	Shard config.Shard
 	// Applier applies the rendered config; nil applies nothing (pcsync
 	// daemon --no-reconcile, or --executor local).
 	Applier reconcile.Applier
@@ -92,10 +99,10 @@ type Options struct {
 	APIServer rest.Interface
 	// Sandbox, when set, runs beside the runs loop (while this replica
 	// leads, once a valid config is loaded) and serves Paperclip's sandbox
-	// leases (pkg/sandbox); model returns the last good config, and
-	// changed receives when the config loop loads another (one value
-	// pending at most: a receive means "read model again"). It returns
-	// when ctx ends.
+	// leases (pkg/sandbox); model returns the shard's part of the last
+	// good config, and changed receives when the config loop loads
+	// another (one value pending at most: a receive means "read model
+	// again"). It returns when ctx ends.
 	Sandbox func(ctx context.Context, model func() *config.Model, changed <-chan struct{}) error
 	// APIServerProbeInterval is the time between two probes, and the
 	// timeout of each (at least 5s). Default DefaultAPIServerProbeInterval.
@@ -155,6 +162,7 @@ func (o *Options) complete() error {
 	if o.Reconcile.Health == nil {
 		o.Reconcile.Health = o.Health
 	}
+	o.Reconcile.Shard = o.Shard
 	if o.Runs != nil {
 		r := *o.Runs
 		if r.Logger == nil {
@@ -163,7 +171,7 @@ func (o *Options) complete() error {
 		if r.Metrics == nil {
 			r.Metrics = o.Metrics
 		}
-		r.Once = o.Once
+		r.Once, r.Shard = o.Once, o.Shard
 		o.Runs = &r
 	}
 	return nil
@@ -234,6 +242,8 @@ type daemon struct {
 	// loop is the reconcile loop while this replica leads; the API server
 	// probe triggers it when the server answers again.
 	loop atomic.Pointer[reconcile.Loop]
+	// model is the shard's part of the last valid config (the sandbox's).
+	model atomic.Pointer[config.Model]
 }
 
 func (d *daemon) leading(l bool) {
@@ -347,15 +357,19 @@ func (d *daemon) work(ctx context.Context) (err error) {
 	return d.serveRuns(ctx, loop, &server)
 }
 
-// newLoop makes the config loop; each model it loads also goes to the runs
-// loop's server once server holds one, and is signalled on changed (the
-// sandbox's; a signal already pending covers it).
+// newLoop makes the config loop; the shard's part of each model it loads
+// goes to Reconcile.OnModel and the sandbox (signalled on changed; a signal
+// already pending covers it), and the whole model to the runs loop's server
+// once server holds one (it tells another shard's company from an unknown
+// one).
 func (d *daemon) newLoop(server *atomic.Pointer[spool.Server], changed chan<- struct{}) (*reconcile.Loop, error) {
 	ro := d.opts.Reconcile
 	onModel := ro.OnModel
 	ro.OnModel = func(m *config.Model) {
+		mine := d.opts.Shard.Model(m)
+		d.model.Store(mine)
 		if onModel != nil {
-			onModel(m)
+			onModel(mine)
 		}
 		if s := server.Load(); s != nil {
 			s.SetModel(m)
@@ -391,7 +405,7 @@ func (d *daemon) runSandbox(ctx context.Context, loop *reconcile.Loop, changed <
 	case <-ctx.Done():
 		return nil
 	}
-	if err := d.opts.Sandbox(ctx, loop.Model, changed); err != nil && ctx.Err() == nil {
+	if err := d.opts.Sandbox(ctx, d.model.Load, changed); err != nil && ctx.Err() == nil {
 		return fmt.Errorf("sandbox: %w", err)
 	}
 	return nil

@@ -187,6 +187,11 @@ type daemonConfig struct {
 	spool    string
 	// sandbox, when set, is the daemon's Options.Sandbox.
 	sandbox func(ctx context.Context, model func() *config.Model, changed <-chan struct{}) error
+	// shard is the shard served; its ApplySet is shard.Name("pcsync"), and
+	// it takes companies over from the other shards' sets named so.
+	shard config.Shard
+	// exec, when set, is the runs loop's executor instead of a fakeExecutor.
+	exec runs.Executor
 }
 
 // start runs a daemon on e.dir against the test cluster, serving its
@@ -203,7 +208,7 @@ func (e *env) start(dc daemonConfig) *daemonRun {
 	cfg := e.c.RESTConfig()
 	cfg.UserAgent = e.userAgent(dc.name)
 	mo := apply.DefaultManagerOptions()
-	mo.ApplySet = apply.ParentRef{Name: "pcsync", Namespace: e.ns}
+	mo.ApplySet = apply.ParentRef{Name: dc.shard.Name("pcsync"), Namespace: e.ns}
 	mo.Logger = logger
 	m, err := apply.NewManager(cfg, mo)
 	if err != nil {
@@ -218,6 +223,8 @@ func (e *env) start(dc daemonConfig) *daemonRun {
 	}
 	o.Reconcile.RetryMin = 500 * time.Millisecond
 	o.Reconcile.Apply.Prune = dc.prune
+	o.Shard = dc.shard
+	o.Reconcile.ShardSet = func(s config.Shard) string { return apply.ParentID(s.Name("pcsync"), e.ns) }
 	o.Reconcile.ApprovalPoll = 500 * time.Millisecond
 	o.Reconcile.Observe = func(out reconcile.Outcome) {
 		r.mu.Lock()
@@ -232,7 +239,11 @@ func (e *env) start(dc daemonConfig) *daemonRun {
 		ro.Logger = nil // the daemon's
 		o.Runs = &ro
 		r.exec = &fakeExecutor{daemon: dc.name}
-		o.NewExecutor = func(context.Context) (runs.Executor, error) { return r.exec, nil }
+		var exec runs.Executor = r.exec
+		if dc.exec != nil {
+			exec = dc.exec
+		}
+		o.NewExecutor = func(context.Context) (runs.Executor, error) { return exec, nil }
 	}
 	o.Sandbox = dc.sandbox
 	if dc.leader {

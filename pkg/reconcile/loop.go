@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -120,6 +121,8 @@ type Loop struct {
 	warnedHash  string // digest of the render whose warnings were logged
 	lastErr     string // the last failure logged, to log a repeat at debug
 	lastHold    string // the token of the held prune logged at ERROR
+	// shards are the shards the configs loaded named, for the handover.
+	shards map[config.Shard]bool
 }
 
 // New returns a loop; applier may be nil (validate only).
@@ -133,6 +136,7 @@ func New(applier Applier, opts Options) (*Loop, error) {
 		log:     opts.Logger.With(slog.String("loop", "reconcile")),
 		trigger: make(chan struct{}, 1),
 		ready:   make(chan struct{}),
+		shards:  map[config.Shard]bool{"": true},
 	}
 	if h := opts.Health; h != nil {
 		h.Set(CondConfigLoaded, false, true, "NotLoaded", "no valid config has been loaded from "+opts.Dir+" yet")
@@ -274,12 +278,12 @@ func (l *Loop) reconcile(ctx context.Context, trigger Trigger) (out Outcome) {
 
 	if l.applier == nil {
 		l.publish(m)
-		if l.reconcilePaperclip(ctx, log, m, &out) {
+		if l.reconcilePaperclip(ctx, log, l.opts.Shard.Model(m), &out) {
 			l.failed(ctx, log, &out)
 		}
 		return out
 	}
-	report, err := l.applier.Apply(ctx, rendered.Objects, l.opts.Apply)
+	report, err := l.applier.Apply(ctx, rendered.Objects, l.applyOptions(m))
 	out.Report = report
 	// A failed apply still publishes: the config is valid, and the runs
 	// loop must not stay on an older one (a run of a company whose tenant
@@ -295,7 +299,7 @@ func (l *Loop) reconcile(ctx context.Context, trigger Trigger) (out Outcome) {
 	if kubeOK {
 		l.appliedHash = hash
 	}
-	if l.reconcilePaperclip(ctx, log, m, &out) || !kubeOK {
+	if l.reconcilePaperclip(ctx, log, l.opts.Shard.Model(m), &out) || !kubeOK {
 		l.failed(ctx, log, &out)
 		return out
 	}
@@ -320,8 +324,30 @@ func (l *Loop) observe(ctx context.Context, out *Outcome) {
 	}
 }
 
-// loadAndRender loads the config and renders it; a failure is recorded in
-// out and ok is false.
+// applyOptions are the options of the apply of m: Options.Apply with the
+// handover of the companies other shards serve (their tenants are never
+// pruned) and of those moved into this shard (taken from the others' sets).
+func (l *Loop) applyOptions(m *config.Model) apply.ApplyOptions {
+	o := l.opts.Apply
+	o.Handover.Keep = l.opts.Shard.Elsewhere(m)
+	for _, s := range l.opts.Shard.Others(m) {
+		l.shards[s] = true
+	}
+	if l.opts.ShardSet == nil {
+		return o
+	}
+	o.Handover.From = nil
+	for s := range l.shards {
+		if s != l.opts.Shard {
+			o.Handover.From = append(o.Handover.From, l.opts.ShardSet(s))
+		}
+	}
+	slices.Sort(o.Handover.From)
+	return o
+}
+
+// loadAndRender loads the config and renders the shard's companies; a
+// failure is recorded in out and ok is false.
 func (l *Loop) loadAndRender(ctx context.Context, log *slog.Logger, out *Outcome) (_ *config.Model, _ *render.Output, ok bool) {
 	// Load from the directory the path resolves to now: one consistent
 	// checkout even if git-sync swaps its link meanwhile (and the loader
@@ -338,7 +364,7 @@ func (l *Loop) loadAndRender(ctx context.Context, log *slog.Logger, out *Outcome
 		}
 		return nil, nil, false
 	}
-	rendered, err := render.Render(m, l.opts.Render)
+	rendered, err := render.Render(l.opts.Shard.Model(m), l.opts.Render)
 	if err != nil {
 		l.invalid(log, out, StageRender, err)
 		return nil, nil, false

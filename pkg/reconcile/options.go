@@ -81,6 +81,17 @@ type Options struct {
 	// Apply.PruneMax, AllowMassPause is also set by Apply.AllowMassPrune,
 	// and a PauseFloor of 0 means the default (3).
 	PaperclipOptions paperclip.ReconcileOptions
+	// Shard is the shard the loop serves (config.LabelShard): it renders,
+	// applies and keeps in Paperclip only that shard's companies ("": those
+	// that name none). The tenants of the others' companies are handed
+	// over, never pruned (apply.Handover.Keep).
+	Shard config.Shard
+	// ShardSet returns the ApplySet ID of shard s's daemon: Apply takes
+	// over the members of the other shards' sets when a company moves into
+	// this one (apply.Handover.From), for every shard the configs loaded
+	// since the start named, and "". Nil takes nothing over: a company
+	// moved in then fails as not owned.
+	ShardSet func(s config.Shard) string
 	// Load and Render configure the config loader and the renderer.
 	Load   config.LoadOptions
 	Render render.Options
@@ -95,7 +106,8 @@ type Options struct {
 	// not, the daemon is degraded and keeps the last good state) and, with an
 	// Applier, Reconciled (the last apply succeeded).
 	Health *health.Checker
-	// OnModel, when set, is called with every valid config loaded, after
+	// OnModel, when set, is called with every valid config loaded (every
+	// shard's companies: Shard.Model gives this loop's part), after
 	// it was applied (with an Applier, whether or not the apply succeeded);
 	// the runs loop uses it to accept new companies and agents. It must not
 	// block for long.

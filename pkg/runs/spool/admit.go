@@ -147,6 +147,10 @@ func (s *Server) admit(ctx context.Context, name string) admission {
 	h, err := s.exec.Adopt(ctx, run)
 	switch {
 	case errors.Is(err, runs.ErrNotStarted):
+		if !s.opts.Shard.Serves(run.Company) {
+			return s.reject(name, &runs.Rejection{RunID: run.RunID, Company: run.Company.Slug(), Agent: run.Agent.Name,
+				Adapter: string(run.Agent.Adapter), Message: name + ": " + s.opts.Shard.Refusal(run.Company)})
+		}
 		if rej := checkOutputs(run); rej != nil {
 			return s.reject(name, rej)
 		}

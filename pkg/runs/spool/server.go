@@ -51,6 +51,12 @@ type Options struct {
 	Logger *slog.Logger
 	// Metrics, when set, counts queued, running and finished runs.
 	Metrics *metrics.Metrics
+	// Shard is the shard whose companies' runs the server starts
+	// (config.LabelShard; "": the companies that name none). A new run of
+	// another shard's company is rejected, naming both shards; a run
+	// already started (adopted) is followed to its end wherever its
+	// company went.
+	Shard config.Shard
 	// Observe, when set, is called from the daemon loop for every step of
 	// every request, in order. It must not block. Tests and tools use it.
 	Observe func(Event)
