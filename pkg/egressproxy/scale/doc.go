@@ -11,9 +11,9 @@
 // it (the daemon's start, or the Deployment's creation).
 //
 // A namespace is busy while it holds a live agent pod (a run's, a lease's,
-// a warm pool member's: role agent, not ended), and for NeedFor after Need
-// (a run or lease about to make its pod: the proxy starts while the pod
-// does). It is never scaled down when its idle period is 0. The controller
+// a warm pool member's: role agent, not ended), and after Need (a run or
+// lease about to make its pod: the proxy starts while the pod does) until
+// a live agent pod is seen, NeedFor at most. It is never scaled down when its idle period is 0. The controller
 // reads pods from the daemon's shared pod informer and proxies'
 // Deployments from a watch of their own (by name, slimmed to replicas and
 // status); a workqueue keyed by namespace syncs them. Nothing polls: an idle

@@ -72,6 +72,9 @@ func (c *Controller) sync(ctx context.Context, ns string) (time.Duration, error)
 		return 0, err
 	}
 	now := c.opts.Now()
+	if busy {
+		c.needMet(ns) // the pod a Need was for is here: it keeps the proxy now
+	}
 	need := c.needLeft(ns, now)
 	current := replicas(d.Spec.Replicas)
 	// A proxy woken by someone else (another replica's Need) counts as
@@ -139,6 +142,14 @@ func (c *Controller) woken(ns string, current int32) bool {
 	prev, seen := c.replicas[ns]
 	c.replicas[ns] = current
 	return seen && prev == 0 && current > 0
+}
+
+// needMet drops ns's Need: a live agent pod keeps the proxy up now, and
+// the idle period counts from its end.
+func (c *Controller) needMet(ns string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.needed, ns)
 }
 
 // needLeft is how long a Need keeps ns busy from now (0: none).
