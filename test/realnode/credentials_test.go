@@ -277,7 +277,7 @@ func assertKeysNowhere(ctx context.Context, t *testing.T, c *testcluster.Cluster
 // mode proxy with an anthropic credential; its agent and its proxy on the
 // real node, the proxy resolving api.anthropic.com to the stand-in and
 // trusting the stand-in's certificate (SSL_CERT_FILE, from a ConfigMap).
-func writeCredentialConfig(t *testing.T, dir, prefix, slug string, p pushed, node *testcluster.RealNode) *config.Model {
+func writeCredentialConfig(t testing.TB, dir, prefix, slug string, p pushed, node *testcluster.RealNode) *config.Model {
 	t.Helper()
 	pl := placementOf(node)
 	settings := testSettings(prefix, p.Registry, node, "{cpu: 200m, memory: 128Mi}")

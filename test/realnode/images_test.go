@@ -72,8 +72,9 @@ func buildAndPush(reg *testcluster.Registry) (pushed, error) {
 	standIn := testimages.DefaultStandInOptions()
 	standIn.Base = built[images.Base]
 	standIn.Files = map[string]string{
-		"usr/local/bin/claude":                      standInScript,
-		"usr/local/share/pcsync-standin/auth.jsonl": mustRead("../../pkg/adapters/testdata/claude/real-2.1.197-not-logged-in.jsonl"),
+		"usr/local/bin/claude":                         standInScript,
+		"usr/local/share/pcsync-standin/auth.jsonl":    mustRead("../../pkg/adapters/testdata/claude/real-2.1.197-not-logged-in.jsonl"),
+		"usr/local/share/pcsync-standin/call-model.js": callModelScript,
 	}
 	for _, ref := range []string{images.Ref(p.Registry, images.Agent("claude"), imageTag), p.Foreign} {
 		if _, err := testimages.StandIn(ctx, reg, ref, standIn); err != nil {
@@ -122,6 +123,20 @@ case "$prompt" in
 	echo "$init"
 	echo '{"type":"assistant","message":{"model":"claude-sonnet-4-6","role":"assistant","content":[{"type":"text","text":"The README says hello."}],"usage":{"input_tokens":120,"output_tokens":8}},"session_id":"standin-1"}'
 	echo '{"type":"result","subtype":"success","is_error":false,"duration_ms":12,"num_turns":1,"result":"The README says hello.","session_id":"standin-1","total_cost_usd":0.0123,"usage":{"input_tokens":120,"cache_creation_input_tokens":30,"cache_read_input_tokens":400,"output_tokens":8}}'
+	;;
+*call-model*)
+	# The CLI's first request goes through the egress proxy (proxy_zero_test.go).
+	echo "$init"
+	out=$(node /usr/local/share/pcsync-standin/call-model.js 2>&1)
+	case "$out" in
+	"status 200"*)
+		echo '{"type":"result","subtype":"success","is_error":false,"duration_ms":10,"num_turns":1,"result":"The model answered.","session_id":"standin-1","total_cost_usd":0.001,"usage":{"input_tokens":7,"output_tokens":1}}'
+		;;
+	*)
+		echo "stand-in: the first model request failed: $out" >&2
+		exit 1
+		;;
+	esac
 	;;
 *fail-auth*)
 	cat /usr/local/share/pcsync-standin/auth.jsonl

@@ -360,7 +360,7 @@ func startProxyRun(t *testing.T, c *testcluster.Cluster, m *config.Model, addrs 
 
 // waitRunning waits up to 4 minutes for a Running pod with an IP in ns
 // that selector selects.
-func waitRunning(ctx context.Context, t *testing.T, c *testcluster.Cluster, ns, selector string) *corev1.Pod {
+func waitRunning(ctx context.Context, t testing.TB, c *testcluster.Cluster, ns, selector string) *corev1.Pod {
 	t.Helper()
 	deadline := time.Now().Add(4 * time.Minute)
 	for {

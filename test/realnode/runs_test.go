@@ -3,6 +3,7 @@
 package realnode
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -43,6 +44,12 @@ type runEnv struct {
 	slug, ns      string
 	cfgDir, spool string
 	model         *config.Model
+	// agent is the runs' agent; default "coder".
+	agent string
+	// addrs and scale, when set, are the executor's proxy addresses and
+	// scaler, as the daemon gives them.
+	addrs kubeexec.ProxyAddresses
+	scale kubeexec.ProxyScale
 }
 
 // newRunEnv writes the config (Settings spec.images.registry is registry,
@@ -151,6 +158,7 @@ func (e *runEnv) serveWith(env []string) {
 	opts := kubeexec.DefaultOptions()
 	opts.StateDir, opts.Logger = state, logger
 	opts.Environ = func() []string { return env }
+	opts.ProxyAddresses, opts.ProxyScale = e.addrs, e.scale
 	ex, err := kubeexec.New(ctx, e.c.RESTConfig(), opts)
 	if err != nil {
 		cancel()
@@ -176,7 +184,7 @@ func (e *runEnv) serveWith(env []string) {
 // drop writes a run request the way writers must: a hidden file renamed in.
 func (e *runEnv) drop(name, prompt string, extra map[string]any) {
 	e.t.Helper()
-	r := map[string]any{"apiVersion": config.APIVersion, "kind": "Run", "company": e.slug, "agent": "coder", "prompt": prompt}
+	r := map[string]any{"apiVersion": config.APIVersion, "kind": "Run", "company": e.slug, "agent": cmp.Or(e.agent, "coder"), "prompt": prompt}
 	for k, v := range extra {
 		r[k] = v
 	}
