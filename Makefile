@@ -159,14 +159,16 @@ lint: $(GOLANGCI_LINT)
 #   credential route (streamed requests) vs straight to the provider and a
 #   bare relay,
 #   the fleet (test/fleet): 10, 100 and 1,000 companies of 3 agents kept by one
-#   daemon (cold apply, RSS, CPU and API requests at rest, commit → applied),
-#   and the apply of 1,000 companies vs the bare 16-worker client.
+#   daemon (cold apply, proxies asleep, RSS, CPU and API requests at rest,
+#   commit → applied), a burst of 200 runs over 200 companies vs in one
+#   (drop → Job created), the first run after an idle period vs warm (real
+#   node), and the apply of 1,000 companies vs the bare 16-worker client.
 # The control-plane benchmarks start their own cluster (make k8sbin first).
 bench: $(if $(wildcard hack/cluster.mk),k8sbin realnode-deps)
 	$(GO) test -timeout 60m -run '^$$' -bench . -benchmem -benchtime 3x ./pkg/config ./pkg/render
 	PCSYNC_KUBELET_V=4 $(GO) test $(TEST_TAGS) -timeout 60m -run '^$$' -bench . -benchmem -benchtime 1x ./pkg/apply ./pkg/runs/spool ./pkg/runs/kubeexec ./pkg/sandbox ./test/realnode
 	$(GO) test $(TEST_TAGS) -timeout 60m -run '^$$' -bench BenchmarkApply -benchtime 1x ./pkg/apply -args -apply-bench-companies 1000 -apply-bench-clients bare,pcsync
-	$(GO) test $(TEST_TAGS) -timeout 90m -run '^$$' -bench BenchmarkFleet -benchtime 1x ./test/fleet
+	$(GO) test $(TEST_TAGS) -timeout 90m -run '^$$' -bench 'BenchmarkFleet|BenchmarkBurst' -benchtime 1x ./test/fleet
 	@bash hack/paperclip/install.sh >/dev/null
 	$(GO) test $(TEST_TAGS) -timeout 60m -run '^$$' -bench . -benchtime 1x ./test/e2e/paperclip
 

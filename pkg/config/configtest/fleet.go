@@ -28,6 +28,8 @@ type FleetOptions struct {
 	NamespacePrefix string
 	// ProxyIdleSec, when set, is the Settings' spec.egress.proxyIdleSec.
 	ProxyIdleSec *int
+	// Concurrency, when set, is each agent's concurrency.
+	Concurrency int
 }
 
 // adapters are cycled through for the agents.
@@ -92,6 +94,9 @@ spec:
       env:
         LOG_LEVEL: info
 `, j, adapters[(i+j)%len(adapters)], j)
+			if o.Concurrency > 0 {
+				fmt.Fprintf(&b, "      concurrency: %d\n", o.Concurrency)
+			}
 		}
 		name := filepath.Join(dir, "companies", fmt.Sprintf("company-%04d.yaml", i))
 		if err := os.WriteFile(name, []byte(b.String()), 0o644); err != nil {
