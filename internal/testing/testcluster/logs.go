@@ -171,7 +171,9 @@ func (c *Cluster) waitKwokServes(ctx context.Context, namespace, pod, path strin
 	defer hc.CloseIdleConnections()
 	// The container name does not matter: the rules ServeLogs writes cover all.
 	url := fmt.Sprintf("https://%s/containerLogs/%s/%s/probe", c.info.KwokAddress, namespace, pod)
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	// kwok picks a new rule up from its watch: seconds on a loaded machine
+	// (run 2 of a fresh machine's make test found 30 s too short).
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	return poll(ctx, nil, 50*time.Millisecond, func(ctx context.Context) (bool, string, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
