@@ -27,6 +27,11 @@ var ErrEmptyRender = errors.New("refusing to prune: nothing was rendered")
 // prune would remove every tenant or more tenants than the limit, unless approved.
 var ErrMassPrune = errors.New("refusing to prune more than the prune limit")
 
+// ErrPartialNoParent is matched (errors.Is) by the error of an Apply with
+// Partial when the ApplySet parent does not exist: only a full Apply may
+// write the inventory from nothing.
+var ErrPartialNoParent = errors.New("a partial apply needs the ApplySet parent; apply in full")
+
 // ConflictError is an apply refused because other field managers own fields the
 // configuration sets (without ForceConflicts). ForceConflicts takes them back.
 type ConflictError struct {

@@ -50,8 +50,13 @@ func (m *Manager) Apply(ctx context.Context, objs []*unstructured.Unstructured, 
 	if err := opts.complete(); err != nil {
 		return report, err
 	}
-	c.handover = opts.Handover
-	if err := c.load(ctx, objs); err != nil {
+	c.handover, c.partial = opts.Handover, opts.Partial
+	report.Partial = opts.Partial
+	t := time.Now()
+	lap := func(d *time.Duration) { now := time.Now(); *d, t = now.Sub(t), now }
+	err := c.load(ctx, objs)
+	lap(&report.Stages.Read)
+	if err != nil {
 		return report, err
 	}
 	results := make([]Change, len(objs))
@@ -71,16 +76,20 @@ func (m *Manager) Apply(ctx context.Context, objs []*unstructured.Unstructured, 
 	defer fill()
 
 	plan, approvedBy, err := c.pruneForApply(ctx, len(objs) == 0, opts)
+	lap(&report.Stages.Plan)
 	if err != nil {
 		return report, err
 	}
 	kinds, namespaces, err := c.applyAll(ctx, opts, results)
+	lap(&report.Stages.Apply)
 	if err != nil {
 		return report, err
 	}
 	if plan != nil {
 		applyFailed := slices.ContainsFunc(results, func(r Change) bool { return r.Action == ActionFailed })
-		if pruned, err = c.prune(ctx, plan, approvedBy, opts, applyFailed, kinds, namespaces); err != nil {
+		pruned, err = c.prune(ctx, plan, approvedBy, opts, applyFailed, kinds, namespaces)
+		lap(&report.Stages.Prune)
+		if err != nil {
 			return report, err
 		}
 	}

@@ -2,6 +2,7 @@ package apply
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"sync"
 	"time"
@@ -19,8 +20,10 @@ type call struct {
 	start       time.Time
 	mut0, read0 int64
 
-	// handover is the call's ApplyOptions.Handover (none for Diff).
+	// handover and partial are the call's ApplyOptions.Handover and
+	// Partial (none for Diff).
 	handover Handover
+	partial  bool
 
 	// Set by load.
 	desired []*desiredObject
@@ -48,15 +51,22 @@ func (c *call) done() {
 }
 
 // load prepares objs and reads the parent (begin), reads the live objects
-// of the set and of the namespaces concerned, and claims what pcsync may
-// take (ownership.go). Nothing is sent to the cluster but reads.
+// of the set and of the namespaces concerned (a partial call: only where
+// objs are), and claims what pcsync may take (ownership.go). Nothing is
+// sent to the cluster but reads.
 func (c *call) load(ctx context.Context, objs []*unstructured.Unstructured) error {
 	m := c.m
 	desired, inv, err := m.begin(ctx, objs)
 	if err != nil {
 		return err
 	}
+	if c.partial && !inv.exists {
+		return fmt.Errorf("ApplySet parent %s does not exist: %w", inv.parent, ErrPartialNoParent)
+	}
 	idx := m.newLiveIndex(inv.id, m.interestingNamespaces(inv, desired))
+	if c.partial {
+		idx.only = desired
+	}
 	if err := idx.loadAll(ctx, uniqueMappings(desired)); err != nil {
 		return err
 	}

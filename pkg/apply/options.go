@@ -2,6 +2,7 @@ package apply
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -135,6 +136,12 @@ type ApplyOptions struct {
 	HoldPrune bool
 	// Handover moves tenants between the ApplySets of one fleet (its shards).
 	Handover Handover
+	// Partial says the objects given are only part of the set (those that
+	// changed): the parent's kinds and namespaces are widened, never
+	// narrowed, the live members are read only where the objects are, and
+	// Prune is refused. It needs the parent: without it Apply refuses
+	// (ErrPartialNoParent) before anything changes.
+	Partial bool
 	// Wait waits until every applied object is current (kstatus) and every pruned
 	// object is gone.
 	Wait bool
@@ -169,6 +176,9 @@ func (o *ApplyOptions) complete() error {
 	}
 	if o.PruneFloor < 0 {
 		return fmt.Errorf("invalid prune floor %d: want 0 or more", o.PruneFloor)
+	}
+	if o.Partial && o.Prune {
+		return errors.New("a partial apply cannot prune: what is not given is not known to be gone")
 	}
 	o.Timeout = cmp.Or(max(o.Timeout, 0), DefaultApplyOptions().Timeout)
 	return nil

@@ -130,6 +130,8 @@ type ChangeSet struct {
 	Parent ObjectRef
 	// DryRun is true when nothing was persisted (Apply with DryRun, and Diff).
 	DryRun bool
+	// Partial is ApplyOptions.Partial: the objects given were part of the set.
+	Partial bool
 	// Objects has one entry per input object, in the order they were given (objects
 	// an early error kept Apply from reaching are left out), followed by the
 	// members pruned (or, in a Diff, that prune would delete) in deletion order.
@@ -143,8 +145,22 @@ type ChangeSet struct {
 	MutatingRequests int64
 	// ReadRequests is the number of other requests (GET, LIST, discovery).
 	ReadRequests int64
-	// Duration is the wall time of the call.
+	// Duration is the wall time of the call; Stages splits it.
 	Duration time.Duration
+	Stages   Stages
+}
+
+// Stages are the wall times of an Apply's steps.
+type Stages struct {
+	// Read: the parent, the LISTs of the live members, the ownership checks.
+	Read time.Duration
+	// Plan: the prune's plan (the LISTs of the kinds only the parent names)
+	// and its guard.
+	Plan time.Duration
+	// Apply: the parent's widening and the objects sent.
+	Apply time.Duration
+	// Prune: the deletions and the parent's narrowing.
+	Prune time.Duration
 }
 
 // Count returns how many objects ended with action a.
