@@ -47,6 +47,9 @@ type LoadOptions struct {
 	// spec.images.registry says (Model.Images). An empty Tag means
 	// DefaultImageTag.
 	Images ImageDefaults
+	// Cache, when set, keeps the schema validation of every valid document
+	// from one Load to the next (see ValidationCache).
+	Cache *ValidationCache
 }
 
 // DefaultImageTag is the tag of pcsync's images when LoadOptions.Images has
@@ -141,6 +144,10 @@ func Load(ctx context.Context, dir string, opts LoadOptions) (*Model, error) {
 	files, err := listFiles(dir)
 	if err != nil {
 		return nil, err
+	}
+	if opts.Cache != nil {
+		opts.Cache.begin()
+		defer opts.Cache.end()
 	}
 	results := make([]fileResult, len(files))
 	// An I/O error does not stop the other files (the first is returned);
@@ -237,8 +244,12 @@ func loadFile(name string, opts LoadOptions) (fileResult, error) {
 	if perr != nil {
 		r.errs = append(r.errs, perr)
 	}
+	validate := opts.Validator.validate
+	if opts.Cache != nil {
+		validate = opts.Cache.validator(opts.Validator, data)
+	}
 	for _, d := range docs {
-		ld, errs := checkDocument(d, opts.Validator, configKinds)
+		ld, errs := checkDocumentWith(d, configKinds, validate)
 		r.errs = append(r.errs, errs...)
 		if ld != nil {
 			ld.decode()
@@ -254,6 +265,11 @@ var configKinds = []string{"Settings", "Company"}
 // checkDocument reads apiVersion and kind and validates the document
 // against the schema of its kind.
 func checkDocument(d *document, v *Validator, kinds []string) (*loadedDoc, []*Error) {
+	return checkDocumentWith(d, kinds, v.validate)
+}
+
+// checkDocumentWith is checkDocument with the schema's validation given.
+func checkDocumentWith(d *document, kinds []string, validate func(string, *document) ([]byte, []*Error)) (*loadedDoc, []*Error) {
 	if kindOf(d.expr) != "struct" {
 		return nil, []*Error{{Pos: d.start, Message: "a document must be a mapping with apiVersion, kind, metadata and spec"}}
 	}
@@ -276,7 +292,7 @@ func checkDocument(d *document, v *Validator, kinds []string) (*loadedDoc, []*Er
 		}
 		return nil, []*Error{{Pos: d.posIn(keys("kind"), false), Field: "kind", Message: msg}}
 	}
-	out, errs := v.validate(kind, d)
+	out, errs := validate(kind, d)
 	if len(errs) > 0 {
 		return nil, errs
 	}
