@@ -2,9 +2,6 @@ package reconcile
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -84,6 +81,11 @@ type Outcome struct {
 	// ConfigChanged says the rendered objects differ from those of the last
 	// successful apply (always true for the first one).
 	ConfigChanged bool
+	// Partial says only the objects that changed since the last successful
+	// apply were applied, and nothing pruned: a change of the config
+	// directory that removed no object, after an apply that succeeded and
+	// left no prune held. Every other reconcile applies every object.
+	Partial bool
 	// Report is the apply's change set; nil when nothing was applied.
 	Report *apply.ChangeSet
 	// Drift is the number of objects a reconcile created, changed or
@@ -95,6 +97,13 @@ type Outcome struct {
 	Paperclip *paperclip.Report
 	// PaperclipErr is the Paperclip side's failure, also in Err.
 	PaperclipErr error
+	// Stages are the wall times of its stages (Report.Stages splits Apply).
+	Stages Stages
+}
+
+// Stages are the wall times of a reconcile's stages.
+type Stages struct {
+	Load, Render, Digest, Apply, Paperclip time.Duration
 }
 
 // Loop keeps the cluster in the shape of the config directory: it loads,
@@ -116,11 +125,17 @@ type Loop struct {
 	ready     chan struct{}
 	readyOnce sync.Once
 
+	// full asks that the next reconcile apply every object (Trigger).
+	full atomic.Bool
+
 	// Only the Run goroutine touches these.
 	appliedHash string // digest of the objects of the last successful apply
-	warnedHash  string // digest of the render whose warnings were logged
-	lastErr     string // the last failure logged, to log a repeat at debug
-	lastHold    string // the token of the held prune logged at ERROR
+	// applied are the digests of the objects of the last successful
+	// apply that left nothing pending; nil when a change must apply in full.
+	applied    digests
+	warnedHash string // digest of the render whose warnings were logged
+	lastErr    string // the last failure logged, to log a repeat at debug
+	lastHold   string // the token of the held prune logged at ERROR
 	// shards are the shards the configs loaded named, for the handover.
 	shards map[config.Shard]bool
 }
@@ -168,8 +183,10 @@ func (l *Loop) Model() *config.Model { return l.model.Load() }
 // Ready is closed once a valid config was loaded (Model is not nil).
 func (l *Loop) Ready() <-chan struct{} { return l.ready }
 
-// Trigger asks for a reconcile as soon as the current one (if any) ends.
+// Trigger asks for a reconcile of every object as soon as the current one
+// (if any) ends.
 func (l *Loop) Trigger() {
+	l.full.Store(true)
 	select {
 	case l.trigger <- struct{}{}:
 	default:
@@ -266,13 +283,16 @@ func (l *Loop) reconcile(ctx context.Context, trigger Trigger) (out Outcome) {
 	out = Outcome{Trigger: trigger, Started: time.Now()}
 	log := l.log.With(slog.String("trigger", string(trigger)))
 	defer func() { l.observe(ctx, &out) }()
+	full := l.full.Swap(false) || trigger != TriggerChange
 
 	m, rendered, ok := l.loadAndRender(ctx, log, &out)
 	if !ok {
 		return out
 	}
 	out.Model = m
-	hash := digest(rendered.Objects)
+	t := time.Now()
+	now, hash, dup := digestRender(rendered.Objects)
+	out.Stages.Digest = time.Since(t)
 	out.ConfigChanged = hash != l.appliedHash
 	l.valid(log, m, rendered, hash)
 
@@ -283,8 +303,7 @@ func (l *Loop) reconcile(ctx context.Context, trigger Trigger) (out Outcome) {
 		}
 		return out
 	}
-	report, err := l.applier.Apply(ctx, rendered.Objects, l.applyOptions(m))
-	out.Report = report
+	report, err := l.apply(ctx, log, &out, rendered.Objects, l.applyOptions(m), full || dup, now)
 	// A failed apply still publishes: the config is valid, and the runs
 	// loop must not stay on an older one (a run of a company whose tenant
 	// could not be applied fails with the cluster's reason).
@@ -293,11 +312,17 @@ func (l *Loop) reconcile(ctx context.Context, trigger Trigger) (out Outcome) {
 		return out
 	}
 	l.record(log, &out, len(rendered.Objects))
-	l.pruneHeld(ctx, log, trigger, report)
+	if !out.Partial {
+		l.pruneHeld(ctx, log, trigger, report)
+	}
 	out.FailedStage, out.Err = applyFailure(err, report)
 	kubeOK := out.Err == nil
+	l.applied = nil
 	if kubeOK {
 		l.appliedHash = hash
+		if settled(report) && !dup {
+			l.applied = now
+		}
 	}
 	if l.reconcilePaperclip(ctx, log, l.opts.Shard.Model(m), &out) || !kubeOK {
 		l.failed(ctx, log, &out)
@@ -308,6 +333,37 @@ func (l *Loop) reconcile(ctx context.Context, trigger Trigger) (out Outcome) {
 		h.Set(CondReconciled, true, false, "Applied", fmt.Sprintf("%d objects in the cluster as the config says", len(rendered.Objects)))
 	}
 	return out
+}
+
+// apply applies objs: only those that changed since the last successful
+// apply (Partial, no prune) when full is false, the last apply left
+// nothing pending and none was removed; else all of them, as opts say.
+func (l *Loop) apply(ctx context.Context, log *slog.Logger, out *Outcome, objs []*unstructured.Unstructured,
+	opts apply.ApplyOptions, full bool, now digests) (*apply.ChangeSet, error) {
+	t := time.Now()
+	defer func() { out.Stages.Apply = time.Since(t) }()
+	if !full && l.applied != nil {
+		changed, removed := changes(l.applied, now, objs)
+		if !removed {
+			po := opts
+			po.Partial, po.Prune = true, false
+			report, err := l.applier.Apply(ctx, changed, po)
+			if !errors.Is(err, apply.ErrPartialNoParent) {
+				out.Report, out.Partial = report, true
+				return report, err
+			}
+			log.Info("applying in full", slog.Any("reason", err))
+		}
+	}
+	report, err := l.applier.Apply(ctx, objs, opts)
+	out.Report = report
+	return report, err
+}
+
+// settled says an apply left nothing for a later one: no prune held and
+// no Namespace retained (their prune is tried again in full).
+func settled(r *apply.ChangeSet) bool {
+	return r != nil && r.PruneHeld == nil && r.Count(apply.ActionRetained) == 0
 }
 
 // observe records the end of a reconcile: its duration, metric and Observe.
@@ -357,14 +413,18 @@ func (l *Loop) loadAndRender(ctx context.Context, log *slog.Logger, out *Outcome
 		l.invalid(log, out, StageLoad, fmt.Errorf("config directory: %w", err))
 		return nil, nil, false
 	}
+	t := time.Now()
 	m, err := config.Load(ctx, dir, l.opts.Load)
+	out.Stages.Load = time.Since(t)
 	if err != nil {
 		if ctx.Err() == nil {
 			l.invalid(log, out, StageLoad, err)
 		}
 		return nil, nil, false
 	}
+	t = time.Now()
 	rendered, err := render.Render(l.opts.Shard.Model(m), l.opts.Render)
+	out.Stages.Render = time.Since(t)
 	if err != nil {
 		l.invalid(log, out, StageRender, err)
 		return nil, nil, false
@@ -418,7 +478,9 @@ func (l *Loop) reconcilePaperclip(ctx context.Context, log *slog.Logger, m *conf
 		ro.PauseFloor = paperclip.DefaultReconcileOptions().PauseFloor
 	}
 	ro.AllowMassPause = ro.AllowMassPause || l.opts.Apply.AllowMassPrune
+	t := time.Now()
 	rep, err := l.opts.Paperclip.Reconcile(ctx, m, ro)
+	out.Stages.Paperclip = time.Since(t)
 	if ctx.Err() != nil {
 		return false
 	}
@@ -573,14 +635,18 @@ func (l *Loop) record(log *slog.Logger, out *Outcome, rendered int) {
 	if r.MutatingRequests == 0 && r.Count(apply.ActionFailed) == 0 {
 		lvl = slog.LevelDebug // nothing to do: the common case every interval
 	}
-	log.Log(context.Background(), lvl, "reconciled",
+	log.Log(context.Background(), lvl, "reconciled", slog.Bool("partial", out.Partial),
 		slog.Int("objects", rendered), slog.Int("created", r.Count(apply.ActionCreated)),
 		slog.Int("configured", r.Count(apply.ActionConfigured)), slog.Int("unchanged", r.Count(apply.ActionUnchanged)),
 		slog.Int("recreated", r.Count(apply.ActionRecreated)), slog.Int("pruned", r.Count(apply.ActionPruned)),
 		slog.Int("retained", r.Count(apply.ActionRetained)), slog.Int("released", r.Count(apply.ActionReleased)),
 		slog.Int("failed", r.Count(apply.ActionFailed)),
 		slog.Int("drift", out.Drift), slog.Int64("mutatingRequests", r.MutatingRequests),
-		slog.Duration("duration", r.Duration))
+		slog.Duration("duration", r.Duration), slog.Group("stages",
+			slog.Duration("load", out.Stages.Load), slog.Duration("render", out.Stages.Render),
+			slog.Duration("digest", out.Stages.Digest),
+			slog.Duration("read", r.Stages.Read), slog.Duration("plan", r.Stages.Plan),
+			slog.Duration("apply", r.Stages.Apply), slog.Duration("prune", r.Stages.Prune)))
 }
 
 // pruneHeld reports the prune the guard holds, or that none is held: the
@@ -638,20 +704,6 @@ func reasonFor(out Outcome) string {
 		return "PaperclipFailed"
 	}
 	return "ApplyFailed"
-}
-
-// digest identifies a set of rendered objects.
-func digest(objs []*unstructured.Unstructured) string {
-	h := sha256.New()
-	for _, o := range objs {
-		b, err := json.Marshal(o.Object)
-		if err != nil {
-			b = []byte(err.Error())
-		}
-		h.Write(b)
-		h.Write([]byte{0})
-	}
-	return hex.EncodeToString(h.Sum(nil))
 }
 
 func firstLines(s string, n int) string {

@@ -92,7 +92,9 @@ type Options struct {
 	// since the start named, and "". Nil takes nothing over: a company
 	// moved in then fails as not owned.
 	ShardSet func(s config.Shard) string
-	// Load and Render configure the config loader and the renderer.
+	// Load and Render configure the config loader and the renderer. The
+	// loop gives Load a cache of its own when it has none, so that a
+	// change validates again only the files that changed.
 	Load   config.LoadOptions
 	Render render.Options
 	// Logger receives the loop's logs. Default slog.Default().
@@ -165,6 +167,9 @@ func (o *Options) complete() error {
 	o.ApprovalPoll = min(o.ApprovalPoll, o.Interval)
 	if o.Logger == nil {
 		o.Logger = d.Logger
+	}
+	if o.Load.Cache == nil {
+		o.Load.Cache = config.NewValidationCache()
 	}
 	return nil
 }
