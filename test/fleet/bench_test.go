@@ -30,6 +30,7 @@ var (
 	fleetWindow  = flag.Duration("fleet-window", time.Minute, "the window over which the daemon's rest is measured")
 	fleetCommits = flag.Int("fleet-commits", 5, "how many one-company commits are timed to applied")
 	fleetIdle    = flag.Int("fleet-proxy-idle", 10, "the fleet's spec.egress.proxyIdleSec: its proxies sleep before the window")
+	fleetLogs    = flag.String("fleet-logs", "", "a directory where each size's daemon log is written (daemon-<size>.log)")
 )
 
 // fleetAgents is how many agents each company of the fleet has.
@@ -121,7 +122,14 @@ func measureFleet(b *testing.B, c *testcluster.Cluster, bin string, n int) fleet
 	for k := range *fleetCommits {
 		f.commit = append(f.commit, commitApplied(b, c, d, dir, prefix, k))
 	}
+	time.Sleep(time.Second) // the last reconcile's log
 	d.stop()
+	if *fleetLogs != "" {
+		path := filepath.Join(*fleetLogs, fmt.Sprintf("daemon-%d.log", n))
+		if err := os.WriteFile(path, []byte(d.log()), 0o644); err != nil {
+			b.Errorf("-fleet-logs: %v", err)
+		}
+	}
 	return f
 }
 
