@@ -18,12 +18,13 @@ func cachedCompany(slug, id string) string {
 	return strings.Replace(companyDoc(slug), "id: id-"+slug, "id: "+id, 1)
 }
 
-// TestValidationCache: a Load with a cache gives what a Load without one
-// gives, validates again only the files that changed, never keeps an
+// TestLoadCache: a Load with a cache gives what a Load without one
+// gives, parses again only the files that changed or moved and validates
+// again only the documents that changed, never keeps an
 // invalid document, runs the rules across documents on the whole model
 // (a duplicate id in an unchanged file is found), and names each file by
 // its path now (a checkout moved, as git-sync moves it).
-func TestValidationCache(t *testing.T) {
+func TestLoadCache(t *testing.T) {
 	base := map[string]string{
 		"settings.yaml":      "apiVersion: pcsync.io/v1alpha1\nkind: Settings\nmetadata: {name: settings}\nspec: {}\n",
 		"companies/a.yaml":   cachedCompany("a", "id-a"),
@@ -36,16 +37,17 @@ func TestValidationCache(t *testing.T) {
 		edit map[string]string
 		// moved loads from another directory.
 		moved bool
-		// validated is how many documents the second Load validates, cached
-		// how many the cache holds after it.
-		validated, cached int
+		// validated is how many documents the second Load validates, parsed
+		// how many files it parses, cached how many documents the cache
+		// holds after it.
+		validated, parsed, cached int
 	}{
-		{"nothing changed", nil, false, 1, 4},
-		{"one file changed", map[string]string{"companies/a.yaml": cachedCompany("a", "id-a2")}, false, 2, 4},
-		{"a duplicate id in a changed file", map[string]string{"companies/a.yaml": cachedCompany("a", "id-b")}, false, 2, 4},
-		{"the bad file fixed", map[string]string{"companies/bad.yaml": cachedCompany("bad", "id-bad")}, false, 1, 5},
-		{"a file removed", map[string]string{"companies/a.yaml": ""}, false, 1, 3},
-		{"the checkout moved", nil, true, 1, 4},
+		{"nothing changed", nil, false, 1, 1, 4},
+		{"one file changed", map[string]string{"companies/a.yaml": cachedCompany("a", "id-a2")}, false, 2, 2, 4},
+		{"a duplicate id in a changed file", map[string]string{"companies/a.yaml": cachedCompany("a", "id-b")}, false, 2, 2, 4},
+		{"the bad file fixed", map[string]string{"companies/bad.yaml": cachedCompany("bad", "id-bad")}, false, 1, 1, 5},
+		{"a file removed", map[string]string{"companies/a.yaml": ""}, false, 1, 1, 3},
+		{"the checkout moved", nil, true, 1, 4, 4},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -55,7 +57,7 @@ func TestValidationCache(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cache := config.NewValidationCache()
+			cache := config.NewLoadCache()
 			opts := config.DefaultLoadOptions()
 			opts.Validator, opts.Cache = v, cache
 			_, _ = config.Load(context.Background(), dir, opts)
@@ -75,11 +77,14 @@ func TestValidationCache(t *testing.T) {
 				}
 				writeFiles(t, dir, map[string]string{name: content})
 			}
-			before, _ := config.CacheCounts(cache)
+			validated0, parsed0, _ := config.CacheCounts(cache)
 			got, gotErr := config.Load(context.Background(), dir, opts)
-			validated, held := config.CacheCounts(cache)
-			if n := validated - before; n != tt.validated {
+			validated, parsed, held := config.CacheCounts(cache)
+			if n := validated - validated0; n != tt.validated {
 				t.Errorf("validated %d documents, want %d", n, tt.validated)
+			}
+			if n := parsed - parsed0; n != tt.parsed {
+				t.Errorf("parsed %d files, want %d", n, tt.parsed)
 			}
 			if held != tt.cached {
 				t.Errorf("the cache holds %d documents, want %d", held, tt.cached)

@@ -3,6 +3,7 @@ package config
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -47,9 +48,9 @@ type LoadOptions struct {
 	// spec.images.registry says (Model.Images). An empty Tag means
 	// DefaultImageTag.
 	Images ImageDefaults
-	// Cache, when set, keeps the schema validation of every valid document
-	// from one Load to the next (see ValidationCache).
-	Cache *ValidationCache
+	// Cache, when set, keeps what parsing and validating each valid file
+	// gave from one Load to the next (see LoadCache).
+	Cache *LoadCache
 }
 
 // DefaultImageTag is the tag of pcsync's images when LoadOptions.Images has
@@ -240,13 +241,22 @@ func loadFile(name string, opts LoadOptions) (fileResult, error) {
 	if err != nil {
 		return r, fmt.Errorf("config file: %w", err)
 	}
+	validate := opts.Validator.validate
+	var sum [sha256.Size]byte
+	if opts.Cache != nil {
+		sum = sha256.Sum256(data)
+		if docs, ok := opts.Cache.file(name, sum, opts); ok {
+			for _, d := range docs {
+				d.decode()
+			}
+			r.docs = docs
+			return r, nil
+		}
+		validate = opts.Cache.validator(opts.Validator, sum)
+	}
 	docs, perr := parseYAML(name, data, parseLimits{maxNodes: opts.MaxNodes})
 	if perr != nil {
 		r.errs = append(r.errs, perr)
-	}
-	validate := opts.Validator.validate
-	if opts.Cache != nil {
-		validate = opts.Cache.validator(opts.Validator, data)
 	}
 	for _, d := range docs {
 		ld, errs := checkDocumentWith(d, configKinds, validate)
@@ -255,6 +265,9 @@ func loadFile(name string, opts LoadOptions) (fileResult, error) {
 			ld.decode()
 			r.docs = append(r.docs, ld)
 		}
+	}
+	if opts.Cache != nil && len(r.errs) == 0 {
+		opts.Cache.keepFile(name, sum, opts, r.docs)
 	}
 	return r, nil
 }

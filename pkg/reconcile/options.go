@@ -94,7 +94,7 @@ type Options struct {
 	ShardSet func(s config.Shard) string
 	// Load and Render configure the config loader and the renderer. The
 	// loop gives Load a cache of its own when it has none, so that a
-	// change validates again only the files that changed.
+	// change parses and validates again only the files that changed.
 	Load   config.LoadOptions
 	Render render.Options
 	// Logger receives the loop's logs. Default slog.Default().
@@ -169,7 +169,7 @@ func (o *Options) complete() error {
 		o.Logger = d.Logger
 	}
 	if o.Load.Cache == nil {
-		o.Load.Cache = config.NewValidationCache()
+		o.Load.Cache = config.NewLoadCache()
 	}
 	return nil
 }
