@@ -399,7 +399,7 @@ func TestRBACIsSufficient(t *testing.T) {
 	}
 	sort.Strings(missing)
 	wantMissing := []string{"create batch/jobs", "create core/pods", "create core/pods/exec", "create core/secrets",
-		"delete batch/jobs", "delete core/pods", "delete core/secrets", "get core/pods/exec", "patch core/pods"}
+		"delete batch/jobs", "delete core/pods", "delete core/secrets", "get core/pods/exec", "patch apps/deployments/scale", "patch core/pods"}
 	if diff := cmp.Diff(wantMissing, missing); diff != "" {
 		t.Errorf("doctor without the tenant's RoleBinding pcsync: missing verbs (-want +got):\n%s", diff)
 	}

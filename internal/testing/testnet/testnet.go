@@ -101,6 +101,10 @@ func New(ctx context.Context, opts Options) (_ *Net, err error) {
 	if n.lock, err = safefile.LockWait(LockPath, 0o600, lockWait, 100*time.Millisecond); err != nil {
 		return nil, fmt.Errorf("testnet: waiting for another test's network namespace to go (%s): %w", LockPath, err)
 	}
+	if err := n.sweep(ctx); err != nil {
+		n.lock.Unlock()
+		return nil, err
+	}
 	suffix := randomHex(4)
 	n.hostLink, n.nsLink = "ptn"+suffix+"h", "ptn"+suffix+"n"
 	if err := n.ip(ctx, "netns", "add", opts.Name); err != nil {
@@ -133,6 +137,28 @@ func New(ctx context.Context, opts Options) (_ *Net, err error) {
 		}
 	}
 	return n, nil
+}
+
+// sweep removes the namespaces of Nets whose process ended without Close
+// (killed): with LockPath held, no live Net has one. Their veth pairs and
+// host routes go with them; left, they would refuse this Net's routes
+// ("File exists").
+func (n *Net) sweep(ctx context.Context) error {
+	entries, err := os.ReadDir("/run/netns")
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("testnet: sweep: %w", err)
+	}
+	for _, e := range entries {
+		if name := e.Name(); strings.HasPrefix(name, "pcsync-tn-") {
+			if err := n.ip(ctx, "netns", "del", name); err != nil {
+				return fmt.Errorf("testnet: sweep a killed test's namespace: %w", err)
+			}
+		}
+	}
+	return nil
 }
 
 // parse checks the options' addresses.

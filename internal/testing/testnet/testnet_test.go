@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -124,5 +125,29 @@ func TestCheckRouteFailsWithoutRoute(t *testing.T) {
 	err = n.CheckRoute(ctx, "203.0.113.77")
 	if err == nil || !strings.Contains(err.Error(), "not the namespace's veth") {
 		t.Fatalf("CheckRoute without the route = %v, want a refusal", err)
+	}
+}
+
+// TestNewSweepsAKilledNet: a Net whose process was killed leaves its
+// namespace, veth pair and host routes (its lock goes with the process);
+// the next New removes them and takes the routes, where it used to fail
+// with "File exists".
+func TestNewSweepsAKilledNet(t *testing.T) {
+	ctx := context.Background()
+	killed, err := New(ctx, DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	killed.lock.Unlock() // the process's end, without Close
+	n, err := New(ctx, DefaultOptions())
+	if err != nil {
+		t.Fatalf("New after a killed Net: %v", err)
+	}
+	t.Cleanup(func() { _ = n.Close() })
+	if _, err := os.Stat(filepath.Join("/run/netns", killed.Name())); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the killed Net's namespace %s is still there (%v)", killed.Name(), err)
+	}
+	if err := n.CheckRoute(ctx, PublicAddress); err != nil {
+		t.Errorf("the new Net's route: %v", err)
 	}
 }
