@@ -300,6 +300,7 @@ func startScaler(ctx context.Context, t testing.TB, cs kubernetes.Interface, idl
 	pods := f.Core().V1().Pods().Informer()
 	opts := scale.DefaultOptions()
 	opts.Idle = idle
+	opts.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	sc, err := scale.New(cs, pods, opts)
 	if err != nil {
 		t.Fatal(err)

@@ -211,3 +211,53 @@ func assertOwner(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns 
 func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
 
 func containsReplicas(raw []byte) bool { return bytes.Contains(raw, []byte(`"f:replicas"`)) }
+
+// TestNeedEndsWithItsPod: a run's Need (NeedFor 10 min here) ends when the
+// run's pod is seen, and the pod's end (its phase Succeeded; the pod is on
+// a node no kubelet serves, so nothing else changes it) starts the idle
+// period: the proxy sleeps 1 s after the run, not after the Need. (The
+// scaler once took the end of a run for a wake, and kept the proxy up
+// until the Need passed.)
+func TestNeedEndsWithItsPod(t *testing.T) {
+	c := testcluster.Get(t)
+	cs := c.Client()
+	ns := c.Namespace(t, "needphase", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := cs.AppsV1().Deployments(ns).Create(ctx, proxyDeployment(ns), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.LabelSelector = agentpod.LabelManagedBy + "=" + agentpod.ManagedByValue
+	}))
+	opts := DefaultOptions()
+	opts.NeedFor = 10 * time.Minute
+	opts.Idle = func(n string) (time.Duration, bool) { return time.Second, n == ns }
+	ctl, err := New(cs, f.Core().V1().Pods().Informer(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Start(ctx.Done())
+	defer func() { cancel(); f.Shutdown() }()
+	if err := ctl.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitReplicas(ctx, t, cs, ns, 0, 20*time.Second)
+	ctl.Need(ns)
+	waitReplicas(ctx, t, cs, ns, 1, 10*time.Second)
+	p, err := cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "run", Labels: map[string]string{
+			agentpod.LabelManagedBy: agentpod.ManagedByValue, agentpod.LabelRole: agentpod.RoleAgent}},
+		Spec: corev1.PodSpec{NodeName: "ghost", Containers: []corev1.Container{{Name: "agent", Image: "example.invalid/agent:1"}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second) // the pod seen, live
+	p.Status.Phase = corev1.PodSucceeded
+	if _, err := cs.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	took := waitReplicas(ctx, t, cs, ns, 0, 20*time.Second)
+	t.Logf("the run's pod finished → its proxy asleep in %s (idle period 1 s, NeedFor 10 min)", took.Round(time.Millisecond))
+}

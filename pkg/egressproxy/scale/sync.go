@@ -78,10 +78,16 @@ func (c *Controller) sync(ctx context.Context, ns string) (time.Duration, error)
 	need := c.needLeft(ns, now)
 	current := replicas(d.Spec.Replicas)
 	// A proxy woken by someone else (another replica's Need) counts as
-	// busy now: its run's pod may not exist yet.
-	busy = busy || need > 0 || c.woken(ns, current)
+	// busy now: its run's pod may not exist yet. (woken records the
+	// replicas at every sync: called only when not busy otherwise, it
+	// kept a stale 0 and took the end of a run for a wake.)
+	woken := c.woken(ns, current)
+	busy = busy || need > 0 || woken
 	s := state{current: current, busy: busy, idle: idle, since: c.lastBusy(ns, now, busy)}
 	dec := decide(s, now)
+	c.opts.Logger.Debug("egress proxy scale: sync", slog.String("namespace", ns), slog.Bool("busy", s.busy),
+		slog.Duration("need", need), slog.Int("replicas", int(s.current)), slog.Time("idleSince", s.since),
+		slog.Int("want", int(dec.replicas)), slog.String("reason", dec.reason))
 	if need > 0 {
 		dec.after = need // the Need passes: look again
 	}
@@ -157,7 +163,10 @@ func (c *Controller) needLeft(ns string, now time.Time) time.Duration {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	until, ok := c.needed[ns]
-	if ok && !now.Before(until) {
+	if !ok {
+		return 0
+	}
+	if !now.Before(until) {
 		delete(c.needed, ns)
 		return 0
 	}
