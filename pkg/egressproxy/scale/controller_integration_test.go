@@ -122,20 +122,22 @@ func TestProxyFollowsWork(t *testing.T) {
 	} else if n := replicas(d.Spec.Replicas); n != 1 {
 		t.Fatalf("Ready returned with Deployment/%s/%s at %d replicas, want 1", ns, allow.ProxyName, n)
 	}
+	if ctl.Need(ns) {
+		t.Errorf("Need(%s) says the proxy is up right after its wake (its Service may not route to it yet)", ns)
+	}
 
 	// The peer counts the wake as work: the proxy stays up past the Need
 	// for the idle period, without a pod yet.
 	time.Sleep(opts.NeedFor + idle[ns]/4)
 	waitReplicas(ctx, t, cs, ns, 1, time.Second)
 
-	if !ctl.Need(ns) {
-		t.Errorf("Need(%s) says the proxy is not up after Ready", ns)
-	}
-
 	// A run's pod keeps the proxy up after the Need has passed.
 	pod := agentPod(ctx, t, cs, ns)
 	time.Sleep(opts.NeedFor + idle[ns] + time.Second)
 	waitReplicas(ctx, t, cs, ns, 1, time.Second)
+	if !ctl.Need(ns) {
+		t.Errorf("Need(%s) says the proxy is waking, %s after its wake", ns, opts.NeedFor+idle[ns]+time.Second)
+	}
 
 	// pcsync's apply (no replicas) does not take the scale back.
 	applyAsPcsync(ctx, t, cs, ns)

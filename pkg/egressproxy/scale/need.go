@@ -12,11 +12,11 @@ import (
 
 // Need keeps namespace ns's proxy up, or brings it up, for a run or lease
 // about to make its pod: the proxy starts while the pod does. It lasts
-// Options.NeedFor, by when the pod itself keeps the namespace busy. It
-// reports false while the proxy is waking from zero (asleep now, or woken
-// within NeedFor and without an available pod yet): the run's pod must
-// then wait for it. A proxy that is up, or was never asleep (a new
-// company's, starting with its Deployment), reports true.
+// until a live agent pod of ns is seen, Options.NeedFor at most. It reports
+// false while the proxy is waking from zero (asleep now, or woken within
+// NeedFor: an available pod is not yet a Service that routes to it), and
+// the run's pod must then wait for it. A proxy that is up, or was never
+// asleep (a new company's, starting with its Deployment), reports true.
 func (c *Controller) Need(ns string) (up bool) {
 	now := c.opts.Now()
 	c.mu.Lock()
@@ -29,16 +29,17 @@ func (c *Controller) Need(ns string) (up bool) {
 	if err != nil {
 		return true // no proxy to wait for: the run says why
 	}
-	switch {
-	case replicas(d.Spec.Replicas) == 0:
+	if replicas(d.Spec.Replicas) == 0 {
 		c.waking[ns] = now
 		return false
-	case available(d):
-		delete(c.waking, ns)
-		return true
 	}
-	woke, ok := c.waking[ns]
-	return !ok || now.Sub(woke) >= c.opts.NeedFor
+	if woke, ok := c.waking[ns]; ok {
+		if now.Sub(woke) < c.opts.NeedFor {
+			return false
+		}
+		delete(c.waking, ns)
+	}
+	return true
 }
 
 // available reports whether a proxy Deployment has an available pod of
