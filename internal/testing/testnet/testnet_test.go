@@ -18,7 +18,9 @@ import (
 )
 
 func TestNetTargets(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	// New waits for another test binary's Net (the machine's testnet lock,
+	// up to 15 min): the deadline covers that wait.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	n, err := New(ctx, Options{})
 	if err != nil {
