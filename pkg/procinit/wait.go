@@ -10,6 +10,9 @@ import (
 	"time"
 )
 
+// settle is how many answers in a row waitProxy wants, 100 ms apart.
+const settle = 5
+
 // ExitProxyUnavailable is Run's status when the egress proxy it waited
 // for did not answer in time (sysexits' EX_UNAVAILABLE).
 const ExitProxyUnavailable = 69
@@ -41,15 +44,23 @@ func waitProxy(opts Options, sigs <-chan os.Signal) int {
 	start := opts.Now()
 	deadline := time.NewTimer(opts.WaitTimeout)
 	defer deadline.Stop()
-	for tries := 0; ; tries++ {
+	// A proxy scaled down and straight back up has, for a moment, its old
+	// pod (closing) and its new one behind the Service: one answer is not
+	// enough. settle answers in a row are.
+	ok, waited := 0, false
+	for {
 		if dial(addr) == nil {
-			if tries > 0 {
-				fmt.Fprintf(opts.Stderr, "pcsync init: the egress proxy at %s answered after %s\n", addr, opts.Now().Sub(start).Round(time.Millisecond))
+			if ok++; ok >= settle {
+				if waited {
+					fmt.Fprintf(opts.Stderr, "pcsync init: the egress proxy at %s answered after %s\n", addr, opts.Now().Sub(start).Round(time.Millisecond))
+				}
+				return 0
 			}
-			return 0
-		}
-		if tries == 0 {
-			fmt.Fprintf(opts.Stderr, "pcsync init: waiting for the egress proxy at %s (its company's proxy is starting)\n", addr)
+		} else {
+			if !waited {
+				fmt.Fprintf(opts.Stderr, "pcsync init: waiting for the egress proxy at %s (its company's proxy is starting)\n", addr)
+			}
+			ok, waited = 0, true
 		}
 		select {
 		case s := <-sigs:
