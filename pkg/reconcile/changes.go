@@ -85,7 +85,9 @@ func (e *encoder) value(v any, depth int) {
 		e.buf = append(strconv.AppendFloat(append(e.buf, 'd'), x, 'g', -1, 64), ';')
 	case map[string]any:
 		e.buf = append(strconv.AppendInt(append(e.buf, 'm'), int64(len(x)), 10), ':')
-		if len(e.keys) <= depth {
+		// Lists nest without a sort buffer of their own: a map may be
+		// more than one level below the last one.
+		for len(e.keys) <= depth {
 			e.keys = append(e.keys, nil)
 		}
 		keys := e.keys[depth][:0]

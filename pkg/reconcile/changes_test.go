@@ -30,6 +30,10 @@ func TestDigestTellsObjectsApart(t *testing.T) {
 		{"true and false", map[string]any{"b": true}, map[string]any{"b": false}, false},
 		{"a nested map", map[string]any{"m": map[string]any{"a": "b"}}, map[string]any{"m": map[string]any{"a": "c"}}, false},
 		{"other types as JSON", map[string]any{"l": []string{"a"}}, map[string]any{"l": []string{"b"}}, false},
+		// A map under lists of lists, as a NetworkPolicy's ports under its
+		// rules: the encoder once ran out of sort buffers there (a panic).
+		{"a map under nested lists", map[string]any{"l": []any{[]any{[]any{map[string]any{"a": "b", "c": "d"}}}}},
+			map[string]any{"l": []any{[]any{[]any{map[string]any{"c": "d", "a": "b"}}}}}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
