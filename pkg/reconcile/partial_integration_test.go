@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/pcsync/pcsync/internal/testing/testcluster"
 	"github.com/pcsync/pcsync/pkg/apply"
@@ -145,12 +146,18 @@ func TestLoopAppliesWhatChangedOnACluster(t *testing.T) {
 func driftQuota(c *testcluster.Cluster, ns, pods string) func(t *testing.T) {
 	return func(t *testing.T) {
 		ctx := context.Background()
-		q, err := c.Client().CoreV1().ResourceQuotas(ns).Get(ctx, "paperclip-quota", metav1.GetOptions{})
+		// The quota controller writes the object's status meanwhile: an
+		// edit that meets its write is made again, as kubectl edit would be.
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			q, err := c.Client().CoreV1().ResourceQuotas(ns).Get(ctx, "paperclip-quota", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			q.Spec.Hard["pods"] = resourceQuantity(t, pods)
+			_, err = c.Client().CoreV1().ResourceQuotas(ns).Update(ctx, q, metav1.UpdateOptions{FieldManager: "kubectl-edit"})
+			return err
+		})
 		if err != nil {
-			t.Fatal(err)
-		}
-		q.Spec.Hard["pods"] = resourceQuantity(t, pods)
-		if _, err := c.Client().CoreV1().ResourceQuotas(ns).Update(ctx, q, metav1.UpdateOptions{FieldManager: "kubectl-edit"}); err != nil {
 			t.Fatal(err)
 		}
 	}
