@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -203,12 +202,7 @@ func BenchmarkProxyFromZero(b *testing.B) {
 		relistJitter()
 		warm = append(warm, dropAndWait(b, z.runEnv, fmt.Sprintf("warm-%d", i)).took)
 	}
-	c, w := median(cold), median(warm)
-	b.ReportMetric(float64(c.Milliseconds()), "cold-ms/run")
-	b.ReportMetric(float64(w.Milliseconds()), "warm-ms/run")
-	b.ReportMetric(float64(c)/float64(w), "cold/warm")
-	b.Logf("drop → result, median of %d: proxy from zero %s, warm %s (%.2fx); cold %v, warm %v", proxyZeroSamples,
-		c.Round(time.Millisecond), w.Round(time.Millisecond), float64(c)/float64(w), cold, warm)
+	reportOne(b, "drop → result, the first run after an idle period (proxy from zero) against warm", cold, warm)
 }
 
 // zeroNeedFor is the scaler's NeedFor in these tests.
@@ -217,12 +211,6 @@ const zeroNeedFor = 30 * time.Second
 // proxyZeroSamples is how many runs BenchmarkProxyFromZero times each way:
 // the kubelet's relist adds 0–1 s at random to each.
 const proxyZeroSamples = 5
-
-func median(ds []time.Duration) time.Duration {
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return s[len(s)/2]
-}
 
 // provider is the stand-in Anthropic API (TLS, api.anthropic.com, in the
 // test's network namespace) and the x-api-key of each request it got.
