@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -13,8 +14,9 @@ import (
 func newInitCmd(g *globalOptions) *cobra.Command {
 	var record string
 	var waitProxy bool
+	var grace time.Duration
 	cmd := &cobra.Command{
-		Use:   "init [--record FILE] [--wait-proxy] -- CMD [ARG…]",
+		Use:   "init [--record FILE] [--wait-proxy | --proxy-grace D] -- CMD [ARG…]",
 		Short: "Run CMD as PID 1 of a container: forward signals to its process group, reap orphans",
 		Long: `init runs CMD in a process group of its own, forwards every catchable
 signal it gets to that group, reaps every child and orphan, and exits with
@@ -22,7 +24,10 @@ CMD's status (128+n when signal n ended it). When CMD ends it appends the
 start, end and status to FILE (default the container's termination log),
 which pcsync's Kubernetes executor reads for the run's duration. With
 --wait-proxy, CMD starts once the egress proxy of $HTTPS_PROXY accepts a
-connection (a proxy scaled up from zero may start after the pod).`,
+connection (a proxy scaled up from zero may start after the pod); with
+--proxy-grace D, once it answers or D has passed, whichever is first (a
+proxy that is up, which a new pod's network policy may let it reach a
+moment late).`,
 		Hidden:                true,
 		Args:                  cobra.MinimumNArgs(1),
 		DisableFlagsInUseLine: true,
@@ -30,8 +35,11 @@ connection (a proxy scaled up from zero may start after the pod).`,
 			opts := procinit.DefaultOptions(args)
 			opts.RecordFile = record
 			opts.Stderr = g.Stderr
-			if waitProxy {
+			if waitProxy || grace > 0 {
 				opts.WaitProxy = os.Getenv("HTTPS_PROXY")
+			}
+			if !waitProxy {
+				opts.ProxyGrace = grace
 			}
 			if code := procinit.Run(opts); code != 0 {
 				return &exitError{code: code, err: fmt.Errorf("%s exited with status %d", args[0], code), reported: true}
@@ -42,5 +50,6 @@ connection (a proxy scaled up from zero may start after the pod).`,
 	cmd.Flags().SetInterspersed(false)
 	cmd.Flags().StringVar(&record, "record", procinit.DefaultRecordFile, `file the start, end and status are appended to ("-": none)`)
 	cmd.Flags().BoolVar(&waitProxy, "wait-proxy", false, "start CMD once the egress proxy of $HTTPS_PROXY accepts a connection (none set: at once)")
+	cmd.Flags().DurationVar(&grace, "proxy-grace", 0, "start CMD once the egress proxy of $HTTPS_PROXY answers once, or after this long without an answer (--wait-proxy wins)")
 	return cmd
 }

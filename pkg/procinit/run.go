@@ -48,6 +48,13 @@ type Options struct {
 	WaitProxy string
 	// WaitTimeout bounds the wait for WaitProxy. Default 3 min.
 	WaitTimeout time.Duration
+	// ProxyGrace, when WaitProxy is set, makes the wait a short one: the
+	// command starts once the proxy answers once, or when ProxyGrace has
+	// passed, whichever comes first, and never fails the run. For a proxy
+	// that is up: a new pod's egress may be allowed a moment after it
+	// starts (a NetworkPolicy enforcer programs its rules from the pod's
+	// event). Zero: the full wait of WaitTimeout.
+	ProxyGrace time.Duration
 }
 
 // DefaultOptions returns the defaults of Options for args.

@@ -26,6 +26,9 @@ func TestMain(m *testing.M) {
 		if d, err := time.ParseDuration(os.Getenv("PROCINIT_TEST_WAIT_TIMEOUT")); err == nil {
 			opts.WaitTimeout = d
 		}
+		if d, err := time.ParseDuration(os.Getenv("PROCINIT_TEST_PROXY_GRACE")); err == nil {
+			opts.ProxyGrace = d
+		}
 		os.Exit(Run(opts))
 	}
 	os.Exit(m.Run())

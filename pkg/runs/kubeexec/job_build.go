@@ -157,10 +157,16 @@ func (in Input) launch(o BuildOptions) (image string, command []string, sharePID
 	command = escapeAll(o.Launcher)
 	if in.Model.ImageHasServer(image) {
 		init := []string{images.ServerPath, "init"}
-		if in.WaitProxy && in.Model.EgressMode(in.Company) == config.EgressProxy {
-			// The company's proxy is scaling up from zero as this pod
-			// starts: the CLI's first request must not fail.
-			init = append(init, "--wait-proxy")
+		if in.Model.EgressMode(in.Company) == config.EgressProxy {
+			// The CLI's first request must not fail: the company's proxy
+			// may be scaling up from zero as this pod starts, and a new
+			// pod's egress may be allowed a moment after it starts.
+			switch {
+			case in.WaitProxy:
+				init = append(init, "--wait-proxy")
+			case o.ProxyGrace > 0:
+				init = append(init, "--proxy-grace", o.ProxyGrace.String())
+			}
 		}
 		return image, append(append(init, "--"), command...), nil
 	}

@@ -3,24 +3,32 @@ package kubeexec
 import (
 	"slices"
 	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/pcsync/pcsync/pkg/config"
 )
 
-// TestLaunchWaitsForAColdProxy: pcsync init waits for the egress proxy
-// only when the run found it without an available pod (scaled to zero),
-// and only in egress mode proxy.
-func TestLaunchWaitsForAColdProxy(t *testing.T) {
+// TestLaunchWaitsForTheProxy: in egress mode proxy, pcsync init waits for
+// the egress proxy in full when the run found it without an available pod
+// (scaled to zero), and else for a grace (a new pod's egress may be
+// allowed a moment after it starts); in egress mode standard it does not
+// wait.
+func TestLaunchWaitsForTheProxy(t *testing.T) {
 	m := loadModel(t)
 	tests := []struct {
 		name      string
 		waitProxy bool
 		mode      config.EgressMode
-		want      bool
+		grace     time.Duration
+		want      []string // init's flags
 	}{
-		{name: "warm proxy", waitProxy: false, mode: config.EgressProxy, want: false},
-		{name: "cold proxy", waitProxy: true, mode: config.EgressProxy, want: true},
-		{name: "cold, but egress mode standard", waitProxy: true, mode: config.EgressStandard, want: false},
+		{name: "warm proxy", mode: config.EgressProxy, want: []string{"--proxy-grace", "3s"}},
+		{name: "warm proxy, grace off", mode: config.EgressProxy, grace: -1, want: nil},
+		{name: "cold proxy", waitProxy: true, mode: config.EgressProxy, want: []string{"--wait-proxy"}},
+		{name: "cold, but egress mode standard", waitProxy: true, mode: config.EgressStandard, want: nil},
+		{name: "warm, egress mode standard", mode: config.EgressStandard, want: nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -32,12 +40,15 @@ func TestLaunchWaitsForAColdProxy(t *testing.T) {
 			company := *in.Company
 			company.Spec.Egress.Mode = tt.mode
 			in.Company, in.WaitProxy = &company, tt.waitProxy
-			_, command, _ := in.launch(BuildOptions{})
-			if got := slices.Contains(command, "--wait-proxy"); got != tt.want {
-				t.Errorf("command %q waits for the proxy: %v, want %v", command, got, tt.want)
+			o := BuildOptions{ProxyGrace: tt.grace}
+			o.complete()
+			_, command, _ := in.launch(o)
+			i := slices.Index(command, "--")
+			if i < 2 || command[1] != "init" {
+				t.Fatalf("command %q: want pcsync init … -- CLI", command)
 			}
-			if i := slices.Index(command, "--"); i < 0 || command[1] != "init" {
-				t.Errorf("command %q: want pcsync init … -- CLI", command)
+			if diff := cmp.Diff(tt.want, command[2:i], cmp.Comparer(func(a, b []string) bool { return slices.Equal(a, b) })); diff != "" {
+				t.Errorf("init's flags (-want +got):\n%s", diff)
 			}
 		})
 	}

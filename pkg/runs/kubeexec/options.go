@@ -50,6 +50,13 @@ type BuildOptions struct {
 	Launcher []string
 	// UID is runAsUser, runAsGroup and fsGroup of agent pods. Default 1000.
 	UID int64
+	// ProxyGrace is how long, in egress mode proxy, the agent's pcsync
+	// init waits for a proxy that is up to answer once before it starts
+	// the CLI anyway: a new pod's egress may be allowed a moment after it
+	// starts (an enforcer programs the pod's rules from its event), and
+	// the CLI's first request must not meet a refusal. Default
+	// DefaultProxyGrace; negative: no wait.
+	ProxyGrace time.Duration
 	// Inherited is what pcsync's own pod offers agent pods (see
 	// pkg/introspect): its image pull secrets, added after the config's
 	// own, and its DNS settings. Each run's config decides what is taken
@@ -62,6 +69,9 @@ type BuildOptions struct {
 // whose standard input is the prompt file. "$@" keeps every argument intact;
 // nothing of the prompt is ever on a command line.
 var DefaultLauncher = []string{"/bin/sh", "-c", `mkdir -p "$HOME" 2>/dev/null; exec "$@" <"$PCSYNC_PROMPT_FILE"`, "pcsync-launch"}
+
+// DefaultProxyGrace is BuildOptions.ProxyGrace's default.
+const DefaultProxyGrace = 3 * time.Second
 
 // DefaultBuildOptions returns the defaults of BuildOptions.
 func DefaultBuildOptions() BuildOptions {
@@ -76,6 +86,7 @@ func DefaultBuildOptions() BuildOptions {
 		InputDir:           "/run/pcsync",
 		Launcher:           append([]string(nil), DefaultLauncher...),
 		UID:                podsec.DefaultUID,
+		ProxyGrace:         DefaultProxyGrace,
 	}
 }
 
@@ -93,6 +104,7 @@ func (o *BuildOptions) complete() {
 		o.Launcher = d.Launcher
 	}
 	o.UID = cmp.Or(max(o.UID, 0), d.UID)
+	o.ProxyGrace = cmp.Or(o.ProxyGrace, d.ProxyGrace)
 }
 
 // Options configure the executor. The zero value of a field means its
