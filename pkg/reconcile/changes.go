@@ -21,16 +21,28 @@ func idOf(u *unstructured.Unstructured) objectID {
 // digests are the rendered objects' digests, by object.
 type digests map[objectID][sha256.Size]byte
 
-// digestRender digests each rendered object and the render as a whole; dup
-// is set when two objects have the same ID (the apply refuses such a render).
-func digestRender(objs []*unstructured.Unstructured) (per digests, whole string, dup bool) {
+// objectDigests are rendered objects' digests by the object itself: a
+// render cache (render.Cache) hands back the same objects, never changed,
+// for a company whose inputs did not change.
+type objectDigests map[*unstructured.Unstructured][sha256.Size]byte
+
+// digestRender digests each rendered object (taking the digest of an
+// object of last from it) and the render as a whole; dup is set when two
+// objects have the same ID (the apply refuses such a render). byObject is
+// the last of the next render.
+func digestRender(objs []*unstructured.Unstructured, last objectDigests) (per digests, whole string, dup bool, byObject objectDigests) {
 	per = make(digests, len(objs))
+	byObject = make(objectDigests, len(objs))
 	h := sha256.New()
 	var e encoder
 	for _, o := range objs {
-		e.buf = e.buf[:0]
-		e.value(o.Object, 0)
-		sum := sha256.Sum256(e.buf)
+		sum, ok := last[o]
+		if !ok {
+			e.buf = e.buf[:0]
+			e.value(o.Object, 0)
+			sum = sha256.Sum256(e.buf)
+		}
+		byObject[o] = sum
 		id := idOf(o)
 		if _, ok := per[id]; ok {
 			dup = true
@@ -38,7 +50,7 @@ func digestRender(objs []*unstructured.Unstructured) (per digests, whole string,
 		per[id] = sum
 		h.Write(sum[:])
 	}
-	return per, hex.EncodeToString(h.Sum(nil)), dup
+	return per, hex.EncodeToString(h.Sum(nil)), dup, byObject
 }
 
 // changes returns the objects of objs (digested in now) that are new or

@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"maps"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -37,8 +38,8 @@ func TestDigestTellsObjectsApart(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			a, _, _ := digestRender([]*unstructured.Unstructured{configMap("x", tt.a)})
-			b, _, _ := digestRender([]*unstructured.Unstructured{configMap("x", tt.b)})
+			a, _, _, _ := digestRender([]*unstructured.Unstructured{configMap("x", tt.a)}, nil)
+			b, _, _, _ := digestRender([]*unstructured.Unstructured{configMap("x", tt.b)}, nil)
 			if same := cmp.Equal(a, b); same != tt.same {
 				t.Errorf("same digest = %v, want %v", same, tt.same)
 			}
@@ -51,7 +52,7 @@ func TestDigestTellsObjectsApart(t *testing.T) {
 func TestChanges(t *testing.T) {
 	x, y := configMap("x", map[string]any{"k": "1"}), configMap("y", map[string]any{"k": "1"})
 	x2 := configMap("x", map[string]any{"k": "2"})
-	applied, _, _ := digestRender([]*unstructured.Unstructured{x, y})
+	applied, _, _, _ := digestRender([]*unstructured.Unstructured{x, y}, nil)
 	tests := []struct {
 		name        string
 		objs        []*unstructured.Unstructured
@@ -65,7 +66,7 @@ func TestChanges(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			now, _, _ := digestRender(tt.objs)
+			now, _, _, _ := digestRender(tt.objs, nil)
 			changed, removed := changes(applied, now, tt.objs)
 			var names []string
 			for _, o := range changed {
@@ -73,6 +74,40 @@ func TestChanges(t *testing.T) {
 			}
 			if diff := cmp.Diff(tt.wantChanged, names); diff != "" || removed != tt.wantRemoved {
 				t.Errorf("changed (-want +got):\n%s\nremoved %v, want %v", diff, removed, tt.wantRemoved)
+			}
+		})
+	}
+}
+
+// TestDigestTakesTheLastRendersDigests: an object of the last render (the
+// same value, which a render cache hands back unchanged) keeps its digest
+// without being encoded again; an equal object that is another value is
+// digested; the whole render's digest follows the objects' digests.
+func TestDigestTakesTheLastRendersDigests(t *testing.T) {
+	x, y := configMap("x", map[string]any{"k": "1"}), configMap("y", map[string]any{"k": "1"})
+	first, whole, _, last := digestRender([]*unstructured.Unstructured{x, y}, nil)
+	marked := maps.Clone(last)
+	marked[x] = [32]byte{1} // a digest no encoding gives: seen only if taken from last
+	tests := []struct {
+		name      string
+		objs      []*unstructured.Unstructured
+		wantX     [32]byte
+		wantWhole bool // the whole digest is the first render's
+	}{
+		{name: "the same values", objs: []*unstructured.Unstructured{x, y}, wantX: [32]byte{1}},
+		{name: "equal values, new", objs: []*unstructured.Unstructured{x.DeepCopy(), y.DeepCopy()}, wantX: first[idOf(x)], wantWhole: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			per, got, _, byObject := digestRender(tt.objs, marked)
+			if per[idOf(x)] != tt.wantX {
+				t.Errorf("x's digest %x, want %x", per[idOf(x)], tt.wantX)
+			}
+			if (got == whole) != tt.wantWhole {
+				t.Errorf("whole digest %s, the first render's %s: same %v, want %v", got, whole, got == whole, tt.wantWhole)
+			}
+			if len(byObject) != len(tt.objs) || byObject[tt.objs[1]] != first[idOf(y)] {
+				t.Errorf("digests by object %v: want one per object, y's %x", byObject, first[idOf(y)])
 			}
 		})
 	}

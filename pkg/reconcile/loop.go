@@ -132,7 +132,9 @@ type Loop struct {
 	appliedHash string // digest of the objects of the last successful apply
 	// applied are the digests of the objects of the last successful
 	// apply that left nothing pending; nil when a change must apply in full.
-	applied    digests
+	applied digests
+	// digested are the last render's digests by object (digestRender).
+	digested   objectDigests
 	warnedHash string // digest of the render whose warnings were logged
 	lastErr    string // the last failure logged, to log a repeat at debug
 	lastHold   string // the token of the held prune logged at ERROR
@@ -291,7 +293,8 @@ func (l *Loop) reconcile(ctx context.Context, trigger Trigger) (out Outcome) {
 	}
 	out.Model = m
 	t := time.Now()
-	now, hash, dup := digestRender(rendered.Objects)
+	now, hash, dup, digested := digestRender(rendered.Objects, l.digested)
+	l.digested = digested
 	out.Stages.Digest = time.Since(t)
 	out.ConfigChanged = hash != l.appliedHash
 	l.valid(log, m, rendered, hash)

@@ -76,6 +76,40 @@ func benchRender(b *testing.B, patches []config.Patch) {
 	}
 }
 
+// BenchmarkRenderOneChanged renders each fleet again after one company
+// changed (a label), with the render cache of the daemon's config loop
+// (cache=on) and without (cache=off): what a commit costs the daemon's
+// render.
+func BenchmarkRenderOneChanged(b *testing.B) {
+	for _, n := range fleetSizes {
+		b.Run(fmt.Sprintf("companies=%d", n), func(b *testing.B) {
+			m := loadFleet(b, n)
+			for _, cached := range []bool{true, false} {
+				b.Run("cache="+map[bool]string{true: "on", false: "off"}[cached], func(b *testing.B) {
+					opts := render.DefaultOptions()
+					if cached {
+						opts.Cache = render.NewCache()
+					}
+					if _, err := render.Render(m, opts); err != nil {
+						b.Fatal(err)
+					}
+					b.ReportAllocs()
+					cpu := configtest.StartCPU()
+					i := 0
+					for b.Loop() {
+						i++
+						m.Companies[n/2].Metadata.Labels = map[string]string{"commit": fmt.Sprint(i)}
+						if _, err := render.Render(m, opts); err != nil {
+							b.Fatal(err)
+						}
+					}
+					cpu.Stop(b)
+				})
+			}
+		})
+	}
+}
+
 // BenchmarkRenderYAML times only the encoding of a rendered fleet (no
 // patch) as one YAML stream: the YAML writer (path=fast) against go-yaml
 // (path=reference).

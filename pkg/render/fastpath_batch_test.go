@@ -304,17 +304,7 @@ func instantiate(p config.Patch, slug, ns string) config.Patch {
 // and per company, in batches and company by company, and requires the
 // same bytes, or the same error.
 func TestBatchedRandomPatches(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "companies.yaml"), []byte(randomFleet), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	m, err := config.Load(context.Background(), dir, config.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Many pool patches break the tenant baseline (renames, deletions,
-	// the deny-all policy); allowed here, so that the outputs compare.
-	m.Settings.Spec.AllowUnsafePatches = []config.UnsafePatch{config.UnsafePodSecurity, config.UnsafeNetworkPolicy, config.UnsafeRBAC, config.UnsafeObjectIdentity}
+	m := loadRandomFleet(t)
 	r := rand.New(rand.NewPCG(5, 6))
 	n := 150
 	if testing.Short() {
@@ -355,6 +345,23 @@ func TestBatchedRandomPatches(t *testing.T) {
 	if batchedRuns < n {
 		t.Errorf("only %d companies took the batched path in %d iterations", batchedRuns, n)
 	}
+}
+
+// loadRandomFleet loads randomFleet, whose companies' unsafe patches are
+// allowed: many of patchPool's break the tenant baseline (renames,
+// deletions, the deny-all policy), and the outputs must compare.
+func loadRandomFleet(t *testing.T) *config.Model {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "companies.yaml"), []byte(randomFleet), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := config.Load(context.Background(), dir, config.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Settings.Spec.AllowUnsafePatches = []config.UnsafePatch{config.UnsafePodSecurity, config.UnsafeNetworkPolicy, config.UnsafeRBAC, config.UnsafeObjectIdentity}
+	return m
 }
 
 func describePatches(m *config.Model) string {

@@ -3,6 +3,7 @@ package render
 import (
 	"bytes"
 	"cmp"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"runtime"
@@ -30,6 +31,10 @@ type Options struct {
 	// output is the same bytes either way (the tests beside each fast path
 	// prove it), only slower.
 	Reference fastpath.Reference
+	// Cache, when set, keeps each company's objects for the next Render
+	// (see Cache): a company whose inputs did not change is not rendered
+	// again. Nil renders every company.
+	Cache *Cache
 
 	// perCompany runs kustomize once per company that has patches (the
 	// reference for patching) and keeps the path without kustomize for
@@ -90,11 +95,19 @@ func Render(m *config.Model, opts Options) (*Output, error) {
 	global := planGlobal(m)
 	items := make([]*batchItem, n)
 	bases := make([][]*unstructured.Unstructured, n)
+	keys, fresh := make([][sha256.Size]byte, n), make([]bool, n)
+	opts.Cache.begin(m, opts)
 	forEach(n, opts, func(yw *yamlWriter, i int) {
 		c := &m.Companies[i]
 		t := tenant{m: m, c: c, ns: m.Namespace(c)}
-		objs := t.objects()
 		comps[i] = CompanyOutput{Slug: c.Metadata.Name, Namespace: t.ns, reference: opts.Reference}
+		key, kept, hit := opts.Cache.lookup(c)
+		keys[i], fresh[i] = key, !hit
+		if hit {
+			comps[i].Objects = kept
+			return
+		}
+		objs := t.objects()
 		own := companyPatches(c)
 		patched := len(m.Settings.Spec.Patches)+len(own) > 0
 		if patched {
@@ -143,6 +156,7 @@ func Render(m *config.Model, opts Options) (*Output, error) {
 	if err := joinErrors(errs); err != nil {
 		return nil, err
 	}
+	opts.Cache.end(m, keys, fresh, comps, guardWarnings)
 	return newOutput(m, comps, guardWarnings, opts.Reference), nil
 }
 
