@@ -78,7 +78,7 @@ func (m *Manager) acquire(ctx context.Context, p AcquireParams, early bool) (_ L
 	if err := m.credentialsExist(ctx, model, &r); err != nil {
 		return LeaseInfo{}, err
 	}
-	cold := m.proxyCold(model, r.Company, r.Namespace)
+	proxied, cold := m.proxyState(model, r.Company, r.Namespace)
 	started := func() {}
 	if m.pools != nil {
 		started = m.pools.Acquiring(r.Namespace)
@@ -119,8 +119,9 @@ func (m *Manager) acquire(ctx context.Context, p AcquireParams, early bool) (_ L
 		return LeaseInfo{}, fmt.Errorf("lease %s: state %s: it ended while its pod started", l.ID, l.State())
 	}
 	m.connect(l, patience, ws)
-	if cold {
-		if err := m.waitProxy(ctx, l); err != nil {
+	// A member of the warm pool has run long enough for its egress rules.
+	if cold || (proxied && !warm) {
+		if err := m.waitProxy(ctx, l, !cold); err != nil {
 			m.releaseAsync(l, EndFailed)
 			return LeaseInfo{}, err
 		}

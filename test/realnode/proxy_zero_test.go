@@ -106,9 +106,10 @@ func newZeroEnv(ctx context.Context, t testing.TB) *zeroEnv {
 // own pod starts; its CLI's first and only request reaches the stand-in
 // provider with the credential's key (no retry: a refused first request
 // fails the run). The proxy goes back to zero after the run, and a lease
-// from zero gets it too. (A warm run is not here: its first request races
-// the enforcer's rules for its new pod, kube-router's being asynchronous,
-// and may be refused; pcsync init waits only for a proxy it woke.)
+// from zero gets it too. Then warm runs: the proxy up past its wake, each
+// run's pod new, whose first request would race the enforcer's rules for
+// that pod (kube-router programs them from the pod's event) but for pcsync
+// init's grace.
 func TestProxyFromZero(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
@@ -125,8 +126,34 @@ func TestProxyFromZero(t *testing.T) {
 	waitIdle(ctx, t, cs, z.ns)
 	checkLeaseFromZero(ctx, t, z)
 	waitIdle(ctx, t, cs, z.ns)
+	checkWarmRuns(ctx, t, z)
+	z.idle.Store(int64(2 * time.Second))
+	waitIdle(ctx, t, cs, z.ns)
 
 	t.Logf("drop → result with the proxy from zero: %s (BenchmarkProxyFromZero times it against warm runs)", cold.took.Round(time.Millisecond))
+}
+
+// checkWarmRuns: with the proxy kept up and past its wake, runs whose
+// pods are new (each its own) get their CLI's first and only request
+// through (a refusal fails the run), as pcsync init waits for the proxy's
+// first answer, at most its grace.
+func checkWarmRuns(ctx context.Context, t *testing.T, z *zeroEnv) {
+	t.Helper()
+	z.idle.Store(0)
+	z.scale.Need(z.ns)
+	if err := z.scale.Ready(ctx, z.ns); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(zeroNeedFor) // past its wake: a run now finds it warm
+	for i := range 3 {
+		r := dropAndWait(t, z.runEnv, fmt.Sprintf("warm-%d", i))
+		if strings.Contains(r.log, "its company's proxy is starting") {
+			t.Errorf("warm run %d waited for a proxy waking from zero:\n%s", i, r.log)
+		}
+		waited := strings.Contains(r.log, "waiting for the egress proxy")
+		t.Logf("warm run %d: drop → result %s; its pod waited for its egress: %v", i, r.took.Round(time.Millisecond), waited)
+	}
+	z.provider.assertKey(t, credKey)
 }
 
 // checkLeaseFromZero: a lease of the idle company (the sandbox Manager
