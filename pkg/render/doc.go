@@ -11,6 +11,7 @@
 // Files, the simple path first:
 //
 //	render.go            Render and Options: build, patch, guard, sort; Output.YAML
+//	cache.go             Cache: a company whose inputs did not change is not rendered again
 //	render_tenant.go     the tenant's objects
 //	render_network.go    its NetworkPolicies and CiliumNetworkPolicy
 //	render_proxy.go      egress mode proxy: the egress proxy's objects and policy

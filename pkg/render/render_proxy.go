@@ -92,10 +92,13 @@ func (t tenant) egressProxyDeployment(list string) map[string]any {
 		},
 		"resources": map[string]any{"requests": resourceList(res.Requests), "limits": resourceList(res.Limits)},
 		// Ready once the proxy's own port accepts (the Service sends
-		// agents to ready pods only); restarted when /healthz stops
-		// answering.
+		// agents to ready pods only), probed every second: a proxy woken
+		// from zero for a run is ready within a second of listening, not
+		// at the next of 5 s when the kubelet's first probe came before
+		// it listened. Unready after 10 s without an answer; restarted
+		// when /healthz stops answering.
 		"readinessProbe": map[string]any{
-			"tcpSocket": map[string]any{"port": "proxy"}, "periodSeconds": int64(5), "failureThreshold": int64(2),
+			"tcpSocket": map[string]any{"port": "proxy"}, "periodSeconds": int64(1), "failureThreshold": int64(10),
 		},
 		"livenessProbe": map[string]any{
 			"httpGet":       map[string]any{"path": "/healthz", "port": "metrics"},
