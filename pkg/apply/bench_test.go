@@ -54,6 +54,11 @@ const benchRounds = 3
 var benchClients = flag.String("apply-bench-clients", "kubectl,bare,pcsync",
 	"the clients BenchmarkApply compares, comma-separated (kubectl, bare, pcsync, pcsync-reference)")
 
+// benchScenarios are the scenarios BenchmarkApply runs
+// (-apply-bench-scenarios noop: only the no-op, e.g. kubectl's at 1,000
+// companies, whose cold applies take minutes each).
+var benchScenarios = flag.String("apply-bench-scenarios", "cold,noop", "the scenarios BenchmarkApply runs, comma-separated (cold, noop)")
+
 // BenchmarkApply compares pcsync with its peers on the same control plane in the same
 // run: `kubectl apply --server-side -f` of the rendered stream, a bare server-side
 // apply client (client-go's dynamic client, 16 workers, no client-side rate limit,
@@ -92,7 +97,10 @@ func BenchmarkApply(b *testing.B) {
 	if len(clients) == 0 {
 		b.Fatalf("-apply-bench-clients %q names none of kubectl, bare, pcsync, pcsync-reference", *benchClients)
 	}
-	for _, scenario := range []string{"cold", "noop"} {
+	for _, scenario := range strings.Split(*benchScenarios, ",") {
+		if scenario != "cold" && scenario != "noop" {
+			b.Fatalf("-apply-bench-scenarios: %q is neither cold nor noop", scenario)
+		}
 		b.Run(scenario, func(b *testing.B) {
 			b.StopTimer()
 			fleets := map[string]*fleet{}
