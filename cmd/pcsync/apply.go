@@ -20,8 +20,9 @@ do makes no change to the cluster. The config repository owns the fields it
 declares: fields another field manager changed (kubectl edit, kubectl patch) are
 taken back, as the daemon and Flux do (--force-conflicts=false reports them as
 conflicts instead). Every object is recorded in a kubectl-compatible ApplySet (a
-Secret, --applyset in --applyset-namespace), so that --prune deletes only what
-pcsync applied and no longer renders.
+Secret, --applyset in --applyset-namespace, default pcsync in pcsync-system), so
+that --prune deletes only what pcsync applied and no longer renders;
+--take-over-applyset moves another set's members into this one.
 
 The prune guard stops accidents, not edits: an empty render, the removal of every
 tenant (company) or of more tenants than --prune-max of the fleet (at least
@@ -41,8 +42,9 @@ for machines. Exit code 2 if any object failed.`
 
 func newApplyCmd(g *globalOptions) *cobra.Command {
 	var (
-		flags gitopsFlags
-		opts  = apply.DefaultApplyOptions()
+		flags    gitopsFlags
+		opts     = apply.DefaultApplyOptions()
+		takeOver []string
 	)
 	cmd := &cobra.Command{
 		Use:   "apply [DIR]",
@@ -50,6 +52,11 @@ func newApplyCmd(g *globalOptions) *cobra.Command {
 		Long:  applyLong,
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			from, err := takeOverSets(takeOver, flags.set)
+			if err != nil {
+				return err
+			}
+			opts.Handover.From = from
 			in, err := flags.load(cmd.Context(), g, args)
 			if err != nil {
 				return err
@@ -103,6 +110,9 @@ func newApplyCmd(g *globalOptions) *cobra.Command {
 	f.BoolVar(&opts.Wait, "wait", false, "wait until applied objects are ready (kstatus) and pruned ones are gone")
 	f.DurationVar(&opts.Timeout, "timeout", 2*time.Minute,
 		"how long to wait for readiness, CRDs to be Established and --force deletions")
+	f.StringArrayVar(&takeOver, "take-over-applyset", nil,
+		"NAMESPACE/NAME of another ApplySet's parent Secret whose members this set takes as its own, to move an inventory "+
+			"(e.g. paperclip/pcsync, the default before pcsync-system); repeatable")
 	return cmd
 }
 

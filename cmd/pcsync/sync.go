@@ -145,6 +145,23 @@ func (f *applySetFlags) validate() error {
 	return nil
 }
 
+// takeOverSets are the IDs of the ApplySets that --take-over-applyset
+// names (NAMESPACE/NAME of each parent Secret), for apply.Handover.From.
+func takeOverSets(vals []string, own applySetFlags) ([]string, error) {
+	var ids []string
+	for _, v := range vals {
+		ns, name, ok := strings.Cut(v, "/")
+		if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+			return nil, usageErrorf("--take-over-applyset %q: want NAMESPACE/NAME of the other set's parent Secret", v)
+		}
+		if ns == own.namespace && name == own.name {
+			return nil, usageErrorf("--take-over-applyset %q: that is this set (--applyset-namespace/--applyset)", v)
+		}
+		ids = append(ids, apply.ParentID(name, ns))
+	}
+	return ids, nil
+}
+
 // manager builds the apply.Manager for the flags and the cluster of g.
 func (f *applySetFlags) manager(g *globalOptions) (*apply.Manager, error) {
 	cfg, err := g.restConfig()

@@ -58,9 +58,15 @@ type ManagerOptions struct {
 type ParentRef struct {
 	// Name of the Secret. Default "pcsync".
 	Name string
-	// Namespace of the Secret; created if missing. Default "paperclip".
+	// Namespace of the Secret; created if missing. Default
+	// DefaultApplySetNamespace.
 	Namespace string
 }
+
+// DefaultApplySetNamespace is the namespace of the ApplySet parent unless
+// told: the one deploy/base installs pcsync into, so that the CLI and the
+// daemon deploy/base runs keep one inventory.
+const DefaultApplySetNamespace = "pcsync-system"
 
 // DefaultMissingKindHints are the built-in hints for kinds a plain cluster lacks.
 func DefaultMissingKindHints() map[string]string {
@@ -75,7 +81,7 @@ func DefaultMissingKindHints() map[string]string {
 func DefaultManagerOptions() ManagerOptions {
 	return ManagerOptions{
 		FieldManager:     DefaultFieldManager,
-		ApplySet:         ParentRef{Name: "pcsync", Namespace: "paperclip"},
+		ApplySet:         ParentRef{Name: "pcsync", Namespace: DefaultApplySetNamespace},
 		ToolingName:      "pcsync",
 		ToolVersion:      "v0.0.0-dev",
 		Workers:          16,
