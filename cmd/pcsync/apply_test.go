@@ -64,19 +64,21 @@ func TestApplyAndDiffNeverReachTheClusterWithAnInvalidConfig(t *testing.T) {
 	if _, err := os.Stat(bad); err != nil {
 		t.Fatalf("test data: %v", err)
 	}
+	// diff's exit code 1 means differences: an invalid config is an error, 2.
 	tests := []struct {
-		name   string
-		newCmd func(*globalOptions) *cobra.Command
-		args   []string
+		name     string
+		newCmd   func(*globalOptions) *cobra.Command
+		args     []string
+		wantCode int
 	}{
-		{"apply --prune", newApplyCmd, []string{"--prune", "--allow-mass-prune", bad}},
-		{"diff --prune", newDiffCmd, []string{"--prune", bad}},
+		{"apply --prune", newApplyCmd, []string{"--prune", "--allow-mass-prune", bad}, 1},
+		{"diff --prune", newDiffCmd, []string{"--prune", bad}, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			code, stdout, stderr := runCmd(t, tt.newCmd, kubeconfig, tt.args...)
-			if code != 1 {
-				t.Errorf("exit code %d, want 1; stderr:\n%s", code, stderr)
+			if code != tt.wantCode {
+				t.Errorf("exit code %d, want %d; stderr:\n%s", code, tt.wantCode, stderr)
 			}
 			if stdout != "" || !strings.Contains(stderr, "invalid config") {
 				t.Errorf("stdout %q, stderr:\n%s", stdout, stderr)
@@ -117,8 +119,8 @@ func TestUnsafePatchesRefusedOrWarned(t *testing.T) {
 	refused := filepath.Join("..", "..", "testdata", "badpatches", "rbac", "config")
 	allowed := filepath.Join("..", "..", "testdata", "render", "patches-fallback", "config")
 	code, _, stderr := runCmd(t, newDiffCmd, kubeconfig, refused)
-	if want := filepath.Join(refused, "companies.yaml") + `:8:7: spec.patches[0]: company "wildcard": patch 0 breaks the tenant's rbac:`; code != 1 || !strings.Contains(stderr, want) {
-		t.Errorf("diff of %s: exit code %d, want 1 and a line with %q; stderr:\n%s", refused, code, want, stderr)
+	if want := filepath.Join(refused, "companies.yaml") + `:8:7: spec.patches[0]: company "wildcard": patch 0 breaks the tenant's rbac:`; code != 2 || !strings.Contains(stderr, want) {
+		t.Errorf("diff of %s: exit code %d, want 2 and a line with %q; stderr:\n%s", refused, code, want, stderr)
 	}
 	if n := requests.Load(); n != 0 {
 		t.Errorf("%d requests reached the cluster", n)

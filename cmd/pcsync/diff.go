@@ -26,9 +26,10 @@ a unified diff of the managed fields per agent ("live/paperclip/<company>/agents
 <agent>" against "declared/…"), reading only. --paperclip=false leaves that side
 out; --kubernetes=false shows only it (no cluster needed).
 
-Exit code: 0 no differences, 1 differences (or an invalid config), 2 or more when
-the API server refuses (or with --force-conflicts=false, a conflict) or Paperclip
-cannot be read. A summary line goes to stderr.`
+Exit code, as kubectl diff's: 0 no differences, 1 differences, 2 or more for an
+error: an invalid config, a usage error, the API server refusing (or with
+--force-conflicts=false, a conflict), Paperclip unreadable. A summary line goes
+to stderr.`
 
 func newDiffCmd(g *globalOptions) *cobra.Command {
 	var (
@@ -43,7 +44,7 @@ func newDiffCmd(g *globalOptions) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in, err := flags.load(cmd.Context(), g, args)
 			if err != nil {
-				return err
+				return diffError(err)
 			}
 			opts.Prune, opts.PruneMax, opts.PruneFloor, opts.AllowMassPrune =
 				in.limits.Prune, in.limits.PruneMax, in.limits.PruneFloor, in.limits.AllowMassPrune
@@ -103,4 +104,15 @@ func newDiffCmd(g *globalOptions) *cobra.Command {
 	addForceConflicts(f, &opts.ForceConflicts)
 	f.IntVarP(&opts.Context, "unified", "U", 3, "lines of context around each change")
 	return cmd
+}
+
+// diffError is err with diff's exit code: 1 means differences found, so an
+// invalid config (exit code 1 elsewhere) is 2, as every other error is.
+func diffError(err error) error {
+	if exitCode(err) != 1 {
+		return err
+	}
+	var ee *exitError
+	reported := errors.As(err, &ee) && ee.reported
+	return &exitError{code: 2, err: err, reported: reported}
 }
