@@ -34,10 +34,10 @@ TEST_TAGS  := -tags integration
 
 all: build
 
-# The version stamped into bin/pcsync is the tag make images gives the images
-# (TAG), which is the tag the daemon resolves pcsync's images to.
+# bin/pcsync, stamped with COMMIT (pcsync version prints it beside the
+# release version, which no stamp changes).
 build:
-	$(GO) build -ldflags "-X main.version=$(TAG)" -o $(BIN) ./cmd/pcsync
+	$(GO) build -ldflags "-X main.commit=$(COMMIT)" -o $(BIN) ./cmd/pcsync
 
 # hack/cluster.mk (the test-cluster tooling) provides k8sbin, dev-cluster and
 # dev-cluster-down.
@@ -178,11 +178,16 @@ bench: $(if $(wildcard hack/cluster.mk),k8sbin realnode-deps)
 # REGISTRY=host[:port]/org PUSH=1 pushes them. BUILDER=docker (or podman,
 # buildah) builds the Dockerfiles under images/ instead.
 IMAGES_OUT ?= _out/images
-TAG        ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# RELEASE_VERSION is pcsync's release version, kept in pkg/images/version.go
+# only: the tag render and the daemon give pcsync's images, so make images
+# tags them with it unless TAG says another. COMMIT is the build's stamp.
+RELEASE_VERSION := $(shell sed -n 's/^const Version = "\(.*\)"$$/\1/p' pkg/images/version.go)
+TAG        ?= $(RELEASE_VERSION)
+COMMIT     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
 BUILDER    ?= go
 
-# make -s version prints TAG: the tag make images gives the images and
-# make build stamps into pcsync.
+# make -s version prints TAG: the tag make images gives the images, by
+# default the release version every build of pcsync names them with.
 .PHONY: version
 version:
 	@echo $(TAG)

@@ -3,13 +3,13 @@
 # docker, podman or buildah (`make images BUILDER=docker`), in the catalog's
 # order (go run ./hack/images -list), and pushes them when PUSH is set.
 # Environment: BUILDER (docker, podman or buildah), REGISTRY (default
-# localhost), TAG (default dev), PUSH.
+# localhost), TAG (default the release version, pkg/images/version.go), PUSH.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 builder="${BUILDER:-docker}"
 registry="${REGISTRY:-localhost}"
-tag="${TAG:-dev}"
+tag="${TAG:-$(sed -n 's/^const Version = "\(.*\)"$/\1/p' pkg/images/version.go)}"
 command -v "$builder" >/dev/null || { echo "images: $builder not found (BUILDER=docker, podman or buildah)" >&2; exit 1; }
 build=("$builder" build)
 [[ "$builder" == buildah ]] && build=(buildah bud)

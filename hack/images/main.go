@@ -2,7 +2,7 @@
 // Docker, with internal/imagebuild, into an OCI layout, and pushes them to
 // a registry when asked; `make images` runs it:
 //
-//	go run ./hack/images -out _out/images -tag dev
+//	go run ./hack/images -out _out/images     # tagged images.Version, the release
 //	go run ./hack/images -registry 127.0.0.1:5000/pcsync -push -tag v1.2.3
 //	go run ./hack/images -images pcsync-agent-base,pcsync-agent-claude
 //	go run ./hack/images -list     # name and Dockerfile folder, in build order
@@ -31,7 +31,7 @@ import (
 func main() {
 	d := imagebuild.DefaultOptions()
 	out := flag.String("out", "_out/images", "the OCI layout to write (empty: none)")
-	tag := flag.String("tag", "dev", "the images' tag and pcsync's version")
+	tag := flag.String("tag", images.Version, "the images' tag and the build stamp of their pcsync (default the release version)")
 	registry := flag.String("registry", "", "the registry to push to: host[:port][/path]")
 	push := flag.Bool("push", false, "push to -registry")
 	only := flag.String("images", "", "comma-separated image names (default: all)")

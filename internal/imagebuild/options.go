@@ -19,8 +19,9 @@ type Options struct {
 	// the base (default: the nearest folder holding go.mod, upwards from
 	// the working directory).
 	RepoRoot string
-	// Version is pcsync's version: its -X main.version and the images'
-	// org.opencontainers.image.version label (default "dev").
+	// Version is the images' tag: their org.opencontainers.image.version
+	// label and their pcsync's build stamp, -X main.commit (default
+	// images.Version, the release).
 	Version string
 	// Arch is the images' Go architecture (default runtime.GOARCH); the
 	// build runs what it installs, so it must be the host's.
@@ -50,7 +51,7 @@ func DefaultOptions() Options {
 	return Options{
 		CacheDir: filepath.Join(cache, "pcsync", "images"),
 		RepoRoot: findRepoRoot(),
-		Version:  "dev",
+		Version:  images.Version,
 		Arch:     runtime.GOARCH,
 		Base:     images.DefaultBase(),
 		Verify:   true,

