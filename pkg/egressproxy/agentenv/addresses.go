@@ -61,6 +61,10 @@ func (a *Addresses) Start(ctx context.Context, timeout time.Duration) error {
 	return nil
 }
 
+// Wait returns once the watch Start started has ended, after Start's
+// context ended.
+func (a *Addresses) Wait() { a.factory.Shutdown() }
+
 // ClusterIP is the address of namespace ns's egress proxy Service.
 func (a *Addresses) ClusterIP(ns string) (string, error) {
 	s, err := a.lister.Services(ns).Get(allow.ProxyName)

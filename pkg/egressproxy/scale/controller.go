@@ -88,6 +88,8 @@ type Controller struct {
 	waking map[string]time.Time
 	// ready is closed and replaced when a proxy's ready replicas change.
 	ready chan struct{}
+	// done is closed once Run's work has ended (see Wait).
+	done chan struct{}
 }
 
 // New returns the controller (not started). pods is the daemon's shared
@@ -132,20 +134,39 @@ func (c *Controller) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("proxy scale: pods: %w", err)
 	}
+	c.done = make(chan struct{})
 	c.factory.Start(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), c.deploys.HasSynced, reg.HasSynced) {
-		return fmt.Errorf("proxy scale: proxies and pods not listed: %w", context.Cause(ctx))
-	}
-	for range c.opts.Workers {
-		go wait.UntilWithContext(ctx, c.work, time.Second)
-	}
-	go func() {
-		<-ctx.Done()
+		// Only ctx ends the wait: the watch's goroutines end with it.
 		c.queue.ShutDown()
 		_ = c.pods.RemoveEventHandler(reg)
 		c.factory.Shutdown()
+		close(c.done)
+		return fmt.Errorf("proxy scale: proxies and pods not listed: %w", context.Cause(ctx))
+	}
+	var workers sync.WaitGroup
+	for range c.opts.Workers {
+		workers.Go(func() { wait.UntilWithContext(ctx, c.work, time.Second) })
+	}
+	go func() {
+		defer close(c.done)
+		<-ctx.Done()
+		c.queue.ShutDown()
+		_ = c.pods.RemoveEventHandler(reg)
+		workers.Wait()
+		c.factory.Shutdown()
 	}()
 	return nil
+}
+
+// Wait returns once the controller has stopped after Run's context ended:
+// its workers returned, its pods' handler removed, its Deployments' watch
+// ended. After a Run that failed it returns at once; call it only after
+// Run has returned.
+func (c *Controller) Wait() {
+	if c.done != nil {
+		<-c.done
+	}
 }
 
 func (c *Controller) work(ctx context.Context) {

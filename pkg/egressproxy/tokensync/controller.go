@@ -9,6 +9,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -65,6 +66,8 @@ type Controller struct {
 	own   *podinformer.Informer
 	pods  corelisters.PodLister
 	queue workqueue.TypedRateLimitingInterface[string]
+	// done is closed once Run's work has ended (see Wait).
+	done chan struct{}
 }
 
 // selector is the controller's pods: agents' and proxies'.
@@ -92,9 +95,11 @@ func New(cs kubernetes.Interface, opts Options) *Controller {
 // pods, with the workers running in the background. It runs the informer
 // when it is the controller's own.
 func (c *Controller) Run(ctx context.Context) error {
+	c.done = make(chan struct{})
 	if c.own != nil {
 		if err := c.own.Start(ctx); err != nil {
 			c.own.Stop()
+			close(c.done)
 			return fmt.Errorf("credential tokens: %w", err)
 		}
 	}
@@ -107,20 +112,34 @@ func (c *Controller) Run(ctx context.Context) error {
 		if c.own != nil {
 			c.own.Stop()
 		}
+		close(c.done)
 		return fmt.Errorf("credential tokens: %w", err)
 	}
+	var workers sync.WaitGroup
 	for range c.opts.Workers {
-		go wait.UntilWithContext(ctx, c.work, time.Second)
+		workers.Go(func() { wait.UntilWithContext(ctx, c.work, time.Second) })
 	}
 	go func() {
+		defer close(c.done)
 		<-ctx.Done()
 		_ = c.informer.RemoveEventHandler(reg)
 		c.queue.ShutDown()
+		workers.Wait()
 		if c.own != nil {
 			c.own.Stop()
 		}
 	}()
 	return nil
+}
+
+// Wait returns once the controller has stopped after Run's context ended:
+// its workers returned, its handler removed, its own informer (if any)
+// stopped. After a Run that failed it returns at once; call it only after
+// Run has returned.
+func (c *Controller) Wait() {
+	if c.done != nil {
+		<-c.done
+	}
 }
 
 // isMine says pod is an agent's or a proxy's.

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -46,6 +47,9 @@ type Executor struct {
 	tenants *tenantns.Guard
 	// credentials confirms that the Secrets of a run's credentials exist.
 	credentials *secretcheck.Guard
+	// stopped is closed once the executor has stopped after ctx ended
+	// (see Wait).
+	stopped chan struct{}
 }
 
 // syncTimeout bounds the informers' first list.
@@ -78,7 +82,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Executor, error)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes executor: %w", err)
 	}
-	pods, err := opts.pods(ctx, client)
+	pods, own, err := opts.pods(ctx, client)
 	if err != nil {
 		j.close()
 		return nil, fmt.Errorf("kubernetes executor: %w", err)
@@ -97,16 +101,29 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Executor, error)
 		tenants: tenantns.New(client, 0), credentials: secretcheck.NewGuard(client, secretcheck.DefaultOptions()),
 		queue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[string]{
 			Name: "kubeexec_runs", MetricsProvider: opts.QueueMetrics,
-		})}
+		}), stopped: make(chan struct{})}
+	var workers sync.WaitGroup
 	for range stepWorkers {
-		go e.work()
+		workers.Go(e.work)
 	}
 	context.AfterFunc(ctx, func() {
+		defer close(e.stopped)
 		e.queue.ShutDown()
+		workers.Wait()
 		_ = j.close()
+		t.stop()
+		if own != nil {
+			own.Stop()
+		}
 	})
 	return e, nil
 }
+
+// Wait returns once the executor has stopped after the context given to
+// New ended: its workers returned, its journal closed, its Job and Event
+// watches ended (and its own pod informer, without Options.Pods). The
+// runs' Jobs go on; a handle still followed ends with that context too.
+func (e *Executor) Wait() { <-e.stopped }
 
 // work takes run keys off the queue and steps their handles until the
 // queue shuts down. A step that asks for a recheck puts its key back after
@@ -262,17 +279,17 @@ func (e *Executor) repairSecret(ctx context.Context, log *slog.Logger, in Input,
 }
 
 // pods is the pod informer of Options.Pods, else one of the executor's
-// own, started now and stopped with ctx.
-func (o Options) pods(ctx context.Context, client kubernetes.Interface) (cache.SharedIndexInformer, error) {
+// own (also returned as own), started now and stopped with ctx.
+func (o Options) pods(ctx context.Context, client kubernetes.Interface) (pods cache.SharedIndexInformer, own *podinformer.Informer, err error) {
 	if o.Pods != nil {
-		return o.Pods, nil
+		return o.Pods, nil, nil
 	}
 	inf := podinformer.New(client, podinformer.Options{SyncTimeout: syncTimeout})
 	if err := inf.Start(ctx); err != nil {
 		inf.Stop()
-		return nil, err
+		return nil, nil, err
 	}
-	return inf, nil
+	return inf, inf, nil
 }
 
 var _ runs.Executor = (*Executor)(nil)

@@ -189,6 +189,14 @@ func (t *tracker) start(ctx context.Context, timeout time.Duration) error {
 	return nil
 }
 
+// stop waits for the Job and Event watches to end, once start's context
+// has ended.
+func (t *tracker) stop() {
+	for _, f := range t.factories {
+		f.Shutdown()
+	}
+}
+
 // podJobIndex indexes a pod by the namespace/name of its Job.
 func podJobIndex(obj any) ([]string, error) {
 	p, ok := obj.(*corev1.Pod)
