@@ -13,7 +13,8 @@
 // and `pcsync doctor`.
 //
 // Files are split by what they do: server.go (Options, New, Run, the
-// lock), loop.go (the single goroutine that owns every request's entry),
+// lock), prepare.go (the spool made ready at the daemon's start: created
+// when missing, refused when unusable), loop.go (the single goroutine that owns every request's entry),
 // watch.go and scan.go (finding requests), admit.go (reading, validating,
 // adopting, rejecting), queue.go (per-agent FIFO and concurrency),
 // cancel.go, finish.go (results), temps.go (what a killed daemon left),

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"runtime"
 	"sync"
@@ -169,17 +168,10 @@ func New(model *config.Model, exec runs.Executor, opts Options) (*Server, error)
 	if opts.HeartbeatInterval <= 0 {
 		opts.HeartbeatInterval = def.HeartbeatInterval
 	}
-	fi, err := os.Stat(opts.Spool)
-	if err != nil {
-		return nil, fmt.Errorf("spool %s: %w", opts.Spool, err)
-	}
-	if !fi.IsDir() {
-		return nil, fmt.Errorf("spool %s: not a directory", opts.Spool)
+	if err := Prepare(opts); err != nil {
+		return nil, err
 	}
 	layout := runs.Layout{Dir: opts.StateDir}
-	if err := safefile.MkdirAll(layout.Dir); err != nil {
-		return nil, fmt.Errorf("spool %s: state directory: %w", opts.Spool, err)
-	}
 	s := &Server{
 		opts:     opts,
 		exec:     exec,
