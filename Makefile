@@ -6,7 +6,7 @@
 #                their own control plane from binaries that `make k8sbin`
 #                builds, and test/realnode a real kubelet with Debian's
 #                containerd, runc and CNI plugins, which `make realnode-deps`
-#                installs as root; deploy/monitoring promtool and a Prometheus
+#                installs as root; test/deploy/monitoring promtool and a Prometheus
 #                server, which `make monitoring-deps` installs as root.
 #                PKG=./pkg/apply runs one package's
 #   make test-e2e          the end-to-end tests against a real Paperclip server
@@ -89,7 +89,7 @@ test-suites:
 	wait $$e2e_pid; echo "== go test ./test/e2e/paperclip"; cat "$$e2e_log"; e2e_rc="$$(cat "$$e2e_log.rc")"; \
 	rm -f "$$e2e_log" "$$e2e_log.rc"; [ "$$rc" -eq 0 ] && [ "$$e2e_rc" -eq 0 ]
 
-# deploy/monitoring's tests need promtool (`promtool check rules`, `promtool
+# test/deploy/monitoring's tests need promtool (`promtool check rules`, `promtool
 # test rules`) and a Prometheus server that scrapes a real daemon: Debian's
 # prometheus package, installed by hack/monitoring/install.sh (idempotent;
 # as root). The tests fail, never skip, without them.

@@ -22,7 +22,7 @@ const modulePath = "github.com/pcsync/pcsync/"
 func layer(dir string) int {
 	switch {
 	case strings.HasPrefix(dir, "internal/testing/"), strings.HasPrefix(dir, "test/"),
-		strings.HasPrefix(dir, "hack/"), strings.HasPrefix(dir, "deploy"):
+		strings.HasPrefix(dir, "hack/"):
 		return 0
 	case strings.HasPrefix(dir, "internal/lib/"), dir == "schema":
 		return 1
@@ -88,7 +88,7 @@ func productionImports(t *testing.T, dir string) map[string]bool {
 // TestLayerOfEveryPackage keeps layer's cases true: each Go package folder
 // is in one of the folders it knows.
 func TestLayerOfEveryPackage(t *testing.T) {
-	known := []string{"cmd/", "pkg/", "internal/", "hack/", "test/", "deploy", "schema"}
+	known := []string{"cmd/", "pkg/", "internal/", "hack/", "test/", "schema"}
 	var unknown []string
 	for _, dir := range goPackages(t) {
 		if !slices.ContainsFunc(known, func(k string) bool { return strings.HasPrefix(dir, k) }) {

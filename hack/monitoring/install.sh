@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what the monitoring tests (deploy/monitoring) need on a Debian
+# Installs what the monitoring tests (test/deploy/monitoring) need on a Debian
 # machine: Debian's prometheus package, for promtool (`promtool check rules`,
 # `promtool test rules`) and the Prometheus server that scrapes a real daemon.
 # Idempotent: when both are there it returns at once without touching apt.

@@ -1,11 +1,10 @@
-// Package deploy holds the kustomize base that runs pcsync in a cluster;
-// its tests render the base and check it against a real API server.
 package deploy
 
 import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"testing"
 
@@ -23,13 +22,16 @@ import (
 	"github.com/pcsync/pcsync/pkg/render"
 )
 
+// deployDir is the repository's deploy/, from this package's directory.
+const deployDir = "../../deploy"
+
 // build renders deploy/base with kustomize (krusty) into objects.
 func build(t *testing.T) []*unstructured.Unstructured { return buildDir(t, "base") }
 
 // buildDir renders deploy/<dir> with kustomize (krusty) into objects.
 func buildDir(t *testing.T, dir string) []*unstructured.Unstructured {
 	t.Helper()
-	objs, err := testkustomize.BuildDir(dir)
+	objs, err := testkustomize.BuildDir(filepath.Join(deployDir, dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +157,7 @@ func TestPodTokenOnlyForPcsync(t *testing.T) {
 // example Application names the plugin the ConfigMap defines
 // (<name>-<version>, as Argo CD names sidecar plugins).
 func TestArgoCDSidecarIsPcsyncImage(t *testing.T) {
-	patch, err := os.ReadFile("argocd/repo-server/repo-server-patch.yaml")
+	patch, err := os.ReadFile(filepath.Join(deployDir, "argocd/repo-server/repo-server-patch.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

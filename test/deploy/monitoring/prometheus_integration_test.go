@@ -280,7 +280,7 @@ spec:
 // (the Kubernetes executor's test data), served as every run's log.
 func transcript(t *testing.T) []string {
 	t.Helper()
-	data, err := os.ReadFile("../../pkg/runs/kubeexec/testdata/claude-obers-small-success.jsonl")
+	data, err := os.ReadFile(filepath.Join(repoRoot, "pkg/runs/kubeexec/testdata/claude-obers-small-success.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -409,7 +409,7 @@ type prom struct {
 func startPrometheus(t *testing.T, bin, target string) *prom {
 	t.Helper()
 	dir := t.TempDir()
-	rules, err := filepath.Abs("rules.yaml")
+	rules, err := filepath.Abs(filepath.Join(monitoringDir, "rules.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

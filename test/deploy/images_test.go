@@ -83,7 +83,7 @@ type imageRef struct {
 func deployImages(t *testing.T) []imageRef {
 	t.Helper()
 	var out []imageRef
-	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(deployDir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || (filepath.Ext(path) != ".yaml" && filepath.Ext(path) != ".yml") {
 			return err
 		}
@@ -91,6 +91,11 @@ func deployImages(t *testing.T) []imageRef {
 		if err != nil {
 			return err
 		}
+		rel, err := filepath.Rel(deployDir, path)
+		if err != nil {
+			return err
+		}
+		file := filepath.ToSlash(filepath.Join("deploy", rel))
 		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
 		for {
 			var doc any
@@ -99,7 +104,7 @@ func deployImages(t *testing.T) []imageRef {
 			} else if err != nil {
 				return err
 			}
-			collectImages(doc, "deploy/"+path, &out)
+			collectImages(doc, file, &out)
 		}
 		return nil
 	})

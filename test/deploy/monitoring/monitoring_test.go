@@ -1,10 +1,3 @@
-// Package monitoring holds pcsync's monitoring for Prometheus and Grafana:
-// the alert rules (rules.yaml, and prometheusrule.yaml for
-// prometheus-operator), a ServiceMonitor and a Grafana dashboard. Its tests
-// keep the two rule files equal, check the dashboard against Grafana's
-// dashboard model and the ServiceMonitor against deploy/base; with the
-// integration tag, promtool checks and unit-tests the rules, and a real
-// Prometheus scrapes a real daemon (docs/daemon.md, "Monitoring").
 package monitoring
 
 import (
@@ -12,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -24,6 +18,13 @@ import (
 
 	"github.com/pcsync/pcsync/internal/lib/agentpod"
 	"github.com/pcsync/pcsync/internal/testing/testkustomize"
+)
+
+// monitoringDir is deploy/monitoring and repoRoot the repository, from this
+// package's directory.
+const (
+	monitoringDir = "../../../deploy/monitoring"
+	repoRoot      = "../../.."
 )
 
 // ruleFile is a Prometheus rules file.
@@ -47,7 +48,7 @@ type rule struct {
 
 func readRules(t *testing.T) ruleFile {
 	t.Helper()
-	data, err := os.ReadFile("rules.yaml")
+	data, err := os.ReadFile(filepath.Join(monitoringDir, "rules.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +70,7 @@ var wantAlerts = []string{
 // TestPrometheusRuleWrapsRulesFile: prometheusrule.yaml's spec.groups are
 // rules.yaml's groups.
 func TestPrometheusRuleWrapsRulesFile(t *testing.T) {
-	data, err := os.ReadFile("prometheusrule.yaml")
+	data, err := os.ReadFile(filepath.Join(monitoringDir, "prometheusrule.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +98,7 @@ func TestPrometheusRuleWrapsRulesFile(t *testing.T) {
 // with a severity, a summary, a description and a runbook link whose
 // section docs/daemon.md has.
 func TestAlertsHaveSummaryAndRunbook(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/daemon.md")
+	doc, err := os.ReadFile(filepath.Join(repoRoot, "docs/daemon.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,8 +149,8 @@ func build(t *testing.T, dir string) []*unstructured.Unstructured {
 // namespace) on a port the Service has; the dashboard's ConfigMap holds
 // dashboard.json as it is.
 func TestServiceMonitorSelectsBaseService(t *testing.T) {
-	mon := build(t, ".")
-	base := build(t, "../base")
+	mon := build(t, monitoringDir)
+	base := build(t, filepath.Join(monitoringDir, "../base"))
 	svc := testkustomize.Find(base, "Service", "pcsync-metrics")
 	sm := testkustomize.Find(mon, "ServiceMonitor", "pcsync")
 	if svc == nil || sm == nil {
@@ -195,7 +196,7 @@ func TestServiceMonitorSelectsBaseService(t *testing.T) {
 	if cm.GetLabels()["grafana_dashboard"] != "1" {
 		t.Errorf("ConfigMap pcsync-dashboard labels %v, want grafana_dashboard=1", cm.GetLabels())
 	}
-	want, err := os.ReadFile("dashboard.json")
+	want, err := os.ReadFile(filepath.Join(monitoringDir, "dashboard.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,7 +314,7 @@ type panel struct {
 
 func readDashboard(t *testing.T) dashboard {
 	t.Helper()
-	data, err := os.ReadFile("dashboard.json")
+	data, err := os.ReadFile(filepath.Join(monitoringDir, "dashboard.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -415,7 +416,7 @@ func TestDashboardModel(t *testing.T) {
 // TestNamedMetricsAreDocumented: every metric the rules and the dashboard
 // name is in docs/daemon.md's metric table.
 func TestNamedMetricsAreDocumented(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/daemon.md")
+	doc, err := os.ReadFile(filepath.Join(repoRoot, "docs/daemon.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -437,7 +438,7 @@ func TestNamedMetricsAreDocumented(t *testing.T) {
 // selects the pods of the egress proxy render makes (their role label) in
 // every namespace, on the port render names metrics.
 func TestPodMonitorSelectsEgressProxies(t *testing.T) {
-	pm := testkustomize.Find(build(t, "."), "PodMonitor", "pcsync-egress-proxy")
+	pm := testkustomize.Find(build(t, monitoringDir), "PodMonitor", "pcsync-egress-proxy")
 	if pm == nil {
 		t.Fatal("no PodMonitor pcsync-egress-proxy")
 	}

@@ -5,6 +5,7 @@ package monitoring
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -26,7 +27,7 @@ func tool(t *testing.T, name string) string {
 func TestRulesPromtool(t *testing.T) {
 	promtool := tool(t, "promtool")
 	for _, args := range [][]string{
-		{"check", "rules", "rules.yaml"},
+		{"check", "rules", filepath.Join(monitoringDir, "rules.yaml")},
 		{"test", "rules", "rules_test.yaml"},
 	} {
 		out, err := exec.Command(promtool, args...).CombinedOutput()
