@@ -13,6 +13,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/pcsync/pcsync/internal/daemon"
+	"github.com/pcsync/pcsync/internal/daemon/manager"
+	"github.com/pcsync/pcsync/internal/daemon/shared"
 	"github.com/pcsync/pcsync/internal/lib/leader"
 	"github.com/pcsync/pcsync/pkg/apply"
 	"github.com/pcsync/pcsync/pkg/config"
@@ -38,9 +40,9 @@ type daemonFlags struct {
 	forceConflicts bool
 
 	sandbox sandboxFlags
-	// egress is the proxies' watch and token controller, shared by the
-	// executor and the sandbox (set by options).
-	egress *egressShared
+	// shared are the controllers the executor and the sandbox share (set
+	// by options when either runs).
+	shared *shared.Shared
 	// skipNetworkCheck leaves out the network check at start
 	// (internal/daemon.NetworkCheck).
 	skipNetworkCheck bool
@@ -196,11 +198,7 @@ func (f *daemonFlags) run(ctx context.Context, g *globalOptions) error {
 	if err != nil {
 		return err
 	}
-	if !f.noRuns && f.executor == "kubernetes" || f.sandbox.enabled {
-		go warnImages(ctx, g, f.config, g.loadOptions(f.set.namespace))
-	}
 	err = daemon.Run(ctx, opts)
-	f.egress.stop()
 	switch {
 	case errors.Is(err, daemon.ErrInvalidConfig):
 		return g.reportConfigError(err)
@@ -274,7 +272,6 @@ func (f *daemonFlags) options(ctx context.Context, g *globalOptions, lim apply.A
 	// Every client of the daemon's counts its requests
 	// (pcsync_kube_api_requests_total).
 	g.wrapTransport = opts.Metrics.WrapTransport
-	f.egress = &egressShared{ctx: ctx, g: g, m: opts.Metrics}
 	needsCluster := !f.noReconcile && f.executor == "kubernetes" && f.sides.kubernetes ||
 		f.leaderElect || (!f.noRuns && f.executor == "kubernetes") || f.sandbox.enabled
 	var self *introspect.Self
@@ -292,8 +289,9 @@ func (f *daemonFlags) options(ctx context.Context, g *globalOptions, lim apply.A
 	ro.Apply.Prune, ro.Apply.PruneMax, ro.Apply.PruneFloor = lim.Prune, lim.PruneMax, lim.PruneFloor
 	ro.Apply.ForceConflicts = f.forceConflicts
 	ro.Load, ro.Render = g.loadOptions(f.set.namespace), g.renderOptions()
-	// Each config loaded gives the egress proxies' scaler its idle periods.
-	ro.OnModel = f.egress.setModel
+	if err := f.sharedControllers(g, &opts); err != nil {
+		return opts, err
+	}
 
 	doApply := !f.noReconcile && f.executor == "kubernetes" && f.sides.kubernetes
 	if !f.noReconcile && f.sides.paperclip {
@@ -320,7 +318,7 @@ func (f *daemonFlags) options(ctx context.Context, g *globalOptions, lim apply.A
 		opts.Runs, opts.NewExecutor = f.runs(g, opts.Metrics, self)
 	}
 	if f.sandbox.enabled {
-		if err := f.sandboxOptions(ctx, g, &opts, self); err != nil {
+		if err := f.sandboxOptions(g, &opts, self); err != nil {
 			return opts, err
 		}
 	}
@@ -348,6 +346,31 @@ func (f *daemonFlags) options(ctx context.Context, g *globalOptions, lim apply.A
 	return opts, nil
 }
 
+// sharedControllers registers, when agents run in the cluster (runs with
+// the Kubernetes executor, or the sandbox), the controllers every replica
+// runs: those both roads share, and the image preflight. Each config
+// loaded gives the egress proxies' scaler its idle periods.
+func (f *daemonFlags) sharedControllers(g *globalOptions, opts *daemon.Options) error {
+	if (f.noRuns || f.executor != "kubernetes") && !f.sandbox.enabled {
+		return nil
+	}
+	sh, err := newShared(g, opts.Metrics)
+	if err != nil {
+		return err
+	}
+	f.shared = sh
+	opts.Reconcile.OnModel = sh.SetModel
+	lo := g.loadOptions(f.set.namespace)
+	opts.Controllers = append(opts.Controllers, sh.Controllers()...)
+	opts.Controllers = append(opts.Controllers, manager.Controller{Name: "image-preflight", Run: func(ctx context.Context, started func()) error {
+		started()
+		warnImages(ctx, g, f.config, lo)
+		<-ctx.Done()
+		return nil
+	}})
+	return nil
+}
+
 // runs are the runs loop's options and the executor it starts while this
 // replica leads.
 func (f *daemonFlags) runs(g *globalOptions, m *metrics.Metrics, self *introspect.Self) (*spool.Options, func(context.Context) (runs.Executor, error)) {
@@ -361,7 +384,7 @@ func (f *daemonFlags) runs(g *globalOptions, m *metrics.Metrics, self *introspec
 		// Jobs, log streams and informers live while this replica leads;
 		// the Jobs themselves go on, and the next leader adopts them.
 		return &ropts, func(ctx context.Context) (runs.Executor, error) {
-			return newKubeExecutor(ctx, g, stateDir, m, self, f.egress)
+			return newKubeExecutor(ctx, g, stateDir, m, self, f.shared)
 		}
 	}
 	return &ropts, func(context.Context) (runs.Executor, error) {

@@ -109,13 +109,7 @@ func (f *sandboxFlags) runner(g *globalOptions, d *daemonFlags, self *introspect
 		if o.HelperImage == "" && self != nil {
 			o.HelperImage = self.Image
 		}
-		if o.ProxyAddresses, err = d.egress.start(); err != nil {
-			return err
-		}
-		o.Pods = d.egress.pods
-		if sc := d.egress.scale.Load(); sc != nil {
-			o.ProxyScale = sc
-		}
+		o.ProxyAddresses, o.Pods, o.ProxyScale = d.shared.Addresses(), d.shared.Pods(), d.shared.Scale()
 		mgr, err := sandbox.New(ctx, cfg, model, o)
 		if err != nil {
 			return err

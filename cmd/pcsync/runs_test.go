@@ -84,10 +84,10 @@ func TestDaemonCommandErrors(t *testing.T) {
 		{"unknown executor", []string{"--config", "../../examples/demo", "--spool", spool, "--executor", "docker"}, 2, `--executor "docker"`},
 		{"missing spool", []string{"--config", "../../examples/demo", "--executor", "local"}, 2, "spool"},
 		{"spool not a directory", []string{"--config", "../../examples/demo", "--spool", "runs_test.go", "--executor", "local", "--once"}, 2, "not a directory"},
-		// Without --once the daemon runs on; a runs loop that cannot start
-		// ends it with the reason, at once, not at SIGTERM.
-		{"spool missing, serving", []string{"--config", "../../examples/demo", "--spool", filepath.Join(spool, "missing"), "--executor", "local",
-			"--metrics-bind-address", "127.0.0.1:0"}, 2, "no such file or directory"},
+		// Without --once the daemon runs on; a spool it cannot serve ends
+		// it with the reason, at once, not at SIGTERM (TestDaemonSpoolAtStart).
+		{"spool and its parent missing, serving", []string{"--config", "../../examples/demo", "--spool", filepath.Join(spool, "missing", "spool"), "--executor", "local",
+			"--metrics-bind-address", "127.0.0.1:0"}, 2, "missing, and so is its parent directory"},
 		{"spool not a directory, serving", []string{"--config", "../../examples/demo", "--spool", "runs_test.go", "--executor", "local",
 			"--metrics-bind-address", "127.0.0.1:0"}, 2, "not a directory"},
 		{"invalid config as DIR", []string{bad, "--spool", spool, "--executor", "local", "--once"}, 1, "spec.id"},

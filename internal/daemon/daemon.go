@@ -10,6 +10,11 @@
 // reaches it without a restart, and an invalid config leaves it on the
 // last good one.
 //
+// The loops, and the controllers the daemon is given (Options.Controllers:
+// on every replica, or only while leading), run on the controller manager
+// (internal/daemon/manager): started in order, stopped in the reverse order
+// and joined; one that fails ends the daemon with its name (controllers.go).
+//
 // Beside them: the garbage collector's target for a long-lived process
 // (gc.go, SetGC) and the network check at start (netcheck.go,
 // NetworkCheck), which proves that the tenants' NetworkPolicies are
@@ -25,13 +30,13 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/pcsync/pcsync/internal/daemon/manager"
 	"github.com/pcsync/pcsync/internal/lib/leader"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/health"
@@ -107,6 +112,13 @@ type Options struct {
 	// APIServerProbeInterval is the time between two probes, and the
 	// timeout of each (at least 5s). Default DefaultAPIServerProbeInterval.
 	APIServerProbeInterval time.Duration
+	// Controllers run beside the loops (internal/daemon/manager), each
+	// joined when the daemon stops: those not Leading on every replica
+	// from the daemon's start, before it waits to lead, in their order
+	// (the gating /readyz condition Controllers says which starts); the
+	// Leading ones while this replica leads, before its loops. One that
+	// fails, at its start or later, ends the daemon with its name.
+	Controllers []manager.Controller
 }
 
 // DefaultOptions returns options for the config directory dir with the
@@ -126,6 +138,9 @@ const (
 	// CondRunsServed (not gating) is true while the runs loop serves the
 	// spool.
 	CondRunsServed = "RunsServed"
+	// CondControllers (gating) is false while the controllers that run on
+	// every replica start, and when one failed (Options.Controllers).
+	CondControllers = "Controllers"
 )
 
 // ErrInvalidConfig is returned (wrapped, with the config's error) by Run
@@ -177,19 +192,27 @@ func (o *Options) complete() error {
 	return nil
 }
 
-// Run serves until ctx ends (SIGTERM): it starts the HTTP server, waits to
-// lead (with leader election), then runs the loops. On the way out it stops
-// the loops, then releases the Lease, then stops the HTTP server. Agent
-// runs are not stopped: their Jobs (or processes) go on, and the next
-// leader adopts them.
+// Run serves until ctx ends (SIGTERM): it makes the spool ready (runs),
+// starts the HTTP server and the controllers every replica runs, waits to
+// lead (with leader election), then runs the loops. On the way out it
+// stops the loops, then releases the Lease, then stops the controllers
+// (in the reverse order), then the HTTP server. Agent runs are not
+// stopped: their Jobs (or processes) go on, and the next leader adopts
+// them.
 //
 // It returns nil when ctx ended; leader.ErrLeadershipLost when the Lease was
 // lost (the process should exit and start again as a standby); with Once,
-// ErrInvalidConfig when the config is invalid; or the error that stopped a
-// loop.
+// ErrInvalidConfig when the config is invalid; or the error, prefixed with
+// its name, of the loop or controller that failed: a failure ends the
+// daemon at once, not at SIGTERM.
 func Run(ctx context.Context, opts Options) error {
 	if err := opts.complete(); err != nil {
 		return err
+	}
+	if opts.Runs != nil {
+		if err := spool.Prepare(*opts.Runs); err != nil {
+			return fmt.Errorf("runs: %w", err)
+		}
 	}
 	d := &daemon{opts: opts, log: opts.Logger}
 	if opts.MetricsAddress != "" {
@@ -208,6 +231,24 @@ func Run(ctx context.Context, opts Options) error {
 		}()
 		defer func() { cancel(); <-probed }()
 	}
+	always, err := d.manager(false, opts.Health)
+	if err != nil {
+		return err
+	}
+	mctx, err := always.Start(ctx)
+	if err != nil {
+		return err
+	}
+	err = d.lead(mctx)
+	if serr := always.Stop(); serr != nil {
+		return serr // the controller's failure that ended the rest
+	}
+	return err
+}
+
+// lead runs the loops, while this replica leads with leader election.
+func (d *daemon) lead(ctx context.Context) error {
+	opts := d.opts
 	if opts.LeaderElection == nil {
 		d.leading(true)
 		defer d.leading(false)
@@ -302,17 +343,11 @@ func (d *daemon) handler() http.Handler {
 }
 
 // work runs the loops until ctx ends (or, with Once, until the requests
-// present at start have their results).
-func (d *daemon) work(ctx context.Context) (err error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var sandboxErr atomic.Pointer[error]
-	defer func() {
-		if e := sandboxErr.Load(); e != nil && err == nil {
-			err = *e
-		}
-	}()
-
+// present at start have their results), beside the Leading controllers,
+// all in one manager: a loop or controller that fails stops the others,
+// so the daemon exits with the reason instead of running on, ready,
+// without it.
+func (d *daemon) work(ctx context.Context) error {
 	var server atomic.Pointer[spool.Server]
 	changed := make(chan struct{}, 1)
 	loop, err := d.newLoop(&server, changed)
@@ -322,39 +357,43 @@ func (d *daemon) work(ctx context.Context) (err error) {
 	d.loop.Store(loop)
 	defer d.loop.Store(nil)
 
-	// The loops end with this function: a runs loop that fails ends the
-	// reconcile loop and the sandbox with it, so the daemon exits with the
-	// reason instead of running on, ready, without its runs.
-	var wg sync.WaitGroup
-	defer func() { cancel(); wg.Wait() }()
-	if d.opts.Once {
-		if stop, err := reconcileOnce(ctx, loop); stop {
+	m, err := d.manager(true, nil)
+	if err != nil {
+		return err
+	}
+	if !d.opts.Once {
+		if err := d.registerLoops(m, loop, &server, changed); err != nil {
 			return err
 		}
-	} else {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_ = loop.Run(ctx)
-		}()
 	}
-	if d.opts.Sandbox != nil && !d.opts.Once {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := d.runSandbox(ctx, loop, changed); err != nil {
-				sandboxErr.Store(&err)
-				cancel()
-			}
-		}()
+	mctx, err := m.Start(ctx)
+	if err != nil {
+		return err
+	}
+	if d.opts.Once {
+		err = d.once(mctx, loop, &server)
+	} else {
+		<-mctx.Done()
+	}
+	if serr := m.Stop(); serr != nil {
+		return serr
+	}
+	return err
+}
+
+// once reconciles once, then serves the requests present at start until
+// each has its result.
+func (d *daemon) once(ctx context.Context, loop *reconcile.Loop, server *atomic.Pointer[spool.Server]) error {
+	if stop, err := reconcileOnce(ctx, loop); stop {
+		return err
 	}
 	if d.opts.Runs == nil {
-		if !d.opts.Once {
-			<-ctx.Done()
-		}
 		return nil
 	}
-	return d.serveRuns(ctx, loop, &server)
+	if err := d.serveRuns(ctx, loop, server); err != nil {
+		return fmt.Errorf("runs: %w", err)
+	}
+	return nil
 }
 
 // newLoop makes the config loop; the shard's part of each model it loads
@@ -406,40 +445,42 @@ func (d *daemon) runSandbox(ctx context.Context, loop *reconcile.Loop, changed <
 		return nil
 	}
 	if err := d.opts.Sandbox(ctx, d.model.Load, changed); err != nil && ctx.Err() == nil {
-		return fmt.Errorf("sandbox: %w", err)
+		return err
 	}
 	return nil
 }
 
 // serveRuns serves the runs loop once the config loop has a model, until
-// ctx ends (or, with Once, until the requests present at start are done).
+// ctx ends (or, with Once, until the requests present at start are done),
+// and returns once its executor has stopped (when it can be waited for:
+// Wait, as kubeexec's).
 func (d *daemon) serveRuns(ctx context.Context, loop *reconcile.Loop, server *atomic.Pointer[spool.Server]) error {
 	select {
 	case <-loop.Ready():
 	case <-ctx.Done():
 		return nil
 	}
-	exec, err := d.opts.NewExecutor(ctx)
+	ectx, stopExec := context.WithCancel(ctx)
+	defer stopExec()
+	exec, err := d.opts.NewExecutor(ectx)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
-		return fmt.Errorf("runs: %w", err)
+		return err
+	}
+	if w, ok := exec.(interface{ Wait() }); ok {
+		defer w.Wait()
+		defer stopExec()
 	}
 	s, err := spool.New(loop.Model(), exec, *d.opts.Runs)
 	if err != nil {
-		return fmt.Errorf("runs: %w", err)
+		return err
 	}
 	server.Store(s)
 	s.SetModel(loop.Model()) // a config loaded while the executor started
 	d.opts.Health.Set(CondRunsServed, true, false, "Serving", "the runs loop serves "+d.opts.Runs.Spool)
 	err = s.Run(ctx)
 	d.opts.Health.Set(CondRunsServed, false, false, "Stopped", "the runs loop stopped")
-	if err != nil {
-		return fmt.Errorf("runs: %w", err)
-	}
-	if !d.opts.Once && ctx.Err() == nil {
-		return errors.New("runs: the runs loop stopped")
-	}
-	return nil
+	return err
 }
