@@ -35,7 +35,7 @@ const doctorLong = `doctor checks, and prints one row per check:
             ("NetworkPolicies are not enforced on this cluster: agents are
             not isolated", naming the network plugin when it can tell); a
             probe that never reports fails too (fail closed); the pod is
-            deleted in every case. --skip-network leaves it out.
+            deleted in every case. --skip-network-check leaves it out.
   spool     --spool is a writable directory
   daemon    a daemon serves --spool: its status file (<state>/status.json)
             has a fresh heartbeat (warning when none runs, failure when it
@@ -57,8 +57,11 @@ func newDoctorCmd(g *globalOptions) *cobra.Command {
 		Long:  doctorLong,
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "table" && output != "json" {
-				return usageErrorf("--output %q: want table or json", output)
+			if err := checkOutput(output, tableFormats); err != nil {
+				return err
+			}
+			if cmd.Flags().Changed("skip-network") {
+				fmt.Fprintln(g.Stderr, "warning: --skip-network is deprecated: use --skip-network-check")
 			}
 			opts := doctor.DefaultOptions()
 			if len(args) > 0 {
@@ -97,8 +100,13 @@ func newDoctorCmd(g *globalOptions) *cobra.Command {
 	f.StringVar(&stateDir, "state-dir", "", "the daemon's state directory (default <spool>/.pcsync)")
 	f.StringVar(&leaseNS, "leader-election-namespace", "",
 		"namespace of the leader Lease (default $POD_NAMESPACE, else the service account's namespace, else paperclip)")
-	f.StringVarP(&output, "output", "o", "table", "output format: table or json")
-	f.BoolVar(&skipNetwork, "skip-network", false, "leave out the network check (no probe pod is started)")
+	addOutputFlag(f, &output, tableFormats)
+	// The daemon's name for it. --skip-network, doctor's own before, is
+	// hidden and warns: not pflag's MarkDeprecated, whose notice cobra
+	// prints on stdout, in front of -o json.
+	f.BoolVar(&skipNetwork, "skip-network-check", false, "leave out the network check (no probe pod is started)")
+	f.BoolVar(&skipNetwork, "skip-network", false, "deprecated: use --skip-network-check")
+	_ = f.MarkHidden("skip-network")
 	f.DurationVar(&networkTimeout, "network-timeout", doctor.DefaultNetworkOptions().Timeout,
 		"how long the network check's probe pod may take to report, its image pull included")
 	f.IntVar(&kubeletPort, "kubelet-port", doctor.DefaultNetworkOptions().KubeletPort,

@@ -93,7 +93,7 @@ func TestReferencePathsSameOutput(t *testing.T) {
 	}
 	renderTo := func(dir string, flags ...string) result {
 		out := t.TempDir()
-		r := pcsync(append(flags, "render", dir, "-o", out)...)
+		r := pcsync(append(flags, "render", dir, "--output-dir", out)...)
 		r.Files = map[string]string{}
 		entries, err := os.ReadDir(out)
 		if err != nil {
@@ -120,7 +120,7 @@ func TestReferencePathsSameOutput(t *testing.T) {
 		}
 		fast, ref := renderTo(dir), renderTo(dir, "--reference-paths")
 		if diff := cmp.Diff(fast, ref); diff != "" {
-			t.Errorf("pcsync render %s -o: --reference-paths changes the result (-fast +reference):\n%s", dir, diff)
+			t.Errorf("pcsync render %s --output-dir: --reference-paths changes the result (-fast +reference):\n%s", dir, diff)
 		}
 	}
 	// The corpus holds valid configs and invalid ones.

@@ -102,6 +102,8 @@ CUE schema, renders per-company tenant manifests through kustomize, applies them
 with server-side apply, and runs agent work as Kubernetes Jobs.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// --version prints what pcsync version does.
+		Version: versionLine(),
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			if err := g.referenceFromEnv(cmd); err != nil {
 				return err
@@ -111,13 +113,20 @@ with server-side apply, and runs agent work as Kubernetes Jobs.`,
 	}
 	root.SetOut(g.Stdout)
 	root.SetErr(g.Stderr)
+	root.SetVersionTemplate("{{.Version}}\n")
+	// Defined here so that cobra gives it no -v, which kubectl's users
+	// know as a log level.
+	root.Flags().Bool("version", false, "print pcsync's version, as pcsync version does")
 	g.Kube.AddFlags(root.PersistentFlags())
 	root.PersistentFlags().StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	root.PersistentFlags().StringVar(&g.logFormat, "log-format", "text", "log format: text or json")
+	setFlagValues(root.PersistentFlags(), "log-level", "debug", "info", "warn", "error")
+	setFlagValues(root.PersistentFlags(), "log-format", "text", "json")
 	root.PersistentFlags().BoolVar((*bool)(&g.reference), "reference-paths", false,
 		"debug: take the reference implementation of every fast path (same output, slower; see docs/design.md)")
 	_ = root.PersistentFlags().MarkHidden("reference-paths")
 	root.AddCommand(subcommands(g)...)
+	registerCompletions(g, root)
 	return root
 }
 
@@ -155,7 +164,13 @@ func (g *globalOptions) setupLogger() error {
 
 // run executes pcsync with args and returns the process exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return runWithStdin(ctx, args, nil, stdout, stderr)
+}
+
+// runWithStdin is run reading standard input from stdin (nil: os.Stdin).
+func runWithStdin(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root := newRootCmd(stdout, stderr)
+	root.SetIn(stdin)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	var ee *exitError
@@ -207,7 +222,12 @@ func (g *globalOptions) managerOptions() apply.ManagerOptions {
 
 // loadModelAndRender is loadAndRender that also returns the model.
 func (g *globalOptions) loadModelAndRender(ctx context.Context, dir, applySetNamespace string) (*config.Model, *render.Output, error) {
-	m, err := config.Load(ctx, dir, g.loadOptions(applySetNamespace))
+	return g.renderModel(config.Load(ctx, dir, g.loadOptions(applySetNamespace)))
+}
+
+// renderModel reports the error of a load, or renders its model m and
+// prints the warnings, as loadModelAndRender.
+func (g *globalOptions) renderModel(m *config.Model, err error) (*config.Model, *render.Output, error) {
 	if err != nil {
 		return nil, nil, g.reportConfigError(err)
 	}

@@ -31,14 +31,11 @@ func (f *runsFlags) state() string {
 }
 
 func (f *runsFlags) check() error {
-	if f.output != "table" && f.output != "json" {
-		return usageErrorf("-o %q: want table or json", f.output)
-	}
-	return nil
+	return checkOutput(f.output, tableFormats)
 }
 
 func newRunsCmd(g *globalOptions) *cobra.Command {
-	f := &runsFlags{spool: ".", output: "table"}
+	f := &runsFlags{spool: "."}
 	cmd := &cobra.Command{
 		Use:   "runs",
 		Short: "List and show the runs of a spool directory",
@@ -49,7 +46,7 @@ status of its result (succeeded, failed, timed_out, cancelled, rejected).`,
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&f.spool, "spool", f.spool, "spool directory")
 	pf.StringVar(&f.stateDir, "state-dir", "", "daemon state directory (default <spool>/.pcsync)")
-	pf.StringVarP(&f.output, "output", "o", f.output, "output format: table or json")
+	addOutputFlag(pf, &f.output, tableFormats)
 	cmd.AddCommand(&cobra.Command{
 		Use:   "list",
 		Short: "List every request of the spool, oldest first",
@@ -71,6 +68,8 @@ status of its result (succeeded, failed, timed_out, cancelled, rejected).`,
 		Use:   "show NAME",
 		Short: "Show one request (by name or file name) with its result",
 		Args:  cobra.ExactArgs(1),
+		// The spool's run names, for the shell's completion.
+		ValidArgsFunction: f.completeRunNames,
 		RunE: func(_ *cobra.Command, args []string) error {
 			if err := f.check(); err != nil {
 				return err

@@ -12,12 +12,11 @@ import (
 
 func newSchemaCmd(g *globalOptions) *cobra.Command {
 	var (
-		kind    string
-		out     string
-		compact bool
+		kind, outFile, output string
+		compact               bool
 	)
 	cmd := &cobra.Command{
-		Use:   "schema [--kind config|run] [-o FILE]",
+		Use:   "schema [--kind config|run] [--output-file FILE]",
 		Short: "Print the JSON Schema of config documents (or run requests), for editors",
 		Long: `schema prints the JSON Schema (draft 2020-12) of pcsync's config documents,
 generated from the CUE schema that validate uses, so that editors (the YAML
@@ -26,7 +25,7 @@ as you type. Defaults, enums, patterns, bounds and field descriptions come from
 the CUE schema; rules across documents (unique slugs, the image allow-list, …)
 are only checked by pcsync validate.
 
-  pcsync schema -o .vscode/pcsync.schema.json
+  pcsync schema --output-file .vscode/pcsync.schema.json
 
 then start each config file with
 
@@ -36,6 +35,9 @@ or map a glob to it in the editor's settings (see docs/cli.md).
 --kind run prints the schema of spool run requests instead.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutputMoved(output, schemaFormats, "--output-file"); err != nil {
+				return err
+			}
 			opts := jsonschema.DefaultOptions()
 			switch kind {
 			case "config":
@@ -52,15 +54,17 @@ or map a glob to it in the editor's settings (see docs/cli.md).
 				return err
 			}
 			b = append(b, '\n')
-			if out == "" || out == "-" {
+			if outFile == "" || outFile == "-" {
 				_, err = g.Stdout.Write(b)
 				return err
 			}
-			return writeFileAtomic(out, b)
+			return writeFileAtomic(outFile, b)
 		},
 	}
 	cmd.Flags().StringVar(&kind, "kind", "config", "which documents: config (Settings and Company) or run (spool requests)")
-	cmd.Flags().StringVarP(&out, "output", "o", "", "write to this file instead of stdout")
+	setFlagValues(cmd.Flags(), "kind", "config", "run")
+	addOutputFlag(cmd.Flags(), &output, schemaFormats)
+	cmd.Flags().StringVar(&outFile, "output-file", "", "write to this file instead of stdout (- for stdout)")
 	cmd.Flags().BoolVar(&compact, "compact", false, "compact JSON instead of indented")
 	return cmd
 }

@@ -26,8 +26,8 @@ func TestSchemaCommand(t *testing.T) {
 	}
 
 	out := filepath.Join(t.TempDir(), ".vscode", "pcsync.schema.json")
-	if code, _, stderr := pcsync(t, "schema", "--kind", "run", "--compact", "-o", out); code != 0 {
-		t.Fatalf("schema -o: exit %d\n%s", code, stderr)
+	if code, _, stderr := pcsync(t, "schema", "--kind", "run", "--compact", "--output-file", out); code != 0 {
+		t.Fatalf("schema --output-file: exit %d\n%s", code, stderr)
 	}
 	b, err := os.ReadFile(out)
 	if err != nil {
@@ -39,13 +39,36 @@ func TestSchemaCommand(t *testing.T) {
 		} `json:"oneOf"`
 	}
 	if err := json.Unmarshal(b, &doc); err != nil {
-		t.Fatalf("schema -o wrote invalid JSON: %v", err)
+		t.Fatalf("schema --output-file wrote invalid JSON: %v", err)
 	}
 	if len(doc.OneOf) != 1 || !strings.HasSuffix(doc.OneOf[0].Ref, "Run") {
 		t.Errorf("--kind run: top level %+v, want one $ref to the Run definition", doc.OneOf)
 	}
+}
 
-	if code, _, stderr := pcsync(t, "schema", "--kind", "nope"); code != 2 || !strings.Contains(stderr, `--kind "nope"`) {
-		t.Errorf("schema --kind nope: exit %d\n%s", code, stderr)
+// TestSchemaFlags: -o is an output format (json, the only one), the file
+// is --output-file; schema -o FILE, its old spelling, is refused naming it.
+func TestSchemaFlags(t *testing.T) {
+	tests := []struct {
+		name       string
+		args       []string
+		wantCode   int
+		wantStdout bool
+		wantStderr string
+	}{
+		{"-o json", []string{"-o", "json"}, 0, true, ""},
+		{"--output-file -", []string{"--output-file", "-"}, 0, true, ""},
+		{"-o FILE", []string{"-o", "x.json"}, 2, false,
+			`--output "x.json": want json (-o is an output format, as in kubectl); to write to x.json: --output-file x.json`},
+		{"unknown kind", []string{"--kind", "nope"}, 2, false, `--kind "nope"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stdout, stderr := pcsync(t, append([]string{"schema"}, tt.args...)...)
+			if code != tt.wantCode || (stdout != "") != tt.wantStdout || !strings.Contains(stderr, tt.wantStderr) {
+				t.Errorf("exit %d, want %d; stdout %d bytes, want some: %v; stderr, want %q:\n%s",
+					code, tt.wantCode, len(stdout), tt.wantStdout, tt.wantStderr, stderr)
+			}
+		})
 	}
 }

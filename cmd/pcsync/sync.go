@@ -131,13 +131,13 @@ func (f *applySetFlags) add(fs *pflag.FlagSet) {
 	fs.StringVar(&f.namespace, "applyset-namespace", d.ApplySet.Namespace,
 		"namespace of the ApplySet parent; created if missing")
 	fs.IntVar(&f.workers, "workers", d.Workers, "requests sent in parallel")
-	fs.StringVarP(&f.output, "output", "o", "text", "output format: text or json")
+	addOutputFlag(fs, &f.output, textFormats)
 }
 
 // validate checks the flags before anything is loaded.
 func (f *applySetFlags) validate() error {
-	if f.output != "text" && f.output != "json" {
-		return usageErrorf("--output %q: want text or json", f.output)
+	if err := checkOutput(f.output, textFormats); err != nil {
+		return err
 	}
 	if f.name == "" || f.namespace == "" {
 		return usageErrorf("--applyset and --applyset-namespace must not be empty")

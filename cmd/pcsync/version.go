@@ -51,8 +51,13 @@ the daemon name unless the image pcsync runs from says another, and the build's
 stamp (git describe of the source make build stamped, or the module version).`,
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			_, err := fmt.Fprintf(g.Stdout, "pcsync %s (build %s, %s, %s/%s)\n", version, buildStamp(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			_, err := fmt.Fprintln(g.Stdout, versionLine())
 			return err
 		},
 	}
+}
+
+// versionLine is what pcsync version and pcsync --version print.
+func versionLine() string {
+	return fmt.Sprintf("pcsync %s (build %s, %s, %s/%s)", version, buildStamp(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }

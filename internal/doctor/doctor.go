@@ -363,7 +363,7 @@ func (d *doctor) checkNetwork(ctx context.Context) {
 	const area, name = "network", "NetworkPolicies enforced"
 	switch {
 	case d.opts.SkipNetwork:
-		d.add(area, name, StatusSkip, "left out (--skip-network)")
+		d.add(area, name, StatusSkip, "left out (--skip-network-check)")
 		return
 	case d.model == nil:
 		d.add(area, name, StatusSkip, "no valid config names a tenant namespace to probe from")

@@ -8,7 +8,7 @@
 //
 // Files:
 //
-//	load.go       Load: list the files, parse and validate them in parallel, assemble the Model
+//	load.go       Load (a directory) and LoadFiles (files given, standard input): parse and validate in parallel, assemble the Model
 //	cache.go      LoadCache: each valid file's parse and validation, kept from one Load to the next
 //	parse.go      YAML and JSON documents to CUE syntax that keeps the user's positions
 //	validate.go   Validator: the compiled schema, lent out under a lock (CUE is not goroutine-safe)

@@ -142,10 +142,41 @@ func Load(ctx context.Context, dir string, opts LoadOptions) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	files, err := listFiles(dir)
+	names, err := listFiles(dir)
 	if err != nil {
 		return nil, err
 	}
+	files := make([]File, len(names))
+	for i, n := range names {
+		files[i] = File{Name: n}
+	}
+	return load(ctx, dir, files, opts)
+}
+
+// File is a config file given by itself, not found in a directory
+// (pcsync validate FILE…, or - for standard input).
+type File struct {
+	// Name names the file in errors ("<stdin>" for standard input) and
+	// is read unless Data is set.
+	Name string
+	// Data is the file's content; nil reads Name.
+	Data []byte
+}
+
+// LoadFiles is Load of files alone, as if they were the only files of a
+// config directory: the rules across documents see only their documents,
+// and with no Settings among them the schema's defaults apply. Patch files
+// they name must lie inside root, as inside the config directory for Load.
+func LoadFiles(ctx context.Context, root string, files []File, opts LoadOptions) (*Model, error) {
+	if err := opts.complete(); err != nil {
+		return nil, err
+	}
+	return load(ctx, root, files, opts)
+}
+
+// load parses and validates files in parallel and assembles the model of
+// the config directory dir.
+func load(ctx context.Context, dir string, files []File, opts LoadOptions) (*Model, error) {
 	if opts.Cache != nil {
 		opts.Cache.begin()
 		defer opts.Cache.end()
@@ -160,7 +191,11 @@ func Load(ctx context.Context, dir string, opts LoadOptions) (*Model, error) {
 			break
 		}
 		g.Go(func() (err error) {
-			results[i], err = loadFile(file, opts)
+			if file.Data != nil {
+				results[i] = loadData(file.Name, file.Data, opts)
+				return nil
+			}
+			results[i], err = loadFile(file.Name, opts)
 			return err
 		})
 	}
@@ -233,13 +268,27 @@ func loadFile(name string, opts LoadOptions) (fileResult, error) {
 		return r, fmt.Errorf("config file: %w", err)
 	}
 	if st.Size() > opts.MaxFileSize {
-		r.errs = append(r.errs, &Error{Pos: Position{File: name, Line: 1, Column: 1},
-			Message: fmt.Sprintf("file is larger than %d bytes", opts.MaxFileSize)})
+		r.errs = append(r.errs, tooLarge(name, opts))
 		return r, nil
 	}
 	data, err := os.ReadFile(name)
 	if err != nil {
 		return r, fmt.Errorf("config file: %w", err)
+	}
+	return loadData(name, data, opts), nil
+}
+
+// tooLarge is the error of a file larger than opts.MaxFileSize.
+func tooLarge(name string, opts LoadOptions) *Error {
+	return &Error{Pos: Position{File: name, Line: 1, Column: 1}, Message: fmt.Sprintf("file is larger than %d bytes", opts.MaxFileSize)}
+}
+
+// loadData parses the content of file name and validates its documents.
+func loadData(name string, data []byte, opts LoadOptions) fileResult {
+	r := fileResult{file: name}
+	if int64(len(data)) > opts.MaxFileSize {
+		r.errs = append(r.errs, tooLarge(name, opts))
+		return r
 	}
 	validate := opts.Validator.validate
 	var sum [sha256.Size]byte
@@ -250,7 +299,7 @@ func loadFile(name string, opts LoadOptions) (fileResult, error) {
 				d.decode()
 			}
 			r.docs = docs
-			return r, nil
+			return r
 		}
 		validate = opts.Cache.validator(opts.Validator, sum)
 	}
@@ -269,7 +318,7 @@ func loadFile(name string, opts LoadOptions) (fileResult, error) {
 	if opts.Cache != nil && len(r.errs) == 0 {
 		opts.Cache.keepFile(name, sum, opts, r.docs)
 	}
-	return r, nil
+	return r
 }
 
 // configKinds are the kinds a config directory holds.

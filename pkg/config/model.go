@@ -40,6 +40,14 @@ type Model struct {
 	Warnings []Warning
 }
 
+// Empty reports whether the config holds no document: no Settings and no
+// Company (an empty directory, or files of comments).
+func (m *Model) Empty() bool { return !m.HasSettings() && len(m.Companies) == 0 }
+
+// HasSettings reports whether a Settings document was loaded, rather than
+// the schema's defaults.
+func (m *Model) HasSettings() bool { return m.Settings.Source != (Position{}) }
+
 // Warning is a positioned finding that does not stop validation.
 type Warning struct {
 	Pos     Position

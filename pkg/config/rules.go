@@ -360,7 +360,7 @@ func (k *checker) patches(d *document, at fieldPath, ps []Patch) {
 			continue
 		}
 		file := filepath.Join(filepath.Dir(d.file), filepath.FromSlash(p.Path))
-		if rel, err := filepath.Rel(k.m.Dir, file); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		if !inside(k.m.Dir, file) {
 			k.errs.add(d.posIn(fp, false), fp.String(), "patch file %q is outside the config directory", p.Path)
 			continue
 		}
@@ -379,6 +379,22 @@ func (k *checker) patches(d *document, at fieldPath, ps []Patch) {
 		}
 		p.Patch, p.Path = string(b), file
 	}
+}
+
+// inside reports whether file lies inside dir, comparing both from the
+// working directory when one is absolute and the other not (a file given
+// by an absolute path to LoadFiles).
+func inside(dir, file string) bool {
+	if filepath.IsAbs(dir) != filepath.IsAbs(file) {
+		var errDir, errFile error
+		dir, errDir = filepath.Abs(dir)
+		file, errFile = filepath.Abs(file)
+		if errDir != nil || errFile != nil {
+			return false
+		}
+	}
+	rel, err := filepath.Rel(dir, file)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 func sortedKeys(m map[string]string) []string {

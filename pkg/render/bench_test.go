@@ -140,7 +140,7 @@ func BenchmarkRenderYAML(b *testing.B) {
 }
 
 // BenchmarkKubectlKustomize times `kubectl kustomize` on the tree that
-// `pcsync render -o` writes for the same fleets: the yardstick for
+// `pcsync render --output-dir` writes for the same fleets: the yardstick for
 // BenchmarkRender. It needs kubectl on PATH.
 func BenchmarkKubectlKustomize(b *testing.B) {
 	kubectl, err := exec.LookPath("kubectl")

@@ -10,7 +10,7 @@
 //
 // Files, the simple path first:
 //
-//	render.go            Render and Options: build, patch, guard, sort; Output.YAML
+//	render.go            Render and Options: build, patch, guard, sort; Output.YAML and JSON
 //	cache.go             Cache: a company whose inputs did not change is not rendered again
 //	render_tenant.go     the tenant's objects
 //	render_network.go    its NetworkPolicies and CiliumNetworkPolicy
@@ -20,7 +20,7 @@
 //	names.go             object names, labels and values
 //	patch.go             the reference for patches: one kustomize run per company
 //	guard.go             the tenant baseline guard, run after patches
-//	writedir.go          render -o: a file per company and a kustomization.yaml
+//	writedir.go          render --output-dir: a file per company and a kustomization.yaml
 //
 // and the two fast paths, which stand in for kustomize and go-yaml and give
 // the same bytes (Options.Reference turns both off; see package fastpath):

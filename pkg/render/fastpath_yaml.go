@@ -15,7 +15,7 @@ import (
 //
 // Stands in for: go-yaml v2's yaml.Marshal of each object, the emitter of
 // sigs.k8s.io/yaml and so of kubectl, which is what the output must be
-// byte for byte: the rendered manifests (Output.YAML, render -o) and the
+// byte for byte: the rendered manifests (Output.YAML, render --output-dir) and the
 // resources handed to kustomize on the reference path.
 //
 // Measured win: rendering 1,000 companies without patches took 0.96 s of

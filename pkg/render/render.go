@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime"
@@ -288,6 +289,21 @@ func sortObjects(objs []*unstructured.Unstructured) {
 // YAML is every object as one YAML stream, documents separated by "---",
 // keys sorted.
 func (o *Output) YAML() ([]byte, error) { return encodeYAML(o.Objects, o.reference) }
+
+// JSON is every object in one List (apiVersion v1, kind List, items), as
+// kubectl get -o json prints several objects: indented by four spaces, keys
+// sorted, ending with a newline.
+func (o *Output) JSON() ([]byte, error) {
+	items := make([]map[string]any, len(o.Objects))
+	for i, u := range o.Objects {
+		items[i] = u.Object
+	}
+	b, err := json.MarshalIndent(map[string]any{"apiVersion": "v1", "kind": "List", "items": items}, "", "    ")
+	if err != nil {
+		return nil, fmt.Errorf("render: JSON: %w", err)
+	}
+	return append(b, '\n'), nil
+}
 
 // YAML is the company's objects as one YAML stream.
 func (c *CompanyOutput) YAML() ([]byte, error) { return encodeYAML(c.Objects, c.reference) }

@@ -24,8 +24,9 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 const goldenRoot = "../../testdata/render"
 
 // TestGolden renders each testdata/render/<case>/config and compares the
-// manifests with want.yaml, the warnings with warnings.txt and the agents'
-// effective settings with effective.txt.
+// manifests with want.yaml (and their JSON with them: checkJSON), the
+// warnings with warnings.txt and the agents' effective settings with
+// effective.txt.
 func TestGolden(t *testing.T) {
 	golden.Cases(t, goldenRoot, func(t *testing.T, dir string) {
 		m, err := config.Load(context.Background(), filepath.Join(dir, "config"), config.LoadOptions{})
@@ -41,6 +42,7 @@ func TestGolden(t *testing.T) {
 			t.Fatal(err)
 		}
 		check(t, filepath.Join(dir, "want.yaml"), got)
+		checkJSON(t, out)
 		var warnings strings.Builder
 		for _, w := range out.Warnings {
 			warnings.WriteString(strings.ReplaceAll(w, dir+string(filepath.Separator), "") + "\n")
