@@ -18,10 +18,8 @@ import (
 const startDeadline = 2 * time.Minute
 
 // TestDaemonSpoolAtStart: a daemon whose spool cannot be served exits
-// non-zero at its start with an error naming the spool (it ran on, ready,
-// until SIGTERM); a missing spool whose parent exists is created, mode
-// 0700, and served (the walkthroughs' --spool /var/spool/pcsync is never
-// created by hand).
+// non-zero at its start with an error naming the spool, a standby too (it
+// ran on, ready, until SIGTERM, and a standby until it led).
 func TestDaemonSpoolAtStart(t *testing.T) {
 	root := t.TempDir()
 	file := filepath.Join(root, "file")
@@ -29,19 +27,31 @@ func TestDaemonSpoolAtStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	orphan := filepath.Join(root, "missing", "spool")
+	// A replica that would wait to lead (its API server never answers)
+	// fails too, before it campaigns.
+	kubeconfig := filepath.Join(root, "kubeconfig")
+	kc := "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\nusers: [{name: u, user: {}}]\n" +
+		"contexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\n"
+	if err := os.WriteFile(kubeconfig, []byte(kc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	standby := []string{"--kubeconfig", kubeconfig, "--leader-elect", "--leader-election-namespace", "pcsync"}
 	tests := []struct {
 		name, spool, want string
+		args              []string
 	}{
-		{"parent missing", orphan, "spool " + orphan + ": missing, and so is its parent directory " + filepath.Dir(orphan)},
-		{"a regular file", file, "spool " + file + ": not a directory"},
+		{"parent missing", orphan, "spool " + orphan + ": missing, and so is its parent directory " + filepath.Dir(orphan), nil},
+		{"a regular file", file, "spool " + file + ": not a directory", nil},
+		{"parent missing, waiting to lead", orphan, "spool " + orphan + ": missing", standby},
+		{"a regular file, waiting to lead", file, "spool " + file + ": not a directory", standby},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), startDeadline)
 			defer cancel()
 			var stdout, stderr bytes.Buffer
-			code := run(ctx, []string{"daemon", "../../examples/demo", "--spool", tt.spool, "--executor", "local",
-				"--metrics-bind-address", "127.0.0.1:0"}, &stdout, &stderr)
+			code := run(ctx, append([]string{"daemon", "../../examples/demo", "--spool", tt.spool, "--executor", "local",
+				"--metrics-bind-address", "127.0.0.1:0"}, tt.args...), &stdout, &stderr)
 			if ctx.Err() != nil {
 				t.Fatalf("the daemon ran on for %s instead of failing at its start:\n%s", startDeadline, stderr.String())
 			}
@@ -53,7 +63,8 @@ func TestDaemonSpoolAtStart(t *testing.T) {
 }
 
 // TestDaemonCreatesItsSpool: a missing spool whose parent exists is
-// created (mode 0700) and served.
+// created (mode 0700) and served, whatever the executor (the walkthroughs'
+// --spool /var/spool/pcsync is never created by hand).
 func TestDaemonCreatesItsSpool(t *testing.T) {
 	spool := filepath.Join(t.TempDir(), "pcsync")
 	ctx, cancel := context.WithCancel(context.Background())
