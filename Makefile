@@ -115,8 +115,8 @@ e2e-paperclip: $(if $(wildcard hack/cluster.mk),k8sbin realnode-deps)
 demo: build
 	@echo "== pcsync validate examples/config"
 	@./$(BIN) validate examples/config
-	@echo "== pcsync render examples/config -o $(DEMO_OUT)/manifests"
-	@./$(BIN) render examples/config -o $(DEMO_OUT)/manifests 2>/dev/null
+	@echo "== pcsync render examples/config --output-dir $(DEMO_OUT)/manifests"
+	@./$(BIN) render examples/config --output-dir $(DEMO_OUT)/manifests 2>/dev/null
 	@for f in $(DEMO_OUT)/manifests/*.yaml; do \
 		[ "$$(basename $$f)" = kustomization.yaml ] && continue; \
 		printf '  %-40s %3d objects\n' "$$f" "$$(grep -c '^kind:' $$f)"; \
