@@ -24,6 +24,7 @@
 //	resolve.go    lookups on a Model (company by slug or id, agent, adapter defaults)
 //	run.go        ParseRun: one run request against #Run
 //	shard.go      shards (the label pcsync.io/shard): a shard's part of a Model, the tenants it hands over
+//	suspend.go    spec.suspend: a Model without its suspended companies, the tenants kept as they are
 //
 // and the fast path, which stands in for cue.Value.MarshalJSON and gives the
 // same JSON (LoadOptions.Reference turns it off; see package fastpath):

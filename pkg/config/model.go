@@ -399,6 +399,7 @@ func (c *Company) CredentialsUsedBy(t adapters.Type) []Credential {
 // CompanySpec is Company.spec; see schema/company.cue for each field.
 type CompanySpec struct {
 	ID                        string            `json:"id"`
+	Suspend                   bool              `json:"suspend"`
 	Egress                    CompanyEgress     `json:"egress"`
 	Quota                     *Quota            `json:"quota,omitempty"`
 	LimitRange                *LimitRange       `json:"limitRange,omitempty"`

@@ -44,17 +44,7 @@ func (s Shard) Name(base string) string {
 // serves them all). The result shares m's documents; neither may be
 // changed.
 func (s Shard) Model(m *Model) *Model {
-	if m == nil || !slices.ContainsFunc(m.Companies, func(c Company) bool { return !s.Serves(&c) }) {
-		return m
-	}
-	out := *m
-	out.Companies = make([]Company, 0, len(m.Companies))
-	for i := range m.Companies {
-		if s.Serves(&m.Companies[i]) {
-			out.Companies = append(out.Companies, m.Companies[i])
-		}
-	}
-	return &out
+	return m.Only(s.Serves)
 }
 
 // Elsewhere returns the tenant namespaces of m's companies that other

@@ -78,6 +78,10 @@ type Outcome struct {
 	ConfigErrors []string
 	// Model is the config loaded, nil when it was invalid.
 	Model *config.Model
+	// Revision names the config loaded (or, invalid, the one tried): the
+	// Git commit of a git-sync checkout, else DigestPrefix and a digest of
+	// the render ("" for an invalid config then).
+	Revision string
 	// ConfigChanged says the rendered objects differ from those of the last
 	// successful apply (always true for the first one).
 	ConfigChanged bool
@@ -287,8 +291,9 @@ func (l *Loop) reconcile(ctx context.Context, trigger Trigger) (out Outcome) {
 	defer func() { l.observe(ctx, &out) }()
 	full := l.full.Swap(false) || trigger != TriggerChange
 
-	m, rendered, ok := l.loadAndRender(ctx, log, &out)
+	m, rendered, dir, ok := l.loadAndRender(ctx, log, &out)
 	if !ok {
+		out.Revision = revision(dir, "")
 		return out
 	}
 	out.Model = m
@@ -296,12 +301,13 @@ func (l *Loop) reconcile(ctx context.Context, trigger Trigger) (out Outcome) {
 	now, hash, dup, digested := digestRender(rendered.Objects, l.digested)
 	l.digested = digested
 	out.Stages.Digest = time.Since(t)
+	out.Revision = revision(dir, hash)
 	out.ConfigChanged = hash != l.appliedHash
 	l.valid(log, m, rendered, hash)
 
 	if l.applier == nil {
 		l.publish(m)
-		if l.reconcilePaperclip(ctx, log, l.opts.Shard.Model(m), &out) {
+		if l.reconcilePaperclip(ctx, log, l.served(m), &out) {
 			l.failed(ctx, log, &out)
 		}
 		return out
@@ -327,7 +333,7 @@ func (l *Loop) reconcile(ctx context.Context, trigger Trigger) (out Outcome) {
 			l.applied = now
 		}
 	}
-	if l.reconcilePaperclip(ctx, log, l.opts.Shard.Model(m), &out) || !kubeOK {
+	if l.reconcilePaperclip(ctx, log, l.served(m), &out) || !kubeOK {
 		l.failed(ctx, log, &out)
 		return out
 	}
@@ -383,12 +389,20 @@ func (l *Loop) observe(ctx context.Context, out *Outcome) {
 	}
 }
 
+// served is the part of m the loop renders, applies and keeps in
+// Paperclip: the shard's companies that are not suspended.
+func (l *Loop) served(m *config.Model) *config.Model {
+	return config.Unsuspended(l.opts.Shard.Model(m))
+}
+
 // applyOptions are the options of the apply of m: Options.Apply with the
-// handover of the companies other shards serve (their tenants are never
-// pruned) and of those moved into this shard (taken from the others' sets).
+// handover of the companies other shards serve and of the shard's
+// suspended ones (their tenants are never pruned), and of those moved
+// into this shard (taken from the others' sets).
 func (l *Loop) applyOptions(m *config.Model) apply.ApplyOptions {
 	o := l.opts.Apply
-	o.Handover.Keep = l.opts.Shard.Elsewhere(m)
+	o.Handover.Keep = append(l.opts.Shard.Elsewhere(m), config.SuspendedNamespaces(l.opts.Shard.Model(m))...)
+	slices.Sort(o.Handover.Keep)
 	for _, s := range l.opts.Shard.Others(m) {
 		l.shards[s] = true
 	}
@@ -405,16 +419,17 @@ func (l *Loop) applyOptions(m *config.Model) apply.ApplyOptions {
 	return o
 }
 
-// loadAndRender loads the config and renders the shard's companies; a
-// failure is recorded in out and ok is false.
-func (l *Loop) loadAndRender(ctx context.Context, log *slog.Logger, out *Outcome) (_ *config.Model, _ *render.Output, ok bool) {
+// loadAndRender loads the config from the directory it resolves to (dir)
+// and renders the served companies; a failure is recorded in out and ok
+// is false.
+func (l *Loop) loadAndRender(ctx context.Context, log *slog.Logger, out *Outcome) (_ *config.Model, _ *render.Output, dir string, ok bool) {
 	// Load from the directory the path resolves to now: one consistent
 	// checkout even if git-sync swaps its link meanwhile (and the loader
 	// does not descend into a root that is a link).
 	dir, err := filepath.EvalSymlinks(l.opts.Dir)
 	if err != nil {
 		l.invalid(log, out, StageLoad, fmt.Errorf("config directory: %w", err))
-		return nil, nil, false
+		return nil, nil, "", false
 	}
 	t := time.Now()
 	m, err := config.Load(ctx, dir, l.opts.Load)
@@ -423,16 +438,16 @@ func (l *Loop) loadAndRender(ctx context.Context, log *slog.Logger, out *Outcome
 		if ctx.Err() == nil {
 			l.invalid(log, out, StageLoad, err)
 		}
-		return nil, nil, false
+		return nil, nil, dir, false
 	}
 	t = time.Now()
-	rendered, err := render.Render(l.opts.Shard.Model(m), l.opts.Render)
+	rendered, err := render.Render(l.served(m), l.opts.Render)
 	out.Stages.Render = time.Since(t)
 	if err != nil {
 		l.invalid(log, out, StageRender, err)
-		return nil, nil, false
+		return nil, nil, dir, false
 	}
-	return m, rendered, true
+	return m, rendered, dir, true
 }
 
 // applyFailure returns the stage that failed and why, from apply's error and

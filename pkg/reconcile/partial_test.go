@@ -177,7 +177,7 @@ func company1Objects(t *testing.T) []*unstructured.Unstructured {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, r, ok := l.loadAndRender(context.Background(), l.log, &Outcome{})
+	_, r, _, ok := l.loadAndRender(context.Background(), l.log, &Outcome{})
 	if !ok {
 		t.Fatal("company(acme) does not render")
 	}

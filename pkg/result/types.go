@@ -34,7 +34,10 @@ type ErrorCode string
 
 // The error codes of docs/design.md.
 const (
-	ErrInvalidRequest      ErrorCode = "invalid_request"
+	ErrInvalidRequest ErrorCode = "invalid_request"
+	// ErrCompanySuspended: the run's company has spec.suspend; the
+	// request is rejected and may be dropped again once it is resumed.
+	ErrCompanySuspended    ErrorCode = "company_suspended"
 	ErrAuthRequired        ErrorCode = "auth_required"
 	ErrQuotaExceeded       ErrorCode = "quota_exceeded"
 	ErrRateLimited         ErrorCode = "rate_limited"
@@ -54,7 +57,7 @@ const (
 // AllErrorCodes lists every error code, in the order of docs/design.md.
 func AllErrorCodes() []ErrorCode {
 	return []ErrorCode{
-		ErrInvalidRequest, ErrAuthRequired, ErrQuotaExceeded, ErrRateLimited,
+		ErrInvalidRequest, ErrCompanySuspended, ErrAuthRequired, ErrQuotaExceeded, ErrRateLimited,
 		ErrUpstreamUnavailable, ErrModelNotFound, ErrMaxTurns, ErrSessionNotFound,
 		ErrTimeout, ErrOOMKilled, ErrImagePullFailed, ErrUnschedulable,
 		ErrAgentFailed, ErrCancelled, ErrInternal,

@@ -14,6 +14,7 @@ import (
 	"github.com/pcsync/pcsync/internal/lib/safefile"
 	"github.com/pcsync/pcsync/pkg/adapters"
 	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/result"
 )
 
 // DefaultMaxRequestBytes caps how much of a request file is read: twice the
@@ -31,6 +32,8 @@ type Rejection struct {
 	RunID, Company, Agent string
 	// Adapter is the agent's adapter when the agent is known.
 	Adapter string
+	// Code is the result's errorCode; "" is invalid_request.
+	Code result.ErrorCode
 }
 
 // Error implements error.

@@ -16,6 +16,9 @@ const (
 	// CodeImageNotAllowed: the image is no adapter's and matches no glob of
 	// Settings spec.images.allowList.
 	CodeImageNotAllowed Code = "image_not_allowed"
+	// CodeCompanySuspended: the company has spec.suspend: no new lease
+	// until it is resumed (those going go on).
+	CodeCompanySuspended Code = "company_suspended"
 	// CodeCompanyMismatch: config.company is another Paperclip company's.
 	CodeCompanyMismatch Code = "company_mismatch"
 	// CodeAgentUnresolved: pcsync cannot tell which declared agent the run's

@@ -142,6 +142,10 @@ func (m *Manager) plan(ctx context.Context, model *config.Model, p *AcquireParam
 		return leasepod.Record{}, EnvRule{}, configErrors(code, errs)
 	}
 	c, _ := model.Company(p.Config.Company)
+	if c.Suspended() {
+		return leasepod.Record{}, EnvRule{}, userErrorf(CodeCompanySuspended,
+			"config.company: pcsync Company %q is suspended (spec.suspend in its config): no new lease until it is resumed", c.Slug())
+	}
 	if p.CompanyID != "" && c.Spec.ID != "" && p.CompanyID != c.Spec.ID {
 		return leasepod.Record{}, EnvRule{}, userErrorf(CodeCompanyMismatch,
 			"config.company: pcsync Company %q is Paperclip company %s, not this environment's company %s",

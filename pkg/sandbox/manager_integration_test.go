@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -456,7 +457,8 @@ func processAlive(pid string) bool {
 }
 
 // TestAcquireRefusals: a namespace that is not the company's, a bad config,
-// an unknown company, an image that is not allowed and a full quota are
+// an unknown company, an image that is not allowed, a full quota and a
+// suspended company are
 // refused at once, each with a message that
 // says what to fix, and leave no pod and no journal entry.
 func TestAcquireRefusals(t *testing.T) {
@@ -502,6 +504,15 @@ func TestAcquireRefusals(t *testing.T) {
 			}
 			t.Logf("refused in %s: %s", time.Since(begin).Round(time.Millisecond), ue.Message)
 		})
+	}
+	// A suspended company (spec.suspend) starts no lease.
+	suspended := *e.model
+	suspended.Companies = slices.Clone(e.model.Companies)
+	suspended.Companies[0].Spec.Suspend = true
+	e.model = &suspended
+	_, err = e.m.Acquire(context.Background(), AcquireParams{Config: EnvironmentConfig{Company: e.slug()}, AdapterType: "claude_local"})
+	if !errors.As(err, &ue) || ue.Code != CodeCompanySuspended || !strings.Contains(ue.Message, `Company "`+e.slug()+`" is suspended`) {
+		t.Errorf("acquire for a suspended company: %v, want %s naming it", err, CodeCompanySuspended)
 	}
 	pods, err := e.c.Client().CoreV1().Pods(e.ns).List(context.Background(), metav1.ListOptions{})
 	if err != nil {

@@ -8,7 +8,8 @@ import (
 
 // SetModel takes the proxies' idle periods of a config the daemon loaded:
 // a company in egress mode proxy has its spec.egress.proxyIdleSec (else
-// the Settings'), and one with a warm pool none (its proxy stays up). The
+// the Settings'), and one with a warm pool none (its proxy stays up; a
+// suspended company's pool is drained). The
 // scaler looks at every proxy again.
 func (s *Shared) SetModel(m *config.Model) {
 	idle := make(map[string]time.Duration, len(m.Companies))
@@ -18,7 +19,7 @@ func (s *Shared) SetModel(m *config.Model) {
 			continue
 		}
 		idle[m.Namespace(c)] = m.ProxyIdle(c)
-		if c.Spec.Sandbox != nil && len(c.Spec.Sandbox.WarmPool) > 0 {
+		if c.Spec.Sandbox != nil && len(c.Spec.Sandbox.WarmPool) > 0 && !c.Suspended() {
 			idle[m.Namespace(c)] = 0
 		}
 	}

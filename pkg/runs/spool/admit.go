@@ -1,6 +1,7 @@
 package spool
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -151,6 +152,11 @@ func (s *Server) admit(ctx context.Context, name string) admission {
 			return s.reject(name, &runs.Rejection{RunID: run.RunID, Company: run.Company.Slug(), Agent: run.Agent.Name,
 				Adapter: string(run.Agent.Adapter), Message: name + ": " + s.opts.Shard.Refusal(run.Company)})
 		}
+		if run.Company.Suspended() {
+			return s.reject(name, &runs.Rejection{RunID: run.RunID, Company: run.Company.Slug(), Agent: run.Agent.Name,
+				Adapter: string(run.Agent.Adapter), Code: result.ErrCompanySuspended, Message: fmt.Sprintf(
+					"%s: company %q is suspended (spec.suspend in its config): no new run starts until it is resumed", name, run.Company.Slug())})
+		}
 		if rej := checkOutputs(run); rej != nil {
 			return s.reject(name, rej)
 		}
@@ -195,7 +201,7 @@ func checkOutputs(r *runs.Run) *runs.Rejection {
 // reject writes the rejected result of a request.
 func (s *Server) reject(name string, rej *runs.Rejection) admission {
 	res := result.New(rej.RunID, rej.Company, rej.Agent, rej.Adapter)
-	res.Fail(result.StatusRejected, result.ErrInvalidRequest, rej.Message)
+	res.Fail(result.StatusRejected, cmp.Or(rej.Code, result.ErrInvalidRequest), rej.Message)
 	now := time.Now().UTC()
 	res.FinishedAt = &now
 	s.log.Warn("request rejected", slog.String("name", name), slog.String("runId", rej.RunID), slog.String("reason", rej.Message))

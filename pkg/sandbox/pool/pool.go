@@ -59,14 +59,16 @@ func parseKey(s string) Key {
 }
 
 // declare gives the warm pools of model's companies, by key, each
-// member's record placed by the Manager (Deps.Place). A pool whose pod
+// member's record placed by the Manager (Deps.Place); a suspended
+// company's are not declared (no lease may claim a member: they are
+// drained, and refilled once it is resumed). A pool whose pod
 // cannot be built (a broken config the validator let through) is logged and
 // left out.
 func (c *Controller) declare(model *config.Model) map[Key]*Decl {
 	out := map[Key]*Decl{}
 	for i := range model.Companies {
 		co := &model.Companies[i]
-		if co.Spec.Sandbox == nil {
+		if co.Spec.Sandbox == nil || co.Suspended() {
 			continue
 		}
 		for _, p := range co.Spec.Sandbox.WarmPool {
