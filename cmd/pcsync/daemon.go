@@ -151,7 +151,7 @@ func newDaemonCmd(g *globalOptions) *cobra.Command {
 		" names this shard (default: those that name none); the Lease and the ApplySet default to pcsync-<shard>")
 	fl.BoolVar(&f.leaderElect, "leader-elect", false, "run the loops only while holding the leader Lease (for several replicas)")
 	fl.StringVar(&f.leaseNamespace, "leader-election-namespace", "",
-		"namespace of the Lease (default $POD_NAMESPACE, else the service account's namespace, else paperclip)")
+		"namespace of the Lease (default $POD_NAMESPACE, else the service account's namespace, else pcsync-system)")
 	fl.StringVar(&f.leaseID, "leader-election-id", f.leaseID, "name of the Lease")
 	fl.DurationVar(&f.leaseDuration, "leader-election-lease-duration", f.leaseDuration,
 		"how long a standby waits before taking over a Lease the leader did not release (it died)")

@@ -99,7 +99,7 @@ func newDoctorCmd(g *globalOptions) *cobra.Command {
 	f.StringVar(&spool, "spool", "", "spool directory to check for writing, and whose daemon to check")
 	f.StringVar(&stateDir, "state-dir", "", "the daemon's state directory (default <spool>/.pcsync)")
 	f.StringVar(&leaseNS, "leader-election-namespace", "",
-		"namespace of the leader Lease (default $POD_NAMESPACE, else the service account's namespace, else paperclip)")
+		"namespace of the leader Lease (default $POD_NAMESPACE, else the service account's namespace, else pcsync-system)")
 	addOutputFlag(f, &output, tableFormats)
 	// The daemon's name for it. --skip-network, doctor's own before, is
 	// hidden and warns: not pflag's MarkDeprecated, whose notice cobra

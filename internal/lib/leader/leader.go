@@ -31,8 +31,9 @@ import (
 const ServiceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 // DefaultLeaseNamespace is the Lease namespace outside a pod without
-// POD_NAMESPACE.
-const DefaultLeaseNamespace = "paperclip"
+// POD_NAMESPACE: deploy/base's, where the ApplySet's parent is by default
+// too.
+const DefaultLeaseNamespace = "pcsync-system"
 
 // ErrLeadershipLost is returned by Run when the Lease could not be renewed
 // (the API server unreachable for RenewDeadline, or another replica took

@@ -20,7 +20,7 @@ func TestOptionsAndDefaults(t *testing.T) {
 	got = append(got, namespaceFrom(getenv, sa))
 	env["POD_NAMESPACE"] = "from-env"
 	got = append(got, namespaceFrom(getenv, sa))
-	if diff := cmp.Diff([]string{"paperclip", "from-sa", "from-env"}, got); diff != "" {
+	if diff := cmp.Diff([]string{"pcsync-system", "from-sa", "from-env"}, got); diff != "" {
 		t.Errorf("namespace defaults (-want +got):\n%s", diff)
 	}
 
