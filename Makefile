@@ -19,6 +19,9 @@
 #   make bench   render/load benchmarks, and kubectl kustomize of the same output
 #   make images  the runtime images (docs/images.md) into _out/images, without
 #                Docker; REGISTRY=host[:port]/org PUSH=1 pushes them
+#   make release REGISTRY=host[:port]/org [VERSION=v…]  every image pushed,
+#                tagged with the release, and _out/release: install.yaml and
+#                the Helm chart's package
 
 GO         ?= go
 export GOFLAGS ?= -buildvcs=false
@@ -48,7 +51,7 @@ build:
 # plugin (paperclip-plugin).
 -include integrations/paperclip-sandbox/paperclip-sandbox.mk
 
-TEST_DEPS := inotify $(if $(wildcard hack/cluster.mk),k8sbin realnode-deps) monitoring-deps paperclip-adapter-test paperclip-plugin-test
+TEST_DEPS := inotify $(if $(wildcard hack/cluster.mk),k8sbin realnode-deps) monitoring-deps helm paperclip-adapter-test paperclip-plugin-test
 
 # kwok holds one inotify instance per followed container log, and pcsync's
 # spool and config watchers need their own: the default of 128 per user runs
@@ -199,6 +202,34 @@ ifeq ($(BUILDER),go)
 else
 	BUILDER=$(BUILDER) REGISTRY=$(REGISTRY) TAG=$(TAG) PUSH=$(PUSH) bash hack/images/docker.sh
 endif
+
+# helm (hack/helm/versions.env), built from its Go module into a versioned
+# cache by hack/helm/build.sh, which prints its directory: test/deploy and
+# test/realnode render charts/pcsync with it, make release packages it.
+.PHONY: helm
+helm:
+	@bash hack/helm/build.sh >/dev/null
+
+# A release, from a tree whose pkg/images/version.go says VERSION (raise it,
+# CHANGELOG.md and charts/pcsync/Chart.yaml together, and tag the commit
+# VERSION): every image built and pushed to REGISTRY tagged VERSION, then
+# RELEASE_OUT: install.yaml (deploy/base, pcsync's image pinned to
+# REGISTRY/pcsync:VERSION) and pcsync-<chart version>.tgz, the chart whose
+# image.registry is REGISTRY (hack/release).
+VERSION     ?= $(RELEASE_VERSION)
+RELEASE_OUT ?= _out/release
+
+.PHONY: release
+release: helm
+	@[ -n "$(REGISTRY)" ] || { echo "make release: set REGISTRY=host[:port]/org, where the release's images go"; exit 1; }
+	@[ "$(VERSION)" = "$(RELEASE_VERSION)" ] || { echo "make release: VERSION=$(VERSION), but pkg/images/version.go says $(RELEASE_VERSION): raise it (with CHANGELOG.md and charts/pcsync/Chart.yaml) first"; exit 1; }
+	@[ "$$(git describe --tags --exact-match 2>/dev/null)" = "$(VERSION)" ] || echo "note: HEAD is not tagged $(VERSION)"
+	$(MAKE) --no-print-directory images TAG=$(VERSION) REGISTRY=$(REGISTRY) PUSH=1
+	rm -rf $(RELEASE_OUT)
+	$(GO) run ./hack/release -version $(VERSION) -registry $(REGISTRY) -out $(RELEASE_OUT)
+	"$$(bash hack/helm/build.sh)/helm" package $(RELEASE_OUT)/chart/pcsync --destination $(RELEASE_OUT)
+	rm -rf $(RELEASE_OUT)/chart
+	@ls -l $(RELEASE_OUT)
 
 clean:
 	rm -rf bin $(DEMO_OUT)

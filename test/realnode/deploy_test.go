@@ -43,6 +43,11 @@ type deployOverlay struct {
 	apiHost, apiPort string
 	// config holds the files of pcsync's config directory, by name.
 	config map[string]string
+	// chart renders charts/pcsync (helm template, in namespace, with
+	// pcsync's image from the registry) instead of deploy/base, and a
+	// Namespace under Pod Security restricted beside it, as a user makes it
+	// before helm install.
+	chart bool
 }
 
 // renderDeployment renders deploy/base with an overlay (kustomize, in memory)
@@ -54,10 +59,16 @@ type deployOverlay struct {
 // pcsync's namespace renamed (the spool's PersistentVolumeClaim dropped). The rest of deploy/base stays as it is: RBAC,
 // securityContext, probes, the daemon's arguments (but the ApplySet's
 // namespace), two replicas with leader election.
+//
+// With o.chart, the overlay's base is charts/pcsync rendered by helm
+// instead (in pcsync's namespace: no namespace to rename, no argument to
+// change), and the same overlay swaps the same things.
 func renderDeployment(t *testing.T, o deployOverlay) []*unstructured.Unstructured {
 	t.Helper()
 	fs := filesys.MakeFsInMemory()
-	if err := testkustomize.CopyDir(fs, deployBase, "/base"); err != nil {
+	if o.chart {
+		writeChartBase(t, fs, o)
+	} else if err := testkustomize.CopyDir(fs, deployBase, "/base"); err != nil {
 		t.Fatal(err)
 	}
 
@@ -96,20 +107,23 @@ func renderDeployment(t *testing.T, o deployOverlay) []*unstructured.Unstructure
 		t.Fatal(err)
 	}
 	deployment := map[string]any{"kind": "Deployment", "name": "pcsync"}
+	patches := []any{
+		map[string]any{"target": deployment, "path": "deployment.yaml"},
+		// Unused (no provisioner here), and its pvc-protection finalizer
+		// would hold the namespace's deletion (no controller removes it).
+		map[string]any{"target": map[string]any{"kind": "PersistentVolumeClaim", "name": "pcsync-spool"},
+			"patch": "$patch: delete\napiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: pcsync-spool\n"},
+	}
+	if !o.chart {
+		patches = append(patches, map[string]any{"target": deployment, "patch": string(argsPatch)})
+	}
 	kustomization := map[string]any{
 		"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
 		"namespace":          o.namespace,
 		"resources":          []any{"../base"},
 		"images":             []any{map[string]any{"name": "pcsync", "newName": o.image, "newTag": imageTag}},
 		"configMapGenerator": []any{map[string]any{"name": "pcsync-config", "files": configFiles}},
-		"patches": []any{
-			map[string]any{"target": deployment, "path": "deployment.yaml"},
-			map[string]any{"target": deployment, "patch": string(argsPatch)},
-			// Unused (no provisioner here), and its pvc-protection finalizer
-			// would hold the namespace's deletion (no controller removes it).
-			map[string]any{"target": map[string]any{"kind": "PersistentVolumeClaim", "name": "pcsync-spool"},
-				"patch": "$patch: delete\napiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: pcsync-spool\n"},
-		},
+		"patches":            patches,
 	}
 	files := map[string]any{"kustomization.yaml": kustomization, "deployment.yaml": patch}
 	for name, data := range o.config {
@@ -132,7 +146,18 @@ func renderDeployment(t *testing.T, o deployOverlay) []*unstructured.Unstructure
 // token and the cluster CA), reconciles its config with deploy/base's RBAC,
 // and /readyz, asked through the API server's pod proxy, answers 200 with
 // pcsync's report.
-func TestDeployment(t *testing.T) {
+func TestDeployment(t *testing.T) { testDeployment(t, false) }
+
+// TestChartDeployment is TestDeployment with Helm's chart, charts/pcsync,
+// rendered by helm in pcsync's namespace with pcsync's image from the
+// node's registry (image.registry and image.tag), in place of deploy/base:
+// its objects run on the real kubelet as deploy/base's do.
+func TestChartDeployment(t *testing.T) { testDeployment(t, true) }
+
+// testDeployment applies deploy/base, or with chart charts/pcsync, through
+// renderDeployment's overlay, and checks the replicas, their /readyz and
+// the leader's reconcile.
+func testDeployment(t *testing.T, chart bool) {
 	c, node, apiHost, apiPort := deployNode(t)
 	p := pushImages(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -173,12 +198,16 @@ func TestDeployment(t *testing.T) {
 	}
 	objs := renderDeployment(t, deployOverlay{
 		namespace: ns, image: p.RealRegistry + "/pcsync", pause: node.PauseImage(), node: node,
-		apiHost: apiHost, apiPort: apiPort, config: cfgFiles,
+		apiHost: apiHost, apiPort: apiPort, config: cfgFiles, chart: chart,
 	})
 
 	t.Cleanup(func() { cleanupDeployment(t, c, objs, tenant) })
 	applyObjects(ctx, t, c, objs)
-	t.Logf("applied %d objects of deploy/base in %s; pcsync reaches the API server at %s:%s", len(objs), ns, apiHost, apiPort)
+	source := "deploy/base"
+	if chart {
+		source = "charts/pcsync"
+	}
+	t.Logf("applied %d objects of %s in %s; pcsync reaches the API server at %s:%s", len(objs), source, ns, apiHost, apiPort)
 
 	// Both replicas Ready: their readinessProbe (GET /readyz) passes.
 	var replicas int32 = 2

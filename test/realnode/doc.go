@@ -42,7 +42,10 @@
 //	deploy_test.go    pcsync's own Deployment (deploy/base, an overlay swapping
 //	                  only what cannot run here) from its own image: both
 //	                  replicas Ready, the leader reconciles through its
-//	                  in-cluster config, /readyz through the pod proxy
+//	                  in-cluster config, /readyz through the pod proxy; the
+//	                  same with Helm's chart (TestChartDeployment)
+//	chart_test.go     charts/pcsync rendered by helm as the base of that
+//	                  overlay, beside the Namespace a user makes first
 //	argocd_test.go    deploy/argocd as its README has a user apply it (a
 //	                  stand-in of Argo CD's repo-server Deployment): the
 //	                  sidecar from pcsync's image, uid 999, read-only root;

@@ -6,5 +6,5 @@
 //
 // Files:
 //
-//	testkustomize.go  Build, BuildDir, CopyDir, WriteYAML and Find
+//	testkustomize.go  Build, BuildDir, Decode, CopyDir, WriteYAML and Find
 package testkustomize

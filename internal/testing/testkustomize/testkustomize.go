@@ -30,6 +30,17 @@ func Build(fsys filesys.FileSystem, dir string) ([]*unstructured.Unstructured, e
 	if err != nil {
 		return nil, fmt.Errorf("kustomize build %s: %w", dir, err)
 	}
+	objs, err := Decode(y)
+	if err != nil {
+		return nil, fmt.Errorf("kustomize build %s: %w", dir, err)
+	}
+	return objs, nil
+}
+
+// Decode returns the objects of a stream of YAML (or JSON) documents, in
+// its order, their values those of JSON; empty documents are left out
+// (helm template's output decodes so too).
+func Decode(y []byte) ([]*unstructured.Unstructured, error) {
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(y), 4096)
 	var out []*unstructured.Unstructured
 	for {
@@ -37,7 +48,7 @@ func Build(fsys filesys.FileSystem, dir string) ([]*unstructured.Unstructured, e
 		if err := dec.Decode(&m); errors.Is(err, io.EOF) {
 			return out, nil
 		} else if err != nil {
-			return nil, fmt.Errorf("kustomize build %s: %w", dir, err)
+			return nil, err
 		}
 		if m != nil {
 			out = append(out, &unstructured.Unstructured{Object: m})
