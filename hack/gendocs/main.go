@@ -220,7 +220,7 @@ func adapterTable(b *strings.Builder) error {
 	}
 	slices.Sort(types)
 	b.WriteString("## Built-in adapter defaults\n\n")
-	b.WriteString("Settings `spec.adapters.<type>` replaces any of these fields. An image here is the name of one of pcsync's own images ([images.md](images.md)): pcsync runs `{registry}/{name}:{tag}`, where the registry is Settings `spec.images.registry`, else the registry of the image pcsync itself runs from, and the tag is pcsync's version (or its own image's tag).\n\n")
+	b.WriteString("Settings `spec.adapters.<type>` replaces any of these fields. An image here is the name of one of pcsync's own images ([images.md](images.md)): pcsync runs `{registry}/{name}:{tag}`, where the registry is Settings `spec.images.registry`, else the registry of the image pcsync itself runs from, and the tag is pcsync's release version (or its own image's tag).\n\n")
 	b.WriteString("| adapter | image | envKeys | allowFqdns | command |\n|---|---|---|---|---|\n")
 	for _, t := range types {
 		d := m[t]
