@@ -308,11 +308,9 @@ func (f *daemonFlags) options(ctx context.Context, g *globalOptions, lim apply.A
 		opts.APIServer = cs.Discovery().RESTClient()
 	}
 	if doApply {
-		m, err := f.set.manager(g)
-		if err != nil {
+		if err := f.applier(g, &opts); err != nil {
 			return opts, err
 		}
-		opts.Applier = m
 	}
 	if !f.noRuns {
 		opts.Runs, opts.NewExecutor = f.runs(g, opts.Metrics, self)

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/pcsync/pcsync/internal/daemon/manager"
+	"github.com/pcsync/pcsync/pkg/companystatus/statusctl"
 	"github.com/pcsync/pcsync/pkg/health"
 	"github.com/pcsync/pcsync/pkg/reconcile"
 	"github.com/pcsync/pcsync/pkg/runs/spool"
@@ -26,13 +27,19 @@ func (d *daemon) manager(leading bool, h *health.Checker) (*manager.Manager, err
 }
 
 // registerLoops registers the loops that run while this replica leads,
-// after its Leading controllers: the reconcile loop, then the sandbox and
-// the runs loop, which each wait for its first valid config.
-func (d *daemon) registerLoops(m *manager.Manager, loop *reconcile.Loop, server *atomic.Pointer[spool.Server], changed <-chan struct{}) error {
-	loops := []manager.Controller{{Name: "reconcile", Run: func(ctx context.Context, started func()) error {
+// after its Leading controllers: the company status controller (st, when
+// not nil), the reconcile loop, then the sandbox and the runs loop, which
+// each wait for its first valid config.
+func (d *daemon) registerLoops(m *manager.Manager, loop *reconcile.Loop, st *statusctl.Controller,
+	server *atomic.Pointer[spool.Server], changed <-chan struct{}) error {
+	var loops []manager.Controller
+	if st != nil {
+		loops = append(loops, manager.Background("company-status", st.Run, st.Wait))
+	}
+	loops = append(loops, manager.Controller{Name: "reconcile", Run: func(ctx context.Context, started func()) error {
 		started()
 		return loop.Run(ctx)
-	}}}
+	}})
 	if d.opts.Sandbox != nil {
 		loops = append(loops, manager.Controller{Name: "sandbox", Run: func(ctx context.Context, started func()) error {
 			started()

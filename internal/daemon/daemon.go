@@ -38,6 +38,7 @@ import (
 
 	"github.com/pcsync/pcsync/internal/daemon/manager"
 	"github.com/pcsync/pcsync/internal/lib/leader"
+	"github.com/pcsync/pcsync/pkg/companystatus/statusctl"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/health"
 	"github.com/pcsync/pcsync/pkg/metrics"
@@ -112,6 +113,14 @@ type Options struct {
 	// APIServerProbeInterval is the time between two probes, and the
 	// timeout of each (at least 5s). Default DefaultAPIServerProbeInterval.
 	APIServerProbeInterval time.Duration
+	// Status, when set, records each company's status (CompanyStatus,
+	// pkg/companystatus/statusctl) on the cluster of StatusConfig while
+	// this replica leads and not Once: the controller "company-status"
+	// starts before the reconcile loop, observes each of its reconciles,
+	// and answers a reconcile request with the loop's Trigger. The daemon
+	// sets its Trigger, Shard, Logger and Health.
+	Status       *statusctl.Options
+	StatusConfig *rest.Config
 	// Controllers run beside the loops (internal/daemon/manager), each
 	// joined when the daemon stops: those not Leading on every replica
 	// from the daemon's start, before it waits to lead, in their order
@@ -153,6 +162,9 @@ func (o *Options) complete() error {
 	}
 	if o.Runs != nil && o.NewExecutor == nil {
 		return errors.New("daemon: the runs loop needs an executor")
+	}
+	if o.Status != nil && o.StatusConfig == nil {
+		return errors.New("daemon: the company status needs a cluster")
 	}
 	if o.LeaderElection != nil && o.LeaseClient == nil {
 		return errors.New("daemon: leader election needs a client for the Lease")
@@ -350,7 +362,11 @@ func (d *daemon) handler() http.Handler {
 func (d *daemon) work(ctx context.Context) error {
 	var server atomic.Pointer[spool.Server]
 	changed := make(chan struct{}, 1)
-	loop, err := d.newLoop(&server, changed)
+	st, err := d.statusController()
+	if err != nil {
+		return err
+	}
+	loop, err := d.newLoop(&server, changed, st)
 	if err != nil {
 		return err
 	}
@@ -362,7 +378,7 @@ func (d *daemon) work(ctx context.Context) error {
 		return err
 	}
 	if !d.opts.Once {
-		if err := d.registerLoops(m, loop, &server, changed); err != nil {
+		if err := d.registerLoops(m, loop, st, &server, changed); err != nil {
 			return err
 		}
 	}
@@ -396,13 +412,42 @@ func (d *daemon) once(ctx context.Context, loop *reconcile.Loop, server *atomic.
 	return nil
 }
 
+// statusController builds the company status controller of this term of
+// leadership (nil without Options.Status, or with Once); its trigger is
+// the loop's.
+func (d *daemon) statusController() (*statusctl.Controller, error) {
+	if d.opts.Status == nil || d.opts.Once {
+		return nil, nil
+	}
+	so := *d.opts.Status
+	so.Shard, so.Health = d.opts.Shard, d.opts.Health
+	if so.Logger == nil {
+		so.Logger = d.log
+	}
+	so.Trigger = func() {
+		if l := d.loop.Load(); l != nil {
+			l.Trigger()
+		}
+	}
+	return statusctl.New(d.opts.StatusConfig, so)
+}
+
 // newLoop makes the config loop; the shard's part of each model it loads
 // goes to Reconcile.OnModel and the sandbox (signalled on changed; a signal
 // already pending covers it), and the whole model to the runs loop's server
 // once server holds one (it tells another shard's company from an unknown
-// one).
-func (d *daemon) newLoop(server *atomic.Pointer[spool.Server], changed chan<- struct{}) (*reconcile.Loop, error) {
+// one). st, when not nil, observes each reconcile.
+func (d *daemon) newLoop(server *atomic.Pointer[spool.Server], changed chan<- struct{}, st *statusctl.Controller) (*reconcile.Loop, error) {
 	ro := d.opts.Reconcile
+	if st != nil {
+		observe := ro.Observe
+		ro.Observe = func(out reconcile.Outcome) {
+			st.Observe(out)
+			if observe != nil {
+				observe(out)
+			}
+		}
+	}
 	onModel := ro.OnModel
 	ro.OnModel = func(m *config.Model) {
 		mine := d.opts.Shard.Model(m)

@@ -262,6 +262,10 @@ func (l *Loop) ReconcileOnce(ctx context.Context) Outcome {
 	return l.reconcile(ctx, TriggerStart)
 }
 
+// Retried says the reconcile failed and is retried (with backoff) without
+// a config change: an apply, a prune or the Paperclip side that may pass.
+func (o Outcome) Retried() bool { return o.Err != nil && retryable(o) }
+
 // retryable says whether a failure may pass without a config change.
 func retryable(out Outcome) bool {
 	switch out.FailedStage {

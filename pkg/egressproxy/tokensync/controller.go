@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/pcsync/pcsync/internal/lib/agentpod"
+	"github.com/pcsync/pcsync/internal/lib/ctlqueue"
 	"github.com/pcsync/pcsync/internal/lib/podinformer"
 	"github.com/pcsync/pcsync/pkg/egressproxy/inject"
 )
@@ -146,25 +147,9 @@ func (c *Controller) Wait() {
 func isMine(pod *corev1.Pod) bool { return selector.Matches(labels.Set(pod.Labels)) }
 
 func (c *Controller) work(ctx context.Context) {
-	for c.next(ctx) {
-	}
-}
-
-// next syncs the next namespace of the queue, and says false once the
-// queue shuts down.
-func (c *Controller) next(ctx context.Context) bool {
-	ns, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(ns)
-	if err := c.sync(ctx, ns); err != nil {
+	ctlqueue.Work(ctx, c.queue, c.sync, func(ns string, err error) {
 		c.opts.Logger.Warn("credential tokens: sync failed", "namespace", ns, "error", err)
-		c.queue.AddRateLimited(ns)
-		return true
-	}
-	c.queue.Forget(ns)
-	return true
+	})
 }
 
 // enqueue queues the namespace of a pod that carries a token or is a
