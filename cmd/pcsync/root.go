@@ -74,6 +74,8 @@ func subcommands(g *globalOptions) []*cobra.Command {
 		newDiffCmd(g),
 		newApplyCmd(g),
 		newDaemonCmd(g),
+		newGetCmd(g),
+		newReconcileCmd(g),
 		newRunsCmd(g),
 		newSchemaCmd(g),
 		newDoctorCmd(g),

@@ -101,6 +101,9 @@ func WaitHandled(ctx context.Context, dyn dynamic.Interface, ns, name, value str
 		return cs.Status.LastHandledReconcileAt == value, nil
 	})
 	if err != nil {
+		if ctx.Err() != nil {
+			err = ctx.Err() // the watch's own timeout error says less
+		}
 		return got, fmt.Errorf("%s %s/%s: %w", Kind, ns, name, err)
 	}
 	return got, nil
