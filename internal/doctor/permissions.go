@@ -23,7 +23,7 @@ const (
 	// namespace that exists.
 	ScopeTenant Scope = "tenant"
 	// ScopeOwnNamespace: in pcsync's own namespace only (the leader-election
-	// namespace): the Lease and the ApplySet parent.
+	// namespace): the Lease, the ApplySet parent, the companies' statuses.
 	ScopeOwnNamespace Scope = "own-namespace"
 )
 
@@ -120,6 +120,12 @@ func DefaultPermissions() []Permission {
 	add("coordination.k8s.io", []string{"leases"}, []string{"get", "create", "update"}, ScopeOwnNamespace, "leader election (--leader-elect); the warm pools' Lease of the daemon's owner (--sandbox)", nil)
 	add("", []string{"secrets"}, []string{"get", "create", "patch"}, ScopeOwnNamespace,
 		"the ApplySet parent (--applyset, default pcsync)", func(p *Permission) { p.Name = "pcsync" })
+	add("pcsync.io", []string{"companystatuses"}, []string{"list", "watch", "create", "patch", "delete"}, ScopeOwnNamespace,
+		"each company's status (CompanyStatus), in the ApplySet's namespace", func(p *Permission) { p.Optional = true })
+	add("pcsync.io", []string{"companystatuses/status"}, []string{"patch"}, ScopeOwnNamespace,
+		"each company's status (CompanyStatus)", func(p *Permission) { p.Optional = true })
+	add("", []string{"events"}, []string{"create", "patch"}, ScopeOwnNamespace,
+		"Events on the companies' statuses", func(p *Permission) { p.Optional = true })
 	add("authorization.k8s.io", []string{"selfsubjectaccessreviews"}, []string{"create"}, ScopeCluster, "pcsync doctor", nil)
 	add("discovery.k8s.io", []string{"endpointslices"}, []string{"get"}, ScopeCluster,
 		"the network check's API server target (EndpointSlice default/kubernetes)", func(p *Permission) {

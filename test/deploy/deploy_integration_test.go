@@ -282,6 +282,9 @@ func TestRBACIsSufficient(t *testing.T) {
 		}
 	}
 
+	// The companies' statuses, as the daemon records them.
+	checkStatusRights(t, c, sa, dir, report)
+
 	// doctor's Secret checks, as the service account, which cannot read
 	// Secrets: one that exists, one that does not.
 	if _, err := cs.CoreV1().Secrets(prefix+"acme").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "api-keys"},

@@ -33,7 +33,8 @@ func TestPaperclipOverlay(t *testing.T) {
 		}
 	}
 	sort.Strings(kinds)
-	want := []string{"ClusterRole/pcsync", "ClusterRole/pcsync-tenant", "ClusterRoleBinding/pcsync", "Deployment/paperclip-server", "Namespace/paperclip",
+	want := []string{"ClusterRole/pcsync", "ClusterRole/pcsync-tenant", "ClusterRoleBinding/pcsync",
+		"CustomResourceDefinition/companystatuses.pcsync.io", "Deployment/paperclip-server", "Namespace/paperclip",
 		"PersistentVolumeClaim/paperclip-data", "PersistentVolumeClaim/paperclip-spool", "Role/pcsync", "RoleBinding/pcsync",
 		"Service/paperclip-server", "Service/pcsync-metrics", "ServiceAccount/pcsync"}
 	if diff := cmp.Diff(want, kinds); diff != "" {
