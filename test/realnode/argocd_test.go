@@ -279,13 +279,7 @@ func checkSidecarSecurity(t *testing.T, run func(io.Reader, ...string) (string, 
 // pcsync's own image) is the release version in every build.
 func renderLocally(t *testing.T, dir string) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "pcsync")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/pcsync")
-	build.Dir = "../.."
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/pcsync: %v\n%s", err, out)
-	}
-	cmd := exec.Command(bin, "render", ".")
+	cmd := exec.Command(buildCLI(t), "render", ".")
 	cmd.Dir = dir
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -64,7 +64,8 @@ func pushGitSync(t *testing.T, reg *testcluster.Registry, ref string) string {
 // committed to Git, a second commit is picked up through git-sync's
 // symlink swap, and a run dropped into the spool volume (a PersistentVolume
 // the test provides for deploy/base's claim) becomes a Job on the real node
-// whose result the daemon writes beside it. git-sync is the substitute of
+// whose result the daemon writes beside it; pcsync get companies shows the
+// commit the daemon applied to each company. git-sync is the substitute of
 // pushGitSync, at the image deploy/base names (the node's mirror).
 func TestDeployBaseGitSync(t *testing.T) {
 	c, node, apiHost, _ := deployNode(t)
@@ -113,6 +114,11 @@ func TestDeployBaseGitSync(t *testing.T) {
 		t.Fatalf("tenant %s of commit %s: %v\n%s", second, hash, err, podsReport(c, baseNamespace))
 	}
 	t.Logf("commit %.12s → tenant %s applied in %s (GITSYNC_PERIOD %s)", hash, second, time.Since(pushed).Round(time.Millisecond), gitSyncPeriod)
+
+	// pcsync get companies, as a user runs it, shows the commit the daemon
+	// applied to each company, Ready (their CompanyStatus objects).
+	table := waitGetCompanies(ctx, t, c, baseNamespace, map[string]string{"acme": hash, "initech": hash})
+	t.Logf("pcsync get companies -n %s:\n%s", baseNamespace, table)
 
 	// A run dropped into the spool volume, as the Paperclip server writes it.
 	dropped := time.Now()
