@@ -15,6 +15,7 @@ require (
 	github.com/spf13/pflag v1.0.10
 	github.com/stripe/goproxy v0.0.0-20260826103935-0cd07c409a76
 	github.com/stripe/smokescreen v0.1.0
+	github.com/yuin/gopher-lua v1.1.2
 	go.yaml.in/yaml/v2 v2.4.4
 	go.yaml.in/yaml/v3 v3.0.5
 	golang.org/x/net v0.56.0
