@@ -78,11 +78,11 @@ func WaitHandled(ctx context.Context, dyn dynamic.Interface, ns, name, value str
 	ri := dyn.Resource(GVR).Namespace(ns)
 	sel := fields.OneTermEqualSelector("metadata.name", name).String()
 	lw := &cache.ListWatch{
-		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = sel
 			return ri.List(ctx, o)
 		},
-		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.FieldSelector = sel
 			return ri.Watch(ctx, o)
 		},
