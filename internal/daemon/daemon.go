@@ -14,6 +14,10 @@
 // on every replica, or only while leading), run on the controller manager
 // (internal/daemon/manager): started in order, stopped in the reverse order
 // and joined; one that fails ends the daemon with its name (controllers.go).
+// With Options.Status, a daemon that applies records each company's status
+// (pkg/companystatus/statusctl, controller "company-status", while leading)
+// from each reconcile, and answers reconcile requests with the loop's
+// Trigger.
 //
 // Beside them: the garbage collector's target for a long-lived process
 // (gc.go, SetGC) and the network check at start (netcheck.go,

@@ -61,6 +61,9 @@ type Controller struct {
 	held    map[string]bool
 	hold    func(cs.Spec) intent
 	pending map[string]request
+	// answered are the requests a reconcile answered, by name, until the
+	// object says so (its informer's next events may not yet).
+	answered map[string]string
 	// written are the objects the controller wrote that its informer may
 	// not show yet (its expectations), by name.
 	written map[string]*unstructured.Unstructured
@@ -100,7 +103,7 @@ func New(cfg *rest.Config, opts Options) (*Controller, error) {
 		disc: kc.Discovery(), cs: kc,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "company-status", MetricsProvider: opts.QueueMetrics}),
-		planned: map[string]planned{}, held: map[string]bool{}, pending: map[string]request{},
+		planned: map[string]planned{}, held: map[string]bool{}, pending: map[string]request{}, answered: map[string]string{},
 		written: map[string]*unstructured.Unstructured{}}
 	return c, nil
 }
@@ -231,7 +234,7 @@ func (c *Controller) Observe(out reconcile.Outcome) {
 	next := map[string]planned{}
 	for name, in := range intents(out, c.model, c.opts.Shard) {
 		if p, ok := c.pending[name]; ok && p.seen.Before(out.Started) {
-			in.handled = p.value
+			in.handled, c.answered[name] = p.value, p.value
 			delete(c.pending, name)
 		}
 		if prev, ok := c.planned[name]; ok && in.handled == "" {

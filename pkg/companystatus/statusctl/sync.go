@@ -38,7 +38,10 @@ func (c *Controller) changed(obj any) {
 			requested = o.Requested()
 		}
 	}
-	fresh := requested != "" && c.pending[name].value != requested
+	if requested == "" {
+		delete(c.answered, name)
+	}
+	fresh := requested != "" && c.pending[name].value != requested && c.answered[name] != requested
 	if fresh {
 		c.pending[name] = request{value: requested, seen: c.opts.Now()}
 	}
