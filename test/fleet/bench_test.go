@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/pcsync/pcsync/internal/testing/testcluster"
+	companystatus "github.com/pcsync/pcsync/pkg/companystatus"
 	"github.com/pcsync/pcsync/pkg/config/configtest"
 	"github.com/pcsync/pcsync/pkg/egressproxy/allow"
 )
@@ -97,6 +98,10 @@ func measureFleet(b *testing.B, c *testcluster.Cluster, bin string, n int) fleet
 	}
 	sys := c.Namespace(b, "fleet-sys", nil)
 	b.Cleanup(func() { deleteTenants(b, c, prefix) })
+	// The daemon records each company's status, as deploy/base's does.
+	if err := c.ApplyCRD(context.Background(), companystatus.CRD, companystatus.CRDName); err != nil {
+		b.Fatal(err)
+	}
 	f := fleetFigures{companies: n, window: *fleetWindow}
 	start := time.Now()
 	d := startDaemon(b, bin, c.KubeconfigPath(), "--config", dir, "--executor", "kubernetes",
