@@ -47,9 +47,9 @@ var benchCompanies = flag.Int("apply-bench-companies", 100, "how many companies 
 // fleet (8 until the RoleBinding pcsync of commit 7242cac).
 const benchObjectsPerCompany = 9
 
-// benchRounds is the number of rounds per benchmark iteration: each round applies
-// once with every client.
-const benchRounds = 3
+// benchRounds is the number of rounds per benchmark iteration
+// (-apply-bench-rounds): each round applies once with every client.
+var benchRounds = flag.Int("apply-bench-rounds", 3, "rounds per BenchmarkApply iteration, each applying once with every client")
 
 var benchClients = flag.String("apply-bench-clients", "kubectl,bare,pcsync",
 	"the clients BenchmarkApply compares, comma-separated (kubectl, bare, pcsync, pcsync-reference)")
@@ -69,7 +69,7 @@ var benchScenarios = flag.String("apply-bench-scenarios", "cold,noop", "the scen
 // everything (the client's namespaces are deleted, untimed, before each of its
 // applies); "noop" applies an unchanged fleet again. Rendering is not timed.
 //
-// Every iteration runs benchRounds rounds, and every round applies once with each
+// Every iteration runs -apply-bench-rounds rounds, and every round applies once with each
 // client, in an order that rotates from round to round, so that the clients share the
 // machine's load alike. Reported per scenario: each client's p50 and p99 (ms) and
 // mutating requests per apply (from the API server's audit log, by user agent),
@@ -114,7 +114,7 @@ func BenchmarkApply(b *testing.B) {
 			}
 			s := &benchScenario{name: scenario, load0: loadAverage()}
 			for i := 0; i < b.N; i++ {
-				for r := 0; r < benchRounds; r++ {
+				for r := 0; r < *benchRounds; r++ {
 					round := map[string]time.Duration{}
 					n := len(s.rounds)
 					for k := range clients {
