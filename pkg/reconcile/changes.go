@@ -21,10 +21,16 @@ func idOf(u *unstructured.Unstructured) objectID {
 // digests are the rendered objects' digests, by object.
 type digests map[objectID][sha256.Size]byte
 
-// objectDigests are rendered objects' digests by the object itself: a
-// render cache (render.Cache) hands back the same objects, never changed,
-// for a company whose inputs did not change.
-type objectDigests map[*unstructured.Unstructured][sha256.Size]byte
+// objectDigests are rendered objects' IDs and digests by the object
+// itself: a render cache (render.Cache) hands back the same objects, never
+// changed, for a company whose inputs did not change.
+type objectDigests map[*unstructured.Unstructured]digested
+
+// digested is an object's ID and digest.
+type digested struct {
+	id  objectID
+	sum [sha256.Size]byte
+}
 
 // digestRender digests each rendered object (taking the digest of an
 // object of last from it) and the render as a whole; dup is set when two
@@ -36,14 +42,14 @@ func digestRender(objs []*unstructured.Unstructured, last objectDigests) (per di
 	h := sha256.New()
 	var e encoder
 	for _, o := range objs {
-		sum, ok := last[o]
+		d, ok := last[o]
 		if !ok {
 			e.buf = e.buf[:0]
 			e.value(o.Object, 0)
-			sum = sha256.Sum256(e.buf)
+			d = digested{id: idOf(o), sum: sha256.Sum256(e.buf)}
 		}
-		byObject[o] = sum
-		id := idOf(o)
+		byObject[o] = d
+		id, sum := d.id, d.sum
 		if _, ok := per[id]; ok {
 			dup = true
 		}
@@ -53,17 +59,21 @@ func digestRender(objs []*unstructured.Unstructured, last objectDigests) (per di
 	return per, hex.EncodeToString(h.Sum(nil)), dup, byObject
 }
 
-// changes returns the objects of objs (digested in now) that are new or
-// whose digest differs from applied, and whether applied holds an object
-// objs no longer do.
-func changes(applied, now digests, objs []*unstructured.Unstructured) (changed []*unstructured.Unstructured, removed bool) {
+// changes returns the objects of objs (digested in now; their IDs in
+// byObject, when there) that are new or whose digest differs from applied,
+// and whether applied holds an object objs no longer do.
+func changes(applied, now digests, byObject objectDigests, objs []*unstructured.Unstructured) (changed []*unstructured.Unstructured, removed bool) {
 	for id := range applied {
 		if _, ok := now[id]; !ok {
 			return nil, true
 		}
 	}
 	for _, o := range objs {
-		id := idOf(o)
+		known, ok := byObject[o]
+		id := known.id
+		if !ok {
+			id = idOf(o)
+		}
 		if d, ok := applied[id]; !ok || d != now[id] {
 			changed = append(changed, o)
 		}

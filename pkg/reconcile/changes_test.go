@@ -67,7 +67,7 @@ func TestChanges(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			now, _, _, _ := digestRender(tt.objs, nil)
-			changed, removed := changes(applied, now, tt.objs)
+			changed, removed := changes(applied, now, nil, tt.objs)
 			var names []string
 			for _, o := range changed {
 				names = append(names, o.GetName())
@@ -87,7 +87,7 @@ func TestDigestTakesTheLastRendersDigests(t *testing.T) {
 	x, y := configMap("x", map[string]any{"k": "1"}), configMap("y", map[string]any{"k": "1"})
 	first, whole, _, last := digestRender([]*unstructured.Unstructured{x, y}, nil)
 	marked := maps.Clone(last)
-	marked[x] = [32]byte{1} // a digest no encoding gives: seen only if taken from last
+	marked[x] = digested{id: idOf(x), sum: [32]byte{1}} // a digest no encoding gives: seen only if taken from last
 	tests := []struct {
 		name      string
 		objs      []*unstructured.Unstructured
@@ -106,7 +106,7 @@ func TestDigestTakesTheLastRendersDigests(t *testing.T) {
 			if (got == whole) != tt.wantWhole {
 				t.Errorf("whole digest %s, the first render's %s: same %v, want %v", got, whole, got == whole, tt.wantWhole)
 			}
-			if len(byObject) != len(tt.objs) || byObject[tt.objs[1]] != first[idOf(y)] {
+			if len(byObject) != len(tt.objs) || byObject[tt.objs[1]].sum != first[idOf(y)] {
 				t.Errorf("digests by object %v: want one per object, y's %x", byObject, first[idOf(y)])
 			}
 		})

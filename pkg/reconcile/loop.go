@@ -356,7 +356,7 @@ func (l *Loop) apply(ctx context.Context, log *slog.Logger, out *Outcome, objs [
 	t := time.Now()
 	defer func() { out.Stages.Apply = time.Since(t) }()
 	if !full && l.applied != nil {
-		changed, removed := changes(l.applied, now, objs)
+		changed, removed := changes(l.applied, now, l.digested, objs)
 		if !removed {
 			po := opts
 			po.Partial, po.Prune = true, false
