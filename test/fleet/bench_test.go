@@ -32,6 +32,7 @@ var (
 	fleetCommits = flag.Int("fleet-commits", 5, "how many one-company commits are timed to applied")
 	fleetIdle    = flag.Int("fleet-proxy-idle", 10, "the fleet's spec.egress.proxyIdleSec: its proxies sleep before the window")
 	fleetLogs    = flag.String("fleet-logs", "", "a directory where each size's daemon log is written (daemon-<size>.log)")
+	fleetHeap    = flag.String("fleet-heap", "", "a directory where each size's daemon heap profile at rest is written (heap-<size>.pprof; the daemon runs with --profiling)")
 )
 
 // fleetAgents is how many agents each company of the fleet has.
@@ -105,10 +106,11 @@ func measureFleet(b *testing.B, c *testcluster.Cluster, bin string, n int) fleet
 	}
 	f := fleetFigures{companies: n, window: *fleetWindow}
 	start := time.Now()
-	d := startDaemon(b, bin, c.KubeconfigPath(), "--config", dir, "--executor", "kubernetes",
+	args := []string{"--config", dir, "--executor", "kubernetes",
 		"--spool", b.TempDir(), "--state-dir", b.TempDir(), "--metrics-bind-address", "127.0.0.1:0",
 		"--prune", "--applyset", "pcsync", "--applyset-namespace", sys, "--interval", "1h",
-		"--debounce", "200ms", "--skip-network-check")
+		"--debounce", "200ms", "--skip-network-check"}
+	d := startDaemon(b, bin, c.KubeconfigPath(), append(args, profiling()...)...)
 	waitFor(b, 30*time.Minute, "the fleet's first apply", d, func() bool {
 		return d.metric(b, "pcsync_reconcile_last_success_timestamp_seconds") > 0
 	})
@@ -128,6 +130,9 @@ func measureFleet(b *testing.B, c *testcluster.Cluster, bin string, n int) fleet
 	req1, _ := d.requests(b)
 	rss, cpu1 := d.usage(b)
 	f.rss, f.cpu, f.requests = rss, cpu1-cpu0, req1-req0
+	if *fleetHeap != "" {
+		d.heapProfile(b, filepath.Join(*fleetHeap, fmt.Sprintf("heap-%d.pprof", n)))
+	}
 
 	for k := range *fleetCommits {
 		f.commit = append(f.commit, commitApplied(b, c, d, dir, prefix, k))

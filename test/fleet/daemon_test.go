@@ -5,6 +5,7 @@ package fleet
 import (
 	"bufio"
 	"bytes"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -104,6 +105,33 @@ func (d *daemon) scrape(b testing.TB) []string {
 }
 
 // metric scrapes the daemon once and sums the samples named name.
+// profiling is the daemon's --profiling when -fleet-heap asks for its
+// heap profiles.
+func profiling() []string {
+	if *fleetHeap == "" {
+		return nil
+	}
+	return []string{"--profiling"}
+}
+
+// heapProfile writes the daemon's heap profile (after a collection) to
+// path.
+func (d *daemon) heapProfile(b testing.TB, path string) {
+	b.Helper()
+	resp, err := http.Get("http://" + d.addr + "/debug/pprof/heap?gc=1")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		b.Fatalf("heap profile: %v (status %d)", err, resp.StatusCode)
+	}
+	if err := os.WriteFile(path, body, 0o644); err != nil {
+		b.Fatal(err)
+	}
+}
+
 func (d *daemon) metric(b testing.TB, name string) float64 { return sum(d.scrape(b), name) }
 
 // sum adds up the samples of lines named name whose line holds every one
