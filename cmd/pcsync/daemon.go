@@ -21,6 +21,7 @@ import (
 	"github.com/pcsync/pcsync/pkg/introspect"
 	"github.com/pcsync/pcsync/pkg/metrics"
 	"github.com/pcsync/pcsync/pkg/reconcile"
+	"github.com/pcsync/pcsync/pkg/render"
 	"github.com/pcsync/pcsync/pkg/runs"
 	"github.com/pcsync/pcsync/pkg/runs/localexec"
 	"github.com/pcsync/pcsync/pkg/runs/spool"
@@ -34,6 +35,7 @@ type daemonFlags struct {
 	rescan                                         time.Duration
 
 	interval, debounce time.Duration
+	renderCache        bool
 	// gitopsFlags are apply's and diff's ApplySet, side and prune flags,
 	// added with the daemon's own help.
 	gitopsFlags
@@ -135,6 +137,9 @@ func newDaemonCmd(g *globalOptions) *cobra.Command {
 	fl.BoolVar(&f.noRuns, "no-runs", false, "run no agents; only reconcile")
 	fl.DurationVar(&f.interval, "interval", f.interval, "time between periodic reconciles that correct drift (plus up to 10% jitter)")
 	fl.DurationVar(&f.debounce, "debounce", f.debounce, "quiet time after a config file change before it is reconciled")
+	fl.BoolVar(&f.renderCache, "render-cache", false,
+		"keep every company's rendered objects between reconciles, so that a change renders only the companies it touched "+
+			"(faster commits in a large fleet, for about 50 KiB of memory a company)")
 	md := apply.DefaultManagerOptions()
 	f.set.output = "text"
 	fl.StringVar(&f.set.name, "applyset", md.ApplySet.Name, "name of the Secret that is the ApplySet parent (inventory)")
@@ -261,6 +266,18 @@ func (f *daemonFlags) shardSet(s config.Shard) string {
 	return apply.ParentID(s.Name(apply.DefaultManagerOptions().ApplySet.Name), f.set.namespace)
 }
 
+// reconcileOptions sets the reconcile loop's timing, apply limits, loader
+// and renderer from the flags.
+func (f *daemonFlags) reconcileOptions(g *globalOptions, ro *reconcile.Options, lim apply.ApplyOptions) {
+	ro.Interval, ro.Debounce, ro.Logger = f.interval, f.debounce, g.Logger
+	ro.Apply.Prune, ro.Apply.PruneMax, ro.Apply.PruneFloor = lim.Prune, lim.PruneMax, lim.PruneFloor
+	ro.Apply.ForceConflicts = f.forceConflicts
+	ro.Load, ro.Render = g.loadOptions(f.set.namespace), g.renderOptions()
+	if f.renderCache {
+		ro.Render.Cache = render.NewCache()
+	}
+}
+
 // options are the daemon's options for the flags: the reconcile loop (and
 // its applier), the runs loop (and its executor), the sandbox provider,
 // leader election, and the API server probe when any of them needs the
@@ -285,10 +302,7 @@ func (f *daemonFlags) options(ctx context.Context, g *globalOptions, lim apply.A
 	}
 	opts.Logger, opts.Once, opts.MetricsAddress, opts.Profiling = g.Logger, f.once, f.metricsAddr, f.profiling
 	ro := &opts.Reconcile
-	ro.Interval, ro.Debounce, ro.Logger = f.interval, f.debounce, g.Logger
-	ro.Apply.Prune, ro.Apply.PruneMax, ro.Apply.PruneFloor = lim.Prune, lim.PruneMax, lim.PruneFloor
-	ro.Apply.ForceConflicts = f.forceConflicts
-	ro.Load, ro.Render = g.loadOptions(f.set.namespace), g.renderOptions()
+	f.reconcileOptions(g, ro, lim)
 	if err := f.sharedControllers(g, &opts); err != nil {
 		return opts, err
 	}

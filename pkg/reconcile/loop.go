@@ -304,6 +304,11 @@ func (l *Loop) reconcile(ctx context.Context, trigger Trigger) (out Outcome) {
 	t := time.Now()
 	now, hash, dup, digested := digestRender(rendered.Objects, l.digested)
 	l.digested = digested
+	if l.opts.Render.Cache == nil {
+		// Kept past this reconcile only with a render cache, which hands
+		// the same objects back: else they would keep the render alive.
+		defer func() { l.digested = nil }()
+	}
 	out.Stages.Digest = time.Since(t)
 	out.Revision = revision(dir, hash)
 	out.ConfigChanged = hash != l.appliedHash

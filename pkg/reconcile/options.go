@@ -93,9 +93,11 @@ type Options struct {
 	// moved in then fails as not owned.
 	ShardSet func(s config.Shard) string
 	// Load and Render configure the config loader and the renderer. The
-	// loop gives each a cache of its own when it has none, so that a
-	// change parses and validates again only the files that changed, and
-	// renders (and digests) only the companies whose inputs changed.
+	// loop gives Load a cache of its own when it has none, so that a
+	// change parses and validates again only the files that changed. With
+	// Render.Cache (none by default: it holds every company's objects,
+	// about 50 KiB a company in egress mode proxy), a change renders and
+	// digests only the companies whose inputs changed.
 	Load   config.LoadOptions
 	Render render.Options
 	// Logger receives the loop's logs. Default slog.Default().
@@ -171,9 +173,6 @@ func (o *Options) complete() error {
 	}
 	if o.Load.Cache == nil {
 		o.Load.Cache = config.NewLoadCache()
-	}
-	if o.Render.Cache == nil {
-		o.Render.Cache = render.NewCache()
 	}
 	return nil
 }

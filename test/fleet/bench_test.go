@@ -32,6 +32,7 @@ var (
 	fleetCommits = flag.Int("fleet-commits", 5, "how many one-company commits are timed to applied")
 	fleetIdle    = flag.Int("fleet-proxy-idle", 10, "the fleet's spec.egress.proxyIdleSec: its proxies sleep before the window")
 	fleetLogs    = flag.String("fleet-logs", "", "a directory where each size's daemon log is written (daemon-<size>.log)")
+	fleetCache   = flag.Bool("fleet-render-cache", false, "the daemon keeps every company's rendered objects (--render-cache)")
 	fleetHeap    = flag.String("fleet-heap", "", "a directory where each size's daemon heap profile at rest is written (heap-<size>.pprof; the daemon runs with --profiling)")
 )
 
@@ -110,7 +111,7 @@ func measureFleet(b *testing.B, c *testcluster.Cluster, bin string, n int) fleet
 		"--spool", b.TempDir(), "--state-dir", b.TempDir(), "--metrics-bind-address", "127.0.0.1:0",
 		"--prune", "--applyset", "pcsync", "--applyset-namespace", sys, "--interval", "1h",
 		"--debounce", "200ms", "--skip-network-check"}
-	d := startDaemon(b, bin, c.KubeconfigPath(), append(args, profiling()...)...)
+	d := startDaemon(b, bin, c.KubeconfigPath(), append(args, extraFlags()...)...)
 	waitFor(b, 30*time.Minute, "the fleet's first apply", d, func() bool {
 		return d.metric(b, "pcsync_reconcile_last_success_timestamp_seconds") > 0
 	})

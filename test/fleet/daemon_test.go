@@ -105,13 +105,17 @@ func (d *daemon) scrape(b testing.TB) []string {
 }
 
 // metric scrapes the daemon once and sums the samples named name.
-// profiling is the daemon's --profiling when -fleet-heap asks for its
-// heap profiles.
-func profiling() []string {
-	if *fleetHeap == "" {
-		return nil
+// extraFlags are the daemon's --profiling when -fleet-heap asks for its
+// heap profiles, and its --render-cache with -fleet-render-cache.
+func extraFlags() []string {
+	var out []string
+	if *fleetHeap != "" {
+		out = append(out, "--profiling")
 	}
-	return []string{"--profiling"}
+	if *fleetCache {
+		out = append(out, "--render-cache")
+	}
+	return out
 }
 
 // heapProfile writes the daemon's heap profile (after a collection) to
