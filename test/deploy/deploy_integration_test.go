@@ -115,7 +115,8 @@ func TestBaseServerSideDryRun(t *testing.T) {
 		kinds = append(kinds, o.GetKind()+"/"+o.GetName())
 	}
 	sort.Strings(kinds)
-	want := []string{"ClusterRole/pcsync", "ClusterRole/pcsync-tenant", "ClusterRoleBinding/pcsync", "Deployment/pcsync", "Namespace/pcsync-system",
+	want := []string{"ClusterRole/pcsync", "ClusterRole/pcsync-tenant", "ClusterRoleBinding/pcsync",
+		"CustomResourceDefinition/companystatuses.pcsync.io", "Deployment/pcsync", "Namespace/pcsync-system",
 		"PersistentVolumeClaim/pcsync-spool", "Role/pcsync", "RoleBinding/pcsync",
 		"Service/pcsync-metrics", "ServiceAccount/pcsync"}
 	if diff := cmp.Diff(want, kinds); diff != "" {
