@@ -1,11 +1,15 @@
 // Package ctlqueue is the worker loop of a controller's workqueue, in
 // client-go's shape, written once: take an item, sync it, forget it or,
-// when its sync failed, queue it again after the queue's rate limit. It
-// imports no package of pcsync's.
+// when its sync failed, queue it again after the queue's rate limit; and
+// the workers' start and joined stop. It imports no package of pcsync's.
 package ctlqueue
 
 import (
 	"context"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"k8s.io/client-go/util/workqueue"
 )
@@ -34,4 +38,22 @@ func next[T comparable](ctx context.Context, q workqueue.TypedRateLimitingInterf
 	}
 	q.Forget(item)
 	return true
+}
+
+// Run starts n workers of work, each restarted a second after it returns,
+// until ctx ends; then it shuts q down, waits for the workers, calls stop
+// (the controller's informers and handlers) and closes done.
+func Run[T comparable](ctx context.Context, q workqueue.TypedRateLimitingInterface[T], n int,
+	work func(context.Context), stop func(), done chan<- struct{}) {
+	var workers sync.WaitGroup
+	for range n {
+		workers.Go(func() { wait.UntilWithContext(ctx, work, time.Second) })
+	}
+	go func() {
+		defer close(done)
+		<-ctx.Done()
+		q.ShutDown()
+		workers.Wait()
+		stop()
+	}()
 }

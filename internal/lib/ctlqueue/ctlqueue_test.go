@@ -43,3 +43,36 @@ func TestWork(t *testing.T) {
 		t.Errorf("b not forgotten after its success: %d retries", q.NumRequeues("b"))
 	}
 }
+
+// TestRunStopsInOrder: Run's workers sync the queue's items; once its
+// context ends the queue shuts down, the workers return, stop runs after
+// them, and done closes last.
+func TestRunStopsInOrder(t *testing.T) {
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
+	synced := make(chan string, 1)
+	working := make(chan struct{}, 2)
+	work := func(ctx context.Context) {
+		working <- struct{}{}
+		Work(ctx, q, func(_ context.Context, item string) error { synced <- item; return nil }, func(string, error) {})
+		working <- struct{}{}
+	}
+	var order []string
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	Run(ctx, q, 1, work, func() {
+		if !q.ShuttingDown() || len(working) != 2 {
+			order = append(order, "stop before the worker returned")
+			return
+		}
+		order = append(order, "stop")
+	}, done)
+	q.Add("a")
+	if got := <-synced; got != "a" {
+		t.Fatalf("synced %q, want a", got)
+	}
+	cancel()
+	<-done
+	if diff := cmp.Diff([]string{"stop"}, order); diff != "" {
+		t.Errorf("stop (-want +got):\n%s", diff)
+	}
+}

@@ -14,7 +14,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -153,19 +152,11 @@ func (c *Controller) Run(ctx context.Context) error {
 	c.recorder = c.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "pcsync"})
 	c.condition(true, "Recording", "the daemon records each company's status in "+cs.Resource+" of namespace "+c.opts.Namespace)
 	c.enqueueRemoved()
-	var workers sync.WaitGroup
-	for range c.opts.Workers {
-		workers.Go(func() { wait.UntilWithContext(ctx, c.work, time.Second) })
-	}
-	go func() {
-		defer close(c.done)
-		<-ctx.Done()
-		c.queue.ShutDown()
-		workers.Wait()
+	ctlqueue.Run(ctx, c.queue, c.opts.Workers, c.work, func() {
 		stopInformer()
 		f.Shutdown()
 		c.broadcaster.Shutdown()
-	}()
+	}, c.done)
 	return nil
 }
 

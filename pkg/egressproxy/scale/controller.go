@@ -8,11 +8,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pcsync/pcsync/internal/lib/ctlqueue"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	appslisters "k8s.io/client-go/listers/apps/v1"
@@ -144,18 +145,10 @@ func (c *Controller) Run(ctx context.Context) error {
 		close(c.done)
 		return fmt.Errorf("proxy scale: proxies and pods not listed: %w", context.Cause(ctx))
 	}
-	var workers sync.WaitGroup
-	for range c.opts.Workers {
-		workers.Go(func() { wait.UntilWithContext(ctx, c.work, time.Second) })
-	}
-	go func() {
-		defer close(c.done)
-		<-ctx.Done()
-		c.queue.ShutDown()
+	ctlqueue.Run(ctx, c.queue, c.opts.Workers, c.work, func() {
 		_ = c.pods.RemoveEventHandler(reg)
-		workers.Wait()
 		c.factory.Shutdown()
-	}()
+	}, c.done)
 	return nil
 }
 

@@ -9,7 +9,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -116,20 +114,12 @@ func (c *Controller) Run(ctx context.Context) error {
 		close(c.done)
 		return fmt.Errorf("credential tokens: %w", err)
 	}
-	var workers sync.WaitGroup
-	for range c.opts.Workers {
-		workers.Go(func() { wait.UntilWithContext(ctx, c.work, time.Second) })
-	}
-	go func() {
-		defer close(c.done)
-		<-ctx.Done()
+	ctlqueue.Run(ctx, c.queue, c.opts.Workers, c.work, func() {
 		_ = c.informer.RemoveEventHandler(reg)
-		c.queue.ShutDown()
-		workers.Wait()
 		if c.own != nil {
 			c.own.Stop()
 		}
-	}()
+	}, c.done)
 	return nil
 }
 
