@@ -28,6 +28,7 @@
 // credential route, served by `pcsync egress-proxy --credentials`, that
 // sets a model key in place of a per-run token) and tokensync (the
 // daemon's controller that names the live runs' tokens on the proxy's
-// pods) and scale (the daemon's controller that keeps a proxy at one pod
-// while its company has work, and at none once it has been idle).
+// pods), scale (the daemon's controller that keeps a proxy at one pod
+// while its company has work, and at none once it has been idle) and spend
+// (what the credential route's answers cost, read as they stream).
 package egressproxy
