@@ -20,6 +20,7 @@
 //	rules_pool.go the rules of a company's warm pools: image or adapter type, agent, and the fit in its quota
 //	rules_credentials.go the rules of a company's credentials: egress mode proxy, a provider its agents use, each once
 //	rules_egress.go the rules of a company's egress: host names, and CIDRs that reach no private range without allowPrivateCidrs
+//	rules_suspend.go the rules of a company's suspended leases: their claims in its quota (persistentVolumeClaims, requestsStorage)
 //	model.go      the Go types of a loaded Model
 //	resolve.go    lookups on a Model (company by slug or id, agent, adapter defaults)
 //	run.go        ParseRun: one run request against #Run

@@ -278,6 +278,11 @@ type Quota struct {
 	LimitsMemory   *Quantity `json:"limitsMemory,omitempty"`
 	// LimitsEphemeralStorage is limits.ephemeral-storage.
 	LimitsEphemeralStorage *Quantity `json:"limitsEphemeralStorage,omitempty"`
+	// PersistentVolumeClaims is persistentvolumeclaims: the claims the
+	// tenant may hold (suspended leases' workspaces, sessions).
+	PersistentVolumeClaims *int `json:"persistentVolumeClaims,omitempty"`
+	// RequestsStorage is requests.storage: the sum of its claims' sizes.
+	RequestsStorage *Quantity `json:"requestsStorage,omitempty"`
 }
 
 // ResourceList is CPU, memory and ephemeral storage; nil fields are unset.
@@ -433,7 +438,34 @@ type CompanySandbox struct {
 	// RefillDelaySec is how long a claim holds the company's pool refills
 	// (the schema's default: 3; 0 refills at once).
 	RefillDelaySec int `json:"refillDelaySec"`
+	// Suspend, when set, suspends the company's kept leases when idle,
+	// their workspace and HOME on a claim of this storage.
+	Suspend *LeaseSuspend `json:"suspend,omitempty"`
 }
+
+// LeaseSuspend is spec.sandbox.suspend: when a kept lease gives its pod
+// back, and the storage that keeps its workspace and HOME meanwhile.
+type LeaseSuspend struct {
+	// IdleSec is how long a kept lease with no execute keeps its pod.
+	IdleSec int `json:"idleSec"`
+	// Size is each lease's claim's storage request.
+	Size Quantity `json:"size"`
+	// StorageClassName is the claims' StorageClass; empty: the cluster's
+	// default.
+	StorageClassName string `json:"storageClassName,omitempty"`
+}
+
+// LeaseSuspend is company c's spec.sandbox.suspend; nil when its kept
+// leases are never suspended.
+func (c *Company) LeaseSuspend() *LeaseSuspend {
+	if c.Spec.Sandbox == nil {
+		return nil
+	}
+	return c.Spec.Sandbox.Suspend
+}
+
+// IdleTime is how long a kept lease with no execute keeps its pod.
+func (s *LeaseSuspend) IdleTime() time.Duration { return time.Duration(s.IdleSec) * time.Second }
 
 // RefillDelay is how long a claim of a member of a pool of company c holds
 // the company's refills (spec.sandbox.refillDelaySec); 0: at once, or no

@@ -206,6 +206,8 @@ func (m *Model) Quota(c *Company) Quota {
 		q.LimitsCPU = pick(o.LimitsCPU, q.LimitsCPU)
 		q.LimitsMemory = pick(o.LimitsMemory, q.LimitsMemory)
 		q.LimitsEphemeralStorage = pick(o.LimitsEphemeralStorage, q.LimitsEphemeralStorage)
+		q.PersistentVolumeClaims = pick(o.PersistentVolumeClaims, q.PersistentVolumeClaims)
+		q.RequestsStorage = pick(o.RequestsStorage, q.RequestsStorage)
 	}
 	return q
 }

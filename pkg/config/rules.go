@@ -96,6 +96,7 @@ func (k *checker) company(d *document, c *Company) {
 	k.credentials(d, c)
 	k.warmPool(d, c)
 	k.egressQuota(d, c)
+	k.leaseSuspend(d, c)
 	if c.Spec.Paperclip.Manage && k.m.Settings.Spec.Paperclip == nil {
 		p := keys("spec", "paperclip", "manage")
 		k.errs.add(d.posIn(p, false), p.String(),

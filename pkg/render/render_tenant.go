@@ -139,6 +139,10 @@ func (t tenant) quota() map[string]any {
 	setQuantity(hard, "limits.cpu", q.LimitsCPU)
 	setQuantity(hard, "limits.memory", q.LimitsMemory)
 	setQuantity(hard, "limits.ephemeral-storage", q.LimitsEphemeralStorage)
+	if q.PersistentVolumeClaims != nil {
+		hard["persistentvolumeclaims"] = itoa(*q.PersistentVolumeClaims)
+	}
+	setQuantity(hard, "requests.storage", q.RequestsStorage)
 	o := t.object("v1", "ResourceQuota", QuotaName)
 	o["spec"] = map[string]any{"hard": hard}
 	return o
