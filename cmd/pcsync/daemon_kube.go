@@ -40,6 +40,7 @@ func newKubeExecutor(ctx context.Context, g *globalOptions, stateDir string, m *
 		opts.Build.Inherited = self.Inherit(config.Inherit{ImagePullSecrets: true, DNSConfig: true})
 	}
 	opts.ProxyAddresses, opts.Pods, opts.ProxyScale = sh.Addresses(), sh.Pods(), sh.Scale()
+	opts.Hosts = sh.Hosts()
 	return kubeexec.New(ctx, cfg, opts)
 }
 

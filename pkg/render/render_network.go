@@ -39,22 +39,26 @@ func dnsRule() map[string]any {
 	}
 }
 
-// egressAllow lets agent pods reach kube-dns, the Paperclip server and the
-// allowed CIDRs; in proxy mode also the tenant's egress proxy; in standard
-// mode, when host names are wanted, also public IPv4 on TCP 443 (a
-// NetworkPolicy cannot name hosts).
+// egressAllow lets agent pods reach the Paperclip server and the allowed
+// CIDRs, and kube-dns except in proxy mode; in proxy mode also the
+// tenant's egress proxy, which resolves every name the agents reach
+// through it (their pods have no cluster DNS: agentenv.NoClusterDNS); in
+// standard mode, when host names are wanted, also public IPv4 on TCP 443
+// (a NetworkPolicy cannot name hosts).
 func (t tenant) egressAllow() map[string]any {
 	srv := t.m.Settings.Spec.Server
-	rules := []any{
-		dnsRule(),
+	var rules []any
+	if !t.proxyMode() {
+		rules = append(rules, dnsRule())
+	}
+	rules = append(rules,
 		map[string]any{
 			"to": []any{map[string]any{
 				"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": srv.Namespace}},
 				"podSelector":       map[string]any{"matchLabels": stringMap(srv.PodSelector)},
 			}},
 			"ports": []any{port("TCP", srv.Port)},
-		},
-	}
+		})
 	for _, r := range t.c.Spec.Egress.AllowCIDRs {
 		ports := make([]any, len(r.Ports))
 		for i, p := range r.Ports {

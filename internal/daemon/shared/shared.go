@@ -49,6 +49,7 @@ type Shared struct {
 	opts   Options
 	pods   *podinformer.Informer
 	addrs  *agentenv.Addresses
+	hosts  *agentenv.Hosts
 	tokens *tokensync.Controller
 	scale  *scale.Controller
 	// idle is each tenant namespace's proxy idle period, from the last
@@ -63,7 +64,7 @@ func New(cfg *rest.Config, o Options) (*Shared, error) {
 	if err != nil {
 		return nil, fmt.Errorf("shared controllers: cluster access: %w", err)
 	}
-	s := &Shared{opts: o, pods: podinformer.New(cs, podinformer.DefaultOptions()), addrs: agentenv.NewAddresses(cs)}
+	s := &Shared{opts: o, pods: podinformer.New(cs, podinformer.DefaultOptions()), addrs: agentenv.NewAddresses(cs), hosts: agentenv.NewHosts(cs)}
 	s.tokens = tokensync.New(cs, tokensync.Options{Logger: o.Logger, QueueMetrics: o.QueueMetrics, Pods: s.pods})
 	so := scale.DefaultOptions()
 	so.Idle, so.Logger, so.QueueMetrics = s.idleFor, o.Logger, o.QueueMetrics
@@ -92,6 +93,10 @@ func (s *Shared) Pods() cache.SharedIndexInformer { return s.pods }
 
 // Addresses are the egress proxies' ClusterIPs.
 func (s *Shared) Addresses() *agentenv.Addresses { return s.addrs }
+
+// Hosts finds the Paperclip server's address for the /etc/hosts of agent
+// pods without cluster DNS (egress mode proxy).
+func (s *Shared) Hosts() *agentenv.Hosts { return s.hosts }
 
 // Scale is the proxies' scaler, which runs and leases ask for their
 // proxy.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pcsync/pcsync/internal/lib/agentpod"
 	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/egressproxy/agentenv"
 	"github.com/pcsync/pcsync/pkg/images"
 	"github.com/pcsync/pcsync/pkg/introspect"
 	"github.com/pcsync/pcsync/pkg/podsched"
@@ -141,6 +142,11 @@ func (in Input) podTemplate(o BuildOptions, name string, res corev1.ResourceRequ
 	if in.Model.Settings.Spec.Inherit.DNSConfig && o.Inherited.DNSConfig != nil {
 		t.Spec.DNSConfig = o.Inherited.DNSConfig.DeepCopy()
 		t.Spec.DNSPolicy = o.Inherited.DNSPolicy
+	}
+	if in.Proxy != nil {
+		// Egress mode proxy: the proxy resolves every name the agent
+		// reaches through it; the pod has no DNS channel of its own.
+		agentenv.NoClusterDNS(&t.Spec, in.HostAliases)
 	}
 	return t
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
@@ -118,6 +119,11 @@ type Options struct {
 	// has no proxy Service fails, naming the Service. Nil: runs get no
 	// proxy variables.
 	ProxyAddresses ProxyAddresses
+	// Hosts, when set, gives the pods of a company in egress mode proxy,
+	// which have no cluster DNS, the address of the Paperclip server's
+	// host in their /etc/hosts (agentenv.Hosts). Nil: none, and such a
+	// pod cannot reach the server by a name.
+	Hosts Hosts
 	// StateDir is the daemon's state directory (runs.Layout.Dir); the
 	// executor keeps a small marker per started run under
 	// <StateDir>/runs/<name>/ so that a run whose Job vanished while no
@@ -193,6 +199,11 @@ type Options struct {
 // Service (agentenv.Addresses).
 type ProxyAddresses interface {
 	ClusterIP(namespace string) (string, error)
+}
+
+// Hosts finds the /etc/hosts entries of a URL's host (agentenv.Hosts).
+type Hosts interface {
+	Aliases(ctx context.Context, rawURL string) ([]corev1.HostAlias, error)
 }
 
 // ProxyScale scales the tenants' egress proxies (scale.Controller).

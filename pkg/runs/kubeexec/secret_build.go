@@ -75,6 +75,10 @@ type Input struct {
 	// Credentials are the company's credentials the CLI uses, with the
 	// run's token (egress mode proxy); nil when none.
 	Credentials *agentenv.Credentials
+	// HostAliases are the pod's /etc/hosts entries for the hosts it reaches
+	// without the proxy (the Paperclip server's), in egress mode proxy,
+	// where the pod has no cluster DNS (agentenv.NoClusterDNS).
+	HostAliases []corev1.HostAlias
 }
 
 // NewInput builds the Input of r: the adapter's command line for the run
@@ -157,7 +161,7 @@ func (in Input) env(o BuildOptions) []runs.EnvVar {
 			m[k] = runs.EnvVar{Name: k}
 		}
 		for k, v := range rc.Set {
-			m[k] = runs.EnvVar{Name: k, Value: v, Secret: v == rc.Token}
+			m[k] = runs.EnvVar{Name: k, Value: v, Secret: rc.Secret(v)}
 		}
 	}
 	out := make([]runs.EnvVar, 0, len(m))

@@ -98,6 +98,14 @@ func (e *Executor) newStart(ctx context.Context, r *runs.Run) (*start, error) {
 	if in.Proxy, ip, err = proxyVars(e.opts.ProxyAddresses, in); err != nil {
 		return nil, &runs.StartError{Code: result.ErrInvalidRequest, Err: fmt.Errorf("no Job created: %w", err)}
 	}
+	if in.Proxy != nil && e.opts.Hosts != nil && in.APIURL != "" {
+		// The pod has no cluster DNS: the server's name is in its
+		// /etc/hosts. Without it the run goes on; only the agent's calls
+		// to Paperclip fail, which the warning names.
+		if in.HostAliases, err = e.opts.Hosts.Aliases(ctx, in.APIURL); err != nil {
+			log.Warn("the Paperclip server's address was not found: the agent pod, which has no cluster DNS in egress mode proxy, cannot reach it by name", slog.Any("error", err))
+		}
+	}
 	if ip != "" && len(in.Company.Spec.Credentials) > 0 {
 		token, err := inject.NewToken()
 		if err != nil {

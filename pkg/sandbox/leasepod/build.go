@@ -13,6 +13,7 @@ import (
 	"github.com/pcsync/pcsync/internal/lib/agentpod"
 	"github.com/pcsync/pcsync/pkg/adapters"
 	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/egressproxy/agentenv"
 	"github.com/pcsync/pcsync/pkg/podsched"
 	"github.com/pcsync/pcsync/pkg/podsec"
 )
@@ -105,6 +106,12 @@ func BuildPod(l *Record, m *config.Model) (*corev1.Pod, error) {
 	// Where the pod runs: as the agent's Jobs (its node selector and
 	// tolerations, the company's runtime class), or the company's defaults.
 	podsched.For(c, agent).Apply(&pod.Spec)
+	if m.EgressMode(c) == config.EgressProxy {
+		// The proxy resolves every name the lease's commands reach; the
+		// pod has no DNS channel of its own. Paperclip is reached through
+		// the execute stream (its callback bridge), not by a name.
+		agentenv.NoClusterDNS(&pod.Spec, nil)
+	}
 	if l.Server == "" {
 		if err := addServerHelper(&pod.Spec, l.HelperImage, m.LimitRange(c)); err != nil {
 			return nil, fmt.Errorf("Pod/%s/%s: %w", l.Namespace, l.ID, err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/pcsync/pcsync/internal/lib/agentpod"
 	"github.com/pcsync/pcsync/pkg/adapters"
+	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/podsched"
 	"github.com/pcsync/pcsync/pkg/podsec"
 	"github.com/pcsync/pcsync/pkg/runs/kubeexec"
@@ -175,5 +176,39 @@ func TestBuildPodUnknownAgent(t *testing.T) {
 	l := &Record{ID: "pcsync-sbx-1", Namespace: m.Namespace(c), Company: "acme", Image: "img", Agent: "gone", ExpiresAt: time.Now().Add(time.Hour)}
 	if _, err := BuildPod(l, m); err == nil {
 		t.Fatal("BuildPod of a record naming an undeclared agent: no error")
+	}
+}
+
+// TestLeasePodNoClusterDNSInProxyMode: a lease pod of a company in egress
+// mode proxy has no cluster DNS (its lookups fail at once on its own
+// loopback); one in another mode keeps the cluster's.
+func TestLeasePodNoClusterDNSInProxyMode(t *testing.T) {
+	for _, tc := range []struct {
+		mode       config.EgressMode
+		wantPolicy corev1.DNSPolicy
+		wantConfig *corev1.PodDNSConfig
+	}{
+		{config.EgressProxy, corev1.DNSNone, &corev1.PodDNSConfig{Nameservers: []string{"127.0.0.1"},
+			Options: []corev1.PodDNSConfigOption{{Name: "attempts", Value: ptr.To("1")}, {Name: "timeout", Value: ptr.To("1")}}}},
+		{config.EgressStandard, "", nil},
+	} {
+		t.Run(string(tc.mode), func(t *testing.T) {
+			m := sandboxtest.SchedModel(t)
+			m.Settings.Spec.Egress.Mode = tc.mode
+			c, _ := m.Company("acme")
+			c.Spec.Egress.Mode = ""
+			l := &Record{ID: "pcsync-sbx-1", Namespace: m.Namespace(c), Company: "acme", Image: "img",
+				Server: "/usr/local/bin/pcsync", ExpiresAt: time.Now().Add(time.Hour)}
+			pod, err := BuildPod(l, m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pod.Spec.DNSPolicy != tc.wantPolicy {
+				t.Errorf("dnsPolicy %q, want %q", pod.Spec.DNSPolicy, tc.wantPolicy)
+			}
+			if diff := cmp.Diff(tc.wantConfig, pod.Spec.DNSConfig); diff != "" {
+				t.Errorf("dnsConfig (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
