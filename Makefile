@@ -16,6 +16,8 @@
 #   make demo    validate and render examples/config, print a summary
 #   make lint    gofmt, go vet with and without the integration tag, and
 #                golangci-lint (.golangci.yml)
+#   make docs    the generated references: docs/config-reference.md,
+#                docs/cli-reference.md and docs/metrics-reference.md
 #   make bench   render/load benchmarks, and kubectl kustomize of the same output
 #   make images  the runtime images (docs/images.md) into _out/images, without
 #                Docker; REGISTRY=host[:port]/org PUSH=1 pushes them
@@ -33,7 +35,7 @@ UNIT_FLAGS ?= -timeout 10m
 # server live in files starting with `//go:build integration`.
 TEST_TAGS  := -tags integration
 
-.PHONY: all build test test-unit test-integration test-e2e test-suites demo lint bench clean
+.PHONY: all build test test-unit test-integration test-e2e test-suites demo lint docs bench clean
 
 all: build
 
@@ -142,6 +144,15 @@ lint: $(GOLANGCI_LINT)
 	$(GO) vet ./...
 	$(GO) vet $(TEST_TAGS) ./...
 	$(GOLANGCI_LINT) run ./...
+
+# The references generated from the code; a unit test fails while one is
+# stale: the config's from the CUE schema (hack/gendocs), the CLI's from
+# pcsync's command tree (its test in cmd/pcsync writes it), the metrics'
+# and alerts' from their registrations and deploy/monitoring (hack/genmetrics).
+docs:
+	$(GO) run ./hack/gendocs
+	$(GO) test -count=1 -run '^TestCLIReference$$' ./cmd/pcsync -args -update-docs
+	$(GO) run ./hack/genmetrics
 
 # Every benchmark the issues ask for, each beside its peer:
 #   render/load vs kubectl kustomize of the same output (pkg/config, pkg/render),

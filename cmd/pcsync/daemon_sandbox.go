@@ -47,7 +47,7 @@ func (f *sandboxFlags) add(fl *pflag.FlagSet) {
 	fl.StringVar(&f.hostRoot, "sandbox-host-root", "",
 		"for nodes whose pod execs run on a shared host (kwok): keep each lease's workspace, HOME, /tmp and socket under DIR/<pod>")
 	fl.StringVar(&f.paperclipDir, "paperclip-install", "",
-		"the directory where `pcsync paperclip install` put pcsync's adapter and plugin for the Paperclip server beside this daemon: "+
+		"the `DIR` where pcsync paperclip install put pcsync's adapter and plugin for the Paperclip server beside this daemon: "+
 			"/readyz (PaperclipLoaded; degraded until then) says whether Paperclip has loaded both, at those versions (needs --sandbox)")
 }
 

@@ -82,6 +82,8 @@ type Metrics struct {
 	workqueue   *workqueueMetrics
 	apiRequests *apiRequestMetrics
 	sandbox     *sandboxMetrics
+	// own are the collectors above, as New registered them.
+	own []prometheus.Collector
 }
 
 // New creates the metrics in a fresh registry.
@@ -95,21 +97,22 @@ func New() *Metrics {
 	m.reconcileMetrics()
 	m.paperclipMetrics()
 	m.runMetrics()
-	m.Registry.MustRegister(m.workqueue.collectors()...)
-	m.Registry.MustRegister(m.sandbox.collectors()...)
-	m.Registry.MustRegister(m.apiRequests.requests)
 	m.initLabels()
-	m.Registry.MustRegister(
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	m.own = append([]prometheus.Collector{
 		m.ReconcileDuration, m.ReconcileErrors, m.ConfigValid, m.LastSuccess,
 		m.ObjectsApplied, m.DriftCorrections, m.Prunes, m.PruneBlocked, m.Leader,
 		m.PaperclipAgents, m.PaperclipDrift, m.PaperclipRequests,
 		m.Runs, m.RunsQueued, m.RunsInFlight, m.RunDuration, m.Tokens, m.CostUSD,
-		m.StartWindow, m.StartWindowCuts, m.PaperclipUnreachable,
-	)
+		m.StartWindow, m.StartWindowCuts, m.PaperclipUnreachable, m.apiRequests.requests,
+	}, append(m.workqueue.collectors(), m.sandbox.collectors()...)...)
+	m.Registry.MustRegister(m.own...)
+	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
+
+// Collectors returns pcsync's own collectors in Registry (not Go's and the
+// process's), for the metrics reference (hack/genmetrics).
+func (m *Metrics) Collectors() []prometheus.Collector { return m.own }
 
 // reconcileMetrics creates the config loop's metrics.
 func (m *Metrics) reconcileMetrics() {
