@@ -1,6 +1,7 @@
 package paperclipinstall
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -44,12 +45,8 @@ func DefaultOptions() Options {
 
 func (o Options) complete() Options {
 	d := DefaultOptions()
-	if o.From == "" {
-		o.From = d.From
-	}
-	if o.Logger == nil {
-		o.Logger = d.Logger
-	}
+	o.From = cmp.Or(o.From, d.From)
+	o.Logger = cmp.Or(o.Logger, d.Logger)
 	if o.Now == nil {
 		o.Now = d.Now
 	}

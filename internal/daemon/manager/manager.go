@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -63,12 +64,8 @@ func DefaultOptions() Options {
 
 func (o *Options) complete() {
 	d := DefaultOptions()
-	if o.Logger == nil {
-		o.Logger = d.Logger
-	}
-	if o.Condition == "" {
-		o.Condition = d.Condition
-	}
+	o.Logger = cmp.Or(o.Logger, d.Logger)
+	o.Condition = cmp.Or(o.Condition, d.Condition)
 }
 
 // Manager runs the controllers registered with it. Register them, then

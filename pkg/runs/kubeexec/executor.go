@@ -130,18 +130,24 @@ func (e *Executor) Wait() { <-e.stopped }
 // that delay; the queue keeps one entry per key, at the earliest time
 // asked.
 func (e *Executor) work() {
-	for {
-		key, shutdown := e.queue.Get()
-		if shutdown {
-			return
-		}
-		if h := e.tracker.sub(key); h != nil {
-			if d := h.step(); d > 0 {
-				e.queue.AddAfter(key, d)
-			}
-		}
-		e.queue.Done(key)
+	for e.stepNext() {
 	}
+}
+
+// stepNext steps the handle of the next key off the queue; false once the
+// queue shuts down.
+func (e *Executor) stepNext() bool {
+	key, shutdown := e.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer e.queue.Done(key)
+	if h := e.tracker.sub(key); h != nil {
+		if d := h.step(); d > 0 {
+			e.queue.AddAfter(key, d)
+		}
+	}
+	return true
 }
 
 // Name implements runs.Executor.
