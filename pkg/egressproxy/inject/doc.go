@@ -20,5 +20,6 @@
 //
 // Files: token.go (tokens and their hashes), annotations.go (the live
 // tokens), config.go (the route's configuration file), key.go (the key, re-read when its file changes), handler.go (the route),
-// errors.go (the provider-shaped refusals), metrics.go.
+// errors.go (the provider-shaped refusals), metrics.go, spend.go (where a spend gate, package
+// spend's, admits a request and meters its answer).
 package inject

@@ -51,6 +51,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Registerer takes the route's metrics; nil: not registered.
 	Registerer prometheus.Registerer
+	// Spend, when set, counts the answers' cost and refuses a run's
+	// requests once a budget is spent.
+	Spend SpendGate
 }
 
 // DefaultOptions returns the options with every default but Company and
@@ -161,6 +164,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "pcsync: the key of credential "+h.opts.Company+"/"+name+" cannot be read", http.StatusBadGateway)
 		return
 	}
+	w, done, ok := h.admit(w, r, c, run)
+	if !ok {
+		return
+	}
+	defer done()
 	h.metrics.count(name, outcomeForwarded)
 	// The provider answers once it has the request's body, maybe before
 	// the transport's last read of it (the check for bytes past its

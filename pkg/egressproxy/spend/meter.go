@@ -22,8 +22,7 @@ type Meter struct {
 // NewMeter meters body, a response of provider p whose Content-Type is
 // contentType (text/event-stream: server-sent events; else JSON).
 func NewMeter(p adapters.Provider, contentType string, body io.ReadCloser, done func(Usage)) *Meter {
-	mt, _, _ := mime.ParseMediaType(contentType)
-	return &Meter{body: body, tap: newTap(p, mt == "text/event-stream"), done: done}
+	return &Meter{body: body, tap: newTap(p, isSSE(contentType)), done: done}
 }
 
 // Read implements io.Reader.
@@ -49,6 +48,12 @@ func (m *Meter) finish() {
 	m.once.Do(func() { m.done(m.tap.end()) })
 }
 
+// isSSE tells whether a Content-Type is server-sent events'.
+func isSSE(contentType string) bool {
+	mt, _, _ := mime.ParseMediaType(contentType)
+	return mt == "text/event-stream"
+}
+
 // tap reads usage from a body given in chunks: SSE events, each event's
 // data lines one JSON document, or one JSON body (or a JSON array).
 type tap struct {
@@ -65,6 +70,8 @@ type tap struct {
 	// dataLines counts the data lines of the current event.
 	dataLines int
 	lastCR    bool
+	// grew is set when an event or the body's end made a count grow.
+	grew bool
 }
 
 type lineState int
@@ -88,6 +95,12 @@ func newTap(p adapters.Provider, sse bool) *tap {
 func (t *tap) write(p []byte) {
 	if !t.sse {
 		t.scan.write(p)
+		if t.scan.ended {
+			// The body's document is whole: its usage is known before
+			// its last bytes go on.
+			t.scan.ended = false
+			t.grew = t.tally.add(t.scan) || t.grew
+		}
 		return
 	}
 	for i := 0; i < len(p); i++ {
@@ -168,10 +181,17 @@ func (t *tap) endLine() {
 // dispatch ends an event: its document's usage is tallied.
 func (t *tap) dispatch() {
 	if t.dataLines > 0 {
-		t.tally.add(t.scan)
+		t.grew = t.tally.add(t.scan) || t.grew
 	}
 	t.scan.reset()
 	t.dataLines = 0
+}
+
+// takeGrew tells whether a count grew since it was last asked.
+func (t *tap) takeGrew() bool {
+	g := t.grew
+	t.grew = false
+	return g
 }
 
 // end ends the body and returns its usage.

@@ -21,6 +21,8 @@ type scanner struct {
 	capture bool
 	isKey   bool
 	slot    slot
+	// ended is set when a top-level object or array closes.
+	ended bool
 }
 
 // frame is an object or array the scanner is in. An object's path is its
@@ -47,7 +49,7 @@ func newScanner(f *fieldSet) *scanner {
 func (s *scanner) reset() {
 	s.stack = s.stack[:0]
 	s.tok = s.tok[:0]
-	s.inStr, s.escape, s.inLit, s.capture, s.isKey = false, false, false, false, false
+	s.inStr, s.escape, s.inLit, s.capture, s.isKey, s.ended = false, false, false, false, false, false
 	s.found = [numSlots]string{}
 	s.seen = [numSlots]bool{}
 }
@@ -119,6 +121,7 @@ func (s *scanner) structural(c byte) {
 	case '}', ']':
 		if len(s.stack) > 0 {
 			s.stack = s.stack[:len(s.stack)-1]
+			s.ended = len(s.stack) == 0
 		}
 	case ',':
 		if t := s.top(); t != nil && t.object {

@@ -127,19 +127,22 @@ type tally struct {
 	counts [numSlots]int64
 }
 
-// add takes one document's (one event's) values.
-func (t *tally) add(s *scanner) {
+// add takes one document's (one event's) values, and tells whether a
+// count grew.
+func (t *tally) add(s *scanner) bool {
 	if s.seen[slotModel] && t.model == "" {
-		t.model = strings.Trim(s.found[slotModel], `"`)
+		t.model = s.found[slotModel]
 	}
+	grew := false
 	for sl := slotInput; sl < numSlots; sl++ {
 		if !s.seen[sl] {
 			continue
 		}
 		if n, err := strconv.ParseInt(s.found[sl], 10, 64); err == nil && n > t.counts[sl] {
-			t.counts[sl] = n
+			t.counts[sl], grew = n, true
 		}
 	}
+	return grew
 }
 
 // usage is the tally as a Usage.

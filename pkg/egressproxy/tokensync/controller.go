@@ -25,6 +25,7 @@ import (
 	"github.com/pcsync/pcsync/internal/lib/ctlqueue"
 	"github.com/pcsync/pcsync/internal/lib/podinformer"
 	"github.com/pcsync/pcsync/pkg/egressproxy/inject"
+	"github.com/pcsync/pcsync/pkg/egressproxy/spend"
 )
 
 // Options tune a Controller.
@@ -177,6 +178,10 @@ func (c *Controller) sync(ctx context.Context, ns string) error {
 	for _, p := range pods {
 		if h := p.Annotations[agentpod.AnnotationTokenHash]; len(h) == 64 && !isProxy(p) && !ended(p) {
 			want[inject.AnnotationKey(h)] = strings.TrimSpace(h + " " + p.Status.PodIP)
+			if agent := agentpod.AgentOf(p.Labels); agent != "" {
+				// Whose spend the run's answers are (package spend).
+				want[spend.AnnotationAgentPrefix+h[:40]] = agent
+			}
 		}
 	}
 	for _, p := range pods {
@@ -205,11 +210,17 @@ func diff(have, want map[string]string) map[string]any {
 		}
 	}
 	for k := range have {
-		if _, ok := want[k]; !ok && strings.HasPrefix(k, inject.AnnotationTokenPrefix) {
+		if _, ok := want[k]; !ok && ours(k) {
 			patch[k] = nil
 		}
 	}
 	return patch
+}
+
+// ours tells whether a proxy pod's annotation is one this controller
+// keeps: a live run's token, or its agent.
+func ours(k string) bool {
+	return strings.HasPrefix(k, inject.AnnotationTokenPrefix) || strings.HasPrefix(k, spend.AnnotationAgentPrefix)
 }
 
 func isProxy(p *corev1.Pod) bool { return p.Labels[agentpod.LabelRole] == agentpod.RoleEgressProxy }
@@ -224,7 +235,7 @@ func ended(p *corev1.Pod) bool {
 func tokenAnnotations(p *corev1.Pod) string {
 	var b strings.Builder
 	for _, k := range slices.Sorted(maps.Keys(p.Annotations)) {
-		if strings.HasPrefix(k, inject.AnnotationTokenPrefix) {
+		if ours(k) {
 			b.WriteString(k + "=" + p.Annotations[k] + ";")
 		}
 	}

@@ -8,8 +8,9 @@
 // (a handler on the daemon's informer of pcsync's pods, Options.Pods,
 // filtered by the role label), and for each namespace that changed
 // (a workqueue keyed by namespace) sets on every proxy pod one annotation
-// per live run, inject.AnnotationKey(hash) = "hash ip", and removes the
-// others. A run's token is live while its pod lives and has not ended; the
+// per live run, inject.AnnotationKey(hash) = "hash ip", and one naming
+// its agent (spend.AnnotationAgentPrefix, whose spend the run's answers
+// are), and removes the others. A run's token is live while its pod lives and has not ended; the
 // pod's IP binds it once the pod has one. The state is the pods': a
 // restarted daemon rebuilds it from them.
 package tokensync
