@@ -6,7 +6,9 @@
 #                          repo, keyed by version) and print their directory; then
 #                          the real node's kube-proxy and kube-router (NetworkPolicy
 #                          enforcer), cached in a directory of their own
-#                          (hack/kuberouter/build.sh); and Cilium's
+#                          (hack/kuberouter/build.sh); its cluster add-ons
+#                          (local-path-provisioner), cached likewise
+#                          (hack/addons/build.sh); and Cilium's
 #                          CiliumNetworkPolicy CRD from its Go module, for the
 #                          test API server (hack/crds/cilium.sh)
 #   make realnode-deps     apt-get install what the opt-in real node needs
@@ -25,6 +27,7 @@ DEVCLUSTER_BIN := $(DEV_DIR)/bin/devcluster
 k8sbin:
 	@bash hack/k8sbin/build.sh
 	@bash hack/kuberouter/build.sh
+	@bash hack/addons/build.sh
 	@bash hack/crds/cilium.sh >/dev/null
 
 realnode-deps:

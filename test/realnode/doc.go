@@ -66,6 +66,9 @@
 //	                  peer (a plain pod, a bare exec, a bare delete, a bare
 //	                  Job)
 //	service_test.go   a pod reaches another through a ClusterIP Service
+//	volume_test.go    dynamic volumes: a claim of the default StorageClass
+//	                  (local-path-provisioner) bound at its first pod, files
+//	                  kept across pods, the directory gone with the claim
 //	proxy_bench_test.go  make bench's egress-proxy figures (issue 38): HTTPS
 //	                  requests and a 50 MB download through a tenant's proxy
 //	                  against a standard-mode tenant's direct allowCidrs path,

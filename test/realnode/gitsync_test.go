@@ -140,7 +140,9 @@ func TestDeployBaseGitSync(t *testing.T) {
 // hostVolume provides the claim ns/claim with a PersistentVolume of access
 // mode mode, a directory of this machine (the one node mounts it, for every
 // pod that claims it), bound to that claim only; it returns the directory.
-// A cluster's storage provides this for a user.
+// A cluster's storage provides this for a user. The claim names no class, so
+// it gets the cluster's default (the real node's local-path) at admission:
+// the volume has that class too, or the two would not bind.
 func hostVolume(t *testing.T, c *testcluster.Cluster, ns, claim string, mode corev1.PersistentVolumeAccessMode) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -154,6 +156,7 @@ func hostVolume(t *testing.T, c *testcluster.Cluster, ns, claim string, mode cor
 			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("100Gi")},
 			AccessModes:                   []corev1.PersistentVolumeAccessMode{mode},
 			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			StorageClassName:              c.RealNode().StorageClass(),
 			ClaimRef:                      &corev1.ObjectReference{Namespace: ns, Name: claim},
 			PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{
 				Path: dir, Type: ptr.To(corev1.HostPathDirectory)}},

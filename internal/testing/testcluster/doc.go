@@ -183,6 +183,18 @@
 //	env := []corev1.EnvVar{{Name: "KUBERNETES_SERVICE_HOST", Value: host},
 //		{Name: "KUBERNETES_SERVICE_PORT", Value: port}}
 //
+// Dynamic volumes: the harness runs rancher/local-path-provisioner (built by
+// `make k8sbin` into DefaultAddonBinDir, hack/addons) as a process beside the
+// node, out of cluster with the admin kubeconfig, and creates the StorageClass
+// LocalPathStorageClass ("local-path": WaitForFirstConsumer, Delete, the
+// cluster's default, the real node only). A claim binds when a pod that uses
+// it is scheduled; its volume is a directory under RealNode.VolumeDir (<work
+// dir>/realnode/volumes), made and removed by helper pods in the namespace
+// local-path-storage that run the harness's own static program
+// (internal/testing/testcluster/volhelper, packed like the pause program). The
+// node's stop, and a later start's sweep after a crash, remove that directory
+// with whatever it holds.
+//
 // The node's containerd pulls images of ghcr.io and registry.k8s.io from the
 // node's registry (a mirror, as air-gapped clusters have): a test pushes the
 // image a manifest names, e.g. ghcr.io/paperclipai/paperclip:<tag>, to

@@ -48,14 +48,7 @@ func DefaultNetBinDir() string {
 
 // checkNetBinaries reports, wrapping ErrBinariesMissing, which of NetBinaries dir lacks.
 func checkNetBinaries(dir string) error {
-	var missing []string
-	for _, b := range NetBinaries {
-		st, err := os.Stat(filepath.Join(dir, b))
-		if err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
-			missing = append(missing, b)
-		}
-	}
-	if len(missing) > 0 {
+	if missing := missingExecutables(dir, NetBinaries); len(missing) > 0 {
 		return fmt.Errorf("real node: %v not found in %s (`make k8sbin` or `bash hack/kuberouter/build.sh` builds them): %w",
 			missing, dir, ErrBinariesMissing)
 	}

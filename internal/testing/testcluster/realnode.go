@@ -55,6 +55,10 @@ type RealNodeOptions struct {
 	// the node's pods), and kube-router (default DefaultNetBinDir(), which
 	// `make k8sbin` fills through hack/kuberouter/build.sh).
 	NetBinDir string
+	// AddonBinDir holds the cluster add-ons the node runs: local-path-provisioner,
+	// its dynamic volumes (default DefaultAddonBinDir(), which `make k8sbin` fills
+	// through hack/addons/build.sh).
+	AddonBinDir string
 	// Lazy starts the node (and takes the machine-wide lock) at the first
 	// Cluster.RealNode call instead of with the control plane: a package
 	// whose few tests need the node then runs its other tests while another
@@ -82,6 +86,7 @@ func DefaultRealNodeOptions() RealNodeOptions {
 		CNIBinDir:   "/usr/lib/cni",
 		CacheDir:    filepath.Join(cache, "realnode"),
 		NetBinDir:   DefaultNetBinDir(),
+		AddonBinDir: DefaultAddonBinDir(),
 	}
 }
 
@@ -95,6 +100,7 @@ func (o *RealNodeOptions) complete() {
 	o.CNIBinDir = cmp.Or(o.CNIBinDir, d.CNIBinDir)
 	o.CacheDir = cmp.Or(o.CacheDir, d.CacheDir)
 	o.NetBinDir = cmp.Or(o.NetBinDir, d.NetBinDir)
+	o.AddonBinDir = cmp.Or(o.AddonBinDir, d.AddonBinDir)
 }
 
 // RealNode is the running real node of a Cluster (Cluster.RealNode), or the
@@ -104,6 +110,7 @@ type RealNode struct {
 	registry   *Registry
 	pauseImage string
 	apiHost    string // host:port where pods reach the API server (APIServerHost)
+	volumeDir  string // where the provisioner makes volumes (VolumeDir)
 
 	// Only for a node this process started:
 	tools      hostTools
@@ -114,6 +121,8 @@ type RealNode struct {
 	kubelet    *component
 	apiProxy   *apiProxy
 	net        *nodeNet // kube-proxy and kube-router
+	// provisioner is local-path-provisioner (dynamic volumes).
+	provisioner *component
 }
 
 // Name returns the Node's name, also its kubernetes.io/hostname label.

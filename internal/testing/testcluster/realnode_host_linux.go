@@ -186,8 +186,8 @@ func setupNodeBridge(ipBin, nodeIP string) error {
 // run crashed without stopping it: the processes in its cgroups (containers),
 // containerd's shims, every mount under the node directories (the kubelet's bind
 // mount of its root and the volumes under it, container root filesystems, network
-// namespaces), the cgroups themselves, both bridges and the CNI cache files of its
-// network. dirs are node directories (<work dir>/realnode) to unmount under; shims
+// namespaces), the cgroups themselves, both bridges, the CNI cache files of its
+// network and the provisioner's volumes (volumesDir). dirs are node directories (<work dir>/realnode) to unmount under; shims
 // are recognised by their containerd socket under a ".../realnode/containerd/"
 // directory. Every step is attempted; the errors are joined.
 func sweepNode(ipBin string, dirs []string, logf func(string, ...any)) error {
@@ -203,6 +203,9 @@ func sweepNode(ipBin string, dirs []string, logf func(string, ...any)) error {
 	}
 	if n > 0 {
 		logf("testcluster: real node sweep: unmounted %d mounts", n)
+	}
+	if err := removeVolumes(dirs); err != nil {
+		errs = append(errs, err)
 	}
 	if err := removeCgroups(); err != nil {
 		errs = append(errs, err)

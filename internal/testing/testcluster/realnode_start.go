@@ -31,6 +31,9 @@ func (c *Cluster) prepareRealNode(ctx context.Context) error {
 	if err := checkNetBinaries(o.NetBinDir); err != nil {
 		return err
 	}
+	if err := checkAddonBinaries(o.AddonBinDir); err != nil {
+		return err
+	}
 	if st, err := os.Stat(c.bin("kubelet")); err != nil || st.Mode()&0o111 == 0 {
 		return fmt.Errorf("real node: kubelet not found in %s: %w", c.opts.BinDir, ErrBinariesMissing)
 	}
@@ -65,7 +68,7 @@ func (c *Cluster) startRealNode(ctx context.Context, begin time.Time) error {
 	s.paths = newNodePaths(c.node.dir)
 	for _, step := range []func(context.Context) error{
 		s.checkPaths, s.sweep, s.makeDirs, s.registry, s.apiProxy, s.host,
-		s.identity, s.configFiles, s.containerd, s.kubelet, s.network, s.apiService,
+		s.identity, s.configFiles, s.containerd, s.kubelet, s.network, s.apiService, s.storage,
 	} {
 		if err := step(ctx); err != nil {
 			return fmt.Errorf("real node: %w", err)
@@ -142,11 +145,7 @@ func (s *nodeStart) registry(ctx context.Context) error {
 		return err
 	}
 	n.registry = reg
-	pauseBin, err := buildPause(ctx, s.o.CacheDir)
-	if err != nil {
-		return err
-	}
-	img, err := pauseImage(pauseBin)
+	img, err := pauseProgram.image(ctx, s.o.CacheDir)
 	if err != nil {
 		return err
 	}
@@ -372,6 +371,7 @@ func (c *Cluster) publishRealNode(ctx context.Context) error {
 	cm.Data["realNodeRegistry"] = n.registry.Host()
 	cm.Data["realNodePauseImage"] = n.pauseImage
 	cm.Data["realNodeAPIServer"] = n.apiHost
+	cm.Data["realNodeVolumeDir"] = n.volumeDir
 	if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("real node: publish: %w", err)
 	}
@@ -391,5 +391,6 @@ func attachedRealNode(data map[string]string) *RealNode {
 		registry:   &Registry{host: data["realNodeRegistry"]},
 		pauseImage: data["realNodePauseImage"],
 		apiHost:    data["realNodeAPIServer"],
+		volumeDir:  data["realNodeVolumeDir"],
 	}
 }

@@ -26,6 +26,11 @@ func (c *Cluster) stopRealNode() error {
 	}
 	begin := time.Now()
 	var errs []error
+	// The provisioner first: no helper pod is made while the node drains. The
+	// sweep removes the volumes it leaves.
+	if err := n.provisioner.stop(c.opts.StopGrace); err != nil && !n.provisioner.exited() {
+		errs = append(errs, err)
+	}
 	if n.kubelet != nil && !n.kubelet.exited() {
 		if err := c.drainRealNode(); err != nil {
 			c.opts.Logf("testcluster: real node: %v (the sweep below cleans up)", err)
@@ -124,10 +129,11 @@ func (c *Cluster) drainRealNode() error {
 }
 
 // ResidentMemory returns the resident memory in bytes of the node's kubelet,
-// containerd, kube-proxy and (while it runs) kube-router, by name (empty for an attached cluster's node).
+// containerd, kube-proxy, (while it runs) kube-router and local-path-provisioner,
+// by name (empty for an attached cluster's node).
 func (n *RealNode) ResidentMemory() map[string]int64 {
 	out := map[string]int64{}
-	comps := []*component{n.kubelet, n.containerd}
+	comps := []*component{n.kubelet, n.containerd, n.provisioner}
 	if n.net != nil {
 		comps = append(comps, n.net.components()...)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -121,5 +122,38 @@ func TestRealNodeHostCheckNamesWhatIsMissing(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
 		}
+	}
+}
+
+// A node's stop (and a later start's sweep of a crashed run) removes the
+// volumes the provisioner left, whoever owns their files, and nothing else
+// of the node directory.
+func TestRemoveVolumes(t *testing.T) {
+	node := t.TempDir()
+	vol := filepath.Join(volumesDir(node), "pvc-1_ns_data", "dir")
+	if err := os.MkdirAll(vol, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(vol, "file")
+	if err := os.WriteFile(file, []byte("x"), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	if os.Geteuid() == 0 {
+		if err := os.Lchown(file, 1000, 1000); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keep := filepath.Join(node, "kubelet")
+	if err := os.Mkdir(keep, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := removeVolumes([]string{node, "", filepath.Join(t.TempDir(), "gone")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(volumesDir(node)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("%s after removeVolumes: %v, want it gone", volumesDir(node), err)
+	}
+	if _, err := os.Stat(keep); err != nil {
+		t.Errorf("removeVolumes removed more than the volumes: %v", err)
 	}
 }

@@ -52,17 +52,22 @@ var ErrBinariesMissing = errors.New("control-plane binaries missing: run `make k
 
 // CheckBinaries reports, wrapping ErrBinariesMissing, which of Binaries dir lacks.
 func CheckBinaries(dir string) error {
+	if missing := missingExecutables(dir, Binaries); len(missing) > 0 {
+		return fmt.Errorf("testcluster: %v not found in %s: %w", missing, dir, ErrBinariesMissing)
+	}
+	return nil
+}
+
+// missingExecutables returns which of names dir lacks as executable files.
+func missingExecutables(dir string, names []string) []string {
 	var missing []string
-	for _, b := range Binaries {
+	for _, b := range names {
 		st, err := os.Stat(filepath.Join(dir, b))
 		if err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
 			missing = append(missing, b)
 		}
 	}
-	if len(missing) > 0 {
-		return fmt.Errorf("testcluster: %v not found in %s: %w", missing, dir, ErrBinariesMissing)
-	}
-	return nil
+	return missing
 }
 
 // pcsyncCache is ${XDG_CACHE_HOME:-$HOME/.cache}/pcsync, where the harness's

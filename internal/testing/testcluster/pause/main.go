@@ -21,7 +21,14 @@
 //	                  sends nothing within half a second), "refused", "timeout",
 //	                  "unreachable" or "error: …" (repeatable, in order; each bounded
 //	                  by -timeout)
-//	-timeout D        bound of each -dial (default 2s)
+//	-resolve NAME     look NAME up with the pod's resolv.conf (Go's resolver) and
+//	                  print "resolve NAME: ok IP[,IP…]", or "nxdomain", "refused",
+//	                  "timeout" or "error: …" (repeatable, after the dials; each
+//	                  bounded by -timeout)
+//	-write PATH       copy stdin into the file PATH (its directories made, mode
+//	                  0644), after -cat
+//	-read PATH        copy the file PATH to stdout (repeatable, after -write)
+//	-timeout D        bound of each -dial and -resolve (default 2s)
 //	-print TEXT       print TEXT and a newline (repeatable, in order)
 //	-exit N           exit with code N instead of sleeping afterwards
 //
@@ -35,6 +42,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -42,6 +50,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -54,7 +63,7 @@ func (l *lines) String() string     { return fmt.Sprint(*l) }
 func (l *lines) Set(s string) error { *l = append(*l, s); return nil }
 
 func main() {
-	var prints, listens, dials, relays lines
+	var prints, listens, dials, relays, resolves, reads lines
 	cat := flag.Bool("cat", false, "copy stdin to stdout until EOF")
 	exit := flag.Int("exit", -1, "exit with this code instead of sleeping (0-255)")
 	banner := flag.String("banner", "pcsync-target", "what -listen answers")
@@ -63,6 +72,9 @@ func main() {
 	flag.Var(&listens, "listen", "serve on NET:PORT, tcp or udp (repeatable)")
 	flag.Var(&dials, "dial", "probe NET:HOST:PORT, tcp or udp (repeatable)")
 	flag.Var(&relays, "relay", "serve a bare CONNECT relay, PORT=HOST:PORT (repeatable)")
+	flag.Var(&resolves, "resolve", "look NAME up (repeatable)")
+	flag.Var(&reads, "read", "copy the file PATH to stdout (repeatable)")
+	write := flag.String("write", "", "copy stdin into the file PATH")
 	flag.Parse()
 
 	for _, r := range relays {
@@ -80,11 +92,18 @@ func main() {
 	for _, d := range dials {
 		fmt.Println(dial(d, *timeout))
 	}
+	for _, name := range resolves {
+		fmt.Println(resolve(name, *timeout))
+	}
 	if *cat {
 		if _, err := io.Copy(os.Stdout, os.Stdin); err != nil {
 			fmt.Fprintf(os.Stderr, "pause: cat: %v\n", err)
 			os.Exit(1)
 		}
+	}
+	if err := files(*write, reads); err != nil {
+		fmt.Fprintf(os.Stderr, "pause: %v\n", err)
+		os.Exit(1)
 	}
 	for _, p := range prints {
 		fmt.Println(p)
@@ -192,6 +211,59 @@ func dial(spec string, timeout time.Duration) string {
 		return head + "ok"
 	}
 	return head + "ok " + firstLine(buf[:n])
+}
+
+// resolve looks name up as the pod's programs do and describes the outcome.
+func resolve(name string, timeout time.Duration) string {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	head := "resolve " + name + ": "
+	addrs, err := net.DefaultResolver.LookupHost(ctx, name)
+	var de *net.DNSError
+	switch {
+	case err == nil:
+		return head + "ok " + strings.Join(addrs, ",")
+	case errors.As(err, &de) && de.IsNotFound:
+		return head + "nxdomain"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return head + "refused"
+	case errors.As(err, &de) && de.IsTimeout, errors.Is(err, context.DeadlineExceeded):
+		return head + "timeout"
+	}
+	return head + "error: " + err.Error()
+}
+
+// files copies stdin into the file write (if set), then each file of reads to
+// stdout.
+func files(write string, reads []string) error {
+	if write != "" {
+		if err := os.MkdirAll(filepath.Dir(write), 0o755); err != nil {
+			return fmt.Errorf("write %s: %w", write, err)
+		}
+		f, err := os.OpenFile(write, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+		if err != nil {
+			return fmt.Errorf("write %s: %w", write, err)
+		}
+		if _, err := io.Copy(f, os.Stdin); err != nil {
+			_ = f.Close()
+			return fmt.Errorf("write %s: %w", write, err)
+		}
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("write %s: %w", write, err)
+		}
+	}
+	for _, r := range reads {
+		f, err := os.Open(r)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", r, err)
+		}
+		_, err = io.Copy(os.Stdout, f)
+		_ = f.Close()
+		if err != nil {
+			return fmt.Errorf("read %s: %w", r, err)
+		}
+	}
+	return nil
 }
 
 // firstLine is b's first line, trimmed.
