@@ -13,11 +13,11 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/pcsync/pcsync/internal/daemon"
-	"github.com/pcsync/pcsync/internal/daemon/manager"
 	"github.com/pcsync/pcsync/internal/daemon/shared"
 	"github.com/pcsync/pcsync/internal/lib/leader"
 	"github.com/pcsync/pcsync/pkg/apply"
 	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/imagecheck"
 	"github.com/pcsync/pcsync/pkg/introspect"
 	"github.com/pcsync/pcsync/pkg/metrics"
 	"github.com/pcsync/pcsync/pkg/reconcile"
@@ -374,12 +374,7 @@ func (f *daemonFlags) sharedControllers(g *globalOptions, opts *daemon.Options) 
 	opts.Reconcile.OnModel = sh.SetModel
 	lo := g.loadOptions(f.set.namespace)
 	opts.Controllers = append(opts.Controllers, sh.Controllers()...)
-	opts.Controllers = append(opts.Controllers, manager.Controller{Name: "image-preflight", Run: func(ctx context.Context, started func()) error {
-		started()
-		warnImages(ctx, g, f.config, lo)
-		<-ctx.Done()
-		return nil
-	}})
+	opts.Controllers = append(opts.Controllers, daemon.ImagePreflight(g.Logger, f.config, lo, imagecheck.DefaultOptions()))
 	return nil
 }
 

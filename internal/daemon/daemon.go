@@ -20,9 +20,10 @@
 // Trigger.
 //
 // Beside them: the garbage collector's target for a long-lived process
-// (gc.go, SetGC) and the network check at start (netcheck.go,
-// NetworkCheck), which proves that the tenants' NetworkPolicies are
-// enforced.
+// (gc.go, SetGC), the network check at start (netcheck.go, NetworkCheck),
+// which proves that the tenants' NetworkPolicies are enforced, and the
+// image preflight at start (images.go, ImagePreflight), which warns of
+// each image the config's pods would run that its registry lacks.
 package daemon
 
 import (
