@@ -10,6 +10,10 @@ const (
 	ProviderAnthropic Provider = "anthropic"
 	ProviderOpenAI    Provider = "openai"
 	ProviderGemini    Provider = "gemini"
+	// ProviderGitHub is no model provider: a GitHub token, for git over
+	// HTTPS and GitHub's API, which any agent's tools may use. Routes has
+	// no route for it (package inject serves it).
+	ProviderGitHub Provider = "github"
 )
 
 // KeyKind is what a credential's secret is: an API key, or an OAuth token

@@ -389,12 +389,13 @@ func (c *Company) Agent(name string) (*Agent, bool) {
 }
 
 // CredentialsUsedBy returns the company's credentials (spec.credentials)
-// whose provider the CLI of adapter type t uses, in their declared order.
+// whose provider the CLI of adapter type t uses, and its GitHub ones (any
+// agent's tools use git), in their declared order.
 func (c *Company) CredentialsUsedBy(t adapters.Type) []Credential {
 	uses := adapters.Providers(t)
 	var out []Credential
 	for _, cr := range c.Spec.Credentials {
-		if slices.Contains(uses, cr.Provider) {
+		if cr.Provider == adapters.ProviderGitHub || slices.Contains(uses, cr.Provider) {
 			out = append(out, cr)
 		}
 	}
@@ -559,6 +560,9 @@ type Credential struct {
 	Type       adapters.KeyKind    `json:"type"`
 	SecretRef  CredentialSecretRef `json:"secretRef"`
 	GatewayURL string              `json:"gatewayUrl,omitempty"`
+	// Host is a GitHub credential's GitHub Enterprise Server host; ""
+	// is github.com.
+	Host string `json:"host,omitempty"`
 }
 
 // CredentialSecretRef is the Secret and data key that hold a credential.

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"net/url"
 	"slices"
 	"strings"
@@ -9,9 +10,10 @@ import (
 )
 
 // credentials checks a company's spec.credentials: egress mode proxy (the
-// proxy holds the keys), a name, a provider and a Secret key each declared
-// once, a provider that one of the company's agents uses, an OAuth token
-// for anthropic only, and a gateway URL with a host.
+// proxy holds the keys), a name, a provider (a GitHub host) and a Secret
+// key each declared once, a model provider that one of the company's agents
+// uses, an OAuth token for anthropic only, a gateway URL with a host, and
+// a host for github only.
 func (k *checker) credentials(d *document, c *Company) {
 	if len(c.Spec.Credentials) == 0 {
 		return
@@ -23,13 +25,23 @@ func (k *checker) credentials(d *document, c *Company) {
 	}
 	used := companyProviders(c)
 	names, secrets, providers := map[string]Position{}, map[CredentialSecretRef]Position{}, map[adapters.Provider]Position{}
+	hosts := map[string]Position{}
 	for i, cr := range c.Spec.Credentials {
 		cp := at.with(index(i))
 		once(k, d, names, cr.Name, cp.with(key("name")), "credential %q is declared twice in company %q (first at %s)", c.Metadata.Name)
 		once(k, d, secrets, cr.SecretRef, cp.with(key("secretRef")),
 			"Secret %q key %q is declared twice in company %q (first at %s)", c.Metadata.Name)
+		if cr.Provider == adapters.ProviderGitHub {
+			k.githubCredential(d, c, cr, cp, hosts)
+			continue
+		}
 		once(k, d, providers, cr.Provider, cp.with(key("provider")),
 			"provider %q has two credentials in company %q (first at %s): the proxy would not know which key to set", c.Metadata.Name)
+		if cr.Host != "" {
+			p := cp.with(key("host"))
+			k.errs.add(d.posIn(p, false), p.String(), "credential %s/%s: host is a github credential's (GitHub Enterprise Server); %s takes gatewayUrl",
+				c.Metadata.Name, cr.Name, cr.Provider)
+		}
 		if !slices.Contains(used, cr.Provider) {
 			p := cp.with(key("provider"))
 			k.errs.add(d.posIn(p, false), p.String(), "credential %s/%s: no agent of company %q uses provider %q (its agents' CLIs use %s)",
@@ -46,6 +58,27 @@ func (k *checker) credentials(d *document, c *Company) {
 				k.errs.add(d.posIn(p, false), p.String(), "credential %s/%s: gateway URL %q has no host", c.Metadata.Name, cr.Name, cr.GatewayURL)
 			}
 		}
+	}
+}
+
+// githubCredential checks a github credential: one per host, a token
+// (no OAuth type), no gateway URL (its hosts are GitHub's).
+func (k *checker) githubCredential(d *document, c *Company, cr Credential, cp fieldPath, hosts map[string]Position) {
+	at := cp.with(key("provider"))
+	if cr.Host != "" {
+		at = cp.with(key("host"))
+	}
+	once(k, d, hosts, cmp.Or(cr.Host, "github.com"), at,
+		"GitHub host %q has two credentials in company %q (first at %s): the proxy would not know which token to set", c.Metadata.Name)
+	if cr.Type == adapters.KeyOAuthToken {
+		p := cp.with(key("type"))
+		k.errs.add(d.posIn(p, false), p.String(), "credential %s/%s: a github credential holds a token (type apiKey, the default), not %q",
+			c.Metadata.Name, cr.Name, cr.Type)
+	}
+	if cr.GatewayURL != "" {
+		p := cp.with(key("gatewayUrl"))
+		k.errs.add(d.posIn(p, false), p.String(), "credential %s/%s: a github credential goes to GitHub's hosts; for GitHub Enterprise Server set host",
+			c.Metadata.Name, cr.Name)
 	}
 }
 

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"cmp"
 	"encoding/json"
 	"net/url"
 	"path"
@@ -32,7 +33,10 @@ func (t tenant) credentialsConfig() string {
 	routes := adapters.Routes()
 	for _, cr := range t.c.Spec.Credentials {
 		upstream := cr.GatewayURL
-		if upstream == "" {
+		switch {
+		case cr.Provider == adapters.ProviderGitHub:
+			upstream = "https://" + cmp.Or(cr.Host, "github.com")
+		case upstream == "":
 			upstream = "https://" + routes[cr.Provider].Host
 		}
 		c.Credentials = append(c.Credentials, inject.CredentialConfig{Name: cr.Name, Provider: cr.Provider,

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/pcsync/pcsync/pkg/adapters"
 	"github.com/pcsync/pcsync/pkg/config"
@@ -14,7 +15,8 @@ import (
 
 // Credentials are the company's credentials an agent's CLI uses, as its
 // env gives them (egress mode proxy): the per-run token in place of each
-// key, the proxy's credential route as the base URL.
+// key, the proxy's credential route as the base URL; for GitHub, git's
+// config (github.go).
 type Credentials struct {
 	// Token is the run's (or lease's) token: secret.
 	Token string
@@ -33,7 +35,13 @@ type Credentials struct {
 func CredentialsFor(c *config.Company, t adapters.Type, ip, token string) *Credentials {
 	routes := adapters.Routes()
 	rc := &Credentials{Token: token, Set: map[string]string{}}
+	proxy := url.URL{Scheme: "http", Host: net.JoinHostPort(ip, strconv.Itoa(allow.ProxyPort))}
+	var github []config.Credential
 	for _, cr := range c.CredentialsUsedBy(t) {
+		if cr.Provider == adapters.ProviderGitHub {
+			github = append(github, cr)
+			continue
+		}
 		r := routes[cr.Provider]
 		for _, kind := range []adapters.KeyKind{adapters.KeyAPIKey, adapters.KeyOAuthToken} {
 			rc.Blank = append(rc.Blank, r.KeyEnv[kind]...)
@@ -43,10 +51,11 @@ func CredentialsFor(c *config.Company, t adapters.Type, ip, token string) *Crede
 		for _, k := range r.KeyEnv[cr.Type] {
 			rc.Set[k] = token
 		}
-		u := url.URL{Scheme: "http", Host: net.JoinHostPort(ip, strconv.Itoa(allow.ProxyPort)),
-			Path: inject.PathPrefix + cr.Name + r.BasePath}
+		u := proxy
+		u.Path = inject.PathPrefix + cr.Name + r.BasePath
 		rc.Set[r.BaseURLEnv] = u.String()
 	}
+	gitHub(rc, github, proxy.String()+inject.PathPrefix)
 	if len(rc.Set) == 0 {
 		return nil
 	}
@@ -58,19 +67,20 @@ func CredentialsFor(c *config.Company, t adapters.Type, ip, token string) *Crede
 	return rc
 }
 
-// WithToken returns a copy of rc that gives token in place of rc's token
-// (a lease's Credentials, made before its token, to find the key
+// WithToken returns a copy of rc that gives token wherever rc gives its
+// token (a lease's Credentials, made before its token, to find the key
 // variables an execute carries; see KeyVars).
 func (rc *Credentials) WithToken(token string) *Credentials {
 	out := &Credentials{Token: token, Set: make(map[string]string, len(rc.Set)), Blank: slices.Clone(rc.Blank)}
 	for k, v := range rc.Set {
-		if v == rc.Token {
-			v = token
-		}
-		out.Set[k] = v
+		out.Set[k] = strings.ReplaceAll(v, rc.Token, token)
 	}
 	return out
 }
+
+// Secret reports whether v, a value of Set, holds the token (in the
+// per-run Secret then, not in the pod's spec).
+func (rc *Credentials) Secret(v string) bool { return strings.Contains(v, rc.Token) }
 
 // KeyVars reports whether env carries a value in one of the key variables
 // that creds replaces.

@@ -12,5 +12,12 @@
 // CredentialsFor gives, for a company that declares spec.credentials, the
 // variables that replace a CLI's model keys: a per-run (per-lease) token in
 // the key variable and the proxy's credential route as the base URL; the
-// Jobs and the leases both take them from here.
+// Jobs and the leases both take them from here. A GitHub credential gives
+// every agent git's config that sends https://github.com/ (or its
+// Enterprise host) to the route with the token in a header.
+//
+// Files: vars.go (the proxy variables), addresses.go (the proxy Services'
+// ClusterIPs), dns.go (no cluster DNS), hosts.go (the names a pod reaches
+// without the proxy), credentials.go (a CLI's credentials), github.go (a
+// GitHub credential's git config and API variables).
 package agentenv

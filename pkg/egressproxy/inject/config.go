@@ -18,7 +18,8 @@ type Config struct {
 }
 
 // CredentialConfig is one credential: its provider and key kind, where
-// requests go, and the file of its key (the Secret's key, mounted).
+// requests go (a GitHub credential's: the host that serves git), and the
+// file of its key (the Secret's key, mounted).
 type CredentialConfig struct {
 	Name     string            `json:"name"`
 	Provider adapters.Provider `json:"provider"`
@@ -40,10 +41,10 @@ func ParseConfig(raw []byte) (Config, error) {
 	routes := adapters.Routes()
 	for _, cr := range c.Credentials {
 		r, ok := routes[cr.Provider]
-		if !ok {
+		if !ok && cr.Provider != adapters.ProviderGitHub {
 			return Config{}, fmt.Errorf("credential %s/%s: unknown provider %q", c.Company, cr.Name, cr.Provider)
 		}
-		if _, ok := r.Headers[cr.Type]; !ok {
+		if _, ok := r.Headers[cr.Type]; !ok && cr.Provider != adapters.ProviderGitHub {
 			return Config{}, fmt.Errorf("credential %s/%s: provider %s takes no %q", c.Company, cr.Name, cr.Provider, cr.Type)
 		}
 		if u, err := url.Parse(cr.Upstream); err != nil || u.Scheme != "https" || u.Host == "" {
@@ -63,6 +64,9 @@ func (c Config) Build() []Credential {
 	for i, cr := range c.Credentials {
 		u, _ := url.Parse(cr.Upstream)
 		out[i] = Credential{Name: cr.Name, Route: routes[cr.Provider], Kind: cr.Type, Upstream: u, Key: &FileKey{Path: cr.KeyFile}}
+		if cr.Provider == adapters.ProviderGitHub {
+			out[i].GitHub = NewGitHub(u.Host)
+		}
 	}
 	return out
 }

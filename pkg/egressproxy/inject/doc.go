@@ -18,8 +18,15 @@
 // error, in the provider's own format, that names the credential
 // <company>/<name>, so that the CLI's transcript says which key failed.
 //
+// A GitHub credential (github.go) serves git's smart HTTP under
+// /credentials/<name>/git/ and GitHub's APIs under …/api/ and …/graphql:
+// the run's token comes in Authorization (Basic, its password, as git
+// sends it; Bearer or "token"), the real token goes in Basic toward git's
+// host and in Bearer toward the APIs, and only to the credential's hosts.
+//
 // Files: token.go (tokens and their hashes), annotations.go (the live
 // tokens), config.go (the route's configuration file), key.go (the key, re-read when its file changes), handler.go (the route),
-// errors.go (the provider-shaped refusals), metrics.go, spend.go (where a spend gate, package
-// spend's, admits a request and meters its answer).
+// github.go (a GitHub credential's upstreams and tokens), errors.go (the
+// provider-shaped refusals), metrics.go, spend.go (where a spend gate,
+// package spend's, admits a request and meters its answer).
 package inject

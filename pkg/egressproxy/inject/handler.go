@@ -34,6 +34,9 @@ type Credential struct {
 	Upstream *url.URL
 	// Key returns the key's current value.
 	Key interface{ Key() (string, error) }
+	// GitHub, when set, makes this a GitHub credential (github.go): its
+	// Upstream serves git, GitHub its APIs.
+	GitHub *GitHub
 }
 
 // Options configure a Handler.
@@ -150,6 +153,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "pcsync: no credential "+h.opts.Company+"/"+name, http.StatusNotFound)
 		return
 	}
+	base, path, ok := c.upstream(rest)
+	if !ok {
+		h.metrics.count(name, outcomeUnknown)
+		http.Error(w, "pcsync: credential "+h.opts.Company+"/"+name+" serves "+GitHubGit+"/, "+GitHubAPI+"/ and "+GitHubGraphQL, http.StatusNotFound)
+		return
+	}
 	run, why := h.authorize(c, r)
 	if why != "" {
 		h.metrics.count(name, why)
@@ -177,23 +186,23 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// upstream connection mid-stream (golang/go#40747).
 	_ = http.NewResponseController(w).EnableFullDuplex()
 	out := r.Clone(r.Context())
-	out.URL.Path = "/" + rest
+	out.URL.Path = path
 	out.URL.RawPath = ""
-	h.forward(c, key, run).ServeHTTP(w, out)
+	h.forward(c, base, key, run).ServeHTTP(w, out)
 }
 
-// forward is the reverse proxy with c's rewrite: upstream's address, the
-// key in the provider's header, every key header the client sent removed.
-func (h *Handler) forward(c *Credential, key, run string) *httputil.ReverseProxy {
+// forward is the reverse proxy with c's rewrite toward base: its address,
+// the key in the provider's header, every key header the client sent
+// removed.
+func (h *Handler) forward(c *Credential, base *url.URL, key, run string) *httputil.ReverseProxy {
 	p := *h.proxy
 	p.Rewrite = func(pr *httputil.ProxyRequest) {
-		pr.SetURL(c.Upstream)
-		pr.Out.Host = c.Upstream.Host
+		pr.SetURL(base)
+		pr.Out.Host = base.Host
 		for _, name := range h.keyHeaders {
 			pr.Out.Header.Del(name)
 		}
-		hd := c.Route.Headers[c.Kind]
-		pr.Out.Header.Set(hd.Name, hd.Value(key))
+		c.setKey(pr.Out.Header, base, key)
 		pr.Out.Header.Del("Proxy-Authorization")
 		pr.Out = pr.Out.WithContext(withCredential(pr.Out.Context(), c, run))
 	}
@@ -202,11 +211,7 @@ func (h *Handler) forward(c *Credential, key, run string) *httputil.ReverseProxy
 
 // authorize returns the token's run, and why it is refused ("" when not).
 func (h *Handler) authorize(c *Credential, r *http.Request) (run, why string) {
-	hd := c.Route.Headers[c.Kind]
-	token := strings.TrimSpace(r.Header.Get(hd.Name))
-	if hd.Scheme != "" {
-		token = strings.TrimSpace(strings.TrimPrefix(token, hd.Scheme+" "))
-	}
+	token := c.clientToken(r)
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	from, perr := netip.ParseAddr(host)
 	if token == "" || err != nil || perr != nil {

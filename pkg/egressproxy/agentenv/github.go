@@ -1,0 +1,57 @@
+package agentenv
+
+import (
+	"cmp"
+	"strconv"
+
+	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/egressproxy/inject"
+)
+
+// The variables of a GitHub credential besides git's config: its API's
+// base URLs (as GitHub Actions names them, which many tools read) and the
+// run's token where those tools take a token. GitHub's CLI takes no base
+// URL (it always calls https://api.github.com or https://<host>/api/v3),
+// so its own token variables are blanked, not set.
+const (
+	envGitHubAPI     = "GITHUB_API_URL"
+	envGitHubGraphQL = "GITHUB_GRAPHQL_URL"
+	envGitHubToken   = "GITHUB_TOKEN"
+)
+
+// gitHubKeyVars are the variables a GitHub token is commonly given in:
+// blanked, but GITHUB_TOKEN, which holds the run's token.
+var gitHubKeyVars = []string{"GH_TOKEN", "GH_ENTERPRISE_TOKEN", "GITHUB_ENTERPRISE_TOKEN", envGitHubToken}
+
+// gitHub adds to rc the variables of GitHub credentials creds, whose
+// routes start with base (http://<proxy>:3128/credentials/): git's
+// command-level config (GIT_CONFIG_COUNT, GIT_CONFIG_KEY_<n>,
+// GIT_CONFIG_VALUE_<n>; it needs no file, so a read-only root file system
+// takes it) rewriting https://<host>/ and GitHub's SSH forms to the route,
+// with the run's token in an Authorization header for the route only; and
+// the first credential's API base URLs and GITHUB_TOKEN.
+func gitHub(rc *Credentials, creds []config.Credential, base string) {
+	if len(creds) == 0 {
+		return
+	}
+	var kv [][2]string
+	for _, cr := range creds {
+		route := base + cr.Name + "/"
+		git := route + inject.GitHubGit + "/"
+		host := cmp.Or(cr.Host, "github.com")
+		for _, from := range []string{"https://" + host + "/", "git@" + host + ":", "ssh://git@" + host + "/"} {
+			kv = append(kv, [2]string{"url." + git + ".insteadOf", from})
+		}
+		kv = append(kv, [2]string{"http." + git + ".extraHeader", "Authorization: Bearer " + rc.Token})
+	}
+	rc.Set["GIT_CONFIG_COUNT"] = strconv.Itoa(len(kv))
+	for i, p := range kv {
+		n := strconv.Itoa(i)
+		rc.Set["GIT_CONFIG_KEY_"+n], rc.Set["GIT_CONFIG_VALUE_"+n] = p[0], p[1]
+	}
+	first := base + creds[0].Name + "/"
+	rc.Set[envGitHubAPI] = first + inject.GitHubAPI
+	rc.Set[envGitHubGraphQL] = first + inject.GitHubGraphQL
+	rc.Set[envGitHubToken] = rc.Token
+	rc.Blank = append(rc.Blank, gitHubKeyVars...)
+}

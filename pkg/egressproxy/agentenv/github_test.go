@@ -1,0 +1,56 @@
+package agentenv
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/pcsync/pcsync/pkg/adapters"
+	"github.com/pcsync/pcsync/pkg/config"
+)
+
+// TestCredentialsForGitHub: GitHub credentials give every CLI git's
+// config (github.com's and an Enterprise host's forms to their routes, the
+// token in a header for the route only), the first one's API URLs and
+// GITHUB_TOKEN, and blank the other token variables; the token is in no
+// value but those, which Secret tells.
+func TestCredentialsForGitHub(t *testing.T) {
+	c := &config.Company{}
+	c.Spec.Credentials = []config.Credential{
+		{Name: "gh", Provider: adapters.ProviderGitHub, Type: adapters.KeyAPIKey},
+		{Name: "ghe", Provider: adapters.ProviderGitHub, Type: adapters.KeyAPIKey, Host: "ghe.example.com"},
+	}
+	r := "http://10.0.0.1:3128/credentials/"
+	want := &Credentials{Token: "T", Set: map[string]string{
+		"GIT_CONFIG_COUNT": "8",
+		"GIT_CONFIG_KEY_0": "url." + r + "gh/git/.insteadOf", "GIT_CONFIG_VALUE_0": "https://github.com/",
+		"GIT_CONFIG_KEY_1": "url." + r + "gh/git/.insteadOf", "GIT_CONFIG_VALUE_1": "git@github.com:",
+		"GIT_CONFIG_KEY_2": "url." + r + "gh/git/.insteadOf", "GIT_CONFIG_VALUE_2": "ssh://git@github.com/",
+		"GIT_CONFIG_KEY_3": "http." + r + "gh/git/.extraHeader", "GIT_CONFIG_VALUE_3": "Authorization: Bearer T",
+		"GIT_CONFIG_KEY_4": "url." + r + "ghe/git/.insteadOf", "GIT_CONFIG_VALUE_4": "https://ghe.example.com/",
+		"GIT_CONFIG_KEY_5": "url." + r + "ghe/git/.insteadOf", "GIT_CONFIG_VALUE_5": "git@ghe.example.com:",
+		"GIT_CONFIG_KEY_6": "url." + r + "ghe/git/.insteadOf", "GIT_CONFIG_VALUE_6": "ssh://git@ghe.example.com/",
+		"GIT_CONFIG_KEY_7": "http." + r + "ghe/git/.extraHeader", "GIT_CONFIG_VALUE_7": "Authorization: Bearer T",
+		"GITHUB_API_URL": r + "gh/api", "GITHUB_GRAPHQL_URL": r + "gh/graphql", "GITHUB_TOKEN": "T",
+	}, Blank: []string{"GH_ENTERPRISE_TOKEN", "GH_TOKEN", "GITHUB_ENTERPRISE_TOKEN"}}
+	for _, a := range []config.AdapterType{"claude_local", "cursor_local"} {
+		got := CredentialsFor(c, a, "10.0.0.1", "T")
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", a, diff)
+		}
+	}
+	rc := CredentialsFor(c, "claude_local", "10.0.0.1", "T").WithToken("pcsync-run-2")
+	var secret []string
+	for k, v := range rc.Set {
+		if rc.Secret(v) {
+			secret = append(secret, k)
+		}
+	}
+	if diff := cmp.Diff([]string{"GITHUB_TOKEN", "GIT_CONFIG_VALUE_3", "GIT_CONFIG_VALUE_7"}, slices.Sorted(slices.Values(secret))); diff != "" {
+		t.Errorf("the values that hold the token (-want +got):\n%s", diff)
+	}
+	if rc.Set["GIT_CONFIG_VALUE_3"] != "Authorization: Bearer pcsync-run-2" {
+		t.Errorf("WithToken: the header %q", rc.Set["GIT_CONFIG_VALUE_3"])
+	}
+}
