@@ -58,6 +58,11 @@
 //	                  (gitserver_test.go: git http-backend on the pod
 //	                  bridge's gateway): Ready, the Company applied, a new
 //	                  commit picked up, a run from the spool volume a Job
+//	getting_started_test.go  docs/getting-started.md followed word for word
+//	                  from its section 2 (the harness's cluster and images
+//	                  stand in for k3d's and Docker's): a clone of an empty
+//	                  config repository, deploy/base, the key, a first run
+//	                  and its result
 //	paperclip_test.go deploy/paperclip through a user's overlay: Paperclip's
 //	                  stand-in image (imagebuild.PaperclipStandIn, from the
 //	                  paperclipai npm package), pcsync and git-sync Ready in

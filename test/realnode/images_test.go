@@ -153,6 +153,11 @@ case "$prompt" in
 	sleep 600 &
 	wait
 	;;
+*haiku*)
+	# docs/getting-started.md's first run (TestGettingStarted).
+	echo "$init"
+	echo '{"type":"result","subtype":"success","is_error":false,"duration_ms":20,"num_turns":1,"result":"Pods rise and fall / the scheduler finds a node / the Job completes.","session_id":"standin-1","total_cost_usd":0.002,"usage":{"input_tokens":40,"output_tokens":17}}'
+	;;
 *)
 	echo "stand-in: unknown prompt" >&2
 	exit 2

@@ -60,17 +60,38 @@ func ShellBlocks(path, heading string) ([]string, error) {
 // reader's values in: each subs pair replaces its first string, which the
 // blocks must still say (else the docs changed under the test).
 func Script(path, heading string, n int, subs [][2]string) (string, error) {
-	blocks, err := ShellBlocks(path, heading)
-	if err != nil {
-		return "", err
+	return Sections(path, []Section{{Heading: heading, Blocks: n}}, subs)
+}
+
+// Section is a section of a doc that a test follows: its heading line and
+// the number of shell blocks it has.
+type Section struct {
+	Heading string
+	Blocks  int
+}
+
+// Sections is Script of a walkthrough spread over several sections of one
+// doc: their shell blocks joined in order, then the reader's values put in.
+func Sections(path string, sections []Section, subs [][2]string) (string, error) {
+	var b strings.Builder
+	for _, s := range sections {
+		blocks, err := ShellBlocks(path, s.Heading)
+		if err != nil {
+			return "", err
+		}
+		if len(blocks) != s.Blocks {
+			return "", fmt.Errorf("%s %q has %d shell blocks, want %d (update the test)", path, s.Heading, len(blocks), s.Blocks)
+		}
+		b.WriteString(strings.Join(blocks, ""))
 	}
-	if len(blocks) != n {
-		return "", fmt.Errorf("%s %q has %d shell blocks, want %d (update the test)", path, heading, len(blocks), n)
+	where := fmt.Sprintf("%s %q", path, sections[0].Heading)
+	if len(sections) > 1 {
+		where += fmt.Sprintf(" to %q", sections[len(sections)-1].Heading)
 	}
-	script := strings.Join(blocks, "")
+	script := b.String()
 	for _, r := range subs {
 		if !strings.Contains(script, r[0]) {
-			return "", fmt.Errorf("%s %q no longer says %q (update the test's substitutions)", path, heading, r[0])
+			return "", fmt.Errorf("%s no longer says %q (update the test's substitutions)", where, r[0])
 		}
 		script = strings.ReplaceAll(script, r[0], r[1])
 	}

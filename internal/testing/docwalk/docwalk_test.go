@@ -59,6 +59,27 @@ func TestScript(t *testing.T) {
 
 // Run stops at the first failing line, as the reader's shell would, and
 // stop ends what the script left running.
+// TestSections: the blocks of several sections, in the order given, with
+// the values put in across them; a section's count and a value that none
+// says fail.
+func TestSections(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "doc.md")
+	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Sections(path, []Section{{Heading: "## Next", Blocks: 1}, {Heading: "### Sub", Blocks: 1}}, [][2]string{{"four", "4"}, {"three", "3"}})
+	if err != nil || got != "echo 4\necho 3\n" {
+		t.Errorf("Sections = %q, %v; want the two sections' blocks, in that order, with 4 and 3", got, err)
+	}
+	if _, err := Sections(path, []Section{{Heading: "## Next", Blocks: 2}}, nil); err == nil || !strings.Contains(err.Error(), "has 1 shell blocks, want 2") {
+		t.Errorf("error %v, want the count's", err)
+	}
+	if _, err := Sections(path, []Section{{Heading: "## Next", Blocks: 1}, {Heading: "### Sub", Blocks: 1}}, [][2]string{{"five", "5"}}); err == nil ||
+		!strings.Contains(err.Error(), `"## Next" to "### Sub" no longer says "five"`) {
+		t.Errorf("error %v, want the substitution's, naming both ends", err)
+	}
+}
+
 func TestRun(t *testing.T) {
 	ctx := context.Background()
 	out, stop, err := Run(ctx, t.TempDir(), "echo one\nfalse\necho two\n", nil)
