@@ -19,10 +19,11 @@ import (
 	"github.com/pcsync/pcsync/pkg/egressproxy"
 	"github.com/pcsync/pcsync/pkg/egressproxy/allow"
 	"github.com/pcsync/pcsync/pkg/egressproxy/inject"
+	"github.com/pcsync/pcsync/pkg/egressproxy/spend"
 )
 
 type egressProxyFlags struct {
-	config, allowList, listen, metrics, credentials string
+	config, allowList, listen, metrics, credentials, spend string
 }
 
 // newEgressProxyCmd is `pcsync egress-proxy`: a tenant's egress proxy
@@ -45,7 +46,12 @@ Agents name themselves in the proxy URL's user info: http://AGENT@HOST:3128.
 With --credentials (a file pcsync render mounts when the company declares
 spec.credentials), it also serves /credentials/NAME/…: a request with a live
 run's token in the provider's key header is forwarded to the provider (or the
-company's gateway) with the key from the credential's Secret.`,
+company's gateway) with the key from the credential's Secret.
+
+With --spend (the company's budgets and prices, as pcsync render gives them), the
+credential route counts what each answer costs as it streams, and refuses a run's
+request, in the provider's error format, once the company's monthly budget, its
+agent's or the cap per run is spent.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return f.run(cmd.Context(), g)
@@ -57,6 +63,7 @@ company's gateway) with the key from the credential's Secret.`,
 	fl.StringVar(&f.listen, "listen", ":3128", "the proxy's address")
 	fl.StringVar(&f.metrics, "metrics", ":9090", "serve /metrics and /healthz on this address (off when empty)")
 	fl.StringVar(&f.credentials, "credentials", "", "serve the credential route of this JSON (inline, as render gives it, or a file; off when empty)")
+	fl.StringVar(&f.spend, "spend", "", "count and cap the credential route's spend by this JSON (inline, as render gives it; off when empty)")
 	cmd.MarkFlagsOneRequired("allow-list", "config")
 	cmd.MarkFlagsMutuallyExclusive("allow-list", "config")
 	return cmd
@@ -78,8 +85,11 @@ func (f *egressProxyFlags) run(ctx context.Context, g *globalOptions) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	opts := egressproxy.Options{Logger: g.Logger, Registerer: reg}
+	if f.spend != "" && f.credentials == "" {
+		return errors.New("egress-proxy: --spend counts the credential route's spend, and there is none without --credentials")
+	}
 	if f.credentials != "" {
-		if opts.Credentials, err = credentialRoute(f.credentials, g, reg); err != nil {
+		if opts.Credentials, err = credentialRoute(f.credentials, f.spend, g, reg); err != nil {
 			return err
 		}
 	}
@@ -100,8 +110,9 @@ func (f *egressProxyFlags) run(ctx context.Context, g *globalOptions) error {
 	return eg.Wait()
 }
 
-// credentialRoute is the credential route of the configuration file.
-func credentialRoute(path string, g *globalOptions, reg prometheus.Registerer) (http.Handler, error) {
+// credentialRoute is the credential route of the configuration file, with
+// the spend gate of spendJSON when it is not empty.
+func credentialRoute(path, spendJSON string, g *globalOptions, reg prometheus.Registerer) (http.Handler, error) {
 	raw, src := []byte(path), "--credentials"
 	if !strings.HasPrefix(strings.TrimSpace(path), "{") {
 		var err error
@@ -114,8 +125,17 @@ func credentialRoute(path string, g *globalOptions, reg prometheus.Registerer) (
 	if err != nil {
 		return nil, fmt.Errorf("egress-proxy: %s: %w", src, err)
 	}
-	h, err := inject.NewHandler(c.Build(), inject.Options{Company: c.Company, Tokens: &inject.AnnotationTokens{Path: c.TokensFile},
-		Logger: g.Logger, Registerer: reg})
+	opts := inject.Options{Company: c.Company, Tokens: &inject.AnnotationTokens{Path: c.TokensFile}, Logger: g.Logger, Registerer: reg}
+	if spendJSON != "" {
+		sc, err := spend.ParseConfig([]byte(spendJSON))
+		if err != nil {
+			return nil, fmt.Errorf("egress-proxy: --spend: %w", err)
+		}
+		if opts.Spend, err = spend.NewGate(sc, spend.GateOptions{Logger: g.Logger, Registerer: reg}); err != nil {
+			return nil, fmt.Errorf("egress-proxy: %w", err)
+		}
+	}
+	h, err := inject.NewHandler(c.Build(), opts)
 	if err != nil {
 		return nil, fmt.Errorf("egress-proxy: %w", err)
 	}

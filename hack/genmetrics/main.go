@@ -23,6 +23,7 @@ import (
 	"github.com/pcsync/pcsync/pkg/egressproxy"
 	"github.com/pcsync/pcsync/pkg/egressproxy/allow"
 	"github.com/pcsync/pcsync/pkg/egressproxy/inject"
+	"github.com/pcsync/pcsync/pkg/egressproxy/spend"
 	"github.com/pcsync/pcsync/pkg/metrics"
 )
 
@@ -77,8 +78,8 @@ func daemonMetrics() ([]metric, error) {
 	return describe(append(m.Collectors(), rec.collectors...))
 }
 
-// proxyMetrics are the metrics of pcsync egress-proxy's registry: the proxy
-// and its credential route.
+// proxyMetrics are the metrics of pcsync egress-proxy's registry: the proxy,
+// its credential route and the route's spend gate.
 func proxyMetrics() ([]metric, error) {
 	rec := &recorder{}
 	log := slog.New(slog.DiscardHandler)
@@ -88,6 +89,9 @@ func proxyMetrics() ([]metric, error) {
 	o := inject.DefaultOptions()
 	o.Company, o.Tokens, o.Logger, o.Registerer = "acme", noTokens{}, log, rec
 	if _, err := inject.NewHandler(nil, o); err != nil {
+		return nil, err
+	}
+	if _, err := spend.NewGate(spend.Config{Company: "acme", AnnotationsFile: os.DevNull}, spend.GateOptions{Logger: log, Registerer: rec}); err != nil {
 		return nil, err
 	}
 	return describe(rec.collectors)

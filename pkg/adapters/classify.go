@@ -20,6 +20,9 @@ type classRule struct {
 // message, stderr), never to a whole stream: bare numbers like 429 would
 // match token counts there.
 var classRules = []classRule{
+	// pcsync's egress proxy's refusal (package spend) names a budget and
+	// says "budget spent": before auth (it is a 403) and quota.
+	{result.ErrBudgetExceeded, regexp.MustCompile(`pcsync: budget spent`)},
 	{result.ErrSessionNotFound, regexp.MustCompile(`(?i)no conversation found|no rollout found|session not found|no session found|no session (?:found )?matching|invalid session identifier|error resuming session|(?:thread|session|chat) [^\s]* ?(?:was )?not found|unknown session|NO_SESSION`)},
 	{result.ErrMaxTurns, regexp.MustCompile(`(?i)max(?:imum)?[ _-]?(?:number of )?(?:session )?turns|turn[ _-]?limit|FatalTurnLimitedError|max_turn_requests|error_max_turns`)},
 	{result.ErrModelNotFound, regexp.MustCompile(`(?i)issue with the selected model|model[ _-]?not[ _-]?found|ModelNotFound|unknown model|invalid model|model .{0,80}(?:does not exist|not exist|is not supported|not available|not found)|no such model|not_found_error.{0,40}model|model_not_found`)},

@@ -28,6 +28,8 @@ func TestClassifyText(t *testing.T) {
 		{"You've hit your usage limit. Upgrade to Pro", result.ErrQuotaExceeded},
 		{"429 RESOURCE_EXHAUSTED: Quota exceeded for metric", result.ErrQuotaExceeded},
 		{"shared rollout token budget exhausted", result.ErrQuotaExceeded},
+		{`API Error: 403 {"type":"error","error":{"type":"permission_error","message":"pcsync: budget spent: agent acme/coder has spent $5.01 of its monthly budget of $5.00; raise its budgetMonthlyCents in the Git config, or wait until 2026-12-01 (UTC)"}}`, result.ErrBudgetExceeded},
+		{`unexpected status 403 Forbidden: {"error":{"code":"budget_exceeded","message":"pcsync: budget spent: this run has spent $1.02 of company acme's cap of $1.00 a run; raise spec.budget.runCents in its Git config","type":"invalid_request_error"}}`, result.ErrBudgetExceeded},
 		{"Rate limit exceeded", result.ErrRateLimited},
 		{"429 RESOURCE_EXHAUSTED: Quota exceeded for quota metric 'Generate Content API requests per minute'", result.ErrRateLimited},
 		{"429 Too Many Requests", result.ErrRateLimited},

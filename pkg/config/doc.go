@@ -19,9 +19,11 @@
 //	rules.go      the rules the schema cannot express (across documents, Kubernetes' own)
 //	rules_pool.go the rules of a company's warm pools: image or adapter type, agent, and the fit in its quota
 //	rules_credentials.go the rules of a company's credentials: egress mode proxy, a provider its agents use, each once
+//	rules_budget.go the rules of a company's budget: a model credential, a known time zone, prices read exactly, each once
 //	rules_egress.go the rules of a company's egress: host names, and CIDRs that reach no private range without allowPrivateCidrs
 //	rules_suspend.go the rules of a company's suspended leases: their claims in its quota (persistentVolumeClaims, requestsStorage)
 //	model.go      the Go types of a loaded Model
+//	budget.go     a company's budget (spec.budget) and its agents' monthly budgets
 //	resolve.go    lookups on a Model (company by slug or id, agent, adapter defaults)
 //	run.go        ParseRun: one run request against #Run
 //	shard.go      shards (the label pcsync.io/shard): a shard's part of a Model, the tenants it hands over

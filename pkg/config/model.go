@@ -416,6 +416,7 @@ type CompanySpec struct {
 	Sessions                  *Sessions         `json:"sessions,omitempty"`
 	SecretRefs                []SecretRef       `json:"secretRefs"`
 	Credentials               []Credential      `json:"credentials"`
+	Budget                    *Budget           `json:"budget,omitempty"`
 	Patches                   []Patch           `json:"patches"`
 	Paperclip                 CompanyPaperclip  `json:"paperclip"`
 	Sandbox                   *CompanySandbox   `json:"sandbox,omitempty"`

@@ -94,6 +94,7 @@ func (k *checker) company(d *document, c *Company) {
 	k.environments(d, c)
 	k.reportsTo(d, c)
 	k.credentials(d, c)
+	k.budget(d, c)
 	k.warmPool(d, c)
 	k.egressQuota(d, c)
 	k.leaseSuspend(d, c)

@@ -16,6 +16,7 @@
 //	render_network.go    its NetworkPolicies and CiliumNetworkPolicy
 //	render_proxy.go      egress mode proxy: the egress proxy's objects and policy
 //	render_proxy_credentials.go the proxy's credential route: its configuration, the keys' and the tokens' volumes
+//	render_proxy_spend.go the proxy's --spend: the company's budgets and prices
 //	egress_env.go        the hosts an agent's env implies
 //	names.go             object names, labels and values
 //	patch.go             the reference for patches: one kustomize run per company

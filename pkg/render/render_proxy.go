@@ -127,6 +127,9 @@ func (t tenant) egressProxyDeployment(list string) map[string]any {
 	}
 	if cfg := t.credentialsConfig(); cfg != "" {
 		t.withCredentials(pod, container, cfg)
+		if sp := t.spendConfig(); sp != "" {
+			container["args"] = append(container["args"].([]any), "--spend", sp)
+		}
 	}
 	if secrets := t.m.ImagePullSecrets(t.c); len(secrets) > 0 {
 		refs := make([]any, len(secrets))

@@ -37,9 +37,12 @@ const (
 	ErrInvalidRequest ErrorCode = "invalid_request"
 	// ErrCompanySuspended: the run's company has spec.suspend; the
 	// request is rejected and may be dropped again once it is resumed.
-	ErrCompanySuspended    ErrorCode = "company_suspended"
-	ErrAuthRequired        ErrorCode = "auth_required"
-	ErrQuotaExceeded       ErrorCode = "quota_exceeded"
+	ErrCompanySuspended ErrorCode = "company_suspended"
+	ErrAuthRequired     ErrorCode = "auth_required"
+	ErrQuotaExceeded    ErrorCode = "quota_exceeded"
+	// ErrBudgetExceeded: the company's egress proxy refused the CLI's
+	// model call because a budget of spec.budget or the agent's is spent.
+	ErrBudgetExceeded      ErrorCode = "budget_exceeded"
 	ErrRateLimited         ErrorCode = "rate_limited"
 	ErrUpstreamUnavailable ErrorCode = "upstream_unavailable"
 	ErrModelNotFound       ErrorCode = "model_not_found"
@@ -57,7 +60,7 @@ const (
 // AllErrorCodes lists every error code, in the order of docs/design.md.
 func AllErrorCodes() []ErrorCode {
 	return []ErrorCode{
-		ErrInvalidRequest, ErrCompanySuspended, ErrAuthRequired, ErrQuotaExceeded, ErrRateLimited,
+		ErrInvalidRequest, ErrCompanySuspended, ErrAuthRequired, ErrQuotaExceeded, ErrBudgetExceeded, ErrRateLimited,
 		ErrUpstreamUnavailable, ErrModelNotFound, ErrMaxTurns, ErrSessionNotFound,
 		ErrTimeout, ErrOOMKilled, ErrImagePullFailed, ErrUnschedulable,
 		ErrAgentFailed, ErrCancelled, ErrInternal,

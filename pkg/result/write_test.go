@@ -107,8 +107,8 @@ func TestWriteRaceHasOneWinner(t *testing.T) {
 }
 
 func TestErrorCodes(t *testing.T) {
-	if len(AllErrorCodes()) != 16 {
-		t.Errorf("got %d error codes, docs/design.md lists 16", len(AllErrorCodes()))
+	if len(AllErrorCodes()) != 17 {
+		t.Errorf("got %d error codes, docs/design.md lists 17", len(AllErrorCodes()))
 	}
 	if ErrorCode("nope").Valid() || !ErrOOMKilled.Valid() {
 		t.Error("Valid() does not tell codes from non-codes")

@@ -52,7 +52,7 @@ func NewGate(cfg Config, opts GateOptions) (*Gate, error) {
 	}
 	g := &Gate{cfg: cfg, table: table, ledger: l, agents: &annotationAgents{path: cfg.AnnotationsFile},
 		logger: cmp.Or(opts.Logger, slog.Default())}
-	g.metrics, err = newMetrics(opts.Registerer, cfg.Company, func() float64 { return float64(l.Totals().Company.Cents()) })
+	g.metrics, err = newMetrics(opts.Registerer, cfg.Company)
 	if err != nil {
 		return nil, fmt.Errorf("spend %s: metrics: %w", cfg.Company, err)
 	}
@@ -68,7 +68,9 @@ func (g *Gate) Ledger() *Ledger { return g.ledger }
 // and done, to call once it is answered.
 func (g *Gate) Admit(w http.ResponseWriter, r *http.Request, p adapters.Provider, run string) (mw http.ResponseWriter, done func(), ok bool) {
 	agent := g.agents.agent(run)
-	if ref := g.ledger.Check(run, agent); ref != nil {
+	ref := g.ledger.Check(run, agent)
+	g.metrics.month.Set(float64(g.ledger.Company().Cents()))
+	if ref != nil {
 		g.metrics.refused.WithLabelValues(string(ref.Budget)).Inc()
 		g.logger.Warn("credential request refused: budget spent", "company", g.cfg.Company, "agent", agent, "run", run,
 			"budget", string(ref.Budget))
@@ -109,6 +111,7 @@ func (m *meteredWriter) count(u Usage) {
 	if cost := price.Cost(u); cost > m.counted {
 		m.g.ledger.Add(m.run, m.agent, cost-m.counted)
 		m.g.metrics.spent.WithLabelValues(cmp.Or(m.agent, "unknown"), string(u.Provider)).Add(float64(cost - m.counted))
+		m.g.metrics.month.Set(float64(m.g.ledger.Company().Cents()))
 		m.counted = cost
 	}
 }

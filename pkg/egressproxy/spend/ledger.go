@@ -94,6 +94,14 @@ func (l *Ledger) Add(run, agent string, cost MicroCents) {
 	}
 }
 
+// Company is the company's spend this month.
+func (l *Ledger) Company() MicroCents {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.roll()
+	return l.company
+}
+
 // Totals are a month's spend.
 type Totals struct {
 	Month   string                `json:"month"`

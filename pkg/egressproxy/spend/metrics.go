@@ -8,11 +8,11 @@ type metrics struct {
 	spent    *prometheus.CounterVec
 	refused  *prometheus.CounterVec
 	unpriced *prometheus.CounterVec
-	month    prometheus.GaugeFunc
+	month    prometheus.Gauge
 	budget   prometheus.Gauge
 }
 
-func newMetrics(reg prometheus.Registerer, company string, monthCents func() float64) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, company string) (*metrics, error) {
 	cl := prometheus.Labels{"company": company}
 	m := &metrics{
 		spent: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -27,10 +27,10 @@ func newMetrics(reg prometheus.Registerer, company string, monthCents func() flo
 			Name: "pcsync_egress_proxy_spend_unpriced_total", ConstLabels: cl,
 			Help: "Answers of a model the price table does not name, counted at the provider's fallback price.",
 		}, []string{"provider"}),
-		month: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		month: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "pcsync_egress_proxy_spend_month_cents", ConstLabels: cl,
-			Help: "The company's spend this month (its time zone's), in US cents.",
-		}, monthCents),
+			Help: "The company's spend this month (its time zone's), in US cents, as of its last request.",
+		}),
 		budget: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "pcsync_egress_proxy_budget_month_cents", ConstLabels: cl,
 			Help: "The company's monthly budget in US cents (spec.budget.monthlyCents); 0: none.",
