@@ -7,7 +7,7 @@
 #                          the real node's kube-proxy and kube-router (NetworkPolicy
 #                          enforcer), cached in a directory of their own
 #                          (hack/kuberouter/build.sh); its cluster add-ons
-#                          (local-path-provisioner), cached likewise
+#                          (local-path-provisioner, CoreDNS), cached likewise
 #                          (hack/addons/build.sh); and Cilium's
 #                          CiliumNetworkPolicy CRD from its Go module, for the
 #                          test API server (hack/crds/cilium.sh)

@@ -2,11 +2,13 @@
 # Builds the real node's cluster add-ons (internal/testing/testcluster, "Real node"):
 #   local-path-provisioner  dynamic volumes (rancher/local-path-provisioner), from the
 #                           module ./localpath (its requirements as released, no replaces)
+#   coredns                 the cluster DNS (github.com/coredns/coredns, upstream's main
+#                           with every plugin), from the module ./coredns (likewise)
 # into a cache directory keyed by their versions:
 #
 #   ${PCSYNC_ADDONS_BIN_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/pcsync/addons/<key>}
 #
-# where <key> is local-path-provisioner-<v>_r<recipe>_<goos>-<goarch> (see
+# where <key> is local-path-provisioner-<v>_coredns-<v>_r<recipe>_<goos>-<goarch> (see
 # versions.env). A complete directory is reused as it is. Progress goes to stderr; the
 # only line on stdout is the bin directory. `make k8sbin` runs it after
 # hack/kuberouter/build.sh. Each add-on has a module of its own: their client-go
@@ -23,10 +25,10 @@ source "$here/../lib/cachebuild.sh"
 
 goos="$(go env GOOS)"
 goarch="$(go env GOARCH)"
-key="local-path-provisioner-${LOCAL_PATH_VERSION}_r${ADDONS_RECIPE}_${goos}-${goarch}"
+key="local-path-provisioner-${LOCAL_PATH_VERSION}_coredns-${COREDNS_VERSION}_r${ADDONS_RECIPE}_${goos}-${goarch}"
 cache_root="${XDG_CACHE_HOME:-$HOME/.cache}/pcsync/addons"
 bin_dir="${PCSYNC_ADDONS_BIN_DIR:-$cache_root/$key}"
-binaries=(local-path-provisioner)
+binaries=(local-path-provisioner coredns)
 log_name=addons
 
 cache_reuse
@@ -42,6 +44,7 @@ check_module() {
 	fi
 }
 check_module localpath github.com/rancher/local-path-provisioner "$LOCAL_PATH_VERSION"
+check_module coredns github.com/coredns/coredns "$COREDNS_VERSION"
 
 cache_begin
 
@@ -50,5 +53,9 @@ lp_ld="-s -w" # (its version is a constant, 0.0.1: no stamp)
 (cd "$here/localpath" && go build -p "$p" -trimpath -ldflags "$lp_ld" -o "$tmp/local-path-provisioner" \
 	github.com/rancher/local-path-provisioner)
 log "local-path-provisioner done after $((SECONDS - start)) s"
+
+log "building coredns ${COREDNS_VERSION} (-p $p)"
+(cd "$here/coredns" && go build -p "$p" -trimpath -ldflags "-s -w" -o "$tmp/coredns" github.com/coredns/coredns)
+log "coredns done after $((SECONDS - start)) s"
 
 cache_publish

@@ -74,6 +74,10 @@
 //	volume_test.go    dynamic volumes: a claim of the default StorageClass
 //	                  (local-path-provisioner) bound at its first pod, files
 //	                  kept across pods, the directory gone with the claim
+//	clusterdns_test.go  the cluster DNS (CoreDNS): a Service of another
+//	                  namespace resolved to its ClusterIP, other names refused;
+//	                  a policy that leaves DNS out denies it, beside one that
+//	                  allows it as pcsync's does
 //	proxy_bench_test.go  make bench's egress-proxy figures (issue 38): HTTPS
 //	                  requests and a 50 MB download through a tenant's proxy
 //	                  against a standard-mode tenant's direct allowCidrs path,

@@ -15,6 +15,9 @@ const (
 	// node's dynamic volume provisioner (the only version the Go module proxy
 	// serves).
 	LocalPathVersion = "v0.0.30"
+	// CoreDNSVersion is the version of CoreDNS, the real node's cluster DNS
+	// (upstream's main package, every plugin).
+	CoreDNSVersion = "v1.15.0"
 	// AddonBuildRecipe is bumped when hack/addons/build.sh changes how they are
 	// built or which.
 	AddonBuildRecipe = "1"
@@ -26,13 +29,13 @@ const AddonBinDirEnv = "PCSYNC_ADDONS_BIN_DIR"
 
 // AddonBinaries lists the executables the real node needs in its add-on
 // directory.
-var AddonBinaries = []string{"local-path-provisioner"}
+var AddonBinaries = []string{"local-path-provisioner", "coredns"}
 
 // AddonVersionKey names one set of add-on binaries; it is the last element of
 // DefaultAddonBinDir.
 func AddonVersionKey() string {
-	return fmt.Sprintf("local-path-provisioner-%s_r%s_%s-%s", LocalPathVersion, AddonBuildRecipe,
-		runtime.GOOS, runtime.GOARCH)
+	return fmt.Sprintf("local-path-provisioner-%s_coredns-%s_r%s_%s-%s", LocalPathVersion, CoreDNSVersion,
+		AddonBuildRecipe, runtime.GOOS, runtime.GOARCH)
 }
 
 // DefaultAddonBinDir returns $PCSYNC_ADDONS_BIN_DIR if set, else

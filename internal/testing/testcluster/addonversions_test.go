@@ -12,6 +12,7 @@ func TestAddonVersionsMatchBuildScript(t *testing.T) {
 	got := readEnvFile(t, "../../../hack/addons/versions.env")
 	want := map[string]string{
 		"LOCAL_PATH_VERSION": LocalPathVersion,
+		"COREDNS_VERSION":    CoreDNSVersion,
 		"ADDONS_RECIPE":      AddonBuildRecipe,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -19,6 +20,7 @@ func TestAddonVersionsMatchBuildScript(t *testing.T) {
 	}
 	for mod, require := range map[string]string{
 		"localpath": "github.com/rancher/local-path-provisioner " + LocalPathVersion + "\n",
+		"coredns":   "github.com/coredns/coredns " + CoreDNSVersion + "\n",
 	} {
 		data, err := os.ReadFile("../../../hack/addons/" + mod + "/go.mod")
 		if err != nil {
@@ -40,8 +42,10 @@ func TestAddonVersionKey(t *testing.T) {
 	if got := DefaultAddonBinDir(); got != want {
 		t.Errorf("DefaultAddonBinDir() = %q, want %q", got, want)
 	}
-	if !strings.Contains(AddonVersionKey(), "local-path-provisioner-"+LocalPathVersion+"_") {
-		t.Errorf("AddonVersionKey() = %q names no local-path-provisioner %s", AddonVersionKey(), LocalPathVersion)
+	for _, v := range []string{"local-path-provisioner-" + LocalPathVersion + "_", "coredns-" + CoreDNSVersion + "_"} {
+		if !strings.Contains(AddonVersionKey(), v) {
+			t.Errorf("AddonVersionKey() = %q lacks %q", AddonVersionKey(), v)
+		}
 	}
 	t.Setenv(AddonBinDirEnv, "/x")
 	if got := DefaultAddonBinDir(); got != "/x" {

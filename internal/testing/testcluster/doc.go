@@ -167,9 +167,15 @@
 // (default 10.200.0.1) is a /32 on a bridge with no ports, pcsync-node0; pods get
 // addresses from 10.201.0.0/24 on the bridge pcsync-cni0 (no masquerading: they reach
 // the host at 10.201.0.1, not its 127.0.0.1 or the internet; kube-proxy takes
-// Service IPs to their endpoints; the cluster DNS address 10.0.0.10 answers
-// nothing); the kubelet's cgroups
-// live under /pcsync-realnode.
+// Service IPs to their endpoints); the kubelet's cgroups live under
+// /pcsync-realnode.
+//
+// Cluster DNS: pods' resolv.conf names RealNode.ClusterDNS (10.0.0.10), the
+// Service kube-system/kube-dns in front of CoreDNS (built by `make k8sbin` into
+// DefaultAddonBinDir), which the harness runs in a pod on the node, labelled
+// k8s-app: kube-dns as in a cluster, so that NetworkPolicies select it as they
+// would there. It serves ClusterDomain from the API server and refuses every
+// other name: nothing is forwarded off the machine.
 //
 // A pod reaches the API server at APIServerHost(): 10.201.0.1 and a port the
 // starting process forwards to the API server on 127.0.0.1 (TCP only, TLS passes

@@ -56,8 +56,8 @@ type RealNodeOptions struct {
 	// `make k8sbin` fills through hack/kuberouter/build.sh).
 	NetBinDir string
 	// AddonBinDir holds the cluster add-ons the node runs: local-path-provisioner,
-	// its dynamic volumes (default DefaultAddonBinDir(), which `make k8sbin` fills
-	// through hack/addons/build.sh).
+	// its dynamic volumes, and CoreDNS, its cluster DNS (default
+	// DefaultAddonBinDir(), which `make k8sbin` fills through hack/addons/build.sh).
 	AddonBinDir string
 	// Lazy starts the node (and takes the machine-wide lock) at the first
 	// Cluster.RealNode call instead of with the control plane: a package

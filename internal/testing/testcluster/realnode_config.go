@@ -20,8 +20,9 @@ const (
 	// cgroupParent is the kubelet's cgroupRoot: the pods' cgroups live under
 	// /<cgroupParent>/kubepods in every hierarchy, apart from any other kubelet's.
 	cgroupParent = "pcsync-realnode"
-	// clusterDNSIP is the cluster DNS address given to pods. Nothing answers on it;
-	// it only stops the kubelet's MissingClusterDNS warning on every pod.
+	// clusterDNSIP is the cluster DNS address given to pods (the kubelet's
+	// clusterDNS): the ClusterIP of the Service kube-system/kube-dns, in front of
+	// the CoreDNS pod the node runs (realnode_dns.go).
 	clusterDNSIP = "10.0.0.10"
 )
 
@@ -229,7 +230,7 @@ func kubeletConfig(k kubeletConfigParams) string {
 		"failSwapOn: false",
 		"containerRuntimeEndpoint: " + q("unix://"+k.paths.containerdSocket),
 		"clusterDNS: [" + q(clusterDNSIP) + "]",
-		"clusterDomain: cluster.local",
+		"clusterDomain: " + ClusterDomain,
 		"resolvConf: " + q(k.paths.resolvConf),
 		"registerWithTaints: " + taints,
 		"podLogsDir: " + q(k.paths.podLogsDir),

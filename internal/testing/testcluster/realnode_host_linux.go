@@ -363,6 +363,28 @@ func unmountUnder(dirs []string) (int, error) {
 	return n, fmt.Errorf("mounts under %s remain after 10 rounds of unmounting", strings.Join(dirs, ", "))
 }
 
+// nodeProcess returns the PID of a process in the node's cgroups (a
+// container's) whose program is prog, 0 if none.
+func nodeProcess(prog string) int {
+	for _, dir := range cgroupDirs() {
+		data, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(data)) {
+			pid, err := strconv.Atoi(f)
+			if err != nil {
+				continue
+			}
+			cmd, err := os.ReadFile(filepath.Join("/proc", f, "cmdline"))
+			if err == nil && strings.HasPrefix(string(cmd), prog+"\x00") {
+				return pid
+			}
+		}
+	}
+	return 0
+}
+
 // rss returns a process's resident memory in bytes (0 if unknown).
 func rss(pid int) int64 {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))

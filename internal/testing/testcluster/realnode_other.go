@@ -29,4 +29,5 @@ func sweepNode(string, []string, func(string, ...any)) error {
 	return errRealNodeLinux
 }
 func rss(int) int64                                  { return 0 }
+func nodeProcess(string) int                         { return 0 }
 func freebind(string, string, syscall.RawConn) error { return errRealNodeLinux }

@@ -68,7 +68,7 @@ func (c *Cluster) startRealNode(ctx context.Context, begin time.Time) error {
 	s.paths = newNodePaths(c.node.dir)
 	for _, step := range []func(context.Context) error{
 		s.checkPaths, s.sweep, s.makeDirs, s.registry, s.apiProxy, s.host,
-		s.identity, s.configFiles, s.containerd, s.kubelet, s.network, s.apiService, s.storage,
+		s.identity, s.configFiles, s.containerd, s.kubelet, s.network, s.apiService, s.dns, s.storage,
 	} {
 		if err := step(ctx); err != nil {
 			return fmt.Errorf("real node: %w", err)

@@ -32,6 +32,7 @@ func (c *Cluster) stopRealNode() error {
 		errs = append(errs, err)
 	}
 	if n.kubelet != nil && !n.kubelet.exited() {
+		c.saveCoreDNSLog()
 		if err := c.drainRealNode(); err != nil {
 			c.opts.Logf("testcluster: real node: %v (the sweep below cleans up)", err)
 		}
@@ -129,8 +130,9 @@ func (c *Cluster) drainRealNode() error {
 }
 
 // ResidentMemory returns the resident memory in bytes of the node's kubelet,
-// containerd, kube-proxy, (while it runs) kube-router and local-path-provisioner,
-// by name (empty for an attached cluster's node).
+// containerd, kube-proxy, (while it runs) kube-router, local-path-provisioner
+// and CoreDNS (the process of its pod), by name (empty for an attached
+// cluster's node).
 func (n *RealNode) ResidentMemory() map[string]int64 {
 	out := map[string]int64{}
 	comps := []*component{n.kubelet, n.containerd, n.provisioner}
@@ -140,6 +142,11 @@ func (n *RealNode) ResidentMemory() map[string]int64 {
 	for _, comp := range comps {
 		if comp != nil && comp.cmd.Process != nil && !comp.exited() {
 			out[comp.name] = rss(comp.cmd.Process.Pid)
+		}
+	}
+	if n.kubelet != nil {
+		if pid := nodeProcess(coreDNSBinMount + "/coredns"); pid > 0 {
+			out["coredns"] = rss(pid)
 		}
 	}
 	return out
