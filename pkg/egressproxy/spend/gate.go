@@ -64,9 +64,15 @@ func NewGate(cfg Config, opts GateOptions) (*Gate, error) {
 func (g *Gate) Ledger() *Ledger { return g.ledger }
 
 // Admit answers run's request with the provider's refusal when a budget
-// is spent (ok false); else it returns the writer that meters the answer,
-// and done, to call once it is answered.
+// is spent, and a WebSocket's with 404 (ok false); else it returns the
+// writer that meters the answer, and done, to call once it is answered.
 func (g *Gate) Admit(w http.ResponseWriter, r *http.Request, p adapters.Provider, run string) (mw http.ResponseWriter, done func(), ok bool) {
+	if r.Header.Get("Upgrade") != "" {
+		// A WebSocket's frames would pass uncounted. Codex tries the
+		// Responses API over one first and, answered 404, uses HTTPS.
+		http.Error(w, "pcsync: the credential route counts spend, and serves no WebSocket: use HTTPS", http.StatusNotFound)
+		return nil, nil, false
+	}
 	agent := g.agents.agent(run)
 	ref := g.ledger.Check(run, agent)
 	g.metrics.month.Set(float64(g.ledger.Company().Cents()))

@@ -285,3 +285,26 @@ func TestLedgerMonth(t *testing.T) {
 		t.Errorf("error %v", err)
 	}
 }
+
+// TestGateRefusesWebSocket: a WebSocket upgrade, whose frames would pass
+// uncounted, is answered 404 (Codex then uses HTTPS) and never reaches the
+// provider.
+func TestGateRefusesWebSocket(t *testing.T) {
+	up := newProvider(t, "", spend.OpenAIChat)
+	srv, _ := route(t, adapters.ProviderOpenAI, up, spend.Config{})
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+inject.PathPrefix+"m/v1/responses", nil)
+	req.Header.Set("Authorization", "Bearer pcsync-run-token")
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "websocket")
+	req.Header.Set("Sec-WebSocket-Version", "13")
+	req.Header.Set("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(b), "serves no WebSocket") || len(up.encodings()) != 0 {
+		t.Errorf("%d %s; the provider got %d requests", resp.StatusCode, b, len(up.encodings()))
+	}
+}

@@ -114,12 +114,14 @@ func (t *tap) write(p []byte) {
 			t.endLine()
 			continue
 		}
+		if t.state == lineSkip {
+			// A line that is not data (event:, id:, a comment).
+			i += indexEither(p[i:], '\n', '\r') - 1
+			continue
+		}
 		if t.state == lineData {
 			// Feed the rest of the line at once.
-			j := i
-			for j < len(p) && p[j] != '\n' && p[j] != '\r' {
-				j++
-			}
+			j := i + indexEither(p[i:], '\n', '\r')
 			t.scan.write(p[i:j])
 			i = j - 1
 			continue

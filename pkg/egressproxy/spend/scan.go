@@ -1,5 +1,7 @@
 package spend
 
+import "bytes"
+
 // scanner reads one JSON document (or several in a row) a chunk at a time
 // and keeps the scalar values found at the paths it wants, without
 // keeping the document: only the object path it is in, and the bytes of a
@@ -93,11 +95,7 @@ func (s *scanner) string(p []byte, i int) int {
 			if !s.capture {
 				// Skip to the next quote or backslash: most bytes of a
 				// response are text no one wants.
-				j := i
-				for j < len(p) && p[j] != '"' && p[j] != '\\' {
-					j++
-				}
-				i = j - 1
+				i += indexEither(p[i:], '"', '\\') - 1
 				continue
 			}
 			s.keep(c)
@@ -158,7 +156,7 @@ func (s *scanner) startValue() {
 // wanted is the slot of the value about to be read, if it is wanted.
 func (s *scanner) wanted() (slot, bool) {
 	t := s.top()
-	if t == nil || !t.object || t.path == skipPath {
+	if t == nil || !t.object || t.path == skipPath || t.key == otherKey {
 		return 0, false
 	}
 	sl, ok := s.fields.slots[pathKey{t.path, t.key}]
@@ -168,7 +166,7 @@ func (s *scanner) wanted() (slot, bool) {
 func (s *scanner) endString() {
 	if s.isKey {
 		if t := s.top(); t != nil {
-			t.key = string(s.tok)
+			t.key = s.fields.name(s.tok)
 		}
 		s.capture = false
 		return
@@ -192,7 +190,10 @@ func (s *scanner) push(object bool) {
 	path := ""
 	if t := s.top(); t != nil {
 		path = t.path
-		if t.object && path != skipPath {
+		switch {
+		case t.object && t.key == otherKey:
+			path = skipPath
+		case t.object && path != skipPath:
 			path = s.fields.child(path, t.key)
 		}
 	}
@@ -204,6 +205,19 @@ func (s *scanner) top() *frame {
 		return nil
 	}
 	return &s.stack[len(s.stack)-1]
+}
+
+// indexEither is the index in p of the first a or b, or len(p): two
+// vectorised scans rather than a loop over each byte.
+func indexEither(p []byte, a, b byte) int {
+	n := bytes.IndexByte(p, a)
+	if n < 0 {
+		n = len(p)
+	}
+	if m := bytes.IndexByte(p[:n], b); m >= 0 {
+		return m
+	}
+	return n
 }
 
 func isLitByte(c byte) bool {

@@ -55,12 +55,21 @@ type fieldSet struct {
 	// children maps an object path and key to the child's path, for the
 	// objects under which a wanted field lies.
 	children map[pathKey]string
+	// names are the keys of the wanted paths, each kept once: a key read
+	// is one of them, or otherKey.
+	names map[string]string
 }
 
+// otherKey stands for every key no wanted path has: keys are not kept.
+const otherKey = "\x01"
+
 func newFieldSet(fields map[string]slot) *fieldSet {
-	f := &fieldSet{slots: map[pathKey]slot{}, children: map[pathKey]string{}}
+	f := &fieldSet{slots: map[pathKey]slot{}, children: map[pathKey]string{}, names: map[string]string{}}
 	for path, sl := range fields {
 		parts := strings.Split(path, ".")
+		for _, p := range parts {
+			f.names[p] = p
+		}
 		parent := ""
 		for _, p := range parts[:len(parts)-1] {
 			child := p
@@ -73,6 +82,14 @@ func newFieldSet(fields map[string]slot) *fieldSet {
 		f.slots[pathKey{parent, parts[len(parts)-1]}] = sl
 	}
 	return f
+}
+
+// name is key as kept: its wanted name, or otherKey.
+func (f *fieldSet) name(key []byte) string {
+	if n, ok := f.names[string(key)]; ok {
+		return n
+	}
+	return otherKey
 }
 
 // child is the path of the object at key under path, or skipPath.
