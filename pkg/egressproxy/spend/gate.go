@@ -27,6 +27,8 @@ type Gate struct {
 	metrics *metrics
 	// warned are the models logged once as not in the price table.
 	warned sync.Map
+	// taps are meters' readers no longer in use.
+	taps sync.Pool
 }
 
 // GateOptions configure a Gate.
@@ -90,7 +92,7 @@ func (g *Gate) Admit(w http.ResponseWriter, r *http.Request, p adapters.Provider
 	// The transport asks for gzip itself and hands the answer on
 	// decoded: the meter reads it, and the agent gets it plain.
 	r.Header.Del("Accept-Encoding")
-	m := &meteredWriter{ResponseWriter: w, tap: newTap(p, false), g: g, run: run, agent: agent}
+	m := &meteredWriter{ResponseWriter: w, tap: g.tap(p), g: g, run: run, agent: agent}
 	return m, m.end, true
 }
 
@@ -122,10 +124,21 @@ func (m *meteredWriter) count(u Usage) {
 	}
 }
 
+// tap returns a tap of p's answers from the gate's pool.
+func (g *Gate) tap(p adapters.Provider) *tap {
+	if t, ok := g.taps.Get().(*tap); ok {
+		t.reuse(p)
+		return t
+	}
+	return newTap(p, false)
+}
+
 // end counts the answer's usage once it has ended, and tells of a model
 // the price table does not name.
 func (m *meteredWriter) end() {
 	u := m.tap.end()
+	m.g.taps.Put(m.tap)
+	m.tap = nil
 	m.count(u)
 	if u.Tokens() == 0 {
 		return

@@ -66,14 +66,16 @@ func (l *Ledger) Check(run, agent string) *Refusal {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	t := l.roll()
-	next := time.Date(t.Year(), t.Month()+1, 1, 0, 0, 0, 0, l.loc).Format("2006-01-02") + " (" + l.loc.String() + ")"
+	next := func() string {
+		return time.Date(t.Year(), t.Month()+1, 1, 0, 0, 0, 0, l.loc).Format("2006-01-02") + " (" + l.loc.String() + ")"
+	}
 	if b := FromCents(l.cfg.MonthlyCents); b > 0 && l.company >= b {
 		return &Refusal{BudgetCompany, fmt.Sprintf("pcsync: budget spent: company %s has spent %s of its monthly budget of %s; "+
-			"raise spec.budget.monthlyCents in its Git config, or wait until %s", l.cfg.Company, dollars(l.company), dollars(b), next)}
+			"raise spec.budget.monthlyCents in its Git config, or wait until %s", l.cfg.Company, dollars(l.company), dollars(b), next())}
 	}
 	if c, ok := l.cfg.Agents[agent]; ok && agent != "" && l.agents[agent] >= FromCents(c) {
 		return &Refusal{BudgetAgent, fmt.Sprintf("pcsync: budget spent: agent %s/%s has spent %s of its monthly budget of %s; "+
-			"raise its budgetMonthlyCents in the Git config, or wait until %s", l.cfg.Company, agent, dollars(l.agents[agent]), dollars(FromCents(c)), next)}
+			"raise its budgetMonthlyCents in the Git config, or wait until %s", l.cfg.Company, agent, dollars(l.agents[agent]), dollars(FromCents(c)), next())}
 	}
 	if b := FromCents(l.cfg.RunCents); b > 0 && l.runs[run] >= b {
 		return &Refusal{BudgetRun, fmt.Sprintf("pcsync: budget spent: this run has spent %s of company %s's cap of %s a run; "+

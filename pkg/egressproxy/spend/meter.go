@@ -189,6 +189,18 @@ func (t *tap) dispatch() {
 	t.dataLines = 0
 }
 
+// reuse makes t a new tap of p's answers, keeping its buffers.
+func (t *tap) reuse(p adapters.Provider) {
+	f := providerFields[p]
+	if f == nil {
+		f = newFieldSet(nil)
+	}
+	scan := t.scan
+	scan.reset()
+	scan.fields = f
+	*t = tap{provider: p, scan: scan}
+}
+
 // takeGrew tells whether a count grew since it was last asked.
 func (t *tap) takeGrew() bool {
 	g := t.grew
