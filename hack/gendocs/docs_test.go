@@ -17,16 +17,13 @@ import (
 
 // The user's docs (README.md and docs/, but docs/development/, which is
 // for contributors, and docs/design.md, the contract) are read by people
-// who want to get a job done: they stay short enough to read (issue 55).
-// Words are counted as `wc -w` counts them.
-//
-// The generated references (config, CLI, metrics and alerts: a page that
-// says it is generated) are looked up, not read through, and their length
-// is the code's: they are held to maxPageWords each but not counted in
-// maxUserWords, which bounds the written pages. It was 30,000 with the
-// config reference in it (4,393 words then); without it, 25,000.
+// who want to get a job done: they stay short enough to read (issue 55:
+// "at most 30,000 words, and no page over 5,000"). The generated
+// references (config, CLI, metrics and alerts) are user docs and count
+// like any other page: a reference that grows with the code takes its
+// words from the written pages. Words are counted as `wc -w` counts them.
 const (
-	maxUserWords   = 25000
+	maxUserWords   = 30000
 	maxPageWords   = 5000
 	maxReadmeWords = 1500
 )
@@ -86,10 +83,11 @@ func readDoc(t *testing.T, rel string) string {
 	return string(data)
 }
 
-// TestDocsLength: the user's written docs total at most maxUserWords
-// words, no page (a generated one included) has more than maxPageWords and
+// TestDocsLength: the user's docs, the generated references included,
+// total at most maxUserWords words, no page has more than maxPageWords and
 // README.md no more than maxReadmeWords. Proofs, benchmark figures and
-// history go to docs/development/.
+// history go to docs/development/. The log marks the generated pages,
+// whose length only the code changes.
 func TestDocsLength(t *testing.T) {
 	total, generated := 0, 0
 	var pages []string
@@ -99,11 +97,11 @@ func TestDocsLength(t *testing.T) {
 		}
 		doc := readDoc(t, rel)
 		n := len(strings.Fields(doc))
+		total += n
 		if generatedPage(doc) {
 			generated += n
-			pages = append(pages, fmt.Sprintf("%6d %s (generated, not in the total)", n, rel))
+			pages = append(pages, fmt.Sprintf("%6d %s (generated)", n, rel))
 		} else {
-			total += n
 			pages = append(pages, fmt.Sprintf("%6d %s", n, rel))
 		}
 		limit := maxPageWords
@@ -114,12 +112,12 @@ func TestDocsLength(t *testing.T) {
 			t.Errorf("%s has %d words, more than %d: move proofs, figures and history to docs/development/, or split the page", rel, n, limit)
 		}
 	}
-	t.Logf("the user's docs:\n%s\n%6d written, in all; %d generated", strings.Join(pages, "\n"), total, generated)
+	t.Logf("the user's docs:\n%s\n%6d in all, %d of them generated", strings.Join(pages, "\n"), total, generated)
 	if generated == 0 {
-		t.Error("no generated reference found (the config reference says it is generated)")
+		t.Error("no generated reference found among the user's docs (the config reference says it is generated)")
 	}
 	if total > maxUserWords {
-		t.Errorf("the user's written docs have %d words in all, more than %d", total, maxUserWords)
+		t.Errorf("the user's docs have %d words in all, generated references included, more than %d: cut the written pages", total, maxUserWords)
 	}
 }
 
