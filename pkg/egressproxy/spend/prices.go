@@ -49,7 +49,8 @@ type Table struct {
 
 type providerPrices struct {
 	fallback Price
-	// patterns are longest first: the first that matches is the model's.
+	// patterns are a company's first, then pcsync's, each longest first:
+	// the first that matches is the model's.
 	patterns []pattern
 }
 
@@ -57,6 +58,9 @@ type pattern struct {
 	name   string
 	prefix bool
 	price  Price
+	// company marks a company's price (Set), which comes before
+	// pcsync's: its "claude*" prices every Claude model.
+	company bool
 }
 
 //go:embed prices.yaml
@@ -98,7 +102,7 @@ func ParseTable(raw []byte) (Table, error) {
 		}
 		t.providers[p] = &providerPrices{fallback: fb}
 		for _, m := range slices.Sorted(maps.Keys(pp.Models)) {
-			if err := t.Set(p, m, pp.Models[m]); err != nil {
+			if err := t.set(p, m, pp.Models[m], false); err != nil {
 				return Table{}, err
 			}
 		}
@@ -106,9 +110,14 @@ func ParseTable(raw []byte) (Table, error) {
 	return t, nil
 }
 
-// Set sets the price of a model pattern of p (an exact name, a prefix
-// ending in "*", or "*": the fallback) on a copy of the table.
+// Set sets a company's price of a model pattern of p (an exact name, a
+// prefix ending in "*", or "*": the fallback) on a copy of the table. A
+// company's patterns are tried before pcsync's.
 func (t *Table) Set(p adapters.Provider, model string, r Rate) error {
+	return t.set(p, model, r, true)
+}
+
+func (t *Table) set(p adapters.Provider, model string, r Rate, company bool) error {
 	price, err := r.price()
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", p, model, err)
@@ -130,10 +139,16 @@ func (t *Table) Set(p adapters.Provider, model string, r Rate) error {
 			return nil
 		}
 	}
-	pat := pattern{name: strings.TrimSuffix(model, "*"), prefix: strings.HasSuffix(model, "*"), price: price}
+	pat := pattern{name: strings.TrimSuffix(model, "*"), prefix: strings.HasSuffix(model, "*"), price: price, company: company}
 	pp.patterns = slices.DeleteFunc(pp.patterns, func(q pattern) bool { return q.name == pat.name && q.prefix == pat.prefix })
 	pp.patterns = append(pp.patterns, pat)
 	slices.SortStableFunc(pp.patterns, func(a, b pattern) int {
+		if a.company != b.company {
+			if a.company {
+				return -1
+			}
+			return 1
+		}
 		if len(a.name) != len(b.name) {
 			return len(b.name) - len(a.name)
 		}

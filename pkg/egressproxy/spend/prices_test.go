@@ -18,6 +18,10 @@ func TestPrice(t *testing.T) {
 	if err := over.Set(adapters.ProviderOpenAI, "*", Rate{Input: "0.00000001", Output: "1"}); err != nil {
 		t.Fatal(err)
 	}
+	claude := tab
+	if err := claude.Set(adapters.ProviderAnthropic, "claude*", Rate{Input: "10", Output: "0"}); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name     string
 		table    Table
@@ -37,6 +41,7 @@ func TestPrice(t *testing.T) {
 		{"override", over, adapters.ProviderAnthropic, "claude-sonnet-4-5-20250929", Price{25e7, 12e8, 25e7, 25e7}, true},
 		{"override leaves the rest", over, adapters.ProviderAnthropic, "claude-sonnet-4-20250514", Price{3e8, 15e8, 3e7, 375e6}, true},
 		{"override fallback", over, adapters.ProviderOpenAI, "gpt-9", Price{1, 1e8, 1, 1}, false},
+		{"a company's pattern before a longer of pcsync's", claude, adapters.ProviderAnthropic, "claude-opus-4-1-20250805", Price{1e9, 0, 1e9, 1e9}, true},
 		{"original untouched", tab, adapters.ProviderOpenAI, "gpt-9", Price{15e8, 120e8, 15e8, 15e8}, false},
 	} {
 		got, known := tc.table.Price(tc.provider, tc.model)
