@@ -102,4 +102,10 @@
 //	                  LiteLLM-shaped gateway; refusals; the keys searched
 //	                  for everywhere (credentials_cli_checks_test.go), the
 //	                  stand-in APIs in credentials_standin_test.go
+//	credentials_git_test.go  a github credential (issue 56): git clone and
+//	                  push through the route to a GitHub stand-in, the
+//	                  token searched for everywhere, a run's token refused
+//	                  from another pod and once its run ended;
+//	                  BenchmarkGitClone (credentials_git_env_test.go
+//	                  builds the world)
 package realnode

@@ -237,7 +237,7 @@ spec:
 
 // serve runs the spool with pcsync's Kubernetes executor (and the proxy
 // Services' watch) until the benchmark ends.
-func (e *proxyBenchEnv) serve(b *testing.B, m *config.Model, addrs *agentenv.Addresses) {
+func (e *proxyBenchEnv) serve(b testing.TB, m *config.Model, addrs *agentenv.Addresses) {
 	b.Helper()
 	logger := slog.New(slog.DiscardHandler)
 	opts := kubeexec.DefaultOptions()
@@ -263,7 +263,7 @@ func (e *proxyBenchEnv) serve(b *testing.B, m *config.Model, addrs *agentenv.Add
 
 // drop writes a run of the company's agent that sleeps (the stand-in CLI
 // without a handler), a hidden file renamed in.
-func (e *proxyBenchEnv) drop(b *testing.B, slug, name string) {
+func (e *proxyBenchEnv) drop(b testing.TB, slug, name string) {
 	b.Helper()
 	run, _ := json.Marshal(map[string]any{"apiVersion": config.APIVersion, "kind": "Run", "company": slug,
 		"agent": "pinned", "prompt": "no-handler: sleep while the benchmark measures"})
@@ -277,7 +277,7 @@ func (e *proxyBenchEnv) drop(b *testing.B, slug, name string) {
 }
 
 // cancelRun cancels the run and waits for its result.
-func (e *proxyBenchEnv) cancelRun(b *testing.B, name string) {
+func (e *proxyBenchEnv) cancelRun(b testing.TB, name string) {
 	b.Helper()
 	if err := os.WriteFile(filepath.Join(e.spool, name+".cancel"), nil, 0o644); err != nil {
 		b.Fatal(err)

@@ -28,7 +28,8 @@ var gitHubKeyVars = []string{"GH_TOKEN", "GH_ENTERPRISE_TOKEN", "GITHUB_ENTERPRI
 // command-level config (GIT_CONFIG_COUNT, GIT_CONFIG_KEY_<n>,
 // GIT_CONFIG_VALUE_<n>; it needs no file, so a read-only root file system
 // takes it) rewriting https://<host>/ and GitHub's SSH forms to the route,
-// with the run's token in an Authorization header for the route only; and
+// reached without the proxy, with the run's token in an Authorization
+// header for the route only; and
 // the first credential's API base URLs and GITHUB_TOKEN.
 func gitHub(rc *Credentials, creds []config.Credential, base string) {
 	if len(creds) == 0 {
@@ -42,7 +43,10 @@ func gitHub(rc *Credentials, creds []config.Credential, base string) {
 		for _, from := range []string{"https://" + host + "/", "git@" + host + ":", "ssh://git@" + host + "/"} {
 			kv = append(kv, [2]string{"url." + git + ".insteadOf", from})
 		}
-		kv = append(kv, [2]string{"http." + git + ".extraHeader", "Authorization: Bearer " + rc.Token})
+		// No proxy to the route: git asks for the proxy URL's password
+		// (the agent's name is its user) before it reads NO_PROXY.
+		kv = append(kv, [2]string{"http." + git + ".proxy", ""},
+			[2]string{"http." + git + ".extraHeader", "Authorization: Bearer " + rc.Token})
 	}
 	rc.Set["GIT_CONFIG_COUNT"] = strconv.Itoa(len(kv))
 	for i, p := range kv {

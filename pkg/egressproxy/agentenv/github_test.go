@@ -23,15 +23,17 @@ func TestCredentialsForGitHub(t *testing.T) {
 	}
 	r := "http://10.0.0.1:3128/credentials/"
 	want := &Credentials{Token: "T", Set: map[string]string{
-		"GIT_CONFIG_COUNT": "8",
+		"GIT_CONFIG_COUNT": "10",
 		"GIT_CONFIG_KEY_0": "url." + r + "gh/git/.insteadOf", "GIT_CONFIG_VALUE_0": "https://github.com/",
 		"GIT_CONFIG_KEY_1": "url." + r + "gh/git/.insteadOf", "GIT_CONFIG_VALUE_1": "git@github.com:",
 		"GIT_CONFIG_KEY_2": "url." + r + "gh/git/.insteadOf", "GIT_CONFIG_VALUE_2": "ssh://git@github.com/",
-		"GIT_CONFIG_KEY_3": "http." + r + "gh/git/.extraHeader", "GIT_CONFIG_VALUE_3": "Authorization: Bearer T",
-		"GIT_CONFIG_KEY_4": "url." + r + "ghe/git/.insteadOf", "GIT_CONFIG_VALUE_4": "https://ghe.example.com/",
-		"GIT_CONFIG_KEY_5": "url." + r + "ghe/git/.insteadOf", "GIT_CONFIG_VALUE_5": "git@ghe.example.com:",
-		"GIT_CONFIG_KEY_6": "url." + r + "ghe/git/.insteadOf", "GIT_CONFIG_VALUE_6": "ssh://git@ghe.example.com/",
-		"GIT_CONFIG_KEY_7": "http." + r + "ghe/git/.extraHeader", "GIT_CONFIG_VALUE_7": "Authorization: Bearer T",
+		"GIT_CONFIG_KEY_3": "http." + r + "gh/git/.proxy", "GIT_CONFIG_VALUE_3": "",
+		"GIT_CONFIG_KEY_4": "http." + r + "gh/git/.extraHeader", "GIT_CONFIG_VALUE_4": "Authorization: Bearer T",
+		"GIT_CONFIG_KEY_5": "url." + r + "ghe/git/.insteadOf", "GIT_CONFIG_VALUE_5": "https://ghe.example.com/",
+		"GIT_CONFIG_KEY_6": "url." + r + "ghe/git/.insteadOf", "GIT_CONFIG_VALUE_6": "git@ghe.example.com:",
+		"GIT_CONFIG_KEY_7": "url." + r + "ghe/git/.insteadOf", "GIT_CONFIG_VALUE_7": "ssh://git@ghe.example.com/",
+		"GIT_CONFIG_KEY_8": "http." + r + "ghe/git/.proxy", "GIT_CONFIG_VALUE_8": "",
+		"GIT_CONFIG_KEY_9": "http." + r + "ghe/git/.extraHeader", "GIT_CONFIG_VALUE_9": "Authorization: Bearer T",
 		"GITHUB_API_URL": r + "gh/api", "GITHUB_GRAPHQL_URL": r + "gh/graphql", "GITHUB_TOKEN": "T",
 	}, Blank: []string{"GH_ENTERPRISE_TOKEN", "GH_TOKEN", "GITHUB_ENTERPRISE_TOKEN"}}
 	for _, a := range []config.AdapterType{"claude_local", "cursor_local"} {
@@ -47,10 +49,10 @@ func TestCredentialsForGitHub(t *testing.T) {
 			secret = append(secret, k)
 		}
 	}
-	if diff := cmp.Diff([]string{"GITHUB_TOKEN", "GIT_CONFIG_VALUE_3", "GIT_CONFIG_VALUE_7"}, slices.Sorted(slices.Values(secret))); diff != "" {
+	if diff := cmp.Diff([]string{"GITHUB_TOKEN", "GIT_CONFIG_VALUE_4", "GIT_CONFIG_VALUE_9"}, slices.Sorted(slices.Values(secret))); diff != "" {
 		t.Errorf("the values that hold the token (-want +got):\n%s", diff)
 	}
-	if rc.Set["GIT_CONFIG_VALUE_3"] != "Authorization: Bearer pcsync-run-2" {
-		t.Errorf("WithToken: the header %q", rc.Set["GIT_CONFIG_VALUE_3"])
+	if rc.Set["GIT_CONFIG_VALUE_4"] != "Authorization: Bearer pcsync-run-2" {
+		t.Errorf("WithToken: the header %q", rc.Set["GIT_CONFIG_VALUE_4"])
 	}
 }

@@ -115,12 +115,15 @@ func gitHubRoute(t testing.TB, up *gitHubStandIn) (route, token string, logs *lo
 }
 
 // gitEnv is a git client's environment that sends https://<up>/ to the
-// route with the token, as agentenv gives a pod's.
+// route with the token, as agentenv gives a pod's, beside a proxy (whose
+// URL names the agent, as a pod's does) that the route is not reached by.
 func gitEnv(dir, route, upstream, token string) []string {
 	return append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "HOME="+dir,
-		"GIT_CONFIG_COUNT=2",
+		"http_proxy=http://coder@127.0.0.2:9", "https_proxy=http://coder@127.0.0.2:9", "GIT_TERMINAL_PROMPT=0",
+		"GIT_CONFIG_COUNT=3",
 		"GIT_CONFIG_KEY_0=url."+route+GitHubGit+"/.insteadOf", "GIT_CONFIG_VALUE_0="+upstream+"/",
-		"GIT_CONFIG_KEY_1=http."+route+GitHubGit+"/.extraHeader", "GIT_CONFIG_VALUE_1=Authorization: Bearer "+token)
+		"GIT_CONFIG_KEY_1=http."+route+GitHubGit+"/.proxy", "GIT_CONFIG_VALUE_1=",
+		"GIT_CONFIG_KEY_2=http."+route+GitHubGit+"/.extraHeader", "GIT_CONFIG_VALUE_2=Authorization: Bearer "+token)
 }
 
 // TestGitThroughTheRoute: git clone and git push of https://<GitHub>/…
