@@ -9,6 +9,7 @@
 package doctor
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -156,19 +157,21 @@ func DefaultOptions() Options {
 		Introspect: introspect.DefaultOptions(), Network: DefaultNetworkOptions(), Timeout: 3 * time.Minute}
 }
 
+// complete fills the zero fields with DefaultOptions' (a negative Timeout
+// too); the nested options are completed where they are used.
+func (o *Options) complete() {
+	d := DefaultOptions()
+	o.LeaseNamespace = cmp.Or(o.LeaseNamespace, d.LeaseNamespace)
+	if o.Permissions == nil {
+		o.Permissions = d.Permissions
+	}
+	o.Timeout = cmp.Or(max(o.Timeout, 0), d.Timeout)
+}
+
 // Run performs every check and returns the report; it never fails as a
 // whole: what it cannot check is a row too.
 func Run(ctx context.Context, opts Options) *Report {
-	d := DefaultOptions()
-	if opts.LeaseNamespace == "" {
-		opts.LeaseNamespace = d.LeaseNamespace
-	}
-	if opts.Permissions == nil {
-		opts.Permissions = d.Permissions
-	}
-	if opts.Timeout <= 0 {
-		opts.Timeout = d.Timeout
-	}
+	opts.complete()
 	ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
 	r := &doctor{opts: opts, report: &Report{}}

@@ -26,9 +26,7 @@ func (m *Manager) Diff(ctx context.Context, objs []*unstructured.Unstructured, o
 	c := m.newCall(true)
 	defer c.done()
 	report := c.report
-	if opts.Context <= 0 {
-		opts.Context = 3
-	}
+	opts.complete()
 	if err := c.load(ctx, objs); err != nil {
 		return report, err
 	}

@@ -229,6 +229,12 @@ func DefaultDiffOptions() DiffOptions {
 	return DiffOptions{ForceConflicts: a.ForceConflicts, PruneMax: a.PruneMax, PruneFloor: a.PruneFloor, Context: 3}
 }
 
+// complete fills a zero or negative Context with DefaultDiffOptions'. The
+// prune limits are checked by the prune guard, as Apply's are.
+func (o *DiffOptions) complete() {
+	o.Context = cmp.Or(max(o.Context, 0), DefaultDiffOptions().Context)
+}
+
 // WaitOptions configure one Wait (Apply with Wait uses ApplyOptions.Timeout).
 type WaitOptions struct {
 	// Interval is the time between two rounds of LISTs. Default 500ms.

@@ -1,6 +1,7 @@
 package localexec
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -41,9 +42,36 @@ func DefaultOptions(stateDir string) (Options, error) {
 		StateDir:     stateDir,
 		Shim:         []string{exe, "daemon", ShimArg},
 		Environ:      os.Environ(),
-		PollInterval: 50 * time.Millisecond,
+		PollInterval: defaultPollInterval,
 		Logger:       slog.Default(),
 	}, nil
+}
+
+// defaultPollInterval is DefaultOptions' PollInterval.
+const defaultPollInterval = 50 * time.Millisecond
+
+// complete checks the required fields, makes StateDir absolute (the shim
+// and the agent run in another directory, and HOME must not be relative)
+// and fills the zero fields with DefaultOptions' (a negative PollInterval
+// too; a nil Environ, not an empty one).
+func (o *Options) complete() error {
+	if o.StateDir == "" {
+		return errors.New("local executor: no state directory")
+	}
+	abs, err := filepath.Abs(o.StateDir)
+	if err != nil {
+		return fmt.Errorf("local executor: state directory: %w", err)
+	}
+	o.StateDir = abs
+	if len(o.Shim) == 0 {
+		return errors.New("local executor: no run shim command")
+	}
+	if o.Environ == nil {
+		o.Environ = os.Environ()
+	}
+	o.PollInterval = cmp.Or(max(o.PollInterval, 0), defaultPollInterval)
+	o.Logger = cmp.Or(o.Logger, slog.Default())
+	return nil
 }
 
 // Executor runs each run as a local process: the agent CLI, under a
@@ -60,27 +88,8 @@ type Executor struct {
 
 // New returns a local executor.
 func New(opts Options) (*Executor, error) {
-	if opts.StateDir == "" {
-		return nil, errors.New("local executor: no state directory")
-	}
-	// Absolute: the shim and the agent run in another directory, and HOME
-	// must not be relative.
-	abs, err := filepath.Abs(opts.StateDir)
-	if err != nil {
-		return nil, fmt.Errorf("local executor: state directory: %w", err)
-	}
-	opts.StateDir = abs
-	if len(opts.Shim) == 0 {
-		return nil, errors.New("local executor: no run shim command")
-	}
-	if opts.Environ == nil {
-		opts.Environ = os.Environ()
-	}
-	if opts.PollInterval <= 0 {
-		opts.PollInterval = 50 * time.Millisecond
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.Default()
+	if err := opts.complete(); err != nil {
+		return nil, err
 	}
 	return &Executor{opts: opts, layout: runs.Layout{Dir: opts.StateDir}, log: opts.Logger}, nil
 }

@@ -1,6 +1,7 @@
 package spool
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -81,6 +82,27 @@ func DefaultOptions(spool string) Options {
 	}
 }
 
+// complete fills the zero fields with DefaultOptions' (negative durations
+// and counts too) and makes Spool and StateDir absolute.
+func (o *Options) complete() error {
+	d := DefaultOptions(o.Spool)
+	o.StateDir = cmp.Or(o.StateDir, d.StateDir)
+	for _, p := range []*string{&o.Spool, &o.StateDir} {
+		abs, err := filepath.Abs(*p)
+		if err != nil {
+			return fmt.Errorf("spool server: %w", err)
+		}
+		*p = abs
+	}
+	o.RescanInterval = cmp.Or(max(o.RescanInterval, 0), d.RescanInterval)
+	o.SettleWindow = cmp.Or(max(o.SettleWindow, 0), d.SettleWindow)
+	o.MaxRequestBytes = cmp.Or(max(o.MaxRequestBytes, 0), d.MaxRequestBytes)
+	o.Workers = cmp.Or(max(o.Workers, 0), d.Workers)
+	o.Logger = cmp.Or(o.Logger, d.Logger)
+	o.HeartbeatInterval = cmp.Or(max(o.HeartbeatInterval, 0), d.HeartbeatInterval)
+	return nil
+}
+
 // EventKind names a step in the life of a request.
 type EventKind string
 
@@ -139,34 +161,8 @@ func New(model *config.Model, exec runs.Executor, opts Options) (*Server, error)
 	if model == nil || exec == nil {
 		return nil, errors.New("spool server: a config model and an executor are required")
 	}
-	def := DefaultOptions(opts.Spool)
-	if opts.StateDir == "" {
-		opts.StateDir = def.StateDir
-	}
-	for _, p := range []*string{&opts.Spool, &opts.StateDir} {
-		abs, err := filepath.Abs(*p)
-		if err != nil {
-			return nil, fmt.Errorf("spool server: %w", err)
-		}
-		*p = abs
-	}
-	if opts.RescanInterval <= 0 {
-		opts.RescanInterval = def.RescanInterval
-	}
-	if opts.SettleWindow <= 0 {
-		opts.SettleWindow = def.SettleWindow
-	}
-	if opts.MaxRequestBytes <= 0 {
-		opts.MaxRequestBytes = def.MaxRequestBytes
-	}
-	if opts.Workers <= 0 {
-		opts.Workers = def.Workers
-	}
-	if opts.Logger == nil {
-		opts.Logger = def.Logger
-	}
-	if opts.HeartbeatInterval <= 0 {
-		opts.HeartbeatInterval = def.HeartbeatInterval
+	if err := opts.complete(); err != nil {
+		return nil, err
 	}
 	if err := Prepare(opts); err != nil {
 		return nil, err
