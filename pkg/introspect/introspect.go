@@ -5,6 +5,7 @@
 package introspect
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -40,6 +41,18 @@ func DefaultOptions() Options {
 	return Options{NamespaceFile: DefaultNamespaceFile, Getenv: os.Getenv, Hostname: os.Hostname}
 }
 
+// complete fills the zero fields with DefaultOptions'.
+func (o *Options) complete() {
+	d := DefaultOptions()
+	o.NamespaceFile = cmp.Or(o.NamespaceFile, d.NamespaceFile)
+	if o.Getenv == nil {
+		o.Getenv = d.Getenv
+	}
+	if o.Hostname == nil {
+		o.Hostname = d.Hostname
+	}
+}
+
 // Self is what pcsync found out about its own pod.
 type Self struct {
 	// InCluster is false when pcsync does not run in a pod (no
@@ -63,16 +76,7 @@ type Self struct {
 // with InCluster false and no error. Inside, a pod it cannot read (the
 // name is wrong, RBAC lacks get on pods) is an error that says so.
 func Detect(ctx context.Context, client kubernetes.Interface, opts Options) (*Self, error) {
-	d := DefaultOptions()
-	if opts.NamespaceFile == "" {
-		opts.NamespaceFile = d.NamespaceFile
-	}
-	if opts.Getenv == nil {
-		opts.Getenv = d.Getenv
-	}
-	if opts.Hostname == nil {
-		opts.Hostname = d.Hostname
-	}
+	opts.complete()
 	b, err := os.ReadFile(opts.NamespaceFile)
 	if errors.Is(err, os.ErrNotExist) {
 		return &Self{}, nil

@@ -1,8 +1,10 @@
 package paperclip
 
 import (
+	"cmp"
 	"log/slog"
 	"net/http"
+	"os"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -28,6 +30,19 @@ type Options struct {
 // DefaultOptions returns the defaults described on Options.
 func DefaultOptions() Options {
 	return Options{Timeout: 30 * time.Second, Workers: 4, UserAgent: "pcsync", Logger: slog.Default()}
+}
+
+// complete fills the zero fields with DefaultOptions' (negative Timeout and
+// Workers too) and a nil Getenv with os.Getenv.
+func (o *Options) complete() {
+	d := DefaultOptions()
+	o.Timeout = cmp.Or(max(o.Timeout, 0), d.Timeout)
+	o.Workers = cmp.Or(max(o.Workers, 0), d.Workers)
+	o.UserAgent = cmp.Or(o.UserAgent, d.UserAgent)
+	if o.Getenv == nil {
+		o.Getenv = os.Getenv
+	}
+	o.Logger = cmp.Or(o.Logger, d.Logger)
 }
 
 // ReconcileOptions configure one reconcile.

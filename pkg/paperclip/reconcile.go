@@ -29,22 +29,7 @@ type Reconciler struct {
 
 // New returns a reconciler.
 func New(opts Options) *Reconciler {
-	d := DefaultOptions()
-	if opts.Timeout <= 0 {
-		opts.Timeout = d.Timeout
-	}
-	if opts.Workers <= 0 {
-		opts.Workers = d.Workers
-	}
-	if opts.UserAgent == "" {
-		opts.UserAgent = d.UserAgent
-	}
-	if opts.Getenv == nil {
-		opts.Getenv = os.Getenv
-	}
-	if opts.Logger == nil {
-		opts.Logger = d.Logger
-	}
+	opts.complete()
 	hc := opts.HTTPClient
 	if hc == nil {
 		hc = &http.Client{Timeout: opts.Timeout}

@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -30,6 +31,18 @@ type WatchOptions struct {
 // DefaultWatchOptions returns the defaults described on WatchOptions.
 func DefaultWatchOptions() WatchOptions {
 	return WatchOptions{Debounce: time.Second, MaxDelay: 10 * time.Second, Logger: slog.Default()}
+}
+
+// complete fills the zero fields with DefaultWatchOptions' (a negative
+// Debounce too); a MaxDelay shorter than Debounce becomes the default, or
+// Debounce when that is longer.
+func (o *WatchOptions) complete() {
+	d := DefaultWatchOptions()
+	o.Debounce = cmp.Or(max(o.Debounce, 0), d.Debounce)
+	if o.MaxDelay < o.Debounce {
+		o.MaxDelay = max(d.MaxDelay, o.Debounce)
+	}
+	o.Logger = cmp.Or(o.Logger, d.Logger)
 }
 
 // Watcher reports changes of a config directory. fsnotify watches are not
@@ -66,16 +79,7 @@ type Watcher struct {
 
 // NewWatcher starts watching dir (an absolute path).
 func NewWatcher(dir string, opts WatchOptions) (*Watcher, error) {
-	d := DefaultWatchOptions()
-	if opts.Debounce <= 0 {
-		opts.Debounce = d.Debounce
-	}
-	if opts.MaxDelay < opts.Debounce {
-		opts.MaxDelay = max(d.MaxDelay, opts.Debounce)
-	}
-	if opts.Logger == nil {
-		opts.Logger = d.Logger
-	}
+	opts.complete()
 	fw, err := fsnotify.NewWatcher()
 	if err != nil {
 		return nil, fmt.Errorf("watch config %s: %w", dir, err)
