@@ -68,7 +68,7 @@ var cliAgentIDs = agentIDs{"claude-id": "claude", "codex-id": "codex"}
 // a token whose lease ended, the other tenant's proxy. No key is in any
 // pod's processes, files or spec, the results, the logs, or the audit log.
 func TestRealCLIsThroughTheProxy(t *testing.T) {
-	e := newCLIEnv(t, "", "")
+	e := newCLIEnv(t, "", "", "")
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 	e.startDaemon(ctx, t)
@@ -102,9 +102,9 @@ func strp(s string) *string { return &s }
 
 // newCLIEnv creates the tenants' namespaces and Secrets, applies the
 // tenants and starts the stand-ins, the proxies Running and firewalled.
-// Tenant a's claude agent gets claudeA's fields beside its name and
-// adapter, and its spec specA's lines.
-func newCLIEnv(t *testing.T, claudeA, specA string) *cliEnv {
+// Tenant a's claude and codex agents get claudeA's and codexA's fields
+// beside their name and adapter, and its spec specA's lines.
+func newCLIEnv(t *testing.T, claudeA, codexA, specA string) *cliEnv {
 	t.Helper()
 	c := testcluster.Get(t)
 	e := &cliEnv{c: c, node: c.RealNode(), p: pushImages(t), api: newProviderStandIns(), log: &lockedbuf.Buffer{}, spool: t.TempDir()}
@@ -127,7 +127,7 @@ func newCLIEnv(t *testing.T, claudeA, specA string) *cliEnv {
 	}
 	t.Cleanup(func() { _ = srv.Close() })
 	e.createSecrets(ctx, t, string(caPEM))
-	e.writeConfig(t, e.nsA[:strings.LastIndexByte(e.nsA, '-')+1], claudeA, specA)
+	e.writeConfig(t, e.nsA[:strings.LastIndexByte(e.nsA, '-')+1], claudeA, codexA, specA)
 	applyTenant(ctx, t, c, e.model)
 	proxies := map[string]*corev1.Pod{}
 	for _, ns := range []string{e.nsA, e.nsB} {
@@ -229,14 +229,14 @@ func (e *cliEnv) createSecrets(ctx context.Context, t *testing.T, caPEM string) 
 // images; agents and proxies on the real node; each proxy resolving the
 // stand-ins' names to the test's network namespace and trusting its CA.
 // specA follows tenant a's credentials (spec's fields at its indent).
-func (e *cliEnv) writeConfig(t *testing.T, prefix, claudeA, specA string) {
+func (e *cliEnv) writeConfig(t *testing.T, prefix, claudeA, codexA, specA string) {
 	t.Helper()
 	dir := t.TempDir()
 	pl := placementOf(e.node)
 	settings := testSettings(prefix, e.p.RealRegistry, e.node, "{cpu: '1', memory: 1Gi}")
 	a := cliCompany(e.slugA, pl, "    - {name: claude, provider: anthropic, secretRef: {name: model-keys, key: anthropic}}\n"+
 		"    - {name: codex, provider: openai, secretRef: {name: model-keys, key: openai}}\n"+specA,
-		pl.Agent("name: claude, adapter: claude_local"+claudeA)+pl.Agent("name: codex, adapter: codex_local"))
+		pl.Agent("name: claude, adapter: claude_local"+claudeA)+pl.Agent("name: codex, adapter: codex_local"+codexA))
 	b := cliCompany(e.slugB, pl, "    - {name: codex, provider: openai, secretRef: {name: gateway-keys, key: master}, gatewayUrl: 'https://"+gatewayHost+"'}\n"+
 		"    - {name: claude, provider: anthropic, secretRef: {name: gateway-keys, key: anthropic}}\n",
 		pl.Agent("name: codex, adapter: codex_local")+pl.Agent("name: claude, adapter: claude_local"))
