@@ -23,6 +23,7 @@ import (
 	"github.com/pcsync/pcsync/internal/testing/testnet"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/egressproxy/agentenv"
+	"github.com/pcsync/pcsync/pkg/egressproxy/allow"
 	"github.com/pcsync/pcsync/pkg/render"
 	"github.com/pcsync/pcsync/pkg/runs/kubeexec"
 	"github.com/pcsync/pcsync/pkg/runs/spool"
@@ -64,7 +65,9 @@ const one = host => new Promise(done => {
 // proxy pod resolves both names through hostAliases that a company patch
 // adds to its Deployment, as a user would write it, beside its node's
 // nodeSelector and toleration. The refusal is in the proxy's log with the
-// agent and the host.
+// agent and the host. Neither the Job's pod nor a lease's has a DNS channel:
+// the cluster's real DNS server (CoreDNS) does not answer them, and answers
+// a control pod the same query (checkNoDNSChannel).
 func TestProxyModeEnforced(t *testing.T) {
 	c := testcluster.Get(t)
 	node := c.RealNode()
@@ -162,6 +165,7 @@ func TestProxyModeEnforced(t *testing.T) {
 		t.Errorf("the agent reached %s without the proxy (%s); want its policy to refuse it", direct, got)
 	}
 
+	checkNoDNSChannel(ctx, t, c, jobPod, ip)
 	checkLeaseThroughProxy(ctx, t, c, m, addrs, ns, slug)
 	checkProxyIngress(ctx, t, c, proxyPod, jobPod, monNS)
 
@@ -240,6 +244,8 @@ func checkLeaseThroughProxy(ctx context.Context, t *testing.T, c *testcluster.Cl
 	if got := parseDials(t, run(append([]string{"-e", nodeDialScript}, direct)...), []string{direct})[direct]; strings.HasPrefix(got, "ok") {
 		t.Errorf("the lease reached %s without the proxy (%s); want its policy to refuse it", direct, got)
 	}
+	name, server := allow.ProxyName+"."+ns+".svc.cluster.local", clusterDNS(ctx, t, c)
+	assertNoDNS(t, "lease "+info.ID, parseDNSProbe(run("-e", dnsProbeScript, name, server)), name, server)
 }
 
 // checkProxyIngress dials the proxy pod's ports from the metrics
