@@ -29,6 +29,10 @@ type sandboxMetrics struct {
 	prestarts       *prometheus.CounterVec
 	poolRefill      prometheus.Histogram
 	poolActing      prometheus.Gauge
+	suspended       *prometheus.GaugeVec
+	suspends        *prometheus.CounterVec
+	resumes         *prometheus.CounterVec
+	resumeDuration  prometheus.Histogram
 }
 
 func newSandboxMetrics() *sandboxMetrics {
@@ -73,6 +77,15 @@ func newSandboxMetrics() *sandboxMetrics {
 			Buckets: []float64{.25, .5, 1, 2, 5, 10, 30, 60, 180}}),
 		poolActing: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Subsystem: sub, Name: "pool_acting",
 			Help: "1 while this daemon's warm pool controller holds its owner's Lease and keeps the pools; 0 while it stands by (another daemon of the same ApplySet keeps them)."}),
+		suspended: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Subsystem: sub, Name: "leases_suspended",
+			Help: "Kept leases suspended (no pod; their claim keeps the workspace and HOME), by company."}, []string{"company"}),
+		suspends: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: sub, Name: "suspends_total",
+			Help: "Suspends of idle kept leases, by company and outcome (done: the pod is gone; failed: it could not be deleted, the lease stays ready)."}, []string{"company", "outcome"}),
+		resumes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: sub, Name: "resumes_total",
+			Help: "Resumes of suspended leases, by company and outcome (done: a pod runs on the claim; failed: the lease stays suspended, or ended when its claim is gone)."}, []string{"company", "outcome"}),
+		resumeDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Subsystem: sub, Name: "resume_duration_seconds",
+			Help:    "Duration of resumes of suspended leases (claim checked → pod on the claim running → command server answering).",
+			Buckets: []float64{.25, .5, 1, 2, 3, 5, 10, 20, 60, 300}}),
 	}
 }
 
@@ -89,7 +102,8 @@ func (s *sandboxMetrics) initLabels() {
 
 func (s *sandboxMetrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{s.leases, s.acquireDuration, s.refusals, s.releases, s.executes, s.executeDuration, s.reopens, s.envKeysKept, s.keysReplaced, s.syncs, s.syncBytes,
-		s.poolDeclared, s.poolMembers, s.poolReady, s.poolClaims, s.prestarts, s.poolRefill, s.poolActing}
+		s.poolDeclared, s.poolMembers, s.poolReady, s.poolClaims, s.prestarts, s.poolRefill, s.poolActing,
+		s.suspended, s.suspends, s.resumes, s.resumeDuration}
 }
 
 // SandboxLeases adds delta to pcsync_sandbox_leases_active{company}
@@ -175,4 +189,23 @@ func (m *Metrics) SandboxPoolActing(acting bool) {
 		v = 1
 	}
 	m.sandbox.poolActing.Set(v)
+}
+
+// SandboxSuspend counts a suspend of company's kept lease by its outcome
+// (done, failed) (sandbox.Metrics).
+func (m *Metrics) SandboxSuspend(company string, _ time.Duration, outcome string) {
+	m.sandbox.suspends.WithLabelValues(company, outcome).Inc()
+}
+
+// SandboxResume counts a resume of company's suspended lease by its
+// outcome and observes its duration (sandbox.Metrics).
+func (m *Metrics) SandboxResume(company string, d time.Duration, outcome string) {
+	m.sandbox.resumes.WithLabelValues(company, outcome).Inc()
+	m.sandbox.resumeDuration.Observe(d.Seconds())
+}
+
+// SandboxSuspended adds delta to pcsync_sandbox_leases_suspended{company}
+// (sandbox.Metrics).
+func (m *Metrics) SandboxSuspended(company string, delta int) {
+	m.sandbox.suspended.WithLabelValues(company).Add(float64(delta))
 }

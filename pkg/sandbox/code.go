@@ -47,6 +47,9 @@ const (
 	CodePodUnschedulable Code = "pod_unschedulable"
 	// CodePodNotReady: the pod did not run within the wait.
 	CodePodNotReady Code = "pod_not_ready"
+	// CodeStorageGone: a suspended lease's claim, which kept its
+	// workspace, is gone: the lease is ended.
+	CodeStorageGone Code = "storage_gone"
 	// CodeProxyUnavailable: the company's egress proxy, scaled up from
 	// zero for the lease, did not answer within the wait.
 	CodeProxyUnavailable Code = "proxy_unavailable"

@@ -16,7 +16,11 @@
 // credentials' Secrets checked → journal → pod create) → ready (the pod runs; executes) → draining (a
 // release waits for the executes in flight) → ending (command server
 // shutdown → pod delete → gone → journal drop) → gone (termination
-// receipt). A cancel, the expiry or a failure skips draining. The expiry deletes the pod too, and the
+// receipt). A cancel, the expiry or a failure skips draining. A kept
+// lease (Paperclip's reuseLease and runnerLifecycleMode warm) of a company
+// with spec.sandbox.suspend mounts a claim named as it for its workspace
+// and HOME; idle, it is suspended (its pod deleted, its claim kept) and
+// the next execute or resume creates its pod again on the claim. The expiry deletes the pod too, and the
 // pod's activeDeadlineSeconds stops it even with no pcsync left.
 //
 // A warm pool (Company spec.sandbox.warmPool) keeps pods Ready that a
@@ -56,7 +60,10 @@
 //	proxy_env.go        egress mode proxy: the proxy's variables on every execute
 //	manager_proxy_wait.go  egress mode proxy: a lease whose proxy was scaled to zero waits for it, from its pod, before its acquire returns
 //	manager_sync.go     Put and Get: one mapping of Paperclip's native workspace sync as one command of the lease's stream (a file, or a tree as a tar), streamed
-//	manager_release.go  Release and the expiry: drain, shutdown, delete, wait gone (internal/lib/podwait)
+//	manager_release.go  Release and the expiry: drain, shutdown, delete, wait gone (internal/lib/podwait); a kept lease's claim deleted
+//	manager_suspend.go  the kept leases' idle loop: suspend (journal, pod deleted and gone, claim kept); ensureReady: an execute waits for a suspend or resume, resumes a suspended lease
+//	manager_resume.go   resume: a suspended lease's pod created again on its claim (create-if-absent under the lease's name), today's placement and helper
+//	manager_claims.go   the kept leases' claims: which lease keeps one (keepOf), create, delete, gone (storage_gone), why a pod on one did not start; rebuilt into the journal at start; orphans swept
 //	manager_probe.go    Validate and Probe: an environment's config checked, and what a lease of it needs, without a lease; their results (the hooks' answers as they are)
 //	stream.go           the command stream as a pod exec
 //	exec_protocol.go    ExecProtocol: the exec's protocol (auto: WebSocket, SPDY fallback; websocket; spdy)

@@ -22,6 +22,14 @@ const (
 	// LeaseDraining: a release without cancel waits for the executes in
 	// flight; no new executes.
 	LeaseDraining LeaseState = "Draining"
+	// LeaseSuspending: a kept lease idle for its idle time: its pod is
+	// being deleted, its claim kept; an execute waits for its resume.
+	LeaseSuspending LeaseState = "Suspending"
+	// LeaseSuspended: no pod; the claim keeps its workspace and HOME.
+	LeaseSuspended LeaseState = "Suspended"
+	// LeaseResuming: a pod mounting the claim is being created and
+	// started; an execute waits for it.
+	LeaseResuming LeaseState = "Resuming"
 	// LeaseEnding: the end has begun: command server shutdown, pod delete,
 	// wait until it is gone.
 	LeaseEnding LeaseState = "Ending"
@@ -33,8 +41,13 @@ const (
 // leaseTransitions lists the changes of state a lease may make.
 var leaseTransitions = map[LeaseState][]LeaseState{
 	LeasePending:  {LeaseReady, LeaseEnding},
-	LeaseReady:    {LeaseDraining, LeaseEnding},
+	LeaseReady:    {LeaseDraining, LeaseSuspending, LeaseEnding},
 	LeaseDraining: {LeaseEnding},
+	// Back to ready when the pod could not be deleted.
+	LeaseSuspending: {LeaseSuspended, LeaseReady, LeaseEnding},
+	LeaseSuspended:  {LeaseResuming, LeaseEnding},
+	// Back to suspended when the pod did not start (it is deleted).
+	LeaseResuming: {LeaseReady, LeaseSuspended, LeaseEnding},
 	LeaseEnding:   {LeaseGone},
 }
 
@@ -42,8 +55,10 @@ var leaseTransitions = map[LeaseState][]LeaseState{
 //
 // Its life: pending (pod created) → ready (pod running) → draining (a
 // release waits for the executes in flight) → ending (server shutdown, pod
-// delete) → gone. A cancel, the expiry or a failure goes from pending,
-// ready or draining straight to ending. Every change of state goes through
+// delete) → gone. A cancel, the expiry or a failure goes from any state
+// straight to ending. A kept lease idle for its idle time goes ready →
+// suspending (pod delete) → suspended → resuming (a pod on its claim) →
+// ready. Every change of state goes through
 // to (or end, which is to from the state the lease is in).
 type lease struct {
 	// Set by track and never changed.
@@ -76,7 +91,15 @@ type lease struct {
 	held bool
 	// unclaimed: begun for its run by Prestart, and no acquire took it yet.
 	unclaimed bool
-	err       error
+	// lastUsed is when its last command ended (or it became ready): a
+	// kept lease idle for its idle time since is suspended.
+	lastUsed time.Time
+	// settled is made when a suspend or resume begins and closed when it
+	// ends: the executes that came meanwhile wait on it.
+	settled chan struct{}
+	// counted: counted in the metrics' suspended leases.
+	counted bool
+	err     error
 }
 
 func newLease(r leasepod.Record) *lease {
@@ -108,6 +131,16 @@ func (l *lease) toLocked(from, next LeaseState) bool {
 		return false
 	}
 	l.state = next
+	switch next {
+	case LeaseSuspending, LeaseResuming:
+		l.settled = make(chan struct{})
+	case LeaseReady:
+		l.lastUsed = time.Now()
+	}
+	if (from == LeaseSuspending || from == LeaseResuming) && l.settled != nil {
+		close(l.settled)
+		l.settled = nil
+	}
 	if next == LeaseDraining {
 		l.idle = make(chan struct{})
 		if l.running == 0 {
@@ -160,6 +193,7 @@ func (l *lease) done() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.running--
+	l.lastUsed = time.Now()
 	if l.running == 0 && l.state == LeaseDraining {
 		close(l.idle)
 	}
@@ -180,4 +214,26 @@ func (l *lease) endErr() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.err
+}
+
+// beginSuspend moves a ready kept lease that has had no command in flight
+// for idle to suspending and takes its command stream; ok is false when
+// it is not so (busy, used lately, or in another state).
+func (l *lease) beginSuspend(idle time.Duration, now time.Time) (c *cmdclient.Client, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.Keep == nil || l.state != LeaseReady || l.running > 0 || now.Sub(l.lastUsed) < idle {
+		return nil, false
+	}
+	l.toLocked(LeaseReady, LeaseSuspending)
+	c, l.client = l.client, nil
+	return c, true
+}
+
+// changing is the channel closed when the suspend or resume under way
+// ends; nil when none is.
+func (l *lease) changing() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.settled
 }

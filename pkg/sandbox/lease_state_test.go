@@ -3,6 +3,7 @@ package sandbox
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -28,6 +29,18 @@ func TestLeaseTo(t *testing.T) {
 		{LeaseDraining, LeaseDraining, LeaseReady, "panic"},
 		{LeaseGone, LeaseGone, LeaseEnding, "panic"},
 		{LeasePending, LeasePending, LeaseGone, "panic"},
+		{LeaseReady, LeaseReady, LeaseSuspending, "moved"},
+		{LeaseSuspending, LeaseSuspending, LeaseSuspended, "moved"},
+		{LeaseSuspending, LeaseSuspending, LeaseReady, "moved"},
+		{LeaseSuspended, LeaseSuspended, LeaseResuming, "moved"},
+		{LeaseSuspended, LeaseSuspended, LeaseEnding, "moved"},
+		{LeaseResuming, LeaseResuming, LeaseReady, "moved"},
+		{LeaseResuming, LeaseResuming, LeaseSuspended, "moved"},
+		// A release ended the lease while it was suspended.
+		{LeaseEnding, LeaseSuspended, LeaseResuming, "stayed"},
+		{LeaseSuspended, LeaseSuspended, LeaseReady, "panic"},
+		{LeasePending, LeasePending, LeaseSuspending, "panic"},
+		{LeaseDraining, LeaseDraining, LeaseSuspending, "panic"},
 	} {
 		t.Run(fmt.Sprintf("%s:%s→%s", tc.at, tc.from, tc.next), func(t *testing.T) {
 			l := newLease(leasepod.Record{ID: "pcsync-sbx-test"})
@@ -95,5 +108,60 @@ func isClosed(c <-chan struct{}) bool {
 		return true
 	default:
 		return false
+	}
+}
+
+// TestLeaseBeginSuspend: only a ready kept lease with no command in flight
+// and none for its idle time begins a suspend; the executes that come
+// meanwhile wait on one channel, closed when the suspend ends either way.
+func TestLeaseBeginSuspend(t *testing.T) {
+	const idle = time.Minute
+	now := time.Now()
+	for _, tc := range []struct {
+		name    string
+		keep    bool
+		state   LeaseState
+		running int
+		used    time.Duration // ago
+		want    bool
+	}{
+		{name: "idle", keep: true, state: LeaseReady, used: idle, want: true},
+		{name: "not kept", state: LeaseReady, used: idle},
+		{name: "used lately", keep: true, state: LeaseReady, used: idle - time.Second},
+		{name: "running", keep: true, state: LeaseReady, running: 1, used: 2 * idle},
+		{name: "draining", keep: true, state: LeaseDraining, used: 2 * idle},
+		{name: "suspended", keep: true, state: LeaseSuspended, used: 2 * idle},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := leasepod.Record{ID: "pcsync-sbx-test"}
+			if tc.keep {
+				r.Keep = &leasepod.Keep{IdleSec: 60, Size: "1Gi"}
+			}
+			l := newLease(r)
+			l.state, l.running, l.lastUsed = tc.state, tc.running, now.Add(-tc.used)
+			_, ok := l.beginSuspend(idle, now)
+			if ok != tc.want {
+				t.Fatalf("beginSuspend: %v, want %v", ok, tc.want)
+			}
+			if !ok {
+				return
+			}
+			if err := l.begin(); err == nil {
+				t.Error("an execute began on a suspending lease")
+			}
+			wait := l.changing()
+			if wait == nil {
+				t.Fatal("no channel to wait on while suspending")
+			}
+			l.to(LeaseSuspending, LeaseSuspended)
+			select {
+			case <-wait:
+			default:
+				t.Error("the suspend ended and its waiters still wait")
+			}
+			if l.changing() != nil {
+				t.Error("a suspended lease has a change under way")
+			}
+		})
 	}
 }

@@ -90,22 +90,38 @@ func New(ctx context.Context, cfg *rest.Config, model func() *config.Model, o Op
 	m := &Manager{opts: o, cs: cs, rest: cfg, model: model, j: j, log: o.Logger, leases: map[string]*lease{},
 		tenants: tenantns.New(cs, 0), credentials: secretcheck.NewGuard(cs, secretcheck.DefaultOptions())}
 	m.stopping, m.stop = context.WithCancel(context.Background())
+	if err := m.journalClaims(ctx); err != nil {
+		// The journal holds the leases; the claims only stand in for a
+		// journal lost, and the orphan sweep retries their list.
+		m.log.Warn("sandbox: the kept leases' claims not read at start", slog.Any("error", err))
+	}
 	if err := m.adopt(ctx); err != nil {
 		return nil, err
 	}
 	m.startPools(ctx)
+	m.wg.Add(1)
+	go m.suspendLoop()
 	return m, nil
 }
 
 // adopt takes over the journal's leases: a live pod is adopted (its
 // executes reconnect to its command server on first use), a lease past its
-// expiry is deleted, and a lease whose pod is gone is forgotten. Pods of
+// expiry is deleted, and a lease whose pod is gone is forgotten (a kept
+// lease whose claim is there is suspended: adoptKept). Pods of
 // pcsync's leases that are past their expiry but not in this journal (an
 // earlier state directory) are deleted too.
 func (m *Manager) adopt(ctx context.Context) error {
 	now := time.Now()
 	for _, r := range m.j.leases() {
 		pod, err := m.cs.CoreV1().Pods(r.Namespace).Get(ctx, r.ID, metav1.GetOptions{})
+		if r.Keep != nil {
+			if kept, err := m.adoptKept(ctx, &r, pod, err, now); kept || err != nil {
+				if err != nil {
+					return err
+				}
+				continue
+			}
+		}
 		switch {
 		case apierrors.IsNotFound(err):
 			m.log.Info("sandbox lease forgotten: its pod is gone", slog.String("lease", r.ID), slog.String("namespace", r.Namespace))
@@ -152,13 +168,19 @@ func (m *Manager) adopt(ctx context.Context) error {
 		m.log.Info("sandbox lease adopted", slog.String("lease", r.ID), slog.String("namespace", r.Namespace),
 			slog.Time("expiresAt", r.ExpiresAt))
 	}
-	// Expired lease pods of no journal.
+	m.reapUnjournaled(ctx, now)
+	return nil
+}
+
+// reapUnjournaled deletes the expired pods of pcsync's leases that no
+// journal holds (an earlier state directory).
+func (m *Manager) reapUnjournaled(ctx context.Context, now time.Time) {
 	pods, err := m.cs.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
 		LabelSelector: agentpod.LabelManagedBy + "=" + agentpod.ManagedByValue + "," + leasepod.LabelLease,
 	})
 	if err != nil {
 		m.log.Warn("sandbox: cannot list lease pods to reap expired ones", slog.Any("error", err))
-		return nil
+		return
 	}
 	for i := range pods.Items {
 		p := &pods.Items[i]
@@ -174,7 +196,6 @@ func (m *Manager) adopt(ctx context.Context) error {
 			m.log.Warn("sandbox: delete expired lease pod", slog.String("pod", p.Namespace+"/"+p.Name), slog.Any("error", err))
 		}
 	}
-	return nil
 }
 
 // track registers a lease and arms its expiry.
@@ -233,6 +254,7 @@ func (m *Manager) Close() {
 		if l.expiry != nil {
 			l.expiry.Stop()
 		}
+		m.countSuspended(l, false)
 		l.mu.Lock()
 		c, state := l.client, l.state
 		l.client = nil
@@ -261,4 +283,44 @@ func (m *Manager) base() context.Context {
 		return context.Background()
 	}
 	return m.stopping
+}
+
+// adoptKept takes over kept lease r of the journal whose pod (pod, err of
+// its get) is gone, being deleted, or was created again under its name by
+// a resume: it is suspended (its pod waited gone at its resume) while its
+// claim is there, or adopted with the lease's pod of today. kept is false
+// when adopt's own way applies (no claim: the lease is forgotten or
+// reaped as any other).
+func (m *Manager) adoptKept(ctx context.Context, r *leasepod.Record, pod *corev1.Pod, err error, now time.Time) (kept bool, _ error) {
+	gone := apierrors.IsNotFound(err)
+	if err != nil && !gone {
+		return false, nil
+	}
+	if !gone && pod.DeletionTimestamp == nil {
+		if pod.Labels[leasepod.LabelLease] != r.ID {
+			return false, nil
+		}
+		// Its suspend never deleted it, or a resume whose daemon ended
+		// before it journaled the pod created it.
+		r.PodUID, r.Suspended = string(pod.UID), false
+		return false, m.j.put(*r)
+	}
+	if _, cerr := m.cs.CoreV1().PersistentVolumeClaims(r.Namespace).Get(ctx, r.ID, metav1.GetOptions{}); cerr != nil {
+		return false, nil
+	}
+	r.PodUID, r.Suspended = "", true
+	if err := m.j.put(*r); err != nil {
+		return true, err
+	}
+	l := m.track(*r)
+	l.mu.Lock()
+	l.state = LeaseSuspended
+	l.mu.Unlock()
+	if !now.Before(r.ExpiresAt) {
+		m.releaseAsync(l, EndExpired)
+		return true, nil
+	}
+	m.countSuspended(l, true)
+	m.log.Info("sandbox lease adopted suspended: its claim is kept", slog.String("lease", r.ID), slog.String("namespace", r.Namespace))
+	return true, nil
 }

@@ -109,8 +109,12 @@ func (m *Manager) acquire(ctx context.Context, p AcquireParams, early bool) (_ L
 	if running, _ := podRunning(created); !warm || !running {
 		if err := m.waitStarted(rctx, created, ws); err != nil {
 			ws.close()
+			err = explainUnschedulable(err, model, &r)
+			if r.Keep != nil {
+				err = m.explainStorage(ctx, err, &r)
+			}
 			m.releaseAsync(l, EndFailed)
-			return LeaseInfo{}, explainUnschedulable(err, model, &r)
+			return LeaseInfo{}, err
 		}
 	}
 	started()
@@ -184,6 +188,7 @@ func (m *Manager) plan(ctx context.Context, model *config.Model, p *AcquireParam
 		ID: leasepod.NewID(), Namespace: model.Namespace(c), Company: c.Slug(), Image: image,
 		AdapterType: p.AdapterType, CompanyID: p.CompanyID, EnvironmentID: p.EnvironmentID,
 		RunID: p.RunID, AgentID: p.AgentID, Agent: agent, ExpiresAt: expires, CreatedAt: now,
+		Keep: keepOf(c, p.Config.Core),
 	}
 	m.placeServer(&r, model)
 	return r, rule, nil
@@ -263,8 +268,8 @@ func (m *Manager) expiry(p *AcquireParams, now time.Time) (time.Time, error) {
 }
 
 // createPod checks that the lease's namespace is its company's tenant,
-// journals the lease and creates its pod; the journal entry is dropped
-// again when the create fails. r gets the pod's UID.
+// journals the lease and creates its pod (a kept lease's claim first); the
+// journal entry and the claim are dropped again when the create fails. r gets the pod's UID.
 func (m *Manager) createPod(ctx context.Context, model *config.Model, r *leasepod.Record) (*corev1.Pod, error) {
 	if err := m.tenants.Check(ctx, r.Namespace, r.Company); errors.Is(err, tenantns.ErrNotTenant) {
 		return nil, userErrorf(CodeNamespaceNotTenant, "no pod created: %v", err)
@@ -284,8 +289,17 @@ func (m *Manager) createPod(ctx context.Context, model *config.Model, r *leasepo
 	if err := m.j.put(*r); err != nil {
 		return nil, err
 	}
+	if r.Keep != nil {
+		if err := m.createClaim(ctx, model, r); err != nil {
+			_ = m.j.drop(r.ID)
+			return nil, err
+		}
+	}
 	created, err := m.cs.CoreV1().Pods(r.Namespace).Create(ctx, pod, metav1.CreateOptions{FieldManager: "pcsync"})
 	if err != nil {
+		if r.Keep != nil {
+			_ = m.deleteClaim(ctx, r.Namespace, r.ID, "")
+		}
 		_ = m.j.drop(r.ID)
 		return nil, createError(*r, err)
 	}
@@ -305,11 +319,15 @@ func (m *Manager) info(l *lease) LeaseInfo {
 	}}
 }
 
-// Resume returns a lease the daemon holds (adopted after a restart too).
-func (m *Manager) Resume(_ context.Context, id string) (LeaseInfo, error) {
+// Resume returns a lease the daemon holds (adopted after a restart too);
+// a suspended one gets its pod again first (resume).
+func (m *Manager) Resume(ctx context.Context, id string) (LeaseInfo, error) {
 	l := m.lookup(id)
 	if l == nil {
 		return LeaseInfo{}, fmt.Errorf("lease %s: %w: its pod is gone or it was never pcsync's", id, ErrNoLease)
+	}
+	if err := m.ensureReady(ctx, l); err != nil {
+		return LeaseInfo{}, err
 	}
 	if s := l.State(); s != LeaseReady {
 		return LeaseInfo{}, fmt.Errorf("lease %s: state %s", id, s)

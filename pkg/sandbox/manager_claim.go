@@ -31,7 +31,7 @@ func (m *Manager) startPod(ctx context.Context, model *config.Model, r *leasepod
 			m.opts.Metrics.SandboxPoolClaim(r.Company, string(outcome))
 		}
 	}()
-	if m.pools != nil {
+	if m.pools != nil && r.Keep == nil { // a kept lease's pod mounts its claim: no member does
 		k, declared := m.pools.KeyOf(r, model)
 		if declared {
 			outcome = ClaimMiss

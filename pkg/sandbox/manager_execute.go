@@ -139,8 +139,12 @@ func (m *Manager) onLease(ctx context.Context, id string, record func(l *lease, 
 	return err
 }
 
-// inUse runs run on l's command stream while l is in use.
+// inUse runs run on l's command stream while l is in use; a suspended
+// lease is resumed first, one suspending or resuming waited for.
 func (m *Manager) inUse(ctx context.Context, l *lease, run func(l *lease, c *cmdclient.Client) error) error {
+	if err := m.ensureReady(ctx, l); err != nil {
+		return err
+	}
 	if err := l.begin(); err != nil {
 		return err
 	}

@@ -68,6 +68,9 @@ type env struct {
 	m       *Manager
 	hostDir string
 	logs    *strings.Builder
+	// logw is the one writer of logs for every Manager of the env (two
+	// writers of one builder would race).
+	logw *syncWriter
 	// resolver is the Manager's Options.Agents.
 	resolver AgentResolver
 	// proxy is the Manager's Options.ProxyAddresses.
@@ -76,6 +79,8 @@ type env struct {
 	noPools bool
 	// prestartWait is the Manager's Options.PrestartWait.
 	prestartWait time.Duration
+	// tune, when set, changes the Manager's options before each start.
+	tune func(*Options)
 }
 
 type envOptions struct {
@@ -211,7 +216,10 @@ func (e *env) start() {
 	o.Pool.Disabled = e.noPools
 	o.PrestartWait = e.prestartWait
 	o.Pool.Lease = testPoolLease("")
-	o.Logger = slog.New(slog.NewTextHandler(&syncWriter{b: e.logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	o.Logger = slog.New(slog.NewTextHandler(e.logWriter(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if e.tune != nil {
+		e.tune(&o)
+	}
 	m, err := New(context.Background(), e.c.RESTConfig(), func() *config.Model { return e.model }, o)
 	if err != nil {
 		e.t.Fatal(err)
@@ -231,6 +239,14 @@ func testPoolLease(identity string) pool.LeaseOptions {
 type syncWriter struct {
 	mu sync.Mutex
 	b  *strings.Builder
+}
+
+// logWriter is the env's one writer of logs.
+func (e *env) logWriter() *syncWriter {
+	if e.logw == nil {
+		e.logw = &syncWriter{b: e.logs}
+	}
+	return e.logw
 }
 
 func (w *syncWriter) Write(p []byte) (int, error) {

@@ -121,7 +121,8 @@ func (m *Manager) CancelRun(ctx context.Context, runID string) (int, error) {
 }
 
 // releaseAsync ends a lease once: stop its command server, delete its pod,
-// wait until it is gone, drop it from the journal. Later calls only wait
+// wait until it is gone, delete a kept lease's claim, drop it from the
+// journal. Later calls only wait
 // on the same end.
 func (m *Manager) releaseAsync(l *lease, why EndReason) {
 	c, ok := l.end()
@@ -137,11 +138,20 @@ func (m *Manager) releaseAsync(l *lease, why EndReason) {
 		begin := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), m.opts.DeleteTimeout)
 		defer cancel()
-		m.stopServer(ctx, l, c)
-		err := m.deletePod(ctx, l.Namespace, l.ID, l.PodUID)
+		l.mu.Lock()
+		suspended, uid := l.Suspended, l.PodUID
+		l.mu.Unlock()
+		if !suspended {
+			m.stopServer(ctx, l, c)
+		}
+		err := m.deletePod(ctx, l.Namespace, l.ID, uid)
 		if err == nil {
 			err = m.waitGone(ctx, l.Namespace, l.ID)
 		}
+		if err == nil && l.Keep != nil {
+			err = m.deleteClaim(ctx, l.Namespace, l.ID, "")
+		}
+		m.countSuspended(l, false)
 		if err == nil {
 			if jerr := m.j.drop(l.ID); jerr != nil {
 				m.log.Warn("sandbox: lease journal", slog.Any("error", jerr))

@@ -42,6 +42,14 @@ type Metrics interface {
 	// SandboxPrestart counts a lease begun for company's run before
 	// Paperclip asked for it, by how it ended (a PrestartOutcome).
 	SandboxPrestart(company, outcome string)
+	// SandboxSuspend observes a suspend of company's kept lease that took
+	// d and ended with outcome (a SuspendOutcome).
+	SandboxSuspend(company string, d time.Duration, outcome string)
+	// SandboxResume observes a resume of company's suspended lease that
+	// took d and ended with outcome (a SuspendOutcome).
+	SandboxResume(company string, d time.Duration, outcome string)
+	// SandboxSuspended adds delta (+1 or -1) to company's suspended leases.
+	SandboxSuspended(company string, delta int)
 	// pool.Metrics: the warm pools' (SandboxPool, SandboxPoolReady,
 	// SandboxPoolActing).
 	pool.Metrics
@@ -153,6 +161,9 @@ func (noMetrics) SandboxPoolClaim(string, string)              {}
 func (noMetrics) SandboxPoolReady(string, time.Duration)       {}
 func (noMetrics) SandboxPrestart(string, string)               {}
 func (noMetrics) SandboxPoolActing(bool)                       {}
+func (noMetrics) SandboxSuspend(string, time.Duration, string) {}
+func (noMetrics) SandboxResume(string, time.Duration, string)  {}
+func (noMetrics) SandboxSuspended(string, int)                 {}
 
 // observeAcquire records an acquire that began at began and returned err.
 func (m *Manager) observeAcquire(began time.Time, err error) {

@@ -51,6 +51,18 @@ func (r *recorder) SandboxPoolActing(acting bool) {
 	r.calls = append(r.calls, fmt.Sprintf("pool acting %v", acting))
 }
 
+func (r *recorder) SandboxSuspend(company string, _ time.Duration, outcome string) {
+	r.calls = append(r.calls, fmt.Sprintf("suspend %s %s", company, outcome))
+}
+
+func (r *recorder) SandboxResume(company string, _ time.Duration, outcome string) {
+	r.calls = append(r.calls, fmt.Sprintf("resume %s %s", company, outcome))
+}
+
+func (r *recorder) SandboxSuspended(company string, delta int) {
+	r.calls = append(r.calls, fmt.Sprintf("suspended %s %+d", company, delta))
+}
+
 func TestObserveAcquire(t *testing.T) {
 	tests := []struct {
 		name string

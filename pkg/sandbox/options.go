@@ -100,6 +100,13 @@ type Options struct {
 	// PrestartMax bounds the prestarted leases no acquire has taken yet;
 	// a prestart beyond it is declined. Default 16.
 	PrestartMax int
+	// SuspendCheck is how often the kept leases are checked for their idle
+	// time (Company spec.sandbox.suspend). Default 5s.
+	SuspendCheck time.Duration
+	// ClaimSweep is how often the claims of kept leases whose lease is
+	// gone are looked for; ClaimGrace is how old such a claim must be to
+	// be deleted. Defaults 1m and 10m.
+	ClaimSweep, ClaimGrace time.Duration
 	// Pool configures the warm pools of Company spec.sandbox.warmPool
 	// (package pool). Zero fields take pool.DefaultOptions' values.
 	Pool pool.Options
@@ -125,6 +132,9 @@ func DefaultOptions(stateDir string) Options {
 		DeleteTimeout:   60 * time.Second,
 		PrestartWait:    60 * time.Second,
 		PrestartMax:     16,
+		SuspendCheck:    5 * time.Second,
+		ClaimSweep:      time.Minute,
+		ClaimGrace:      10 * time.Minute,
 		ExecProtocol:    ExecAuto,
 		Logger:          slog.Default(),
 	}
@@ -142,6 +152,9 @@ func (o *Options) complete() {
 	o.PrestartWait = cmp.Or(max(o.PrestartWait, 0), d.PrestartWait)
 	o.PrestartMax = cmp.Or(max(o.PrestartMax, 0), d.PrestartMax)
 	o.ExecProtocol = cmp.Or(o.ExecProtocol, d.ExecProtocol)
+	o.SuspendCheck = cmp.Or(max(o.SuspendCheck, 0), d.SuspendCheck)
+	o.ClaimSweep = cmp.Or(max(o.ClaimSweep, 0), d.ClaimSweep)
+	o.ClaimGrace = cmp.Or(max(o.ClaimGrace, 0), d.ClaimGrace)
 	if o.Logger == nil {
 		o.Logger = d.Logger
 	}

@@ -14,9 +14,10 @@ func TestOptionsComplete(t *testing.T) {
 	d := DefaultOptions("/state")
 	d.Metrics = noMetrics{}
 	neg := Options{StateDir: "/state", DefaultLeaseTTL: -1, MaxLeaseTTL: -time.Hour, ReadyTimeout: -1, DeleteTimeout: -time.Second,
-		PrestartWait: -1, PrestartMax: -1}
+		PrestartWait: -1, PrestartMax: -1, SuspendCheck: -1, ClaimSweep: -1, ClaimGrace: -time.Minute}
 	set := Options{StateDir: "/state", ServerPath: "/bin/x", DefaultLeaseTTL: time.Minute, MaxLeaseTTL: time.Hour,
-		ReadyTimeout: time.Second, DeleteTimeout: 2 * time.Second, ExecProtocol: ExecSPDY, PrestartWait: 3 * time.Second, PrestartMax: 2}
+		ReadyTimeout: time.Second, DeleteTimeout: 2 * time.Second, ExecProtocol: ExecSPDY, PrestartWait: 3 * time.Second, PrestartMax: 2,
+		SuspendCheck: time.Second, ClaimSweep: 2 * time.Minute, ClaimGrace: time.Hour}
 	wantSet := set
 	wantSet.Logger, wantSet.Metrics = d.Logger, d.Metrics
 	tests := []struct {

@@ -80,7 +80,7 @@ func (e *poolEnv) poolManagerOn(identity string, cfg *rest.Config) (*Manager, er
 	o.ReadyTimeout = time.Minute
 	o.Pool.Owner, o.Pool.Resync = e.owner, cmp.Or(e.resync, 100*time.Millisecond)
 	o.Pool.Lease = testPoolLease(identity)
-	o.Logger = slog.New(slog.NewTextHandler(&syncWriter{b: e.logs}, &slog.HandlerOptions{Level: slog.LevelDebug})).With("daemon", identity)
+	o.Logger = slog.New(slog.NewTextHandler(e.logWriter(), &slog.HandlerOptions{Level: slog.LevelDebug})).With("daemon", identity)
 	return New(context.Background(), cfg, e.cur.Load, o)
 }
 

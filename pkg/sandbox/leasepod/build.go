@@ -37,9 +37,10 @@ const (
 // token, read-only root filesystem, every capability dropped, seccomp
 // RuntimeDefault), requests and limits from the company's agent defaults,
 // and emptyDirs for the workspace, HOME, /tmp and the command server's
-// socket. It runs where the record's Agent's Jobs run (podsched.For: the
-// agent's node selector and tolerations, the company's runtime class), or
-// with the company's defaults when the record names no agent.
+// socket (a kept lease's workspace and HOME are on its claim instead). It
+// runs where the record's Agent's Jobs run (podsched.For: the agent's node
+// selector and tolerations, the company's runtime class), or with the
+// company's defaults when the record names no agent.
 // activeDeadlineSeconds ends it at the lease's expiry even if no pcsync is
 // left to delete it. No env value and no secret is in the spec: each
 // execute brings its own env over the command stream.
@@ -56,10 +57,7 @@ func BuildPod(l *Record, m *config.Model) (*corev1.Pod, error) {
 	if err != nil {
 		return nil, fmt.Errorf("Pod/%s/%s: %w", l.Namespace, l.ID, err)
 	}
-	deadline := int64(math.Ceil(time.Until(l.ExpiresAt).Seconds()))
-	if deadline < 1 {
-		deadline = 1
-	}
+	deadline := max(int64(math.Ceil(time.Until(l.ExpiresAt).Seconds())), 1)
 	var agent *config.Agent
 	if l.Agent != "" {
 		if agent, ok = c.Agent(l.Agent); !ok {
@@ -95,6 +93,9 @@ func BuildPod(l *Record, m *config.Model) (*corev1.Pod, error) {
 			}},
 			Volumes: []corev1.Volume{hard.EmptyDir("workspace"), hard.EmptyDir("home"), hard.EmptyDir("tmp"), hard.EmptyDir("run")},
 		},
+	}
+	if l.Keep != nil {
+		keepOnClaim(pod, l.ID)
 	}
 	if adapters.Type(l.AdapterType) == adapters.CodexLocal {
 		// codex's system config, written by the daemon when the lease

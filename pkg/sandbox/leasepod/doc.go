@@ -9,5 +9,6 @@
 //
 //	record.go  Record, the journal's record of a lease; its id and paths; the paths inside a lease pod
 //	build.go   BuildPod: the hardened lease pod; its labels and annotations
+//	claim.go   BuildClaim: a kept lease's claim for its workspace and HOME, its record on it; the pod's mounts of it
 //	helper.go  the helper container that copies pcsync into a pod whose image lacks it (postStart hook), its resources
 package leasepod

@@ -50,6 +50,25 @@ type Record struct {
 	// yet: a daemon that finds it so in its journal at start deletes its
 	// pod.
 	Prestarted bool `json:"prestarted,omitempty"`
+	// Keep, when set, is the storage that keeps the lease's workspace and
+	// HOME while it is suspended: a claim named as the lease, which every
+	// pod of the lease mounts (claim.go).
+	Keep *Keep `json:"keep,omitempty"`
+	// Suspended says the lease's pod was deleted and its claim kept: the
+	// next execute or resume creates its pod again.
+	Suspended bool `json:"suspended,omitempty"`
+}
+
+// Keep is a kept lease's storage and idle time (Company
+// spec.sandbox.suspend, as it was at the acquire).
+type Keep struct {
+	// IdleSec is how long the lease keeps its pod with no execute.
+	IdleSec int `json:"idleSec"`
+	// Size is the claim's storage request.
+	Size string `json:"size"`
+	// StorageClassName is the claim's StorageClass; empty: the cluster's
+	// default.
+	StorageClassName string `json:"storageClassName,omitempty"`
 }
 
 // NewID returns a fresh pod name: "pcsync-sbx-" and 10 hex digits.

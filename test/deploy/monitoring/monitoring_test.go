@@ -62,7 +62,7 @@ func readRules(t *testing.T) ruleFile {
 // wantAlerts are the alerts the issue asks for, each with a runbook in
 // docs/daemon.md.
 var wantAlerts = []string{
-	"PcsyncBudgetNearlySpent", "PcsyncConfigInvalid", "PcsyncDaemonDown", "PcsyncEgressRefused", "PcsyncLeaseAcquiresRefused", "PcsyncNetworkPoliciesNotEnforced", "PcsyncNoLeader",
+	"PcsyncBudgetNearlySpent", "PcsyncConfigInvalid", "PcsyncDaemonDown", "PcsyncEgressRefused", "PcsyncLeaseAcquiresRefused", "PcsyncLeaseResumesFailing", "PcsyncNetworkPoliciesNotEnforced", "PcsyncNoLeader",
 	"PcsyncPaperclipUnreachable", "PcsyncPruneBlocked", "PcsyncReconcileFailing", "PcsyncRunsQueuedTooLong",
 	"PcsyncStartWindowCollapsed", "PcsyncWarmPoolShort",
 }

@@ -1,0 +1,176 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/pcsync/pcsync/pkg/sandbox/cmdclient"
+)
+
+// SuspendOutcome is how a suspend or a resume of a kept lease ended.
+type SuspendOutcome string
+
+// The suspend and resume outcomes.
+const (
+	// SuspendDone: the pod is gone (suspend), or runs again on the
+	// lease's claim (resume).
+	SuspendDone SuspendOutcome = "done"
+	// SuspendFailed: the pod could not be deleted (the lease stays
+	// ready), or did not start again (the lease stays suspended, or ends
+	// when its claim is gone).
+	SuspendFailed SuspendOutcome = "failed"
+)
+
+// suspendLoop suspends every kept lease idle for its idle time, checking
+// every Options.SuspendCheck, and removes the orphaned claims every
+// Options.ClaimSweep, until Close.
+func (m *Manager) suspendLoop() {
+	defer m.wg.Done()
+	tick := time.NewTicker(m.opts.SuspendCheck)
+	defer tick.Stop()
+	lastSweep := time.Time{}
+	for {
+		select {
+		case <-m.base().Done():
+			return
+		case now := <-tick.C:
+			for _, l := range m.held() {
+				if l.Keep == nil {
+					continue
+				}
+				if c, ok := l.beginSuspend(time.Duration(l.Keep.IdleSec)*time.Second, now); ok {
+					m.wg.Add(1)
+					go m.suspend(l, c)
+				}
+			}
+			if now.Sub(lastSweep) >= m.opts.ClaimSweep {
+				lastSweep = now
+				m.sweepClaims(m.base())
+			}
+		}
+	}
+}
+
+// held returns the leases the manager holds.
+func (m *Manager) held() []*lease {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]*lease, 0, len(m.leases))
+	for _, l := range m.leases {
+		out = append(out, l)
+	}
+	return out
+}
+
+// suspend ends suspending lease l's pod and keeps its claim: the journal
+// says suspended first, then the pod is deleted (its UID a precondition)
+// and waited gone. A pod that cannot be deleted leaves the lease ready.
+func (m *Manager) suspend(l *lease, c *cmdclient.Client) {
+	defer m.wg.Done()
+	began := time.Now()
+	if c != nil {
+		_ = c.Close()
+	}
+	ctx, cancel := context.WithTimeout(m.base(), m.opts.DeleteTimeout)
+	defer cancel()
+	// Where pods share the host, the command server outlives the pod: it
+	// is stopped, and its socket waited gone, so that the next pod's
+	// server is the one its stream reaches.
+	if m.opts.HostRoot != "" {
+		m.stopServer(ctx, l, nil)
+		waitNoFile(ctx, l.Socket)
+	}
+	l.mu.Lock()
+	uid, rec := l.PodUID, l.Record
+	l.mu.Unlock()
+	rec.Suspended, rec.PodUID = true, ""
+	err := m.j.put(rec)
+	if err == nil {
+		err = m.deletePod(ctx, l.Namespace, l.ID, uid)
+	}
+	if err == nil {
+		err = m.waitGone(ctx, l.Namespace, l.ID)
+	}
+	if err != nil {
+		m.log.Warn("sandbox lease not suspended: its pod stays", slog.String("lease", l.ID), slog.Any("error", err))
+		l.mu.Lock()
+		back := l.Record
+		l.mu.Unlock()
+		if jerr := m.j.put(back); jerr != nil {
+			m.log.Warn("sandbox: lease journal", slog.Any("error", jerr))
+		}
+		l.to(LeaseSuspending, LeaseReady)
+		m.opts.Metrics.SandboxSuspend(l.Company, time.Since(began), string(SuspendFailed))
+		return
+	}
+	l.mu.Lock()
+	l.PodUID, l.Suspended = "", true
+	l.mu.Unlock()
+	if !l.to(LeaseSuspending, LeaseSuspended) {
+		return // ended meanwhile
+	}
+	m.countSuspended(l, true)
+	m.opts.Metrics.SandboxSuspend(l.Company, time.Since(began), string(SuspendDone))
+	m.log.Info("sandbox lease suspended: its pod is gone, its claim kept", slog.String("lease", l.ID),
+		slog.Duration("took", time.Since(began).Round(time.Millisecond)))
+}
+
+// ensureReady brings lease l back for a command: a suspend or resume
+// under way is waited for, a suspended lease is resumed. A lease in any
+// other state is left as it is (begin refuses what is not ready).
+func (m *Manager) ensureReady(ctx context.Context, l *lease) error {
+	for {
+		switch l.State() {
+		case LeaseSuspending, LeaseResuming:
+			ch := l.changing()
+			if ch == nil {
+				continue
+			}
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				return fmt.Errorf("lease %s: waiting for its suspend or resume: %w", l.ID, ctx.Err())
+			}
+		case LeaseSuspended:
+			if err := m.resume(ctx, l); err != nil {
+				return err
+			}
+		default:
+			return nil
+		}
+	}
+}
+
+// countSuspended counts lease l in the suspended leases' gauge (on) or no
+// longer (off), once each way.
+func (m *Manager) countSuspended(l *lease, on bool) {
+	l.mu.Lock()
+	was := l.counted
+	l.counted = on
+	l.mu.Unlock()
+	switch {
+	case on && !was:
+		m.opts.Metrics.SandboxSuspended(l.Company, 1)
+	case !on && was:
+		m.opts.Metrics.SandboxSuspended(l.Company, -1)
+	}
+}
+
+// waitNoFile waits, up to 2 s, until path does not exist.
+func waitNoFile(ctx context.Context, path string) {
+	for range 100 {
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,324 @@
+//go:build integration
+
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+
+	"github.com/pcsync/pcsync/pkg/sandbox/leasepod"
+)
+
+// testClass is the StorageClass whose claims provideVolumes binds.
+const testClass = "pcsync-test-kept"
+
+// keptCore is the environment's Paperclip fields of a kept lease.
+var keptCore = map[string]any{"reuseLease": true, "runnerLifecycleMode": "warm"}
+
+// provideVolumes stands in for a provisioner on kwok: each claim of
+// namespace ns of StorageClass testClass gets a PersistentVolume bound to
+// it (claimRef), which the API server's binder completes. The real node's
+// tests use a real provisioner.
+func provideVolumes(t *testing.T, e *env) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	cs := e.c.Client()
+	w, err := cs.CoreV1().PersistentVolumeClaims(e.ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer w.Stop()
+		for ev := range w.ResultChan() {
+			pvc, ok := ev.Object.(*corev1.PersistentVolumeClaim)
+			if !ok || pvc.Spec.StorageClassName == nil || *pvc.Spec.StorageClassName != testClass || pvc.Spec.VolumeName != "" || pvc.DeletionTimestamp != nil {
+				continue
+			}
+			pv := &corev1.PersistentVolume{
+				ObjectMeta: metav1.ObjectMeta{Name: "pv-" + string(pvc.UID)},
+				Spec: corev1.PersistentVolumeSpec{
+					Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+					AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+					PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+					StorageClassName:              testClass,
+					PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/tmp/" + pvc.Name}},
+					ClaimRef:                      &corev1.ObjectReference{Namespace: pvc.Namespace, Name: pvc.Name, UID: pvc.UID},
+				},
+			}
+			_, err := cs.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{})
+			if err != nil && !apierrors.IsAlreadyExists(err) && ctx.Err() == nil {
+				t.Errorf("PersistentVolume for %s: %v", pvc.Name, err)
+			}
+			name := pv.Name
+			t.Cleanup(func() { _ = cs.CoreV1().PersistentVolumes().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+		}
+	}()
+}
+
+// keptEnv is an env whose company suspends kept leases on claims of
+// class, checked every 100 ms.
+func keptEnv(t *testing.T, class string) *env {
+	t.Helper()
+	e := newEnv(t, envOptions{NoPools: true, Sandbox: "{suspend: {idleSec: 30, size: 1Gi, storageClassName: " + class + "}}"})
+	e.tune = func(o *Options) { o.SuspendCheck = 100 * time.Millisecond }
+	e.m.Close()
+	e.start()
+	provideVolumes(t, e)
+	return e
+}
+
+// idleNow makes lease id idle for an hour, as if no command had come
+// since, so that the next check suspends it.
+func (e *env) idleNow(t *testing.T, id string) {
+	t.Helper()
+	l := e.m.lookup(id)
+	if l == nil {
+		t.Fatalf("lease %s not held", id)
+	}
+	l.mu.Lock()
+	l.lastUsed = time.Now().Add(-time.Hour)
+	l.mu.Unlock()
+}
+
+// waitState waits until lease id is in state want.
+func (e *env) waitState(t *testing.T, id string, want LeaseState) {
+	t.Helper()
+	var got LeaseState
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if l := e.m.lookup(id); l != nil {
+			if got = l.State(); got == want {
+				return
+			}
+		}
+	}
+	t.Fatalf("lease %s: state %s, want %s\nlogs:\n%s", id, got, want, e.logs.String())
+}
+
+// leasePods lists the pods of lease id that are not being deleted.
+func (e *env) leasePods(t *testing.T, id string) []corev1.Pod {
+	t.Helper()
+	list, err := e.c.Client().CoreV1().Pods(e.ns).List(context.Background(), metav1.ListOptions{LabelSelector: leasepod.LabelLease + "=" + id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []corev1.Pod
+	for _, p := range list.Items {
+		if p.DeletionTimestamp == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (e *env) claim(t *testing.T, id string) *corev1.PersistentVolumeClaim {
+	t.Helper()
+	pvc, err := e.c.Client().CoreV1().PersistentVolumeClaims(e.ns).Get(context.Background(), id, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pvc
+}
+
+// TestKeptLeaseSuspendResume: a kept lease's pod mounts its claim from its
+// start; idle, its pod is deleted and its claim kept, the lease still
+// Paperclip's under the same id; a daemon that restarts (its journal
+// lost, too) adopts it suspended from its claim; the next execute resumes
+// it on one new pod mounting the claim, and a release deletes pod and
+// claim. A lease of a non-kept environment gets no claim (the control).
+func TestKeptLeaseSuspendResume(t *testing.T) {
+	e := keptEnv(t, testClass)
+	plain := e.acquire(t, EnvironmentConfig{LeaseTTLSec: 3600})
+	if e.claim(t, plain.ID) != nil {
+		t.Errorf("lease %s of an environment that keeps no lease has a claim", plain.ID)
+	}
+	info := e.acquire(t, EnvironmentConfig{LeaseTTLSec: 3600, Core: keptCore})
+	pvc := e.claim(t, info.ID)
+	if pvc == nil {
+		t.Fatalf("kept lease %s has no claim\nlogs:\n%s", info.ID, e.logs.String())
+	}
+	if pvc.Labels[leasepod.LabelOwner] != "pcsync" || pvc.Spec.AccessModes[0] != corev1.ReadWriteOnce {
+		t.Errorf("claim labels %v, access modes %v", pvc.Labels, pvc.Spec.AccessModes)
+	}
+	first := e.leasePods(t, info.ID)
+	if len(first) != 1 || !mountsClaim(&first[0], info.ID) {
+		t.Fatalf("kept lease %s: pods %d, want 1 mounting its claim at /workspace and HOME: %+v", info.ID, len(first), podVolumes(first))
+	}
+	if r := e.exec(t, info.ID, ExecParams{Command: "sh", Args: []string{"-c", "echo kept > note"}}); r.ExitCode == nil || *r.ExitCode != 0 {
+		t.Fatalf("write: %+v", r)
+	}
+
+	e.idleNow(t, plain.ID) // the control: not kept, never suspended
+	e.idleNow(t, info.ID)
+	e.waitState(t, info.ID, LeaseSuspended)
+	if pods := e.leasePods(t, info.ID); len(pods) != 0 {
+		t.Errorf("suspended lease %s still has %d pods", info.ID, len(pods))
+	}
+	if e.claim(t, info.ID) == nil {
+		t.Fatalf("suspended lease %s lost its claim", info.ID)
+	}
+	if s := e.m.lookup(plain.ID).State(); s != LeaseReady {
+		t.Errorf("the lease that keeps nothing went %s", s)
+	}
+
+	// A restart with the journal lost: the claim's record brings it back.
+	e.m.Close()
+	if err := removeJournal(e); err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+	e.waitState(t, info.ID, LeaseSuspended)
+
+	r := e.exec(t, info.ID, ExecParams{Command: "cat", Args: []string{"note"}})
+	if r.Stdout != "kept\n" {
+		t.Errorf("after the resume: stdout %q stderr %q", r.Stdout, r.Stderr)
+	}
+	again := e.leasePods(t, info.ID)
+	if len(again) != 1 || again[0].UID == first[0].UID || !mountsClaim(&again[0], info.ID) {
+		t.Errorf("resumed lease %s: %d pods (want 1, new, on its claim)", info.ID, len(again))
+	}
+	if got, err := e.m.Resume(context.Background(), info.ID); err != nil || got.ID != info.ID {
+		t.Errorf("resume hook: %+v, %v", got, err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	defer cancel()
+	if _, err := e.m.Release(ctx, ReleaseParams{ID: info.ID, Cancel: true}); err != nil {
+		t.Fatal(err)
+	}
+	if pvc := e.claim(t, info.ID); pvc != nil && pvc.DeletionTimestamp == nil {
+		t.Errorf("released lease %s kept its claim", info.ID)
+	}
+}
+
+// TestKeptLeaseExecuteWhileSuspending: an execute that comes while its
+// lease is being suspended waits for the suspend, then resumes it and
+// runs on the new pod, never on the one being deleted.
+func TestKeptLeaseExecuteWhileSuspending(t *testing.T) {
+	e := keptEnv(t, testClass)
+	info := e.acquire(t, EnvironmentConfig{LeaseTTLSec: 3600, Core: keptCore})
+	first := e.leasePods(t, info.ID)
+	e.idleNow(t, info.ID)
+	e.waitState(t, info.ID, LeaseSuspending)
+	r := e.exec(t, info.ID, ExecParams{Command: "echo", Args: []string{"after"}})
+	if r.Stdout != "after\n" {
+		t.Errorf("execute during the suspend: stdout %q stderr %q", r.Stdout, r.Stderr)
+	}
+	pods := e.leasePods(t, info.ID)
+	if len(pods) != 1 || len(first) != 1 || pods[0].UID == first[0].UID {
+		t.Errorf("pods after: %d (want 1, not the suspended one)", len(pods))
+	}
+}
+
+// TestKeptLeaseStorageFaults: a resume whose claim is gone is refused
+// with storage_gone naming the claim, and the lease ends; a kept lease
+// whose StorageClass does not exist is refused naming the class and the
+// claim's phase, and leaves no claim.
+func TestKeptLeaseStorageFaults(t *testing.T) {
+	e := keptEnv(t, testClass)
+	info := e.acquire(t, EnvironmentConfig{LeaseTTLSec: 3600, Core: keptCore})
+	e.idleNow(t, info.ID)
+	e.waitState(t, info.ID, LeaseSuspended)
+	cs := e.c.Client()
+	if err := cs.CoreV1().PersistentVolumeClaims(e.ns).Delete(context.Background(), info.ID, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for e.claim(t, info.ID) != nil {
+		time.Sleep(50 * time.Millisecond)
+	}
+	_, err := e.m.Resume(context.Background(), info.ID)
+	var ue *UserError
+	if !errors.As(err, &ue) || ue.Code != CodeStorageGone || !strings.Contains(ue.Message, "PersistentVolumeClaim/"+e.ns+"/"+info.ID) {
+		t.Errorf("resume without its claim: %v, want %s naming the claim", err, CodeStorageGone)
+	}
+	e.waitGoneLease(t, info.ID)
+
+	bad := keptEnv(t, "no-such-class")
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	_, err = bad.m.Acquire(ctx, AcquireParams{Config: EnvironmentConfig{Company: bad.slug(), LeaseTTLSec: 3600, TimeoutMs: 15000, Core: keptCore},
+		AdapterType: "claude_local", RunID: "run-1"})
+	if !errors.As(err, &ue) || !strings.Contains(ue.Message, "StorageClass no-such-class") || !strings.Contains(ue.Message, "Pending") {
+		t.Errorf("acquire on a missing StorageClass: %v, want it named with the claim's phase", err)
+	}
+	list, lerr := cs.CoreV1().PersistentVolumeClaims(bad.ns).List(context.Background(), metav1.ListOptions{FieldSelector: fields.Everything().String()})
+	for deadline := time.Now().Add(20 * time.Second); lerr == nil && len(list.Items) > 0 && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		list, lerr = cs.CoreV1().PersistentVolumeClaims(bad.ns).List(context.Background(), metav1.ListOptions{})
+	}
+	if lerr != nil || len(list.Items) != 0 {
+		t.Errorf("claims left by the refused acquire: %v %v", list, lerr)
+	}
+}
+
+// waitGoneLease waits until the manager no longer holds lease id.
+func (e *env) waitGoneLease(t *testing.T, id string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if e.m.lookup(id) == nil {
+			return
+		}
+	}
+	t.Fatalf("lease %s still held\nlogs:\n%s", id, e.logs.String())
+}
+
+// mountsClaim says pod mounts claim id at /workspace and HOME.
+func mountsClaim(pod *corev1.Pod, id string) bool {
+	vol := ""
+	for _, v := range pod.Spec.Volumes {
+		if v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == id {
+			vol = v.Name
+		}
+	}
+	n := 0
+	for _, vm := range mainContainer(pod).VolumeMounts {
+		if vm.Name == vol && (vm.MountPath == leasepod.PodWorkspace || vm.MountPath == leasepod.PodHome) {
+			n++
+		}
+	}
+	return vol != "" && n == 2
+}
+
+// removeJournal deletes the env's lease journal, as a daemon whose state
+// directory was lost would find it.
+func removeJournal(e *env) error {
+	err := os.Remove(filepath.Join(e.hostDir, "state", journalFile))
+	if os.IsNotExist(err) {
+		return nil
+	}
+	return err
+}
+
+// podVolumes is what pods mount, for a failure's message.
+func podVolumes(pods []corev1.Pod) []string {
+	var out []string
+	for _, p := range pods {
+		for _, vm := range mainContainer(&p).VolumeMounts {
+			out = append(out, p.Name+":"+vm.Name+"@"+vm.MountPath+"/"+vm.SubPath)
+		}
+	}
+	return out
+}
+
+// mainContainer is the lease pod's container that runs the command server.
+func mainContainer(pod *corev1.Pod) *corev1.Container {
+	for i := range pod.Spec.Containers {
+		if pod.Spec.Containers[i].Name == leasepod.ContainerName {
+			return &pod.Spec.Containers[i]
+		}
+	}
+	return &corev1.Container{}
+}
