@@ -92,12 +92,12 @@ func credentialNames(c *config.Company) string {
 	return strings.Join(s, ", ")
 }
 
-// agentsUsing lists the agents of c whose CLI uses provider p (GitHub:
-// every agent).
+// agentsUsing lists the agents of c whose CLI uses provider p (GitHub and
+// header: every agent).
 func agentsUsing(c *config.Company, p adapters.Provider) []string {
 	var names []string
 	for _, a := range c.Spec.Agents {
-		if p == adapters.ProviderGitHub || slices.Contains(adapters.Providers(a.Adapter), p) {
+		if p == adapters.ProviderGitHub || p == adapters.ProviderHeader || slices.Contains(adapters.Providers(a.Adapter), p) {
 			names = append(names, a.Name)
 		}
 	}

@@ -14,6 +14,9 @@ const (
 	// HTTPS and GitHub's API, which any agent's tools may use. Routes has
 	// no route for it (package inject serves it).
 	ProviderGitHub Provider = "github"
+	// ProviderHeader is no model provider either: a key set in a declared
+	// header toward one base URL, for any agent's tools.
+	ProviderHeader Provider = "header"
 )
 
 // KeyKind is what a credential's secret is: an API key, or an OAuth token
@@ -28,8 +31,8 @@ const (
 // Header is where a provider takes a key: the header's name, and the
 // scheme before the key ("Bearer") when there is one.
 type Header struct {
-	Name   string
-	Scheme string
+	Name   string `json:"name"`
+	Scheme string `json:"scheme,omitempty"`
 }
 
 // Value is the header's value for key.

@@ -246,6 +246,8 @@ var patterns = []struct{ fragment, text string }{
 	{`"^/"`, "must be an absolute path"},
 	{`^https://[^/?#@`, "must be an https:// URL with a host and an optional path, without user, password, query or fragment"},
 	{`^[-._a-zA-Z0-9]{1,253}$`, "must be a Secret data key: 1 to 253 letters, digits, '-', '_' or '.'"},
+	{`^[A-Za-z0-9-]{1,64}$`, "must be an HTTP header name: 1 to 64 letters, digits or '-'"},
+	{`^[A-Za-z0-9-]{1,32}$`, "must be an authorization scheme such as Bearer: 1 to 32 letters, digits or '-'"},
 }
 
 func describeBound(b string) string {

@@ -389,13 +389,13 @@ func (c *Company) Agent(name string) (*Agent, bool) {
 }
 
 // CredentialsUsedBy returns the company's credentials (spec.credentials)
-// whose provider the CLI of adapter type t uses, and its GitHub ones (any
-// agent's tools use git), in their declared order.
+// whose provider the CLI of adapter type t uses, and its GitHub and
+// header ones (any agent's tools use them), in their declared order.
 func (c *Company) CredentialsUsedBy(t adapters.Type) []Credential {
 	uses := adapters.Providers(t)
 	var out []Credential
 	for _, cr := range c.Spec.Credentials {
-		if cr.Provider == adapters.ProviderGitHub || slices.Contains(uses, cr.Provider) {
+		if cr.Provider == adapters.ProviderGitHub || cr.Provider == adapters.ProviderHeader || slices.Contains(uses, cr.Provider) {
 			out = append(out, cr)
 		}
 	}
@@ -564,6 +564,18 @@ type Credential struct {
 	// Host is a GitHub credential's GitHub Enterprise Server host; ""
 	// is github.com.
 	Host string `json:"host,omitempty"`
+	// Header is a header credential's header and variables.
+	Header *CredentialHeader `json:"header,omitempty"`
+}
+
+// CredentialHeader is where a header credential's key goes (Name, after
+// Scheme and a space when set) and the variables that give an agent the
+// route's URL and the run's token.
+type CredentialHeader struct {
+	Name     string `json:"name"`
+	Scheme   string `json:"scheme,omitempty"`
+	URLEnv   string `json:"urlEnv"`
+	TokenEnv string `json:"tokenEnv"`
 }
 
 // CredentialSecretRef is the Secret and data key that hold a credential.

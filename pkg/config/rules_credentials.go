@@ -35,6 +35,14 @@ func (k *checker) credentials(d *document, c *Company) {
 			k.githubCredential(d, c, cr, cp, hosts)
 			continue
 		}
+		if cr.Provider == adapters.ProviderHeader {
+			k.headerCredential(d, c, cr, cp)
+			continue
+		}
+		if cr.Header != nil {
+			p := cp.with(key("header"))
+			k.errs.add(d.posIn(p, true), p.String(), "credential %s/%s: header is a header credential's; %s takes its provider's", c.Metadata.Name, cr.Name, cr.Provider)
+		}
 		once(k, d, providers, cr.Provider, cp.with(key("provider")),
 			"provider %q has two credentials in company %q (first at %s): the proxy would not know which key to set", c.Metadata.Name)
 		if cr.Host != "" {
@@ -80,6 +88,45 @@ func (k *checker) githubCredential(d *document, c *Company, cr Credential, cp fi
 		k.errs.add(d.posIn(p, false), p.String(), "credential %s/%s: a github credential goes to GitHub's hosts; for GitHub Enterprise Server set host",
 			c.Metadata.Name, cr.Name)
 	}
+}
+
+// forbiddenHeaders are the headers a header credential may not set: the
+// request's framing and the proxy's own.
+var forbiddenHeaders = []string{"host", "content-length", "transfer-encoding", "connection", "upgrade", "te", "trailer",
+	"proxy-authorization", "proxy-connection", "keep-alive"}
+
+// headerCredential checks a header credential: a header, a base URL
+// (gatewayUrl) with a host, a header that is not the request's framing,
+// two variables.
+func (k *checker) headerCredential(d *document, c *Company, cr Credential, cp fieldPath) {
+	add := func(f string, msg string, args ...any) {
+		p := cp.with(key(f))
+		k.errs.add(d.posIn(p, f == "provider"), p.String(), "credential %s/%s: "+msg, append([]any{c.Metadata.Name, cr.Name}, args...)...)
+	}
+	switch {
+	case cr.GatewayURL == "":
+		add("provider", "a header credential needs gatewayUrl, the base URL of the one API its key is for")
+	case !validURLHost(cr.GatewayURL):
+		add("gatewayUrl", "gateway URL %q has no host", cr.GatewayURL)
+	}
+	if cr.Header == nil {
+		add("provider", "a header credential needs header: {name, urlEnv, tokenEnv}")
+		return
+	}
+	if slices.Contains(forbiddenHeaders, strings.ToLower(cr.Header.Name)) {
+		add("header", "the proxy cannot set header %q", cr.Header.Name)
+	}
+	if cr.Header.URLEnv == cr.Header.TokenEnv {
+		add("header", "urlEnv and tokenEnv are both %q", cr.Header.URLEnv)
+	}
+	if cr.Type == adapters.KeyOAuthToken || cr.Host != "" {
+		add("provider", "a header credential takes no OAuth type and no host")
+	}
+}
+
+func validURLHost(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && u.Hostname() != ""
 }
 
 // once reports v at p when seen holds it already (msg gets v, then the

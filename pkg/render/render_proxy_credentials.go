@@ -39,8 +39,12 @@ func (t tenant) credentialsConfig() string {
 		case upstream == "":
 			upstream = "https://" + routes[cr.Provider].Host
 		}
-		c.Credentials = append(c.Credentials, inject.CredentialConfig{Name: cr.Name, Provider: cr.Provider,
-			Type: cr.Type, Upstream: upstream, KeyFile: path.Join(credentialsDir, cr.Name)})
+		cc := inject.CredentialConfig{Name: cr.Name, Provider: cr.Provider,
+			Type: cr.Type, Upstream: upstream, KeyFile: path.Join(credentialsDir, cr.Name)}
+		if h := cr.Header; h != nil {
+			cc.Header = &adapters.Header{Name: h.Name, Scheme: h.Scheme}
+		}
+		c.Credentials = append(c.Credentials, cc)
 	}
 	b, err := json.Marshal(c)
 	if err != nil {

@@ -38,8 +38,14 @@ func CredentialsFor(c *config.Company, t adapters.Type, ip, token string) *Crede
 	proxy := url.URL{Scheme: "http", Host: net.JoinHostPort(ip, strconv.Itoa(allow.ProxyPort))}
 	var github []config.Credential
 	for _, cr := range c.CredentialsUsedBy(t) {
-		if cr.Provider == adapters.ProviderGitHub {
+		switch cr.Provider {
+		case adapters.ProviderGitHub:
 			github = append(github, cr)
+			continue
+		case adapters.ProviderHeader:
+			u := proxy
+			u.Path = inject.PathPrefix + cr.Name
+			rc.Set[cr.Header.URLEnv], rc.Set[cr.Header.TokenEnv] = u.String(), token
 			continue
 		}
 		r := routes[cr.Provider]

@@ -62,3 +62,22 @@ func TestWithToken(t *testing.T) {
 		t.Errorf("the original changed: %+v", rc)
 	}
 }
+
+// TestCredentialsForHeader: a header credential gives every CLI its
+// variables, the route's URL and the run's token, which Secret tells.
+func TestCredentialsForHeader(t *testing.T) {
+	c := &config.Company{}
+	c.Spec.Credentials = []config.Credential{{Name: "registry", Provider: adapters.ProviderHeader, Type: adapters.KeyAPIKey,
+		Header: &config.CredentialHeader{Name: "X-Registry-Token", URLEnv: "REGISTRY_URL", TokenEnv: "REGISTRY_TOKEN"}}}
+	want := &Credentials{Token: "T", Set: map[string]string{
+		"REGISTRY_URL": "http://10.0.0.1:3128/credentials/registry", "REGISTRY_TOKEN": "T"}}
+	for _, a := range []config.AdapterType{"codex_local", "cursor_local"} {
+		got := CredentialsFor(c, a, "10.0.0.1", "T")
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", a, diff)
+		}
+		if got.Secret(got.Set["REGISTRY_URL"]) || !got.Secret(got.Set["REGISTRY_TOKEN"]) {
+			t.Errorf("%s: Secret tells the token from the URL wrongly", a)
+		}
+	}
+}

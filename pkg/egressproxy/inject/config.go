@@ -26,6 +26,8 @@ type CredentialConfig struct {
 	Type     adapters.KeyKind  `json:"type"`
 	Upstream string            `json:"upstream"`
 	KeyFile  string            `json:"keyFile"`
+	// Header is a header credential's header.
+	Header *adapters.Header `json:"header,omitempty"`
 }
 
 // ParseConfig reads a Config and checks it names known providers and key
@@ -40,11 +42,16 @@ func ParseConfig(raw []byte) (Config, error) {
 	}
 	routes := adapters.Routes()
 	for _, cr := range c.Credentials {
+		// GitHub's and header credentials are no model provider's route.
+		own := cr.Provider == adapters.ProviderGitHub || cr.Provider == adapters.ProviderHeader
 		r, ok := routes[cr.Provider]
-		if !ok && cr.Provider != adapters.ProviderGitHub {
+		_, kind := r.Headers[cr.Type]
+		switch {
+		case cr.Provider == adapters.ProviderHeader && (cr.Header == nil || cr.Header.Name == ""):
+			return Config{}, fmt.Errorf("credential %s/%s: a header credential without a header", c.Company, cr.Name)
+		case !ok && !own:
 			return Config{}, fmt.Errorf("credential %s/%s: unknown provider %q", c.Company, cr.Name, cr.Provider)
-		}
-		if _, ok := r.Headers[cr.Type]; !ok && cr.Provider != adapters.ProviderGitHub {
+		case !kind && !own:
 			return Config{}, fmt.Errorf("credential %s/%s: provider %s takes no %q", c.Company, cr.Name, cr.Provider, cr.Type)
 		}
 		if u, err := url.Parse(cr.Upstream); err != nil || u.Scheme != "https" || u.Host == "" {
@@ -64,8 +71,12 @@ func (c Config) Build() []Credential {
 	for i, cr := range c.Credentials {
 		u, _ := url.Parse(cr.Upstream)
 		out[i] = Credential{Name: cr.Name, Route: routes[cr.Provider], Kind: cr.Type, Upstream: u, Key: &FileKey{Path: cr.KeyFile}}
-		if cr.Provider == adapters.ProviderGitHub {
+		switch cr.Provider {
+		case adapters.ProviderGitHub:
 			out[i].GitHub = NewGitHub(u.Host)
+		case adapters.ProviderHeader:
+			// No Provider: nothing for the spend gate to count.
+			out[i].Route = adapters.Route{Headers: map[adapters.KeyKind]adapters.Header{cr.Type: *cr.Header}}
 		}
 	}
 	return out
