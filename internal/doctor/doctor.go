@@ -202,6 +202,7 @@ func (d *doctor) run(ctx context.Context) {
 	if reachable {
 		d.checkSessions(ctx)
 		d.checkPools(ctx)
+		d.checkLeaseStorage(ctx)
 		d.checkSecrets(ctx, inherited)
 		d.checkNetwork(ctx)
 	}
