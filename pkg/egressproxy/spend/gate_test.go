@@ -308,3 +308,41 @@ func TestGateRefusesWebSocket(t *testing.T) {
 		t.Errorf("%d %s; the provider got %d requests", resp.StatusCode, b, len(up.encodings()))
 	}
 }
+
+// TestGateConcurrentStreams: one run's 4 streams admitted at once, before
+// any has reported, all finish and are counted; the spend past the budget
+// is theirs and no more (the figure against Paperclip's hard stop,
+// which a $0.50 budget passed by 1,022 %), and the next request is
+// refused.
+func TestGateConcurrentStreams(t *testing.T) {
+	up := newProvider(t, spend.AnthropicStream, "")
+	srv, g := route(t, adapters.ProviderAnthropic, up, spend.Config{RunCents: 5})
+	done := make(chan int, 4)
+	for range 4 {
+		go func() {
+			code, body := call(t, adapters.ProviderAnthropic, srv, "/v1/messages/held")
+			if body != spend.AnthropicStream {
+				code = -code
+			}
+			done <- code
+		}()
+	}
+	for len(up.encodings()) < 4 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	up.releaseHeld()
+	for range 4 {
+		if code := <-done; code != http.StatusOK {
+			t.Fatalf("a stream: %d (negative: its body changed)", code)
+		}
+	}
+	// 4 answers of 2.1711 cents: 8.6844 cents against a cap of 5, 174 %.
+	if got, want := g.Ledger().Company(), spend.MicroCents(4*2_171_100); got != want {
+		t.Errorf("counted %d µ¢, want the 4 streams' %d", got, want)
+	}
+	t.Logf("spent %.2f%% of the run's cap, all of it the 4 streams admitted before any reported", float64(g.Ledger().Company())/float64(spend.FromCents(5))*100)
+	if code, body := call(t, adapters.ProviderAnthropic, srv, "/v1/messages/stream"); code != http.StatusForbidden ||
+		!strings.Contains(body, "this run has spent $0.09 of company acme's cap of $0.05 a run") {
+		t.Errorf("the next request: %d %s", code, body)
+	}
+}
