@@ -26,6 +26,9 @@
 //	                  executes, the filesystem, release; a user's image with
 //	                  the helper container, and its failed hook; a missing
 //	                  image
+//	keptlease_test.go kept leases suspended and resumed on a local-path claim:
+//	                  a 100 MB / 10,000-file workspace with git and a CLI
+//	                  session byte for byte; resume against a cold acquire
 //	workspace_sync_test.go  Paperclip's native workspace sync through the
 //	                  plugin's hooks (testdata/workspace-sync.mjs), the daemon
 //	                  and a lease pod: modes, excludes, symlinks, post-upload

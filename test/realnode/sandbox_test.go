@@ -61,6 +61,13 @@ func newLeaseEnv(t testing.TB, p pushed) *leaseEnv { return newLeaseEnvWith(t, p
 // (nil: the cluster's own) and whose options edit changes.
 func newLeaseEnvWith(t testing.TB, p pushed, cfg *rest.Config, edit func(*sandbox.Options)) *leaseEnv {
 	t.Helper()
+	return newLeaseEnvSpec(t, p, cfg, edit, "")
+}
+
+// newLeaseEnvSpec is newLeaseEnvWith whose Company spec also has the
+// lines spec (indented by two spaces, each ending in a newline).
+func newLeaseEnvSpec(t testing.TB, p pushed, cfg *rest.Config, edit func(*sandbox.Options), spec string) *leaseEnv {
+	t.Helper()
 	c := testcluster.Get(t)
 	node := c.RealNode()
 	ns := c.Namespace(t, "lease", nil)
@@ -79,7 +86,7 @@ func newLeaseEnvWith(t testing.TB, p pushed, cfg *rest.Config, edit func(*sandbo
 		"company.yaml": fmt.Sprintf("apiVersion: pcsync.io/v1alpha1\nkind: Company\nmetadata: {name: %q}\nspec:\n  id: company-%s\n  agents:\n"+
 			"    - {name: pinned, adapter: claude_local, nodeSelector: %s, tolerations: [{key: %q, operator: %s, effect: %s}]}\n"+
 			"    - {name: untolerating, adapter: claude_local, nodeSelector: %s}\n",
-			slug, slug, selector, tol.Key, tol.Operator, tol.Effect, selector),
+			slug, slug, selector, tol.Key, tol.Operator, tol.Effect, selector) + spec,
 	}
 	for name, text := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
