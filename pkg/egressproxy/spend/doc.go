@@ -23,7 +23,8 @@
 // usage fields), meter.go (the body's reader and SSE events), prices.go
 // (the price table; prices.yaml is the one shipped), config.go (the
 // proxy's --spend configuration), ledger.go (the month's spend and the
-// budgets), gate.go (the route's gate and its metered writer), agents.go
+// budgets), record.go (the month's spend kept outside the proxy, per
+// process, and its encoding), gate.go (the route's gate and its metered writer), agents.go
 // (which run is which agent's), refuse.go (the provider-shaped refusal),
 // metrics.go.
 package spend

@@ -168,8 +168,8 @@ func TestGateRefusesOnceSpent(t *testing.T) {
 	}
 	got := g.Ledger().Totals()
 	run := spend.RunOf(hash)
-	if d := cmp.Diff(spend.Totals{Month: month.Format("2006-01"), Company: 5 * 2_171_100,
-		Agents: map[string]spend.MicroCents{"coder": 5 * 2_171_100}, Runs: map[string]spend.MicroCents{run: 5 * 2_171_100}}, got); d != "" {
+	if d := cmp.Diff(spend.Totals{Month: month.Format("2006-01"), Counts: spend.Counts{Company: 5 * 2_171_100,
+		Agents: map[string]spend.MicroCents{"coder": 5 * 2_171_100}, Runs: map[string]spend.MicroCents{run: 5 * 2_171_100}}}, got); d != "" {
 		t.Errorf("totals (-want +got):\n%s", d)
 	}
 	if len(up.encoding) != 5 {
