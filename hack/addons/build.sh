@@ -2,8 +2,9 @@
 # Builds the real node's cluster add-ons (internal/testing/testcluster, "Real node"):
 #   local-path-provisioner  dynamic volumes (rancher/local-path-provisioner), from the
 #                           module ./localpath (its requirements as released, no replaces)
-#   coredns                 the cluster DNS (github.com/coredns/coredns, upstream's main
-#                           with every plugin), from the module ./coredns (likewise)
+#   coredns                 the cluster DNS (github.com/coredns/coredns as released, with
+#                           the plugins the harness's Corefile uses: coredns/main.go), from
+#                           the module ./coredns (likewise)
 # into a cache directory keyed by their versions:
 #
 #   ${PCSYNC_ADDONS_BIN_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/pcsync/addons/<key>}
@@ -55,7 +56,7 @@ lp_ld="-s -w" # (its version is a constant, 0.0.1: no stamp)
 log "local-path-provisioner done after $((SECONDS - start)) s"
 
 log "building coredns ${COREDNS_VERSION} (-p $p)"
-(cd "$here/coredns" && go build -p "$p" -trimpath -ldflags "-s -w" -o "$tmp/coredns" github.com/coredns/coredns)
+(cd "$here/coredns" && go build -p "$p" -trimpath -ldflags "-s -w" -o "$tmp/coredns" .)
 log "coredns done after $((SECONDS - start)) s"
 
 cache_publish

@@ -16,11 +16,11 @@ const (
 	// serves).
 	LocalPathVersion = "v0.0.30"
 	// CoreDNSVersion is the version of CoreDNS, the real node's cluster DNS
-	// (upstream's main package, every plugin).
+	// (as released, with the plugins its Corefile uses: hack/addons/coredns/main.go).
 	CoreDNSVersion = "v1.15.0"
 	// AddonBuildRecipe is bumped when hack/addons/build.sh changes how they are
 	// built or which.
-	AddonBuildRecipe = "1"
+	AddonBuildRecipe = "2"
 )
 
 // AddonBinDirEnv names the environment variable that overrides the directory of
