@@ -61,7 +61,7 @@ agent's or the cap per run is spent.`,
 	fl.StringVar(&f.allowList, "allow-list", "", `the allow-list: {"company":…,"hosts":[…],"ports":[…]}`)
 	fl.StringVar(&f.config, "config", "", "the allow-list from a file (JSON or YAML)")
 	fl.StringVar(&f.listen, "listen", ":3128", "the proxy's address")
-	fl.StringVar(&f.metrics, "metrics", ":9090", "serve /metrics and /healthz on this address (off when empty)")
+	fl.StringVar(&f.metrics, "metrics", ":9090", "serve /metrics, /healthz and /spend on this address (off when empty)")
 	fl.StringVar(&f.credentials, "credentials", "", "serve the credential route of this JSON (inline, as render gives it, or a file; off when empty)")
 	fl.StringVar(&f.spend, "spend", "", "count and cap the credential route's spend by this JSON (inline, as render gives it; off when empty)")
 	cmd.MarkFlagsOneRequired("allow-list", "config")
@@ -88,8 +88,9 @@ func (f *egressProxyFlags) run(ctx context.Context, g *globalOptions) error {
 	if f.spend != "" && f.credentials == "" {
 		return errors.New("egress-proxy: --spend counts the credential route's spend, and there is none without --credentials")
 	}
+	var gate *spend.Gate
 	if f.credentials != "" {
-		if opts.Credentials, err = credentialRoute(f.credentials, f.spend, g, reg); err != nil {
+		if opts.Credentials, gate, err = credentialRoute(f.credentials, f.spend, g, reg); err != nil {
 			return err
 		}
 	}
@@ -105,48 +106,54 @@ func (f *egressProxyFlags) run(ctx context.Context, g *globalOptions) error {
 	eg, ctx := errgroup.WithContext(ctx)
 	eg.Go(func() error { return p.Serve(ctx, ln) })
 	if f.metrics != "" {
-		eg.Go(func() error { return serveMetrics(ctx, f.metrics, reg) })
+		eg.Go(func() error { return serveMetrics(ctx, f.metrics, reg, gate) })
 	}
 	return eg.Wait()
 }
 
 // credentialRoute is the credential route of the configuration file, with
-// the spend gate of spendJSON when it is not empty.
-func credentialRoute(path, spendJSON string, g *globalOptions, reg prometheus.Registerer) (http.Handler, error) {
+// the spend gate of spendJSON when it is not empty (nil else).
+func credentialRoute(path, spendJSON string, g *globalOptions, reg prometheus.Registerer) (http.Handler, *spend.Gate, error) {
 	raw, src := []byte(path), "--credentials"
 	if !strings.HasPrefix(strings.TrimSpace(path), "{") {
 		var err error
 		if raw, err = os.ReadFile(path); err != nil {
-			return nil, fmt.Errorf("egress-proxy: %w", err)
+			return nil, nil, fmt.Errorf("egress-proxy: %w", err)
 		}
 		src = path
 	}
 	c, err := inject.ParseConfig(raw)
 	if err != nil {
-		return nil, fmt.Errorf("egress-proxy: %s: %w", src, err)
+		return nil, nil, fmt.Errorf("egress-proxy: %s: %w", src, err)
 	}
 	opts := inject.Options{Company: c.Company, Tokens: &inject.AnnotationTokens{Path: c.TokensFile}, Logger: g.Logger, Registerer: reg}
+	var gate *spend.Gate
 	if spendJSON != "" {
 		sc, err := spend.ParseConfig([]byte(spendJSON))
 		if err != nil {
-			return nil, fmt.Errorf("egress-proxy: --spend: %w", err)
+			return nil, nil, fmt.Errorf("egress-proxy: --spend: %w", err)
 		}
-		if opts.Spend, err = spend.NewGate(sc, spend.GateOptions{Logger: g.Logger, Registerer: reg}); err != nil {
-			return nil, fmt.Errorf("egress-proxy: %w", err)
+		if gate, err = spend.NewGate(sc, spend.GateOptions{Logger: g.Logger, Registerer: reg}); err != nil {
+			return nil, nil, fmt.Errorf("egress-proxy: %w", err)
 		}
+		opts.Spend = gate
 	}
 	h, err := inject.NewHandler(c.Build(), opts)
 	if err != nil {
-		return nil, fmt.Errorf("egress-proxy: %w", err)
+		return nil, nil, fmt.Errorf("egress-proxy: %w", err)
 	}
 	g.Logger.Info("credential route", "company", c.Company, "credentials", len(c.Credentials))
-	return h, nil
+	return h, gate, nil
 }
 
-// serveMetrics serves /metrics and /healthz until ctx ends.
-func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry) error {
+// serveMetrics serves /metrics and /healthz until ctx ends, and /spend
+// (what this process counted, spend.Report) when gate is not nil.
+func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, gate *spend.Gate) error {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	if gate != nil {
+		mux.Handle("/spend", gate)
+	}
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pcsync/pcsync/internal/testing/lockedbuf"
+	"github.com/pcsync/pcsync/pkg/egressproxy/spend"
 )
 
 // TestEgressProxySpend: with --spend, the proxy's credential route has
@@ -69,5 +71,19 @@ func TestEgressProxySpend(t *testing.T) {
 	}
 	if !strings.Contains(string(body), want) {
 		t.Errorf("metrics without %q:\n%s", want, body)
+	}
+	// /spend: what this process counted, for the daemon to keep.
+	resp, err := http.Get("http://" + metrics + "/spend")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var rep spend.Report
+	if err := json.NewDecoder(resp.Body).Decode(&rep); err != nil || len(rep.Process) != 12 || rep.Company != 0 {
+		t.Errorf("/spend: %+v (%v)", rep, err)
+	}
+	paris, _ := time.LoadLocation("Europe/Paris")
+	if m := time.Now().In(paris).Format("2006-01"); rep.Month != m {
+		t.Errorf("/spend month %q, want %q (Paris)", rep.Month, m)
 	}
 }

@@ -20,10 +20,17 @@ const AnnotationAgentPrefix = "agents.pcsync.io/"
 // inject.Verifier names it: the hash's first 12 hex digits.
 func RunOf(hash string) string { return hash[:min(12, len(hash))] }
 
+// AnnotationBase is the proxy pod's annotation that holds what the
+// month's other proxy processes counted (a Totals' JSON): where this one
+// starts from. The daemon writes it from the Record it keeps.
+const AnnotationBase = "spend.pcsync.io/base"
+
 // annotationAgents reads which run is which agent's from the proxy pod's
-// annotations file, again when it changed.
+// annotations file, again when it changed, and hands the base
+// annotation's value to onBase.
 type annotationAgents struct {
-	path string
+	path   string
+	onBase func(raw string)
 
 	mu     sync.Mutex
 	mtime  time.Time
@@ -36,21 +43,28 @@ func (a *annotationAgents) agent(run string) string {
 	defer a.mu.Unlock()
 	if st, err := os.Stat(a.path); err == nil && !st.ModTime().Equal(a.mtime) {
 		if raw, err := os.ReadFile(a.path); err == nil {
-			a.agents = parseAgents(raw)
+			var base string
+			a.agents, base = parseAgents(raw)
 			a.mtime = st.ModTime()
+			if base != "" && a.onBase != nil {
+				a.onBase(base)
+			}
 		}
 	}
 	return a.agents[run]
 }
 
 // parseAgents reads the kubelet's annotations format (one key="quoted
-// value" a line).
-func parseAgents(raw []byte) map[string]string {
+// value" a line): the runs' agents, and the base annotation's value.
+func parseAgents(raw []byte) (agents map[string]string, base string) {
 	out := map[string]string{}
 	sc := bufio.NewScanner(bytes.NewReader(raw))
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		k, v, ok := strings.Cut(sc.Text(), "=")
+		if ok && k == AnnotationBase {
+			base, _ = strconv.Unquote(v)
+		}
 		if !ok || !strings.HasPrefix(k, AnnotationAgentPrefix) {
 			continue
 		}
@@ -58,5 +72,5 @@ func parseAgents(raw []byte) map[string]string {
 			out[RunOf(strings.TrimPrefix(k, AnnotationAgentPrefix))] = v
 		}
 	}
-	return out
+	return out, base
 }

@@ -24,7 +24,8 @@
 // (the price table; prices.yaml is the one shipped), config.go (the
 // proxy's --spend configuration), ledger.go (the month's spend and the
 // budgets), record.go (the month's spend kept outside the proxy, per
-// process, and its encoding), gate.go (the route's gate and its metered writer), agents.go
-// (which run is which agent's), refuse.go (the provider-shaped refusal),
-// metrics.go.
+// process, and its encoding), gate.go (the route's gate and its metered
+// writer), agents.go (which run is which agent's, and the base
+// annotation), report.go (what this process counted, served at /spend,
+// and its base), refuse.go (the provider-shaped refusal), metrics.go.
 package spend

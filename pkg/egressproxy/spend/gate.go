@@ -20,6 +20,7 @@ import (
 // request comes, counted when its answer ends.
 type Gate struct {
 	cfg     Config
+	process string
 	table   Table
 	ledger  *Ledger
 	agents  *annotationAgents
@@ -40,6 +41,9 @@ type GateOptions struct {
 	Registerer prometheus.Registerer
 	// Now is the clock. Default: time.Now.
 	Now func() time.Time
+	// Process names this process in the Record. Default: 12 random hex
+	// digits.
+	Process string
 }
 
 // NewGate returns the gate of cfg.
@@ -52,8 +56,9 @@ func NewGate(cfg Config, opts GateOptions) (*Gate, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gate{cfg: cfg, table: table, ledger: l, agents: &annotationAgents{path: cfg.AnnotationsFile},
+	g := &Gate{cfg: cfg, process: cmp.Or(opts.Process, newProcessID()), table: table, ledger: l,
 		logger: cmp.Or(opts.Logger, slog.Default())}
+	g.agents = &annotationAgents{path: cfg.AnnotationsFile, onBase: g.setBase}
 	g.metrics, err = newMetrics(opts.Registerer, cfg.Company)
 	if err != nil {
 		return nil, fmt.Errorf("spend %s: metrics: %w", cfg.Company, err)

@@ -90,11 +90,10 @@ func (p *provider) releaseHeld() {
 // up, with the spend gate of cfg, behind a loopback server.
 func route(t *testing.T, pv adapters.Provider, up *provider, cfg spend.Config) (*httptest.Server, *spend.Gate) {
 	t.Helper()
-	dir := t.TempDir()
-	cfg.Company, cfg.AnnotationsFile = "acme", filepath.Join(dir, "annotations")
-	if err := os.WriteFile(cfg.AnnotationsFile, []byte(spend.AnnotationAgentPrefix+hash+`="coder"`+"\n"), 0o600); err != nil {
-		t.Fatal(err)
+	if cfg.AnnotationsFile == "" {
+		cfg.AnnotationsFile = annotations(t, "")
 	}
+	cfg.Company = "acme"
 	g, err := spend.NewGate(cfg, spend.GateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -112,6 +111,17 @@ func route(t *testing.T, pv adapters.Provider, up *provider, cfg spend.Config) (
 	// First: the server's Close waits for the held stream.
 	t.Cleanup(up.releaseHeld)
 	return srv, g
+}
+
+// annotations writes the proxy pod's annotations file: the run of hash
+// is coder's, and more (lines of the kubelet's format) when not "".
+func annotations(t *testing.T, more string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "annotations")
+	if err := os.WriteFile(path, []byte(spend.AnnotationAgentPrefix+hash+`="coder"`+"\n"+more), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 type staticKey struct{}

@@ -1,12 +1,19 @@
 package spend_test
 
 import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/pcsync/pcsync/pkg/adapters"
 	"github.com/pcsync/pcsync/pkg/egressproxy/spend"
 )
 
@@ -136,5 +143,42 @@ func TestLedgerBase(t *testing.T) {
 	}
 	if got := l.Totals().Runs; got["r1"] != spend.FromCents(4) || got["r2"] != spend.FromCents(1) {
 		t.Errorf("totals' runs %v", got)
+	}
+}
+
+// TestGateStartsFromBase: a proxy process starts from the base the daemon
+// gives it in the pod's annotations (what the month's earlier processes
+// counted): an agent budgeted at 5 answers, 4 of them counted by an
+// earlier process, has its 2nd request refused here, as the 6th of the
+// month; /spend reports this process's own answer only.
+func TestGateStartsFromBase(t *testing.T) {
+	month := time.Now().UTC().Format("2006-01")
+	base := fmt.Sprintf(`{"month":%q,"company":%d,"agents":{"coder":%d}}`, month, 4*2_171_100, 4*2_171_100)
+	up := newProvider(t, spend.AnthropicStream, "")
+	srv, g := route(t, adapters.ProviderAnthropic, up, spend.Config{Agents: map[string]int64{"coder": 10},
+		AnnotationsFile: annotations(t, spend.AnnotationBase+"="+strconv.Quote(base)+"\n")})
+	if code, _ := call(t, adapters.ProviderAnthropic, srv, "/v1/messages/stream"); code != http.StatusOK {
+		t.Fatalf("5th answer of the month: %d", code)
+	}
+	code, body := call(t, adapters.ProviderAnthropic, srv, "/v1/messages/stream")
+	if code != http.StatusForbidden || !strings.Contains(body, "agent acme/coder has spent $0.11 of its monthly budget of $0.10") {
+		t.Fatalf("6th request of the month: %d %s", code, body)
+	}
+	rec := httptest.NewRecorder()
+	g.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/spend", nil))
+	var got spend.Report
+	if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil || rec.Code != http.StatusOK {
+		t.Fatalf("/spend: %d %s (%v)", rec.Code, rec.Body, err)
+	}
+	if len(got.Process) != 12 {
+		t.Errorf("process id %q, want 12 hex digits", got.Process)
+	}
+	want := spend.Report{Process: got.Process, Totals: spend.Totals{Month: month, Counts: spend.Counts{Company: 2_171_100,
+		Agents: mc{"coder": 2_171_100}, Runs: mc{spend.RunOf(hash): 2_171_100}}}}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("/spend (-want +got):\n%s", d)
+	}
+	if got := g.Ledger().Company(); got != 5*2_171_100 {
+		t.Errorf("the month's spend %d, want the base's and this process's, %d", got, 5*2_171_100)
 	}
 }
