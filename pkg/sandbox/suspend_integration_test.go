@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/pcsync/pcsync/pkg/sandbox/leasepod"
 )
@@ -321,4 +322,139 @@ func mainContainer(pod *corev1.Pod) *corev1.Container {
 		}
 	}
 	return &corev1.Container{}
+}
+
+// journalRecord is lease id's record in the env's journal (the Manager
+// closed).
+func journalRecord(t *testing.T, e *env, id string) leasepod.Record {
+	t.Helper()
+	j, err := openJournal(filepath.Join(e.hostDir, "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range j.leases() {
+		if r.ID == id {
+			return r
+		}
+	}
+	t.Fatalf("lease %s not in the journal", id)
+	return leasepod.Record{}
+}
+
+// TestKeptLeaseDaemonCrashes: a daemon that ended at each step of a
+// suspend or a resume leaves a lease the next daemon takes over with one
+// pod, never two, and whose next execute runs:
+//   - after journaling the suspend, before the pod's delete: the lease is
+//     adopted ready on its pod;
+//   - with the pod being deleted (a finalizer holds it): the lease is
+//     suspended, and its resume waits the old pod gone before it creates
+//     the new one;
+//   - after the resume's pod create, before journaling it: the lease is
+//     adopted ready on that pod.
+func TestKeptLeaseDaemonCrashes(t *testing.T) {
+	const finalizer = "pcsync.io/test-hold"
+	for _, step := range []string{"journaled", "deleting", "created"} {
+		t.Run(step, func(t *testing.T) {
+			e := keptEnv(t, testClass)
+			info := e.acquire(t, EnvironmentConfig{LeaseTTLSec: 3600, Core: keptCore})
+			cs := e.c.Client().CoreV1().Pods(e.ns)
+			ctx := context.Background()
+			first := e.leasePods(t, info.ID)
+			if step == "created" {
+				e.idleNow(t, info.ID)
+				e.waitState(t, info.ID, LeaseSuspended)
+			}
+			e.m.Close()
+			r := journalRecord(t, e, info.ID)
+			var want types.UID
+			switch step {
+			case "journaled":
+				r.Suspended, r.PodUID = true, ""
+				j, _ := openJournal(filepath.Join(e.hostDir, "state"))
+				if err := j.put(r); err != nil {
+					t.Fatal(err)
+				}
+				want = first[0].UID
+			case "deleting":
+				patch := []byte(`{"metadata":{"finalizers":["` + finalizer + `"]}}`)
+				if _, err := cs.Patch(ctx, info.ID, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				if err := cs.Delete(ctx, info.ID, metav1.DeleteOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			case "created":
+				pod, err := leasepod.BuildPod(&r, e.model)
+				if err != nil {
+					t.Fatal(err)
+				}
+				created, err := cs.Create(ctx, pod, metav1.CreateOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				want = created.UID
+			}
+			e.start()
+			if step == "deleting" {
+				e.waitState(t, info.ID, LeaseSuspended)
+				go func() { // the old pod goes a moment after the resume began
+					time.Sleep(time.Second)
+					_, _ = cs.Patch(ctx, info.ID, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+				}()
+			}
+			if r := e.exec(t, info.ID, ExecParams{Command: "echo", Args: []string{"on"}}); r.Stdout != "on\n" {
+				t.Fatalf("execute after the restart: %q %q\nlogs:\n%s", r.Stdout, r.Stderr, e.logs.String())
+			}
+			pods := e.leasePods(t, info.ID)
+			switch {
+			case len(pods) != 1:
+				t.Errorf("lease %s has %d pods, want 1", info.ID, len(pods))
+			case want != "" && pods[0].UID != want:
+				t.Errorf("lease %s on pod %s, want the one there at the restart, %s", info.ID, pods[0].UID, want)
+			case want == "" && pods[0].UID == first[0].UID:
+				t.Errorf("lease %s still on the pod that was being deleted", info.ID)
+			}
+		})
+	}
+}
+
+// TestKeptLeaseOrphanClaim: a claim of this daemon's owner whose lease it
+// does not hold is deleted once older than ClaimGrace; the claim of a
+// lease it holds (suspended) is kept (the control); so is a claim of
+// another owner.
+func TestKeptLeaseOrphanClaim(t *testing.T) {
+	e := keptEnv(t, testClass)
+	e.tune = func(o *Options) {
+		o.SuspendCheck, o.ClaimSweep, o.ClaimGrace = 100*time.Millisecond, 200*time.Millisecond, time.Second
+	}
+	e.m.Close()
+	e.start()
+	info := e.acquire(t, EnvironmentConfig{LeaseTTLSec: 3600, Core: keptCore})
+	e.idleNow(t, info.ID)
+	e.waitState(t, info.ID, LeaseSuspended)
+	c, _ := e.model.Company(e.slug())
+	claim := func(id, owner string) {
+		r := leasepod.Record{ID: id, Namespace: e.ns, Company: e.slug(), ExpiresAt: time.Now().Add(time.Hour),
+			Keep: &leasepod.Keep{IdleSec: 30, Size: "1Gi", StorageClassName: testClass}}
+		pvc, err := leasepod.BuildClaim(&r, c, owner)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.c.Client().CoreV1().PersistentVolumeClaims(e.ns).Create(context.Background(), pvc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claim("pcsync-sbx-orphan0001", "pcsync")
+	claim("pcsync-sbx-others0001", "another-pcsync")
+	for deadline := time.Now().Add(20 * time.Second); e.claim(t, "pcsync-sbx-orphan0001") != nil; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the orphaned claim is still there\nlogs:\n%s", e.logs.String())
+		}
+	}
+	if e.claim(t, info.ID) == nil {
+		t.Errorf("the suspended lease's claim was swept")
+	}
+	if e.claim(t, "pcsync-sbx-others0001") == nil {
+		t.Errorf("another owner's claim was swept")
+	}
 }
