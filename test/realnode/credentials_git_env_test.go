@@ -236,13 +236,13 @@ func (e *gitCredEnv) untilOK(ctx context.Context, tb testing.TB, pod *corev1.Pod
 }
 
 // randomFiles are n files of size bytes each, of random (incompressible)
-// content, written base64 so that git stores them as text.
+// content.
 func randomFiles(n, size int) map[string]string {
 	files := map[string]string{}
-	raw := make([]byte, size*3/4)
+	raw := make([]byte, size)
 	for i := range n {
 		_, _ = rand.Read(raw)
-		files[fmt.Sprintf("data/%03d.txt", i)] = base64.StdEncoding.EncodeToString(raw)
+		files[fmt.Sprintf("data/%03d.bin", i)] = string(raw)
 	}
 	return files
 }
