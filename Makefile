@@ -171,7 +171,8 @@ docs:
 #   Jobs (with each pod's kubelet steps, from its log at --v=4), a whole 1 s
 #   run vs a bare Job, the agent's exit → its result written, and the
 #   credential route (streamed requests) vs straight to the provider and a
-#   bare relay,
+#   bare relay, a suspended lease's resume → first execute vs a cold acquire
+#   and suspend → pod gone,
 #   the fleet (test/fleet): 10, 100 and 1,000 companies of 3 agents kept by one
 #   daemon (cold apply, proxies asleep, RSS, CPU and API requests at rest,
 #   commit → applied), a burst of 200 runs over 200 companies vs in one

@@ -22,9 +22,9 @@ import (
 var keptCore = map[string]any{"reuseLease": true, "runnerLifecycleMode": "warm"}
 
 // keptSpec suspends the company's kept leases after idleSec on the real
-// node's StorageClass (local-path).
-func keptSpec(idleSec int, class string) string {
-	return "  quota: {persistentVolumeClaims: 4, requestsStorage: 4Gi}\n" +
+// node's StorageClass (local-path), with a quota of claims of 1Gi.
+func keptSpec(idleSec int, class string, claims int) string {
+	return "  quota: {persistentVolumeClaims: " + strconv.Itoa(claims) + ", requestsStorage: " + strconv.Itoa(claims) + "Gi}\n" +
 		"  sandbox: {suspend: {idleSec: " + strconv.Itoa(idleSec) + ", size: 1Gi, storageClassName: " + class + "}}\n"
 }
 
@@ -65,7 +65,7 @@ find workspace home -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum; } |
 func TestKeptLeaseOnRealNode(t *testing.T) {
 	p := pushImages(t)
 	e := newLeaseEnvSpec(t, p, nil, func(o *sandbox.Options) { o.SuspendCheck = 500 * time.Millisecond },
-		keptSpec(30, testcluster.LocalPathStorageClass))
+		keptSpec(30, testcluster.LocalPathStorageClass, 4))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	info := e.acquire(ctx, t, sandbox.EnvironmentConfig{Core: keptCore, LeaseTTLSec: 3600}, "run-1")
