@@ -17,6 +17,7 @@ import (
 	"github.com/pcsync/pcsync/internal/lib/leader"
 	"github.com/pcsync/pcsync/pkg/apply"
 	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/health"
 	"github.com/pcsync/pcsync/pkg/imagecheck"
 	"github.com/pcsync/pcsync/pkg/introspect"
 	"github.com/pcsync/pcsync/pkg/metrics"
@@ -366,7 +367,11 @@ func (f *daemonFlags) sharedControllers(g *globalOptions, opts *daemon.Options) 
 	if (f.noRuns || f.executor != "kubernetes") && !f.sandbox.enabled {
 		return nil
 	}
-	sh, err := newShared(g, opts.Metrics)
+	if opts.Health == nil {
+		// The daemon's own, given here so that the spend keeper reports to it.
+		opts.Health = health.NewChecker()
+	}
+	sh, err := newShared(g, opts.Metrics, opts.Health)
 	if err != nil {
 		return err
 	}

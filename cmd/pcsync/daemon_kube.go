@@ -10,6 +10,7 @@ import (
 
 	"github.com/pcsync/pcsync/internal/daemon/shared"
 	"github.com/pcsync/pcsync/pkg/config"
+	"github.com/pcsync/pcsync/pkg/health"
 	"github.com/pcsync/pcsync/pkg/images"
 	"github.com/pcsync/pcsync/pkg/introspect"
 	"github.com/pcsync/pcsync/pkg/metrics"
@@ -47,14 +48,14 @@ func newKubeExecutor(ctx context.Context, g *globalOptions, stateDir string, m *
 // newShared builds the controllers both roads to the cluster share (the
 // pod informer, the proxies' Services watch, the token controller, the
 // proxies' scaler), which the daemon starts on every replica.
-func newShared(g *globalOptions, m *metrics.Metrics) (*shared.Shared, error) {
+func newShared(g *globalOptions, m *metrics.Metrics, h *health.Checker) (*shared.Shared, error) {
 	cfg, err := g.restConfig()
 	if err != nil {
 		return nil, err
 	}
 	cfg.UserAgent = "pcsync-egress"
 	o := shared.DefaultOptions()
-	o.Logger, o.QueueMetrics = g.Logger, m.Workqueue()
+	o.Logger, o.QueueMetrics, o.Health = g.Logger, m.Workqueue(), h
 	return shared.New(cfg, o)
 }
 

@@ -104,9 +104,28 @@ func (f *egressProxyFlags) run(ctx context.Context, g *globalOptions) error {
 	}
 	g.Logger.Info("egress proxy started", "company", list.Company, "listen", ln.Addr().String(), "hosts", len(list.Hosts), "ports", list.Ports)
 	eg, ctx := errgroup.WithContext(ctx)
-	eg.Go(func() error { return p.Serve(ctx, ln) })
+	served := make(chan struct{})
+	eg.Go(func() error {
+		defer close(served)
+		return p.Serve(ctx, ln)
+	})
 	if f.metrics != "" {
-		eg.Go(func() error { return serveMetrics(ctx, f.metrics, reg, gate) })
+		// A stopping proxy whose spend the daemon keeps serves /spend,
+		// once its requests have ended, until the daemon has pulled its
+		// last figures (at most 10 s).
+		mctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+		eg.Go(func() error {
+			<-served
+			if gate != nil {
+				gate.AwaitPull(10 * time.Second)
+			}
+			stop()
+			return nil
+		})
+		eg.Go(func() error {
+			defer stop()
+			return serveMetrics(mctx, f.metrics, reg, gate)
+		})
 	}
 	return eg.Wait()
 }

@@ -29,6 +29,8 @@
 // sets a model key in place of a per-run token) and tokensync (the
 // daemon's controller that names the live runs' tokens on the proxy's
 // pods), scale (the daemon's controller that keeps a proxy at one pod
-// while its company has work, and at none once it has been idle) and spend
-// (what the credential route's answers cost, read as they stream).
+// while its company has work, and at none once it has been idle), spend
+// (what the credential route's answers cost, read as they stream) and
+// spendkeep (the daemon's keeper of that spend, on the proxy's
+// Deployment).
 package egressproxy

@@ -184,6 +184,7 @@ func (t tenant) egressProxyPolicy(ports []int) map[string]any {
 		except[i] = c
 	}
 	o := t.object("networking.k8s.io/v1", "NetworkPolicy", EgressProxyName)
+	defer t.spendPullRule(o)
 	o["spec"] = map[string]any{
 		"podSelector": map[string]any{"matchLabels": t.egressProxyLabels()},
 		"policyTypes": []any{"Ingress", "Egress"},

@@ -6,12 +6,18 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/pcsync/pcsync/internal/lib/agentpod"
 	"github.com/pcsync/pcsync/pkg/result"
 )
 
@@ -35,7 +41,10 @@ const (
 // run's result says budget_exceeded, with the proxy's refusal, which the
 // CLI printed, naming the agent's budget and its spend (5 answers' cost,
 // rounded up to the cent): what the proxy counted is the stand-in's usage,
-// priced, to the cent.
+// priced, to the cent. After each agent's 2nd run the proxy pod is
+// deleted (its Deployment makes a new one, its process new): the month's
+// spend is the daemon's to keep (package spendkeep), and the refusal
+// still comes at the 6th call.
 func TestBudgetThroughTheProxy(t *testing.T) {
 	prices := "  budget:\n    prices:\n"
 	for _, p := range []string{"anthropic, model: '*', input: 10", "anthropic, model: 'claude*', input: 10",
@@ -65,7 +74,11 @@ func TestBudgetThroughTheProxy(t *testing.T) {
 				}
 				return n
 			}
-			name, refused := e.runUntilRefused(ctx, t, tc.agent, calls)
+			name, refused := e.runUntilRefused(ctx, t, tc.agent, calls, func(i int) {
+				if i == 2 {
+					e.restartProxy(ctx, t)
+				}
+			})
 			if n := calls(); n != 5 {
 				t.Errorf("the stand-in got %d model calls of tenant a's %s; want 5: the budget's cost, the 6th refused at the proxy", n, tc.agent)
 			}
@@ -85,8 +98,8 @@ func TestBudgetThroughTheProxy(t *testing.T) {
 
 // runUntilRefused runs tenant a's agent, one run after another, until a
 // run does not succeed (at most 8), and returns that run's name and
-// result.
-func (e *cliEnv) runUntilRefused(ctx context.Context, t *testing.T, agent string, calls func() int) (string, result.RunResult) {
+// result; after the i-th run that succeeded it calls between(i).
+func (e *cliEnv) runUntilRefused(ctx context.Context, t *testing.T, agent string, calls func() int, between func(i int)) (string, result.RunResult) {
 	t.Helper()
 	for i := 1; i <= 8; i++ {
 		name := fmt.Sprintf("budget-%s-%d", agent, i)
@@ -96,7 +109,47 @@ func (e *cliEnv) runUntilRefused(ctx context.Context, t *testing.T, agent string
 		if got.Status != result.StatusSucceeded {
 			return name, got
 		}
+		between(i)
 	}
 	t.Fatalf("8 runs of %s succeeded: no budget stopped them", agent)
 	return "", result.RunResult{}
+}
+
+// restartProxy deletes tenant a's proxy pod and waits until its
+// Deployment's new pod is Running, firewalled and the Service's endpoint.
+func (e *cliEnv) restartProxy(ctx context.Context, t *testing.T) {
+	t.Helper()
+	cs := e.c.Client()
+	sel := agentpod.LabelRole + "=" + agentpod.RoleEgressProxy
+	old, err := cs.CoreV1().Pods(e.nsA).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := map[string]bool{}
+	for _, p := range old.Items {
+		gone[p.Name] = true
+		if err := cs.CoreV1().Pods(e.nsA).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	for deadline := start.Add(2 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		l, err := cs.CoreV1().Pods(e.nsA).List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range l.Items {
+			if !gone[p.Name] && p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "" {
+				if err := e.node.WaitFirewalled(ctx, e.nsA, p.Name); err != nil {
+					t.Fatal(err)
+				}
+				waitProxyEndpoint(ctx, t, cs, e.nsA, p.Status.PodIP, time.Minute)
+				t.Logf("proxy pod %v deleted; %s serves after %s", slices.Sorted(maps.Keys(gone)), p.Name, time.Since(start).Round(time.Millisecond))
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no new proxy pod Running in %s 2 minutes after deleting %v", e.nsA, gone)
+		}
+	}
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/egressproxy/agentenv"
 	"github.com/pcsync/pcsync/pkg/egressproxy/allow"
+	"github.com/pcsync/pcsync/pkg/egressproxy/spendkeep"
 	"github.com/pcsync/pcsync/pkg/egressproxy/tokensync"
 	"github.com/pcsync/pcsync/pkg/result"
 	"github.com/pcsync/pcsync/pkg/runs/kubeexec"
@@ -271,6 +272,9 @@ func (e *cliEnv) startDaemon(ctx context.Context, t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := tokensync.New(cs, tokensync.Options{Logger: logger}).Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := spendkeep.New(cs, spendkeep.Options{Logger: logger}).Run(ctx); err != nil {
 		t.Fatal(err)
 	}
 	opts := kubeexec.DefaultOptions()

@@ -14,7 +14,11 @@
 //     replica made the run, and a new leader's runs are checked at once;
 //   - "proxy-scale": the proxies' scaler (pkg/egressproxy/scale), which
 //     acts only on the namespaces of the config this replica loaded last
-//     (SetModel), so a standby that never led leaves the proxies alone.
+//     (SetModel), so a standby that never led leaves the proxies alone;
+//   - "proxy-spend": the keeper of the month's spend the proxies count
+//     (pkg/egressproxy/spendkeep), in each proxy's Deployment; its
+//     writes are conditional on the Deployment's resourceVersion, so the
+//     replicas' passes do not undo each other's.
 //
 // Each is started once the one before it has listed, and joined when the
 // daemon stops.

@@ -17,7 +17,9 @@ import (
 	"github.com/pcsync/pcsync/internal/lib/podinformer"
 	"github.com/pcsync/pcsync/pkg/egressproxy/agentenv"
 	"github.com/pcsync/pcsync/pkg/egressproxy/scale"
+	"github.com/pcsync/pcsync/pkg/egressproxy/spendkeep"
 	"github.com/pcsync/pcsync/pkg/egressproxy/tokensync"
+	"github.com/pcsync/pcsync/pkg/health"
 )
 
 // Options configure the shared controllers. Start from DefaultOptions.
@@ -30,6 +32,9 @@ type Options struct {
 	// ServicesTimeout bounds the first list of the proxies' Services.
 	// Default 1m.
 	ServicesTimeout time.Duration
+	// Health, when set, gets the spend keeper's condition
+	// (spendkeep.CondSpendKept).
+	Health *health.Checker
 }
 
 // DefaultOptions returns the shared controllers' defaults.
@@ -52,6 +57,7 @@ type Shared struct {
 	hosts  *agentenv.Hosts
 	tokens *tokensync.Controller
 	scale  *scale.Controller
+	spend  *spendkeep.Keeper
 	// idle is each tenant namespace's proxy idle period, from the last
 	// config loaded (SetModel).
 	idle atomic.Pointer[map[string]time.Duration]
@@ -66,6 +72,7 @@ func New(cfg *rest.Config, o Options) (*Shared, error) {
 	}
 	s := &Shared{opts: o, pods: podinformer.New(cs, podinformer.DefaultOptions()), addrs: agentenv.NewAddresses(cs), hosts: agentenv.NewHosts(cs)}
 	s.tokens = tokensync.New(cs, tokensync.Options{Logger: o.Logger, QueueMetrics: o.QueueMetrics, Pods: s.pods})
+	s.spend = spendkeep.New(cs, spendkeep.Options{Logger: o.Logger, Pods: s.pods, Health: o.Health})
 	so := scale.DefaultOptions()
 	so.Idle, so.Logger, so.QueueMetrics = s.idleFor, o.Logger, o.QueueMetrics
 	if s.scale, err = scale.New(cs, s.pods, so); err != nil {
@@ -84,6 +91,9 @@ func (s *Shared) Controllers() []manager.Controller {
 		}, s.addrs.Wait),
 		manager.Background("credential-tokens", s.tokens.Run, s.tokens.Wait),
 		manager.Background("proxy-scale", s.scale.Run, s.scale.Wait),
+		// On every replica: a record is written with its Deployment's
+		// resourceVersion, so two replicas' passes do not lose each other's.
+		manager.Background("proxy-spend", s.spend.Run, s.spend.Wait),
 	}
 }
 

@@ -26,6 +26,9 @@ type Config struct {
 	// AnnotationsFile is the proxy pod's annotations (a downwardAPI
 	// file), where the daemon names each live run's agent.
 	AnnotationsFile string `json:"annotationsFile"`
+	// WaitBase holds each request until the daemon has given this process
+	// its base (AnnotationBase): the month's spend kept outside the proxy.
+	WaitBase bool `json:"waitBase,omitempty"`
 }
 
 // PriceOverride is a company's price of a model pattern of a provider

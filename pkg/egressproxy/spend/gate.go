@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,6 +29,11 @@ type Gate struct {
 	metrics *metrics
 	// warned are the models logged once as not in the price table.
 	warned sync.Map
+	// based is set once a base was read (Config.WaitBase).
+	based    atomic.Bool
+	baseWait time.Duration
+	// pulls counts the reports served (/spend).
+	pulls atomic.Int64
 	// taps are meters' readers no longer in use.
 	taps sync.Pool
 }
@@ -44,6 +50,9 @@ type GateOptions struct {
 	// Process names this process in the Record. Default: 12 random hex
 	// digits.
 	Process string
+	// BaseWait bounds how long a request waits for the base
+	// (Config.WaitBase) before it is answered 503. Default 15s.
+	BaseWait time.Duration
 }
 
 // NewGate returns the gate of cfg.
@@ -57,7 +66,7 @@ func NewGate(cfg Config, opts GateOptions) (*Gate, error) {
 		return nil, err
 	}
 	g := &Gate{cfg: cfg, process: cmp.Or(opts.Process, newProcessID()), table: table, ledger: l,
-		logger: cmp.Or(opts.Logger, slog.Default())}
+		logger: cmp.Or(opts.Logger, slog.Default()), baseWait: cmp.Or(opts.BaseWait, 15*time.Second)}
 	g.agents = &annotationAgents{path: cfg.AnnotationsFile, onBase: g.setBase}
 	g.metrics, err = newMetrics(opts.Registerer, cfg.Company)
 	if err != nil {
@@ -78,6 +87,9 @@ func (g *Gate) Admit(w http.ResponseWriter, r *http.Request, p adapters.Provider
 		// A WebSocket's frames would pass uncounted. Codex tries the
 		// Responses API over one first and, answered 404, uses HTTPS.
 		http.Error(w, "pcsync: the credential route counts spend, and serves no WebSocket: use HTTPS", http.StatusNotFound)
+		return nil, nil, false
+	}
+	if g.cfg.WaitBase && !g.based.Load() && !g.awaitBase(r, p, w, run) {
 		return nil, nil, false
 	}
 	agent := g.agents.agent(run)

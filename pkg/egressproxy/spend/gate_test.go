@@ -88,13 +88,13 @@ func (p *provider) releaseHeld() {
 
 // route is the credential route of one credential of provider pv toward
 // up, with the spend gate of cfg, behind a loopback server.
-func route(t *testing.T, pv adapters.Provider, up *provider, cfg spend.Config) (*httptest.Server, *spend.Gate) {
+func route(t *testing.T, pv adapters.Provider, up *provider, cfg spend.Config, opts ...spend.GateOptions) (*httptest.Server, *spend.Gate) {
 	t.Helper()
 	if cfg.AnnotationsFile == "" {
 		cfg.AnnotationsFile = annotations(t, "")
 	}
 	cfg.Company = "acme"
-	g, err := spend.NewGate(cfg, spend.GateOptions{})
+	g, err := spend.NewGate(cfg, append(opts, spend.GateOptions{})[0])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -180,5 +181,31 @@ func TestGateStartsFromBase(t *testing.T) {
 	}
 	if got := g.Ledger().Company(); got != 5*2_171_100 {
 		t.Errorf("the month's spend %d, want the base's and this process's, %d", got, 5*2_171_100)
+	}
+}
+
+// TestGateWaitsForBase: with waitBase, a request waits until the daemon
+// has given the process its base, and is answered 503 (which the CLIs
+// retry) when none comes in time.
+func TestGateWaitsForBase(t *testing.T) {
+	up := newProvider(t, spend.AnthropicStream, "")
+	file := annotations(t, "")
+	srv, _ := route(t, adapters.ProviderAnthropic, up, spend.Config{WaitBase: true, AnnotationsFile: file},
+		spend.GateOptions{BaseWait: 300 * time.Millisecond})
+	code, body := call(t, adapters.ProviderAnthropic, srv, "/v1/messages/stream")
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "has not received its month's spend") {
+		t.Fatalf("without a base: %d %s", code, body)
+	}
+	if n := len(up.encoding); n != 0 {
+		t.Errorf("the provider got %d requests; want none", n)
+	}
+	base := fmt.Sprintf(`{"month":%q,"company":0}`, time.Now().UTC().Format("2006-01"))
+	time.AfterFunc(100*time.Millisecond, func() {
+		line := spend.AnnotationAgentPrefix + hash + `="coder"` + "\n" + spend.AnnotationBase + "=" + strconv.Quote(base) + "\n"
+		_ = os.WriteFile(file+".new", []byte(line), 0o600)
+		_ = os.Rename(file+".new", file)
+	})
+	if code, _ := call(t, adapters.ProviderAnthropic, srv, "/v1/messages/stream"); code != http.StatusOK {
+		t.Fatalf("once the base came: %d", code)
 	}
 }
