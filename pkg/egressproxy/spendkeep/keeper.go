@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"sync"
 	"time"
@@ -195,15 +196,20 @@ func (k *Keeper) Pass(ctx context.Context) {
 	if err != nil {
 		return
 	}
+	// Each tenant with a proxy pod, and each where one went (true: its
+	// record is read even when no proxy answers).
+	all := maps.Clone(nss)
 	for _, p := range pods {
-		nss[p.Namespace] = true
+		if _, ok := all[p.Namespace]; !ok {
+			all[p.Namespace] = false
+		}
 	}
 	errs := map[string]error{}
-	for ns := range nss {
+	for ns, gone := range all {
 		if ctx.Err() != nil {
 			return
 		}
-		if err := k.sync(ctx, ns); err != nil {
+		if err := k.sync(ctx, ns, gone); err != nil {
 			errs[ns] = err
 			k.opts.Logger.Warn("spend keeper: pass failed", "namespace", ns, "error", err)
 		}

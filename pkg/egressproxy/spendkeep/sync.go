@@ -24,7 +24,23 @@ import (
 // into the Deployment's record, fold the gone pods' processes, forget
 // the ended runs, write the record if it changed, and give each pod that
 // reported its base.
-func (k *Keeper) sync(ctx context.Context, ns string) error {
+func (k *Keeper) sync(ctx context.Context, ns string, gone bool) error {
+	pods, err := k.pods.Pods(ns).List(labels.SelectorFromSet(labels.Set{agentpod.LabelRole: agentpod.RoleEgressProxy}))
+	if err != nil {
+		return err
+	}
+	reps := map[*corev1.Pod]spend.Report{}
+	for _, p := range pods {
+		if rep, ok := k.pull(ctx, p); ok {
+			reps[p] = rep
+		}
+	}
+	if len(reps) == 0 && !gone {
+		// No proxy that counts spend answered, and none went: the
+		// Deployment's record is not read (a tenant without budgets costs
+		// no request to the API server).
+		return nil
+	}
 	dep, err := k.cs.AppsV1().Deployments(ns).Get(ctx, DeploymentName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
@@ -37,18 +53,12 @@ func (k *Keeper) sync(ctx context.Context, ns string) error {
 		return err
 	}
 	before := string(rec.Encode())
-	pods, err := k.pods.Pods(ns).List(labels.SelectorFromSet(labels.Set{agentpod.LabelRole: agentpod.RoleEgressProxy}))
-	if err != nil {
-		return err
-	}
 	keys, months := map[*corev1.Pod]string{}, map[*corev1.Pod]string{}
 	live := map[string]bool{}
 	for _, p := range pods {
 		live[p.Name] = true
-		rep, ok := k.pull(ctx, p)
-		if !ok {
-			continue
-		}
+	}
+	for p, rep := range reps {
 		keys[p], months[p] = p.Name+"/"+rep.Process, rep.Month
 		rec.Observe(rep.Month, keys[p], rep.Counts)
 	}
