@@ -68,7 +68,8 @@ func (m *Manager) addProxyEnv(ctx context.Context, l *lease, cmd *cmdclient.Comm
 // replaceKeys drops, from an execute's env, the values of the key
 // variables of each provider the company declares a credential for (spec.
 // credentials) and sets the lease's token and the proxy's route instead;
-// an env that carries no such key is left as it is. The lease's token is
+// an env that carries no such key gets only a GitHub credential's
+// variables (git's config), if the company declares one. The lease's token is
 // made by its first such execute, its hash put on the lease's pod.
 func (m *Manager) replaceKeys(ctx context.Context, l *lease, c *config.Company, ip string, cmd *cmdclient.Command) error {
 	if len(c.Spec.Credentials) == 0 {
@@ -82,13 +83,19 @@ func (m *Manager) replaceKeys(ctx context.Context, l *lease, c *config.Company, 
 	}
 	keys := rc.KeyVars(cmd.Env)
 	if len(keys) == 0 {
-		return nil
+		// No model key: a GitHub credential's git config all the same.
+		if rc = rc.GitHubOnly(); rc == nil {
+			return nil
+		}
 	}
 	token, err := m.leaseToken(ctx, l)
 	if err != nil {
 		return err
 	}
 	rc = rc.WithToken(token)
+	if cmd.Env == nil {
+		cmd.Env = map[string]string{}
+	}
 	for _, k := range rc.Blank {
 		delete(cmd.Env, k)
 	}

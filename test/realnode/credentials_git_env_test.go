@@ -96,6 +96,8 @@ type gitCredEnv struct {
 	server   *gitHubServer
 	runs     *proxyBenchEnv
 	proxyPod *corev1.Pod
+	model    *config.Model
+	addrs    *agentenv.Addresses
 }
 
 // newGitCredEnv builds it (files: the repository's first commit); policy,
@@ -126,6 +128,7 @@ func newGitCredEnv(ctx context.Context, tb testing.TB, files map[string]string, 
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "github"}, StringData: map[string]string{"token": gitToken}},
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "test-ca"}, Data: map[string]string{"ca.pem": e.caPEM}})
 	m := e.writeConfig(tb, tb.TempDir(), e.ns[:i+1], p)
+	e.model = m
 	applyTenant(ctx, tb, c, m)
 	if policy != nil {
 		policy(e)
@@ -141,6 +144,7 @@ func newGitCredEnv(ctx context.Context, tb testing.TB, files map[string]string, 
 	if err := addrs.Start(ctx, time.Minute); err != nil {
 		tb.Fatal(err)
 	}
+	e.addrs = addrs
 	if err := tokensync.New(c.Client(), tokensync.Options{}).Run(ctx); err != nil {
 		tb.Fatal(err)
 	}

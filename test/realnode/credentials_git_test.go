@@ -19,13 +19,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/pcsync/pcsync/internal/testing/testnet"
+	"github.com/pcsync/pcsync/pkg/sandbox"
 )
 
 // gitPushScript, in an agent's pod, clones https://github.com/acme/repo.git
 // into HOME, commits marker.txt holding $1 and pushes it, as an agent
 // does: plain git, no credential on its command line.
 const gitPushScript = `set -e
-cd "$HOME"; rm -rf work
+cd "${HOME:-/workspace}"; rm -rf work
 git clone -q https://github.com/acme/repo.git work
 cd work
 echo "$1" > marker.txt
@@ -118,6 +119,41 @@ func TestGitCredentialStaysInTheProxy(t *testing.T) {
 	}
 	checkGitTokenNowhere(ctx, t, e, pod, token, marker)
 	checkRunTokenRefused(ctx, t, e, token)
+	checkLeaseGit(ctx, t, e)
+}
+
+// checkLeaseGit: a lease of the company (pcsync's sandbox Manager, as the
+// daemon runs it), whose execute's env carries no key, clones and pushes
+// the same way: the execute gets the lease's token and git's config, the
+// server the real token, and the execute's env no real token.
+func checkLeaseGit(ctx context.Context, t *testing.T, e *gitCredEnv) {
+	t.Helper()
+	m, info := firewalledLease(ctx, t, e.c, e.model, e.addrs, e.ns, e.slug, "git-lease")
+	marker := "lease-commit-" + randomHex(8)
+	n := len(e.server.requests())
+	var out string
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
+		r, err := m.Execute(ctx, sandbox.ExecParams{LeaseID: info.ID, Command: "sh", Args: []string{"-c", gitPushScript + `
+env | grep -c '^GITHUB_TOKEN=pcsync-run-'`, "sh", marker}, Timeout: time.Minute}, nil)
+		if err != nil {
+			t.Fatalf("execute in lease %s: %v", info.ID, err)
+		}
+		if out = r.Stdout + r.Stderr; r.ExitCode != nil && *r.ExitCode == 0 {
+			break
+		}
+	}
+	if !strings.Contains(out, "pushed\n1") {
+		t.Fatalf("git clone and push in the lease, its GITHUB_TOKEN the lease's token: %s", out)
+	}
+	if got := e.server.g.git(e.server.g.bare, "log", "-1", "--format=%s", "main"); strings.TrimSpace(got) != marker {
+		t.Errorf("the server's main is at %q, want the lease's commit %q", got, marker)
+	}
+	basic := "Basic " + base64.StdEncoding.EncodeToString([]byte("x-access-token:"+gitToken))
+	for _, a := range e.server.requests()[n:] {
+		if a != basic {
+			t.Errorf("the server got a request of the lease without the real token in Basic")
+		}
+	}
 }
 
 // runToken is the run's token, from its Secret.

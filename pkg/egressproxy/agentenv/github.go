@@ -2,7 +2,9 @@ package agentenv
 
 import (
 	"cmp"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/egressproxy/inject"
@@ -58,4 +60,26 @@ func gitHub(rc *Credentials, creds []config.Credential, base string) {
 	rc.Set[envGitHubGraphQL] = first + inject.GitHubGraphQL
 	rc.Set[envGitHubToken] = rc.Token
 	rc.Blank = append(rc.Blank, gitHubKeyVars...)
+}
+
+// GitHubOnly returns a copy of rc with only its GitHub credentials'
+// variables (git's config, the API's, the token's), nil when it has none:
+// what a lease's execute gets when its env carries no model key, so that
+// its git reaches GitHub through the route all the same.
+func (rc *Credentials) GitHubOnly() *Credentials {
+	if rc == nil || rc.Set["GIT_CONFIG_COUNT"] == "" {
+		return nil
+	}
+	out := &Credentials{Token: rc.Token, Set: map[string]string{}}
+	for k, v := range rc.Set {
+		if strings.HasPrefix(k, "GIT_CONFIG_") || k == envGitHubAPI || k == envGitHubGraphQL || k == envGitHubToken {
+			out.Set[k] = v
+		}
+	}
+	for _, k := range rc.Blank {
+		if slices.Contains(gitHubKeyVars, k) {
+			out.Blank = append(out.Blank, k)
+		}
+	}
+	return out
 }

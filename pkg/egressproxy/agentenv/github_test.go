@@ -56,3 +56,23 @@ func TestCredentialsForGitHub(t *testing.T) {
 		t.Errorf("WithToken: the header %q", rc.Set["GIT_CONFIG_VALUE_4"])
 	}
 }
+
+// TestGitHubOnly: the GitHub part of a company's credentials, without a
+// model credential's variables; none without a GitHub credential.
+func TestGitHubOnly(t *testing.T) {
+	c := &config.Company{}
+	c.Spec.Credentials = []config.Credential{
+		{Name: "ant", Provider: adapters.ProviderAnthropic, Type: adapters.KeyAPIKey},
+		{Name: "gh", Provider: adapters.ProviderGitHub, Type: adapters.KeyAPIKey},
+	}
+	got := CredentialsFor(c, "claude_local", "10.0.0.1", "T").GitHubOnly()
+	onlyGH := &config.Company{}
+	onlyGH.Spec.Credentials = c.Spec.Credentials[1:]
+	if diff := cmp.Diff(CredentialsFor(onlyGH, "claude_local", "10.0.0.1", "T"), got); diff != "" {
+		t.Errorf("GitHubOnly (-want +got):\n%s", diff)
+	}
+	c.Spec.Credentials = c.Spec.Credentials[:1]
+	if got := CredentialsFor(c, "claude_local", "10.0.0.1", "T").GitHubOnly(); got != nil {
+		t.Errorf("GitHubOnly without a GitHub credential: %+v", got)
+	}
+}
