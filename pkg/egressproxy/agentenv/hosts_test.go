@@ -73,7 +73,6 @@ func TestHostsAliases(t *testing.T) {
 	}
 }
 
-
 func TestNoClusterDNS(t *testing.T) {
 	spec := corev1.PodSpec{
 		DNSPolicy: corev1.DNSClusterFirst,
