@@ -89,11 +89,16 @@ type Keeper struct {
 	done chan struct{}
 }
 
-// kickNS asks for a pass of ns now.
-func (k *Keeper) kickNS(ns string) {
+// retry has the next pass read ns's record, pods or not.
+func (k *Keeper) retry(ns string) {
 	k.mu.Lock()
 	k.gone[ns] = true
 	k.mu.Unlock()
+}
+
+// kickNS asks for a pass of ns now.
+func (k *Keeper) kickNS(ns string) {
+	k.retry(ns)
 	select {
 	case k.kick <- struct{}{}:
 	default:
@@ -216,11 +221,10 @@ func (k *Keeper) Pass(ctx context.Context) {
 	}
 	k.mu.Lock()
 	k.errs = errs
-	for ns := range errs {
-		// Retried on the next pass, pods or not.
-		k.gone[ns] = true
-	}
 	k.mu.Unlock()
+	for ns := range errs {
+		k.retry(ns)
+	}
 	if h := k.opts.Health; h != nil {
 		if err := k.Err(); err != nil {
 			h.Set(CondSpendKept, false, true, "PassFailed", err.Error())

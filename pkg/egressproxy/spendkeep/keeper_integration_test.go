@@ -175,7 +175,8 @@ func awaitPod(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns, no
 // is deleted (its process stops) and the daemon restarted (a new
 // Keeper); the Deployment's new pod gets the record as its base, and its
 // process refuses the agent at the month's 6th answer, as one process
-// would have.
+// would have, with two daemon replicas' Keepers at once. A record that
+// does not parse makes the daemon unready, naming it.
 func TestSpendSurvivesProxyAndDaemon(t *testing.T) {
 	c := testcluster.Get(t)
 	cs := c.Client()
@@ -217,8 +218,10 @@ func TestSpendSurvivesProxyAndDaemon(t *testing.T) {
 	_ = a.srv.Close()
 	podB := awaitPod(ctx, t, cs, ns, podA.Name, "")
 	b := ps.start(t, podB.Status.PodIP)
-	stop = keep()
+	// Two replicas' keepers from here: neither undoes the other's writes.
+	stop, stop2 := keep(), keep()
 	defer stop()
+	defer stop2()
 	base := fmt.Sprintf(`{"month":%q,"company":%d,"agents":{"coder":%d}}`, month, 4*answer, 4*answer)
 	b.downward(t, awaitPod(ctx, t, cs, ns, podA.Name, base))
 	if code, body := b.admit("r2"); code != http.StatusOK {

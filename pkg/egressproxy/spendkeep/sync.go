@@ -75,11 +75,25 @@ func (k *Keeper) sync(ctx context.Context, ns string, gone bool) error {
 	if after := string(rec.Encode()); after != before {
 		body, _ := json.Marshal(map[string]any{"metadata": map[string]any{
 			"resourceVersion": dep.ResourceVersion, "annotations": map[string]string{AnnotationRecord: after}}})
-		if _, err := k.cs.AppsV1().Deployments(ns).Patch(ctx, DeploymentName, types.MergePatchType, body,
-			metav1.PatchOptions{FieldManager: fieldManager}); err != nil {
+		_, err := k.cs.AppsV1().Deployments(ns).Patch(ctx, DeploymentName, types.MergePatchType, body,
+			metav1.PatchOptions{FieldManager: fieldManager})
+		if apierrors.IsConflict(err) {
+			// Another pass wrote first (a second replica's, or the
+			// scaler's): this one's reports are pulled again next pass.
+			k.retry(ns)
+			return nil
+		}
+		if err != nil {
 			return fmt.Errorf("Deployment/%s/%s: annotation %s: %w", ns, DeploymentName, AnnotationRecord, err)
 		}
 	}
+	return k.giveBases(ctx, ns, &rec, keys, months)
+}
+
+// giveBases sets on each pod that reported (keys: its process's key in
+// rec; months: its report's month) its base: what the month's other
+// processes counted.
+func (k *Keeper) giveBases(ctx context.Context, ns string, rec *spend.Record, keys, months map[*corev1.Pod]string) error {
 	for p, key := range keys {
 		base := spend.Totals{Month: rec.Month, Counts: rec.Base(key)}
 		if base.Month == "" {
