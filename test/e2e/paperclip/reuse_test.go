@@ -30,32 +30,7 @@ func TestSandboxLeaseReuse(t *testing.T) {
 	})
 	coder := sw.sandboxAgent(t, "Coder", "claude_local", tr, nil, nil)
 
-	// The project's workspace: a directory of this host that Paperclip
-	// syncs into the lease.
-	ws := shortDir(t, "pcsws-")
-	if err := os.WriteFile(filepath.Join(ws, "README.md"), []byte("# the project\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var project struct {
-		ID string `json:"id"`
-	}
-	srv.API.must(t, "POST", "/api/companies/"+sw.company.ID+"/projects", map[string]any{
-		"name":   "reuse",
-		"status": "in_progress",
-		"workspace": map[string]any{
-			"name": "reuse", "sourceType": "non_git_path", "cwd": ws, "isPrimary": true,
-		},
-		"executionWorkspacePolicy": map[string]any{
-			"enabled": true, "defaultMode": "shared_workspace", "environmentId": sw.envID,
-		},
-	}, &project)
-	var issue struct {
-		ID string `json:"id"`
-	}
-	srv.API.must(t, "POST", "/api/companies/"+sw.company.ID+"/issues", map[string]any{
-		"title": "Reuse the lease", "description": "Resume the session.",
-		"projectId": project.ID, "assigneeAgentId": coder.ID, "status": "todo",
-	}, &issue)
+	issueID := sw.reuseProject(t, coder.ID)
 
 	run1 := sw.waitAgentRun(t, coder.ID, "", 2*time.Minute)
 	got1 := srv.API.waitRun(t, run1.ID, 3*time.Minute)
@@ -87,16 +62,7 @@ func TestSandboxLeaseReuse(t *testing.T) {
 	// run ends: wait for it, so the second wake is handed it.
 	sw.waitTaskSession(t, coder.ID, tr.SessionID, time.Minute)
 
-	var wake heartbeatRun
-	srv.API.must(t, "POST", "/api/agents/"+coder.ID+"/wakeup", map[string]any{
-		"source": "on_demand", "triggerDetail": "manual", "reason": "e2e: reuse",
-		"payload": map[string]any{"issueId": issue.ID},
-	}, &wake)
-	if wake.ID == "" {
-		// Paperclip folded the wake into a run of the issue it had
-		// queued itself: that run is the second.
-		wake = sw.waitAgentRun(t, coder.ID, run1.ID, 2*time.Minute)
-	}
+	wake := sw.wakeIssue(t, coder.ID, issueID, run1.ID, "e2e: reuse")
 	got2 := srv.API.waitRun(t, wake.ID, 3*time.Minute)
 	if got2.Status != "succeeded" || str(got2.SessionIDBefore) != tr.SessionID {
 		t.Fatalf("second run %s: status %s, sessionIdBefore %q, error %q; want succeeded, %q", wake.ID, got2.Status, str(got2.SessionIDBefore), str(got2.Error), tr.SessionID)
@@ -147,6 +113,57 @@ func TestSandboxLeaseReuse(t *testing.T) {
 		t.Errorf("the second run's CLI got --resume %q: Paperclip now resumes across runs; update docs/sandbox.md's Leases end and this test", args2)
 	}
 	t.Logf("one lease pod for both runs: %s", pods1[0])
+}
+
+// reuseProject makes a project whose execution workspace (a directory of
+// this host that Paperclip syncs into the lease) Paperclip keeps on the
+// world's environment, and an issue of it assigned to agentID; it returns
+// the issue's id.
+func (sw *sandboxWorld) reuseProject(t *testing.T, agentID string) string {
+	t.Helper()
+	srv := sw.srv
+	ws := shortDir(t, "pcsws-")
+	if err := os.WriteFile(filepath.Join(ws, "README.md"), []byte("# the project\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var project struct {
+		ID string `json:"id"`
+	}
+	srv.API.must(t, "POST", "/api/companies/"+sw.company.ID+"/projects", map[string]any{
+		"name":   "reuse",
+		"status": "in_progress",
+		"workspace": map[string]any{
+			"name": "reuse", "sourceType": "non_git_path", "cwd": ws, "isPrimary": true,
+		},
+		"executionWorkspacePolicy": map[string]any{
+			"enabled": true, "defaultMode": "shared_workspace", "environmentId": sw.envID,
+		},
+	}, &project)
+	var issue struct {
+		ID string `json:"id"`
+	}
+	srv.API.must(t, "POST", "/api/companies/"+sw.company.ID+"/issues", map[string]any{
+		"title": "Reuse the lease", "description": "Resume the session.",
+		"projectId": project.ID, "assigneeAgentId": agentID, "status": "todo",
+	}, &issue)
+	return issue.ID
+}
+
+// wakeIssue wakes agentID for issueID and returns the run that follows
+// run not.
+func (sw *sandboxWorld) wakeIssue(t *testing.T, agentID, issueID, not, reason string) heartbeatRun {
+	t.Helper()
+	var wake heartbeatRun
+	sw.srv.API.must(t, "POST", "/api/agents/"+agentID+"/wakeup", map[string]any{
+		"source": "on_demand", "triggerDetail": "manual", "reason": reason,
+		"payload": map[string]any{"issueId": issueID},
+	}, &wake)
+	if wake.ID == "" {
+		// Paperclip folded the wake into a run of the issue it had
+		// queued itself: that run is the next.
+		wake = sw.waitAgentRun(t, agentID, not, 2*time.Minute)
+	}
+	return wake
 }
 
 // waitAgentRun waits for a run of the agent other than not and returns it.
