@@ -228,7 +228,9 @@ func TestKeptLeaseExecuteWhileSuspending(t *testing.T) {
 // TestKeptLeaseStorageFaults: a resume whose claim is gone is refused
 // with storage_gone naming the claim, and the lease ends; a kept lease
 // whose StorageClass does not exist is refused naming the class and the
-// claim's phase, and leaves no claim.
+// claim's phase, and leaves no claim; one whose quota holds no claim is
+// refused with quota_full naming the claim and the quota's fields, with
+// no pod.
 func TestKeptLeaseStorageFaults(t *testing.T) {
 	e := keptEnv(t, testClass)
 	info := e.acquire(t, EnvironmentConfig{LeaseTTLSec: 3600, Core: keptCore})
@@ -263,6 +265,28 @@ func TestKeptLeaseStorageFaults(t *testing.T) {
 	if lerr != nil || len(list.Items) != 0 {
 		t.Errorf("claims left by the refused acquire: %v %v", list, lerr)
 	}
+
+	full := keptEnv(t, testClass)
+	if _, err := cs.CoreV1().ResourceQuotas(full.ns).Create(context.Background(), &corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Name: "paperclip-quota"},
+		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePersistentVolumeClaims: resource.MustParse("0")}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = full.m.Acquire(ctx, AcquireParams{Config: EnvironmentConfig{Company: full.slug(), LeaseTTLSec: 3600, Core: keptCore},
+		AdapterType: "claude_local", RunID: "run-1"})
+	if !errors.As(err, &ue) || ue.Code != CodeQuotaFull || !strings.Contains(ue.Message, "PersistentVolumeClaim/"+full.ns+"/") ||
+		!strings.Contains(ue.Message, "spec.quota.persistentVolumeClaims") {
+		t.Errorf("acquire with no room for a claim: %v, want %s naming the claim and the quota's field", err, CodeQuotaFull)
+	}
+	if pods, _ := cs.CoreV1().Pods(full.ns).List(context.Background(), leasePodsOnly()); len(pods.Items) != 0 {
+		t.Errorf("the refused kept lease left %d pods", len(pods.Items))
+	}
+}
+
+// leasePodsOnly lists lease pods.
+func leasePodsOnly() metav1.ListOptions {
+	return metav1.ListOptions{LabelSelector: leasepod.LabelLease}
 }
 
 // waitGoneLease waits until the manager no longer holds lease id.
