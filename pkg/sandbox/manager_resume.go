@@ -82,6 +82,9 @@ func (m *Manager) startAgain(ctx context.Context, l *lease) error {
 	r.Suspended = false
 	l.mu.Lock()
 	l.PodUID, l.Suspended, l.Server, l.HelperImage = r.PodUID, false, r.Server, r.HelperImage
+	// What the last pod held of the lease's credentials (the token's hash
+	// on it, codex's config in it) is made again for the new pod.
+	l.token, l.codexConfig = "", false
 	l.mu.Unlock()
 	if err := m.j.put(r); err != nil {
 		m.log.Warn("sandbox: lease journal", slog.Any("error", err))

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/pcsync/pcsync/internal/lib/agentpod"
 	"github.com/pcsync/pcsync/pkg/sandbox/leasepod"
 )
 
@@ -72,7 +73,14 @@ func provideVolumes(t *testing.T, e *env) {
 // class, checked every 100 ms.
 func keptEnv(t *testing.T, class string) *env {
 	t.Helper()
-	e := newEnv(t, envOptions{NoPools: true, Sandbox: "{suspend: {idleSec: 30, size: 1Gi, storageClassName: " + class + "}}"})
+	return keptEnvWith(t, class, envOptions{})
+}
+
+// keptEnvWith is keptEnv with the env's other options o.
+func keptEnvWith(t *testing.T, class string, o envOptions) *env {
+	t.Helper()
+	o.NoPools, o.Sandbox = true, "{suspend: {idleSec: 30, size: 1Gi, storageClassName: "+class+"}}"
+	e := newEnv(t, o)
 	e.tune = func(o *Options) { o.SuspendCheck = 100 * time.Millisecond }
 	e.m.Close()
 	e.start()
@@ -480,5 +488,41 @@ func TestKeptLeaseOrphanClaim(t *testing.T) {
 	}
 	if e.claim(t, "pcsync-sbx-others0001") == nil {
 		t.Errorf("another owner's claim was swept")
+	}
+}
+
+// TestKeptLeaseCredentialAfterResume: in egress mode proxy with a declared
+// credential, a kept lease's token is made again for the pod of its
+// resume (the proxy knows a token by its hash on the pod): the first
+// pod's annotation is the control, the resumed pod gets its own.
+func TestKeptLeaseCredentialAfterResume(t *testing.T) {
+	e := keptEnvWith(t, testClass, envOptions{ProxyIP: "10.0.0.42", Agents: "[{name: coder, adapter: claude_local}]",
+		Credentials: "[{name: claude, provider: anthropic, type: apiKey, secretRef: {name: model-keys, key: anthropic}}]"})
+	ctx := context.Background()
+	if _, err := e.c.Client().CoreV1().Secrets(e.ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "model-keys"},
+		StringData: map[string]string{"anthropic": "sk-ant-kept"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	info := e.acquire(t, EnvironmentConfig{LeaseTTLSec: 3600, Core: keptCore})
+	withKey := ExecParams{Command: "sh", Args: []string{"-c", "echo ok"}, Env: map[string]string{"ANTHROPIC_API_KEY": "sk-from-paperclip"}}
+	tokenHash := func() string {
+		t.Helper()
+		if r := e.exec(t, info.ID, withKey); r.Stdout != "ok\n" {
+			t.Fatalf("execute with a key: %q %q", r.Stdout, r.Stderr)
+		}
+		pods := e.leasePods(t, info.ID)
+		if len(pods) != 1 {
+			t.Fatalf("lease %s: %d pods", info.ID, len(pods))
+		}
+		return pods[0].Annotations[agentpod.AnnotationTokenHash]
+	}
+	first := tokenHash()
+	if first == "" {
+		t.Fatalf("the control: the first pod has no token hash")
+	}
+	e.idleNow(t, info.ID)
+	e.waitState(t, info.ID, LeaseSuspended)
+	if again := tokenHash(); again == "" || again == first {
+		t.Errorf("the resumed pod's token hash %q (the first pod's %q): want a token of its own", again, first)
 	}
 }
