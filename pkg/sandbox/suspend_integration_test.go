@@ -526,3 +526,19 @@ func TestKeptLeaseCredentialAfterResume(t *testing.T) {
 		t.Errorf("the resumed pod's token hash %q (the first pod's %q): want a token of its own", again, first)
 	}
 }
+
+// TestKeptLeaseExpiresSuspended: a suspended lease whose TTL ends is
+// ended with its claim deleted, no pod made for it.
+func TestKeptLeaseExpiresSuspended(t *testing.T) {
+	e := keptEnv(t, testClass)
+	info := e.acquire(t, EnvironmentConfig{LeaseTTLSec: 4, Core: keptCore})
+	e.idleNow(t, info.ID)
+	e.waitState(t, info.ID, LeaseSuspended)
+	e.waitGoneLease(t, info.ID)
+	if pvc := e.claim(t, info.ID); pvc != nil && pvc.DeletionTimestamp == nil {
+		t.Errorf("the expired lease's claim is still there")
+	}
+	if pods := e.leasePods(t, info.ID); len(pods) != 0 {
+		t.Errorf("the expired lease has %d pods", len(pods))
+	}
+}
