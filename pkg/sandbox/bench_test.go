@@ -315,6 +315,30 @@ func (a *apiClient) execute(params any) (map[string]any, error) {
 	}
 }
 
+// executeLines returns every line of an execute, up to its result line.
+func (a *apiClient) executeLines(params any) ([]map[string]any, error) {
+	resp, err := a.post("execute", params)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	dec := json.NewDecoder(resp.Body)
+	var lines []map[string]any
+	for {
+		var line map[string]any
+		if err := dec.Decode(&line); err != nil {
+			return lines, fmt.Errorf("execute: no result line: %w", err)
+		}
+		lines = append(lines, line)
+		if _, ok := line["result"]; ok {
+			return lines, nil
+		}
+		if e, ok := line["error"]; ok {
+			return lines, fmt.Errorf("execute: %v", e)
+		}
+	}
+}
+
 func waitSocket(b testing.TB, sock string) {
 	b.Helper()
 	for range 200 {

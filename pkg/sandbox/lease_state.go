@@ -99,7 +99,12 @@ type lease struct {
 	settled chan struct{}
 	// counted: counted in the metrics' suspended leases.
 	counted bool
-	err     error
+	// suspendedAt is when its last suspend ended (zero: before this
+	// daemon); resumed is what the next execute with a notice says of its
+	// last resume ("": nothing to say).
+	suspendedAt time.Time
+	resumed     string
+	err         error
 }
 
 func newLease(r leasepod.Record) *lease {
@@ -228,6 +233,15 @@ func (l *lease) beginSuspend(idle time.Duration, now time.Time) (c *cmdclient.Cl
 	l.toLocked(LeaseReady, LeaseSuspending)
 	c, l.client = l.client, nil
 	return c, true
+}
+
+// takeResumed returns what the lease's last resume left to say, once.
+func (l *lease) takeResumed() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := l.resumed
+	l.resumed = ""
+	return n
 }
 
 // changing is the channel closed when the suspend or resume under way

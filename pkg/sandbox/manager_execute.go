@@ -36,6 +36,10 @@ type ExecStreams struct {
 	// it comes; nil: dropped. A write error ends the execute and kills
 	// the command.
 	Stdout, Stderr io.Writer
+	// Notice, if not nil, is given once what the lease's last resume
+	// from suspension has to tell the run, before the command runs; the
+	// command's output holds none of it.
+	Notice func(string)
 }
 
 // ExecExit is how an execute ended.
@@ -72,6 +76,11 @@ func (m *Manager) ExecuteStream(ctx context.Context, p ExecParams, s ExecStreams
 		m.opts.Metrics.SandboxExecute(l.Company, time.Since(began), string(outcome))
 	}
 	err := m.onLease(ctx, p.LeaseID, record, func(l *lease, c *cmdclient.Client) error {
+		if s.Notice != nil {
+			if n := l.takeResumed(); n != "" {
+				s.Notice(n)
+			}
+		}
 		cmd := m.command(l, p, s)
 		if err := m.addProxyEnv(ctx, l, &cmd); err != nil {
 			return fmt.Errorf("lease %s: %w", l.ID, err)

@@ -85,6 +85,7 @@ func (m *Manager) startAgain(ctx context.Context, l *lease) error {
 	// What the last pod held of the lease's credentials (the token's hash
 	// on it, codex's config in it) is made again for the new pod.
 	l.token, l.codexConfig = "", false
+	l.resumed = resumedNotice(l)
 	l.mu.Unlock()
 	if err := m.j.put(r); err != nil {
 		m.log.Warn("sandbox: lease journal", slog.Any("error", err))
@@ -100,6 +101,18 @@ func (m *Manager) startAgain(ctx context.Context, l *lease) error {
 		}
 	}
 	return nil
+}
+
+// resumedNotice is what the first execute after lease l's resume tells
+// the run (ExecStreams.Notice): its claim kept the workspace and HOME, for
+// how long, after what idle time. l.mu is held.
+func resumedNotice(l *lease) string {
+	held := ""
+	if !l.suspendedAt.IsZero() {
+		held = " for " + time.Since(l.suspendedAt).Round(time.Second).String()
+	}
+	return fmt.Sprintf("[pcsync] lease %s resumed: its workspace and HOME were kept on claim %s while suspended%s (suspended after %s idle)\n",
+		l.ID, l.ID, held, time.Duration(l.Keep.IdleSec)*time.Second)
 }
 
 // podAgain creates a resuming lease's pod under its name, which no other

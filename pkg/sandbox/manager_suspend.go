@@ -109,7 +109,7 @@ func (m *Manager) suspend(l *lease, c *cmdclient.Client) {
 		return
 	}
 	l.mu.Lock()
-	l.PodUID, l.Suspended = "", true
+	l.PodUID, l.Suspended, l.suspendedAt = "", true, time.Now()
 	l.mu.Unlock()
 	if !l.to(LeaseSuspending, LeaseSuspended) {
 		return // ended meanwhile

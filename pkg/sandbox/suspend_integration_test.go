@@ -542,3 +542,53 @@ func TestKeptLeaseExpiresSuspended(t *testing.T) {
 		t.Errorf("the expired lease has %d pods", len(pods))
 	}
 }
+
+// TestKeptLeaseResumeNotice: through the hook API, the first execute
+// after a kept lease's resume from suspension answers one log line
+// before its output, naming the lease, its claim and its idle time; the
+// command's own output lines hold none of it. The execute before the
+// suspend (the control) and the one after the notice answer none.
+func TestKeptLeaseResumeNotice(t *testing.T) {
+	e := keptEnv(t, testClass)
+	info := e.acquire(t, EnvironmentConfig{LeaseTTLSec: 3600, Core: keptCore})
+	sock := filepath.Join(e.hostDir, "api.sock")
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() { _ = ServeAPI(ctx, e.m, sock) }()
+	waitSocket(t, sock)
+	api := newAPIClient(sock)
+	echo := map[string]any{"lease": map[string]any{"providerLeaseId": info.ID}, "command": "echo", "args": []string{"out"}}
+	logs := func(what string) []string {
+		t.Helper()
+		lines, err := api.executeLines(echo)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		var out, logged []string
+		for _, l := range lines {
+			if s, ok := l["stdout"].(string); ok {
+				out = append(out, s)
+			}
+			if s, ok := l["log"].(string); ok {
+				logged = append(logged, s)
+			}
+		}
+		if strings.Join(out, "") != "out\n" {
+			t.Errorf("%s: stdout lines %q, want the command's output only", what, out)
+		}
+		return logged
+	}
+	if got := logs("before the suspend"); len(got) != 0 {
+		t.Errorf("an execute on a lease never suspended logged %q", got)
+	}
+	e.idleNow(t, info.ID)
+	e.waitState(t, info.ID, LeaseSuspended)
+	got := logs("the first after the resume")
+	want := "[pcsync] lease " + info.ID + " resumed: its workspace and HOME were kept on claim " + info.ID + " while suspended for "
+	if len(got) != 1 || !strings.HasPrefix(got[0], want) || !strings.HasSuffix(got[0], " (suspended after 30s idle)\n") {
+		t.Errorf("the first execute after the resume logged %q, want one line %q…", got, want)
+	}
+	if got := logs("the second after the resume"); len(got) != 0 {
+		t.Errorf("the notice came again: %q", got)
+	}
+}

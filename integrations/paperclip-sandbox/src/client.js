@@ -12,9 +12,10 @@ import { DEFAULT_SOCKET } from "./defaults.js";
 export const CONNECT_TIMEOUT_MS = 1000;
 
 /**
- * One line of execute's answer (ExecuteLine): an output chunk, then one
- * result or error.
- * @typedef {{ stdout?: string, stderr?: string, result?: unknown, error?: HookError }} ExecuteLine
+ * One line of execute's answer (ExecuteLine): an output chunk or pcsync's
+ * word for the run's log (log: not the command's output), then one result
+ * or error.
+ * @typedef {{ stdout?: string, stderr?: string, log?: string, result?: unknown, error?: HookError }} ExecuteLine
  */
 
 /**
@@ -193,7 +194,7 @@ function refusal(status, body) {
  * end returns the result, or throws the error line (or that there was
  * none). The daemon's result carries the exit only: the output chunks are
  * joined into its stdout and stderr, which Paperclip's
- * PluginEnvironmentExecuteResult requires whole.
+ * PluginEnvironmentExecuteResult requires whole; a log line is not.
  * @param {string} hook
  * @param {(line: ExecuteLine) => void} onLine
  */

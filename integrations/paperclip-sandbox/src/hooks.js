@@ -139,8 +139,22 @@ export function createHooks(getContext) {
       const onLine = AsyncResource.bind((/** @type {import("./client.js").ExecuteLine} */ msg) => {
         if (typeof msg.stdout === "string") log?.log("stdout", msg.stdout);
         if (typeof msg.stderr === "string") log?.log("stderr", msg.stderr);
+        if (typeof msg.log === "string") notices.push(msg.log);
       });
-      return callHook(socketPath(params.config), "execute", params, onLine);
+      /** @type {string[]} */
+      const notices = [];
+      /** @type {"stdout" | "stderr"} */
+      let stream = "stderr";
+      try {
+        const res = await callHook(socketPath(params.config), "execute", params, onLine);
+        // pcsync's own word (a resume's notice) goes in the run's log, not
+        // in the result: on a stream the result has empty, as Paperclip
+        // logs again the whole of a stream its streamed chunks do not start.
+        if (res?.stderr && !res.stdout) stream = "stdout";
+        return res;
+      } finally {
+        for (const n of notices) log?.log(stream, n);
+      }
     },
   };
   /**

@@ -107,6 +107,30 @@ test("execute streams chunks to ctx.execution.log in order and returns the resul
   assert.deepEqual(d.seen[0].params.env ?? d.seen[1].params.env, { SECRET: "x" });
 });
 
+test("a log line reaches ctx.execution.log on a stream the result has empty, and is not in the result", async (t) => {
+  const notice = "[pcsync] lease l resumed: its workspace and HOME were kept on claim l while suspended for 1m0s (suspended after 30s idle)\n";
+  const d = await daemon(t, (_hook, params, res) => {
+    res.writeHead(200, { "content-type": "application/x-ndjson" });
+    if (params.command === "resumed") res.write(JSON.stringify({ log: notice }) + "\n");
+    res.write(JSON.stringify({ stdout: "out\n" }) + "\n");
+    if (params.args?.[0] === "warn") res.write(JSON.stringify({ stderr: "warn\n" }) + "\n");
+    res.end(JSON.stringify({ result: { exitCode: 0, signal: null, timedOut: false } }) + "\n");
+  });
+  const config = { socketPath: d.socket };
+  for (const [command, args, want, wantLogs] of [
+    ["resumed", [], { stdout: "out\n", stderr: "" }, [["stdout", "out\n"], ["stderr", notice]]],
+    // The result's stderr is not empty: the notice goes on stderr still,
+    // unless stdout is the empty one.
+    ["resumed", ["warn"], { stdout: "out\n", stderr: "warn\n" }, [["stdout", "out\n"], ["stderr", "warn\n"], ["stderr", notice]]],
+    ["plain", [], { stdout: "out\n", stderr: "" }, [["stdout", "out\n"]]],
+  ]) {
+    const { logs, ctx } = recorder();
+    const got = await createHooks(() => ctx).onEnvironmentExecute({ config, lease: { providerLeaseId: "l" }, command, args });
+    assert.deepEqual(got, { exitCode: 0, signal: null, timedOut: false, ...want }, `${command} ${args}`);
+    assert.deepEqual(logs, wantLogs, `${command} ${args}`);
+  }
+});
+
 test("a refusal throws the daemon's message and code", async (t) => {
   const d = await daemon(t, (_h, _p, res) => json(res, 422, { error: { message: "image \"x\" is not allowed", code: "image_not_allowed" } }));
   const hooks = createHooks(() => undefined);

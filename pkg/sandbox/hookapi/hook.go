@@ -125,11 +125,13 @@ type ExecuteRequest struct {
 }
 
 // ExecuteLine is one NDJSON line of execute's answer: an output chunk
-// (Stdout or Stderr; each whole UTF-8 characters), then one Result or
+// (Stdout or Stderr; each whole UTF-8 characters) or pcsync's own word
+// for the run's log (Log: not the command's output), then one Result or
 // Error.
 type ExecuteLine struct {
 	Stdout string         `json:"stdout,omitempty"`
 	Stderr string         `json:"stderr,omitempty"`
+	Log    string         `json:"log,omitempty"`
 	Result *ExecuteResult `json:"result,omitempty"`
 	Error  *HookError     `json:"error,omitempty"`
 }

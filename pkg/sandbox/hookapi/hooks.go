@@ -113,6 +113,7 @@ func (a *API) runStarted(_ context.Context, req *RunStartedRequest) (RunStartedR
 // execute runs the command and answers NDJSON: its output chunks as they
 // come, then its result (the exit) or why it got none. The output is in
 // the chunks only: the plugin joins them into the result Paperclip wants.
+// A log line (a resume's notice) is for the run's log, not the output.
 func (a *API) execute(w http.ResponseWriter, r *http.Request, body []byte) {
 	var req ExecuteRequest
 	if err := decode(body, &req); err != nil {
@@ -130,7 +131,7 @@ func (a *API) execute(w http.ResponseWriter, r *http.Request, body []byte) {
 	exit, err := a.m.ExecuteStream(r.Context(), sandbox.ExecParams{
 		LeaseID: req.Lease.ID(), Command: req.Command, Args: req.Args, Cwd: req.Cwd,
 		Env: req.Env, Stdin: req.Stdin, Timeout: time.Duration(req.TimeoutMs) * time.Millisecond,
-	}, sandbox.ExecStreams{Stdout: stdout, Stderr: stderr})
+	}, sandbox.ExecStreams{Stdout: stdout, Stderr: stderr, Notice: func(n string) { _ = line(ExecuteLine{Log: n}) }})
 	if err == nil {
 		err = errors.Join(stdout.flush(), stderr.flush())
 	}
