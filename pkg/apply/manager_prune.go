@@ -263,8 +263,8 @@ func (m *Manager) releaseRequest(ctx context.Context, p pruneObject, dryRun bool
 // objects that are not members of the set being pruned (deleting the Namespace would
 // delete them too: agent Jobs, Secrets created by hand, …). It lists every namespaced
 // resource in it (the plan's own members, objects already being deleted, objects
-// another object of the namespace owns, events and what Kubernetes puts in every
-// namespace do not count) and returns why the Namespace
+// another object of the namespace owns, a kept sandbox lease's claim, events and
+// what Kubernetes puts in every namespace do not count) and returns why the Namespace
 // must be kept, or "" if it may go. When it cannot tell, it keeps the Namespace.
 func (m *Manager) namespaceHoldsOthers(ctx context.Context, ns string, plan *prunePlan) string {
 	lists, err := discovery.ServerPreferredNamespacedResources(m.disc)
@@ -293,7 +293,7 @@ func (m *Manager) namespaceHoldsOthers(ctx context.Context, ns string, plan *pru
 		for _, u := range list.Items {
 			key := objKey{group: r.gvr.Group, kind: r.kind, namespace: ns, name: u.GetName()}
 			switch {
-			case u.GetDeletionTimestamp() != nil, pruning[key], ownedHere(&u, namespaced),
+			case u.GetDeletionTimestamp() != nil, pruning[key], ownedHere(&u, namespaced), keptLeaseClaim(r, &u),
 				r.gvr.Group == "" && r.kind == "ServiceAccount" && u.GetName() == "default",
 				r.gvr.Group == "" && r.kind == "ConfigMap" && u.GetName() == "kube-root-ca.crt":
 				continue
@@ -317,6 +317,20 @@ func (m *Manager) namespaceHoldsOthers(ctx context.Context, ns string, plan *pru
 	}
 	return "holds objects that are not in the set, which deleting it would delete too: " +
 		strings.Join(others, ", ") + more + "; it is pruned once they are gone"
+}
+
+// labelSandboxLease is the label of a kept sandbox lease's claim
+// (leasepod.LabelLease, which this package does not import).
+const labelSandboxLease = "pcsync.io/sandbox-lease"
+
+// keptLeaseClaim reports whether u, of resource r, is the claim pcsync's
+// daemon keeps a suspended sandbox lease's workspace on. It belongs to the
+// tenant: it does not keep its Namespace from being pruned, and goes with
+// it (the daemon then ends the lease).
+func keptLeaseClaim(r nsResource, u metav1.Object) bool {
+	l := u.GetLabels()
+	return r.gvr.Group == "" && r.kind == "PersistentVolumeClaim" &&
+		l["app.kubernetes.io/managed-by"] == "pcsync" && l[labelSandboxLease] != ""
 }
 
 // nsResource is a namespaced resource namespaceHoldsOthers lists.
