@@ -197,4 +197,29 @@ func (m *Manager) sweepClaims(ctx context.Context) {
 			m.log.Warn("sandbox: orphaned claim", slog.Any("error", err))
 		}
 	}
+	m.endClaimless(ctx, claims)
+}
+
+// endClaimless ends the suspended leases whose claim is gone or being
+// deleted (their tenant pruned, its namespace deleted): the journal
+// forgets them, as a resume would when it found the claim gone. A lease
+// whose claim is not among claims is looked up by name first (its claim
+// may carry another owner's label).
+func (m *Manager) endClaimless(ctx context.Context, claims []corev1.PersistentVolumeClaim) {
+	listed := map[string]bool{}
+	for i := range claims {
+		if claims[i].DeletionTimestamp == nil {
+			listed[claims[i].Namespace+"/"+claims[i].Name] = true
+		}
+	}
+	for _, l := range m.held() {
+		if l.Keep == nil || l.State() != LeaseSuspended || listed[l.Namespace+"/"+l.ID] {
+			continue
+		}
+		if err := m.claimUsable(ctx, l); !errors.Is(err, errClaimGone) {
+			continue
+		}
+		m.log.Info("sandbox: ending a suspended lease whose claim is gone", slog.String("lease", l.ID), slog.String("namespace", l.Namespace))
+		m.releaseAsync(l, EndFailed)
+	}
 }

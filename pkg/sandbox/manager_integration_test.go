@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -37,6 +38,15 @@ var pcsyncBin string
 var ServeAPI func(ctx context.Context, m *Manager, socket string) error
 
 func TestMain(m *testing.M) {
+	if a := os.Getenv(killChildEnv); a != "" {
+		var args killChildArgs
+		err := json.Unmarshal([]byte(a), &args)
+		if err == nil {
+			err = killChild(args)
+		}
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
 	dir, err := os.MkdirTemp("", "pcsync-sandbox-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

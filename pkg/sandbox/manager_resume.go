@@ -24,6 +24,7 @@ func (m *Manager) resume(ctx context.Context, l *lease) error {
 	if !l.to(LeaseSuspended, LeaseResuming) {
 		return nil // another caller resumes it, or it ended
 	}
+	m.step(stepResumeBegun)
 	began := time.Now()
 	err := m.startAgain(ctx, l)
 	outcome := SuspendDone
@@ -70,6 +71,7 @@ func (m *Manager) startAgain(ctx context.Context, l *lease) error {
 		l.to(LeaseResuming, LeaseSuspended)
 		return err
 	}
+	m.step(stepResumeCreated)
 	patience := m.opts.ReadyTimeout
 	ws := m.openEarly(r, patience)
 	rctx, cancel := context.WithTimeout(ctx, patience)
@@ -87,6 +89,7 @@ func (m *Manager) startAgain(ctx context.Context, l *lease) error {
 	l.token, l.codexConfig = "", false
 	l.resumed = resumedNotice(l)
 	l.mu.Unlock()
+	m.step(stepResumeStarted)
 	if err := m.j.put(r); err != nil {
 		m.log.Warn("sandbox: lease journal", slog.Any("error", err))
 	}

@@ -26,6 +26,24 @@ const (
 	SuspendFailed SuspendOutcome = "failed"
 )
 
+// The steps of a suspend and of a resume at which Options.testHook is
+// called.
+const (
+	stepSuspendJournaled = "suspend-journaled" // the journal says suspended
+	stepSuspendDeleted   = "suspend-deleted"   // the pod's delete was sent
+	stepSuspended        = "suspended"         // the lease is suspended
+	stepResumeBegun      = "resume-begun"      // the lease is resuming
+	stepResumeCreated    = "resume-created"    // the new pod's create was sent
+	stepResumeStarted    = "resume-started"    // it runs, not yet journaled
+)
+
+// step calls Options.testHook, when set, at step.
+func (m *Manager) step(step string) {
+	if m.opts.testHook != nil {
+		m.opts.testHook(step)
+	}
+}
+
 // suspendLoop suspends every kept lease idle for its idle time, checking
 // every Options.SuspendCheck, and removes the orphaned claims every
 // Options.ClaimSweep, until Close.
@@ -91,9 +109,11 @@ func (m *Manager) suspend(l *lease, c *cmdclient.Client) {
 	rec.Suspended, rec.PodUID = true, ""
 	err := m.j.put(rec)
 	if err == nil {
+		m.step(stepSuspendJournaled)
 		err = m.deletePod(ctx, l.Namespace, l.ID, uid)
 	}
 	if err == nil {
+		m.step(stepSuspendDeleted)
 		err = m.waitGone(ctx, l.Namespace, l.ID)
 	}
 	if err != nil {
@@ -118,6 +138,7 @@ func (m *Manager) suspend(l *lease, c *cmdclient.Client) {
 	m.opts.Metrics.SandboxSuspend(l.Company, time.Since(began), string(SuspendDone))
 	m.log.Info("sandbox lease suspended: its pod is gone, its claim kept", slog.String("lease", l.ID),
 		slog.Duration("took", time.Since(began).Round(time.Millisecond)))
+	m.step(stepSuspended)
 }
 
 // ensureReady brings lease l back for a command: a suspend or resume

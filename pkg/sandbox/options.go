@@ -110,6 +110,10 @@ type Options struct {
 	// Pool configures the warm pools of Company spec.sandbox.warmPool
 	// (package pool). Zero fields take pool.DefaultOptions' values.
 	Pool pool.Options
+	// testHook, set only by this package's tests, is called at each step
+	// of a suspend and of a resume (the step constants), where a test
+	// kills the daemon.
+	testHook func(step string)
 }
 
 // AgentResolver finds the agent declared in Git behind a Paperclip agent

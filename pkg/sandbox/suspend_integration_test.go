@@ -360,17 +360,11 @@ func mainContainer(pod *corev1.Pod) *corev1.Container {
 // closed).
 func journalRecord(t *testing.T, e *env, id string) leasepod.Record {
 	t.Helper()
-	j, err := openJournal(filepath.Join(e.hostDir, "state"))
-	if err != nil {
-		t.Fatal(err)
+	r, ok := journalLease(t, e, id)
+	if !ok {
+		t.Fatalf("lease %s not in the journal", id)
 	}
-	for _, r := range j.leases() {
-		if r.ID == id {
-			return r
-		}
-	}
-	t.Fatalf("lease %s not in the journal", id)
-	return leasepod.Record{}
+	return r
 }
 
 // TestKeptLeaseDaemonCrashes: a daemon that ended at each step of a
