@@ -50,7 +50,7 @@ func TestDaemonControllersCountedAndJoined(t *testing.T) {
 			got = cond
 		}
 	}
-	want := "True Running pods, proxy-addresses, credential-tokens, proxy-scale, image-preflight running"
+	want := "True Running pods, proxy-addresses, credential-tokens, proxy-scale, proxy-spend, image-preflight running"
 	if s := string(got.Status) + " " + got.Reason + " " + got.Message; s != want {
 		t.Errorf("/readyz condition %s: %q, want %q", daemon.CondControllers, s, want)
 	}

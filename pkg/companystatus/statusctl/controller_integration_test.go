@@ -6,6 +6,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -126,11 +127,19 @@ func TestStatusFollowsTheReconciles(t *testing.T) {
 	if st := held.Status.Condition(cs.ConditionStalled); st == nil || !strings.Contains(held.Status.Condition(cs.ConditionReady).Message, "approve") {
 		t.Errorf("acme removed, prune held: %+v; want Stalled and how to approve", held.Status)
 	}
-	events := map[string][]string{"acme": r.eventReasons("acme"), "globex": r.eventReasons("globex"), "initech": r.eventReasons("initech")}
 	want := map[string][]string{
 		"acme":    {"Normal/ReconciliationSucceeded", "Warning/PruneHeld"},
 		"globex":  {"Normal/ReconciliationSucceeded", "Normal/Suspended"},
 		"initech": {"Warning/ReconciliationFailed"},
+	}
+	// The recorder sends Events on its own goroutine, after the status
+	// that says the prune is held: wait for them.
+	var events map[string][]string
+	for deadline := time.Now().Add(waitLimit); ; time.Sleep(100 * time.Millisecond) {
+		events = map[string][]string{"acme": r.eventReasons("acme"), "globex": r.eventReasons("globex"), "initech": r.eventReasons("initech")}
+		if cmp.Equal(want, events) || time.Now().After(deadline) {
+			break
+		}
 	}
 	if diff := cmp.Diff(want, events); diff != "" {
 		t.Errorf("Events (-want +got):\n%s", diff)
