@@ -32,7 +32,7 @@ func TestOptionsComplete(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			got := tt.in
 			got.complete()
-			if diff := cmp.Diff(tt.want, got, cmpopts.IgnoreFields(Options{}, "Logger")); diff != "" {
+			if diff := cmp.Diff(tt.want, got, cmpopts.IgnoreFields(Options{}, "Logger"), cmpopts.IgnoreUnexported(Options{})); diff != "" {
 				t.Errorf("complete (-want +got):\n%s", diff)
 			}
 		})
