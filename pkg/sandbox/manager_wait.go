@@ -19,11 +19,23 @@ import (
 // waitRunning waits until the pod runs, or fails with the reason the
 // kubelet gives (an image that cannot be pulled fails at once); when ctx
 // ends first, the refusal says what the pod waits for.
+//
+// The pod is waited for by name and told by its UID: a pod of the same
+// name that went before it (a resumed lease's pod, created once the
+// suspended one was gone) may still be seen, and its deletion is not this
+// pod's.
 func (m *Manager) waitRunning(ctx context.Context, pod *corev1.Pod) error {
+	seen := pod.UID == ""
 	last, err := podwait.Until(ctx, m.cs, pod.Namespace, pod.Name, func(p *corev1.Pod) (bool, error) {
-		if p == nil {
+		switch {
+		case p == nil && !seen:
+			return false, nil // the earlier pod's deletion
+		case p == nil:
 			return false, fmt.Errorf("Pod/%s/%s: deleted before it was ready", pod.Namespace, pod.Name)
+		case p.UID != pod.UID && pod.UID != "":
+			return false, nil // the earlier pod, still seen
 		}
+		seen = true
 		return podRunning(p)
 	})
 	if err == nil || ctx.Err() == nil {
