@@ -1,6 +1,9 @@
 package adapters
 
-import "slices"
+import (
+	"encoding/json"
+	"slices"
+)
 
 // Provider names a model provider whose key a company's credential holds.
 type Provider string
@@ -18,6 +21,26 @@ const (
 	// header toward one base URL, for any agent's tools.
 	ProviderHeader Provider = "header"
 )
+
+// ErrorKind is how each provider's API names one kind of error: its error
+// type (Anthropic), its status (Gemini) and its code (OpenAI and the rest).
+type ErrorKind struct{ AnthropicType, GeminiStatus, OpenAICode string }
+
+// ErrorBody is msg as p's API words an error of kind k with HTTP status
+// status, in the JSON its CLI parses and prints.
+func (k ErrorKind) ErrorBody(p Provider, status int, msg string) []byte {
+	var v any
+	switch p {
+	case ProviderAnthropic:
+		v = map[string]any{"type": "error", "error": map[string]any{"type": k.AnthropicType, "message": msg}}
+	case ProviderGemini:
+		v = map[string]any{"error": map[string]any{"code": status, "message": msg, "status": k.GeminiStatus}}
+	default:
+		v = map[string]any{"error": map[string]any{"message": msg, "type": "invalid_request_error", "code": k.OpenAICode}}
+	}
+	b, _ := json.Marshal(v)
+	return b
+}
 
 // KeyKind is what a credential's secret is: an API key, or an OAuth token
 // (Anthropic only), which the provider takes in another header.

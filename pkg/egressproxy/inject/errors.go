@@ -3,7 +3,6 @@ package inject
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"strconv"
@@ -53,19 +52,12 @@ func (h *Handler) refusedByProvider(resp *http.Response) error {
 	return nil
 }
 
+// unauthenticated is how each provider's API names an authentication error.
+var unauthenticated = adapters.ErrorKind{AnthropicType: "authentication_error", GeminiStatus: "UNAUTHENTICATED", OpenAICode: "invalid_api_key"}
+
 // providerError is msg as the provider's API words an authentication error.
 func providerError(p adapters.Provider, status int, msg string) []byte {
-	var v any
-	switch p {
-	case adapters.ProviderAnthropic:
-		v = map[string]any{"type": "error", "error": map[string]any{"type": "authentication_error", "message": msg}}
-	case adapters.ProviderGemini:
-		v = map[string]any{"error": map[string]any{"code": status, "message": msg, "status": "UNAUTHENTICATED"}}
-	default:
-		v = map[string]any{"error": map[string]any{"message": msg, "type": "invalid_request_error", "code": "invalid_api_key"}}
-	}
-	b, _ := json.Marshal(v)
-	return b
+	return unauthenticated.ErrorBody(p, status, msg)
 }
 
 // upstreamFailed answers 502 when the upstream cannot be reached.
