@@ -16,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/pcsync/pcsync/internal/lib/agentpod"
 	"github.com/pcsync/pcsync/pkg/result"
@@ -133,23 +134,30 @@ func (e *cliEnv) restartProxy(ctx context.Context, t *testing.T) {
 		}
 	}
 	start := time.Now()
-	for deadline := start.Add(2 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
-		l, err := cs.CoreV1().Pods(e.nsA).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	p := newProxyPod(ctx, t, cs, e.nsA, sel, gone)
+	if err := e.node.WaitFirewalled(ctx, e.nsA, p.Name); err != nil {
+		t.Fatal(err)
+	}
+	waitProxyEndpoint(ctx, t, cs, e.nsA, p.Status.PodIP, time.Minute)
+	t.Logf("proxy pod %v deleted; %s serves after %s", slices.Sorted(maps.Keys(gone)), p.Name, time.Since(start).Round(time.Millisecond))
+}
+
+// newProxyPod waits up to 2 minutes for a Running proxy pod in ns, with an
+// IP, that is none of the pods in gone.
+func newProxyPod(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns, sel string, gone map[string]bool) corev1.Pod {
+	t.Helper()
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		l, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, p := range l.Items {
 			if !gone[p.Name] && p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "" {
-				if err := e.node.WaitFirewalled(ctx, e.nsA, p.Name); err != nil {
-					t.Fatal(err)
-				}
-				waitProxyEndpoint(ctx, t, cs, e.nsA, p.Status.PodIP, time.Minute)
-				t.Logf("proxy pod %v deleted; %s serves after %s", slices.Sorted(maps.Keys(gone)), p.Name, time.Since(start).Round(time.Millisecond))
-				return
+				return p
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no new proxy pod Running in %s 2 minutes after deleting %v", e.nsA, gone)
+			t.Fatalf("no new proxy pod Running in %s 2 minutes after deleting %v", ns, gone)
 		}
 	}
 }
