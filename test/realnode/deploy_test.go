@@ -414,8 +414,8 @@ func leaderPending(rep health.Report) bool {
 	return leading && !(reconciled && runs)
 }
 
-// podsReport describes the pods of a namespace, their containers' states
-// and logs, for a failure message.
+// podsReport describes the nodes (conditions and taints), the pods of a
+// namespace, their containers' states and logs, for a failure message.
 func podsReport(c *testcluster.Cluster, ns string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -424,6 +424,7 @@ func podsReport(c *testcluster.Cluster, ns string) string {
 		return "pods: " + err.Error()
 	}
 	var b strings.Builder
+	b.WriteString(nodesReport(ctx, c))
 	for i := range list.Items {
 		p := &list.Items[i]
 		fmt.Fprintf(&b, "%s\n%s\n", describe(p), podLogs(c, ns, p.Name))
@@ -433,6 +434,30 @@ func podsReport(c *testcluster.Cluster, ns string) string {
 		for _, e := range evs.Items {
 			fmt.Fprintf(&b, "event %s %s: %s %s\n", e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
 		}
+	}
+	return b.String()
+}
+
+// nodesReport names each node's conditions that are not as a healthy node
+// has them, and its taints: a node under disk pressure or not ready makes
+// the kubelet refuse pods that the scheduler placed.
+func nodesReport(ctx context.Context, c *testcluster.Cluster) string {
+	nodes, err := c.Client().CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "nodes: " + err.Error() + "\n"
+	}
+	var b strings.Builder
+	for _, n := range nodes.Items {
+		fmt.Fprintf(&b, "node %s:", n.Name)
+		for _, cond := range n.Status.Conditions {
+			if (cond.Type == corev1.NodeReady) != (cond.Status == corev1.ConditionTrue) {
+				fmt.Fprintf(&b, " %s=%s (%s: %s)", cond.Type, cond.Status, cond.Reason, cond.Message)
+			}
+		}
+		for _, taint := range n.Spec.Taints {
+			fmt.Fprintf(&b, " taint %s", taint.ToString())
+		}
+		b.WriteString("\n")
 	}
 	return b.String()
 }
@@ -475,7 +500,9 @@ func cleanupDeployment(t *testing.T, c *testcluster.Cluster, objs []*unstructure
 			t.Errorf("delete %s %s: %v", o.GetKind(), o.GetName(), err)
 		}
 	}
-	namespaces = append(namespaces, tenant)
+	if tenant != "" {
+		namespaces = append(namespaces, tenant)
+	}
 	for _, ns := range namespaces {
 		if err := cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			t.Errorf("delete namespace %s: %v", ns, err)

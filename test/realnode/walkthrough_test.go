@@ -112,8 +112,9 @@ func (w walkthrough) follow(t *testing.T, c *testcluster.Cluster, registry strin
 		t.Errorf("kustomize build of the walkthrough's overlay %s: %v", dir, berr)
 	}
 	if err != nil {
+		report := podsReport(c, w.namespace)
 		cleanupDeployment(t, c, objs, "")
-		t.Fatalf("the walkthrough failed: %v\n%s\n%s", err, testcluster.LastLines(out, 60), podsReport(c, w.namespace))
+		t.Fatalf("the walkthrough failed: %v\n%s\n%s", err, testcluster.LastLines(out, 60), report)
 	}
 	return objs
 }

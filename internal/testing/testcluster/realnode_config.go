@@ -197,8 +197,10 @@ type kubeletConfigParams struct {
 // kubeletConfig is the kubelet's KubeletConfiguration: serving on the node IP with
 // a certificate from the cluster CA, webhook authentication and authorization (so
 // the API server's exec and logs requests are checked against RBAC), cgroupfs
-// under cgroupParent, cgroup v1 accepted, no swap check, eviction thresholds low
-// enough for a busy developer disk, and containerd's socket.
+// under cgroupParent, cgroup v1 accepted, no swap check, no eviction on disk
+// signals (as kind sets it: the disk is the machine's, shared with every other
+// build, and a node under DiskPressure refuses the pods the scheduler gives
+// it, which a test reads as a hang), and containerd's socket.
 func kubeletConfig(k kubeletConfigParams) string {
 	q := strconv.Quote
 	taints := "[]"
@@ -238,7 +240,7 @@ func kubeletConfig(k kubeletConfigParams) string {
 		"serializeImagePulls: false",
 		"imageGCHighThresholdPercent: 100",
 		"imageGCLowThresholdPercent: 99",
-		"evictionHard: {memory.available: 50Mi, nodefs.available: 1%, nodefs.inodesFree: 1%, imagefs.available: 1%}",
+		"evictionHard: {memory.available: 50Mi, nodefs.available: \"0%\", nodefs.inodesFree: \"0%\", imagefs.available: \"0%\"}",
 		"maxPods: 110",
 		"syncFrequency: 10s",
 		"fileCheckFrequency: 1h",
