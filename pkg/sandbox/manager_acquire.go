@@ -326,13 +326,18 @@ func (m *Manager) Resume(ctx context.Context, id string) (LeaseInfo, error) {
 	if l == nil {
 		return LeaseInfo{}, fmt.Errorf("lease %s: %w: its pod is gone or it was never pcsync's", id, ErrNoLease)
 	}
+	was := l.State()
 	if err := m.ensureReady(ctx, l); err != nil {
 		return LeaseInfo{}, err
 	}
 	if s := l.State(); s != LeaseReady {
 		return LeaseInfo{}, fmt.Errorf("lease %s: state %s", id, s)
 	}
-	return m.info(l), nil
+	info := m.info(l)
+	if was == LeaseSuspended || was == LeaseSuspending || was == LeaseResuming {
+		info.Metadata[MetadataResumed] = resumedMetadata(l)
+	}
+	return info, nil
 }
 
 // Workspace returns the lease's working directory.

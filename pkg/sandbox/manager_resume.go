@@ -118,6 +118,29 @@ func resumedNotice(l *lease) string {
 		l.ID, l.ID, held, time.Duration(l.Keep.IdleSec)*time.Second)
 }
 
+// MetadataResumed is the key, in the metadata of a lease resumeLease got
+// back from suspension, of what its suspension was (resumedMetadata):
+// Paperclip keeps it on the run's own lease record, beside its
+// sandboxLeaseAcquisition outcome "resumed".
+const MetadataResumed = "resumedFromSuspension"
+
+// resumedMetadata says of lease l, back from suspension, the claim that
+// kept its workspace and HOME, when it was suspended, for how long, and
+// after what idle time.
+func resumedMetadata(l *lease) map[string]any {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	md := map[string]any{"claim": l.ID}
+	if l.Keep != nil {
+		md["idleSec"] = l.Keep.IdleSec
+	}
+	if !l.suspendedAt.IsZero() {
+		md["suspendedAt"] = l.suspendedAt.UTC().Format(time.RFC3339)
+		md["suspendedSec"] = int64(time.Since(l.suspendedAt).Seconds())
+	}
+	return md
+}
+
 // podAgain creates a resuming lease's pod under its name, which no other
 // pod may hold (the API server's create is create-if-absent): a pod of the
 // lease still being deleted is waited gone first, and a running one of

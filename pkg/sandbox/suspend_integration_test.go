@@ -200,8 +200,20 @@ func TestKeptLeaseSuspendResume(t *testing.T) {
 	if len(again) != 1 || again[0].UID == first[0].UID || !mountsClaim(&again[0], info.ID) {
 		t.Errorf("resumed lease %s: %d pods (want 1, new, on its claim)", info.ID, len(again))
 	}
-	if got, err := e.m.Resume(context.Background(), info.ID); err != nil || got.ID != info.ID {
-		t.Errorf("resume hook: %+v, %v", got, err)
+	// The resume hook of a lease already back (the execute resumed it)
+	// says nothing of a suspension; of a suspended one, its claim and when.
+	if got, err := e.m.Resume(context.Background(), info.ID); err != nil || got.ID != info.ID || got.Metadata[MetadataResumed] != nil {
+		t.Errorf("resume hook of a ready lease: %+v, %v", got, err)
+	}
+	e.idleNow(t, info.ID)
+	e.waitState(t, info.ID, LeaseSuspended)
+	got, err := e.m.Resume(context.Background(), info.ID)
+	if err != nil {
+		t.Fatalf("resume hook of the suspended lease: %v", err)
+	}
+	md, _ := got.Metadata[MetadataResumed].(map[string]any)
+	if md["claim"] != info.ID || md["suspendedAt"] == nil || md["idleSec"] != 30 { // keptEnv's idleSec
+		t.Errorf("resume hook of the suspended lease: metadata %s = %v", MetadataResumed, md)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)

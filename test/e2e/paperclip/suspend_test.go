@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/pcsync/pcsync/pkg/sandbox"
 	"github.com/pcsync/pcsync/pkg/sandbox/leasepod"
 )
 
@@ -20,7 +21,9 @@ import (
 // local-path claim: after the first run the lease sits idle for its
 // idleSec and its pod goes (the claim stays); the agent's second run gets
 // the same provider lease back through resumeLease, on a new pod that
-// mounts the claim, with a file the first pod left in HOME, and succeeds.
+// mounts the claim, with a file the first pod left in HOME, and succeeds;
+// Paperclip's record of that run's lease says it was resumed, and pcsync's
+// metadata in it names the claim and when the lease was suspended.
 // (The workspace is Paperclip's to mirror from the project at each run's
 // start; test/realnode's TestKeptLeaseOnRealNode proves it kept byte for
 // byte.)
@@ -77,14 +80,32 @@ func TestSandboxSuspendResumeOnRealNode(t *testing.T) {
 		t.Errorf("HOME after the resume: %q %v", out, err)
 	}
 	var leases []struct {
-		ProviderLeaseID string `json:"providerLeaseId"`
-		HeartbeatRunID  string `json:"heartbeatRunId"`
+		ProviderLeaseID string         `json:"providerLeaseId"`
+		HeartbeatRunID  string         `json:"heartbeatRunId"`
+		Metadata        map[string]any `json:"metadata"`
 	}
 	srv.API.must(t, "GET", "/api/environments/"+sw.envID+"/leases", nil, &leases)
+	resumed := 0
 	for _, l := range leases {
 		if l.ProviderLeaseID != id {
 			t.Errorf("Paperclip's lease of run %s is provider lease %s, want %s", l.HeartbeatRunID, l.ProviderLeaseID, id)
 		}
+		md, _ := l.Metadata[sandbox.MetadataResumed].(map[string]any)
+		switch l.HeartbeatRunID {
+		case wake.ID:
+			resumed++
+			acq, _ := l.Metadata["sandboxLeaseAcquisition"].(map[string]any)
+			if acq["outcome"] != "resumed" || md["claim"] != id || md["suspendedAt"] == nil {
+				t.Errorf("Paperclip's record of the resumed run's lease: acquisition %v, %s %v", acq, sandbox.MetadataResumed, md)
+			}
+		case run1.ID:
+			if md != nil {
+				t.Errorf("Paperclip's record of the first run's lease says it resumed a suspension: %v", md)
+			}
+		}
+	}
+	if resumed != 1 {
+		t.Errorf("Paperclip's leases: %d records of run %s, want 1", resumed, wake.ID)
 	}
 	if n := metricSum(t, metrics, `pcsync_sandbox_resumes_total{company="`+sw.pc.Slug+`",outcome="done"}`); n != 1 {
 		t.Errorf("resumes done: %v, want 1", n)
