@@ -53,7 +53,7 @@ build:
 # plugin (paperclip-plugin).
 -include integrations/paperclip-sandbox/paperclip-sandbox.mk
 
-TEST_DEPS := inotify $(if $(wildcard hack/cluster.mk),k8sbin realnode-deps) monitoring-deps helm paperclip-adapter-test paperclip-plugin-test
+TEST_DEPS := inotify $(if $(wildcard hack/cluster.mk),k8sbin realnode-deps) monitoring-deps helm gh paperclip-adapter-test paperclip-plugin-test
 
 # kwok holds one inotify instance per followed container log, and pcsync's
 # spool and config watchers need their own: the default of 128 per user runs
@@ -221,6 +221,13 @@ endif
 .PHONY: helm
 helm:
 	@bash hack/helm/build.sh >/dev/null
+
+# gh, the GitHub CLI (hack/gh/versions.env), built from its Go module into a
+# versioned cache by hack/gh/build.sh: the tests run it through pcsync's
+# socket to a GitHub credential's route (pkg/egressproxy/ghsocket).
+.PHONY: gh
+gh:
+	@bash hack/gh/build.sh >/dev/null
 
 # A release, from a tree whose pkg/images/version.go says VERSION (raise it,
 # CHANGELOG.md and charts/pcsync/Chart.yaml together, and tag the commit

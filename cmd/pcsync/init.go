@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/pcsync/pcsync/pkg/egressproxy/ghsocket"
 	"github.com/pcsync/pcsync/pkg/procinit"
 )
 
@@ -27,7 +28,8 @@ which pcsync's Kubernetes executor reads for the run's duration. With
 connection (a proxy scaled up from zero may start after the pod); with
 --proxy-grace D, once it answers or D has passed, whichever is first (a
 proxy that is up, which a new pod's network policy may let it reach a
-moment late).`,
+moment late). When $PCSYNC_GITHUB_ROUTE names a GitHub credential's route,
+it first serves the GitHub CLI's socket in $GH_CONFIG_DIR.`,
 		Hidden:                true,
 		Args:                  cobra.MinimumNArgs(1),
 		DisableFlagsInUseLine: true,
@@ -40,6 +42,17 @@ moment late).`,
 			}
 			if !waitProxy {
 				opts.ProxyGrace = grace
+			}
+			// A GitHub credential's route for gh (package ghsocket): a
+			// socket that cannot start is said in the run's log; the CLI
+			// runs all the same.
+			if gh, ok, err := ghsocket.FromEnv(os.Environ()); ok {
+				if err == nil {
+					_, err = ghsocket.Start(c.Context(), gh)
+				}
+				if err != nil {
+					fmt.Fprintf(g.Stderr, "pcsync init: the GitHub CLI's socket: %v\n", err)
+				}
 			}
 			if code := procinit.Run(opts); code != 0 {
 				return &exitError{code: code, err: fmt.Errorf("%s exited with status %d", args[0], code), reported: true}

@@ -3,6 +3,7 @@ package main
 import (
 	"github.com/spf13/cobra"
 
+	"github.com/pcsync/pcsync/pkg/egressproxy/ghsocket"
 	"github.com/pcsync/pcsync/pkg/sandbox/cmdserver"
 )
 
@@ -30,6 +31,7 @@ func newSandboxServerCmd(g *globalOptions) *cobra.Command {
 			opts := cmdserver.DefaultOptions()
 			opts.Socket, opts.OwnerPID = serveSocket, ownerPID
 			opts.Logger = g.Logger
+			opts.Prepare = ghsocket.NewStarter(c.Context(), g.Logger).Ensure
 			if len(closed) > 0 {
 				g.Logger.Debug("command server closed inherited files", "fds", closed)
 			}

@@ -26,7 +26,9 @@
 // host patterns, shared with config and render), agentenv (the agents'
 // HTTPS_PROXY/NO_PROXY and the proxy Services' addresses), inject (the
 // credential route, served by `pcsync egress-proxy --credentials`, that
-// sets a model key in place of a per-run token) and tokensync (the
+// sets a model key in place of a per-run token), ghsocket (the GitHub
+// CLI's socket in an agent's pod, forwarding to a GitHub credential's
+// route) and tokensync (the
 // daemon's controller that names the live runs' tokens on the proxy's
 // pods), scale (the daemon's controller that keeps a proxy at one pod
 // while its company has work, and at none once it has been idle), spend

@@ -13,20 +13,14 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/pcsync/pcsync/internal/testing/testkustomize"
+	"github.com/pcsync/pcsync/internal/testing/testtool"
 )
 
 // Binary returns the path of the helm that hack/helm/build.sh of the
 // repository at root builds, building it when its cache has none (minutes;
 // make helm builds it before the tests).
 func Binary(ctx context.Context, root string) (string, error) {
-	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, "hack", "helm", "build.sh"))
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("hack/helm/build.sh (make helm): %w\n%s", err, stderr.String())
-	}
-	return filepath.Join(strings.TrimSpace(string(out)), "helm"), nil
+	return testtool.Binary(ctx, root, "helm")
 }
 
 // Template renders the chart in directory (or package) chart as `helm

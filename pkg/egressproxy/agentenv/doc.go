@@ -14,7 +14,8 @@
 // the key variable and the proxy's credential route as the base URL; the
 // Jobs and the leases both take them from here. A GitHub credential gives
 // every agent git's config that sends https://github.com/ (or its
-// Enterprise host) to the route with the token in a header.
+// Enterprise host) to the route with the token in a header, and gh's
+// variables for the socket package ghsocket serves in the pod.
 //
 // Files: vars.go (the proxy variables), addresses.go (the proxy Services'
 // ClusterIPs), dns.go (no cluster DNS), hosts.go (the names a pod reaches

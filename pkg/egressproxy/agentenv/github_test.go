@@ -12,9 +12,11 @@ import (
 
 // TestCredentialsForGitHub: GitHub credentials give every CLI git's
 // config (github.com's and an Enterprise host's forms to their routes, the
-// token in a header for the route only), the first one's API URLs and
-// GITHUB_TOKEN, and blank the other token variables; the token is in no
-// value but those, which Secret tells.
+// token in a header for the route only), the first one's API URLs,
+// GITHUB_TOKEN and gh's variables (its route, config directory and token;
+// an Enterprise host's name and token variable when the first is one), and
+// blank the other token variables; the token is in no value but those,
+// which Secret tells.
 func TestCredentialsForGitHub(t *testing.T) {
 	c := &config.Company{}
 	c.Spec.Credentials = []config.Credential{
@@ -35,7 +37,8 @@ func TestCredentialsForGitHub(t *testing.T) {
 		"GIT_CONFIG_KEY_8": "http." + r + "ghe/git/.proxy", "GIT_CONFIG_VALUE_8": "",
 		"GIT_CONFIG_KEY_9": "http." + r + "ghe/git/.extraHeader", "GIT_CONFIG_VALUE_9": "Authorization: Bearer T",
 		"GITHUB_API_URL": r + "gh/api", "GITHUB_GRAPHQL_URL": r + "gh/graphql", "GITHUB_TOKEN": "T",
-	}, Blank: []string{"GH_ENTERPRISE_TOKEN", "GH_TOKEN", "GITHUB_ENTERPRISE_TOKEN"}}
+		"PCSYNC_GITHUB_ROUTE": r + "gh/", "GH_CONFIG_DIR": "/tmp/pcsync-gh", "GH_TOKEN": "T",
+	}, Blank: []string{"GH_ENTERPRISE_TOKEN", "GITHUB_ENTERPRISE_TOKEN"}}
 	for _, a := range []config.AdapterType{"claude_local", "cursor_local"} {
 		got := CredentialsFor(c, a, "10.0.0.1", "T")
 		if diff := cmp.Diff(want, got); diff != "" {
@@ -49,7 +52,7 @@ func TestCredentialsForGitHub(t *testing.T) {
 			secret = append(secret, k)
 		}
 	}
-	if diff := cmp.Diff([]string{"GITHUB_TOKEN", "GIT_CONFIG_VALUE_4", "GIT_CONFIG_VALUE_9"}, slices.Sorted(slices.Values(secret))); diff != "" {
+	if diff := cmp.Diff([]string{"GH_TOKEN", "GITHUB_TOKEN", "GIT_CONFIG_VALUE_4", "GIT_CONFIG_VALUE_9"}, slices.Sorted(slices.Values(secret))); diff != "" {
 		t.Errorf("the values that hold the token (-want +got):\n%s", diff)
 	}
 	if rc.Set["GIT_CONFIG_VALUE_4"] != "Authorization: Bearer pcsync-run-2" {
@@ -74,5 +77,25 @@ func TestGitHubOnly(t *testing.T) {
 	c.Spec.Credentials = c.Spec.Credentials[:1]
 	if got := CredentialsFor(c, "claude_local", "10.0.0.1", "T").GitHubOnly(); got != nil {
 		t.Errorf("GitHubOnly without a GitHub credential: %+v", got)
+	}
+}
+
+// TestCredentialsForGitHubEnterprise: an Enterprise credential first gives
+// gh its host and its Enterprise token variable.
+func TestCredentialsForGitHubEnterprise(t *testing.T) {
+	c := &config.Company{}
+	c.Spec.Credentials = []config.Credential{{Name: "ghe", Provider: adapters.ProviderGitHub, Type: adapters.KeyAPIKey, Host: "ghe.example.com"}}
+	rc := CredentialsFor(c, "claude_local", "10.0.0.1", "T")
+	got := map[string]string{}
+	for _, k := range []string{"PCSYNC_GITHUB_ROUTE", "GH_HOST", "GH_TOKEN", "GH_ENTERPRISE_TOKEN", "GITHUB_TOKEN"} {
+		got[k] = rc.Set[k]
+	}
+	want := map[string]string{"PCSYNC_GITHUB_ROUTE": "http://10.0.0.1:3128/credentials/ghe/", "GH_HOST": "ghe.example.com",
+		"GH_TOKEN": "T", "GH_ENTERPRISE_TOKEN": "T", "GITHUB_TOKEN": "T"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"GITHUB_ENTERPRISE_TOKEN"}, rc.Blank); diff != "" {
+		t.Errorf("blanked (-want +got):\n%s", diff)
 	}
 }

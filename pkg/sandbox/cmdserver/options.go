@@ -45,6 +45,10 @@ type Options struct {
 	Watch time.Duration
 	// Logger receives structured logs; nil: text to stderr.
 	Logger *slog.Logger
+	// Prepare, when set, is called with each command's environment
+	// before it starts (the GitHub CLI's socket is started from it,
+	// package ghsocket); its error fails the start.
+	Prepare func(env []string) error
 }
 
 // DefaultOptions returns the options of a server in a sandbox pod.

@@ -109,6 +109,11 @@ func (s *server) spawn(c *command, p wire.StartPayload) error {
 	if err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
+	if s.opts.Prepare != nil {
+		if err := s.opts.Prepare(env); err != nil {
+			return fmt.Errorf("start: %w", err)
+		}
+	}
 	ps, err := openPipes(p)
 	if err != nil {
 		return err

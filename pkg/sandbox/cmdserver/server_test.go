@@ -8,7 +8,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -432,4 +434,41 @@ func TestHelloOfAnotherVersionRefused(t *testing.T) {
 		t.Errorf("HelloOK version %d, want %d", hello.Version, wire.Version)
 	}
 	c.sync()
+}
+
+// TestPrepare: Prepare gets each command's environment before it starts;
+// its error fails the start (126, the error in the Exit), a nil one lets
+// the command run.
+func TestPrepare(t *testing.T) {
+	opts := testOptions(t)
+	var mu sync.Mutex
+	var seen []string
+	opts.Prepare = func(env []string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, kv := range env {
+			if strings.HasPrefix(kv, "MARK=") {
+				seen = append(seen, kv)
+			}
+		}
+		if slices.Contains(env, "MARK=refuse") {
+			return errors.New("the socket cannot start")
+		}
+		return nil
+	}
+	serve(t, opts)
+	c, _ := dial(t, opts.Socket)
+	var got []outcome
+	for i, mark := range []string{"run", "refuse"} {
+		id := uint32(i + 1)
+		c.send(wire.JSON(wire.Start, id, wire.StartPayload{Argv: []string{"sh", "-c", "echo ran"}, Env: map[string]string{"MARK": mark, "PATH": "/usr/bin:/bin"}}))
+		got = append(got, c.collect(id))
+	}
+	want := []outcome{{Stdout: "ran\n"}, {Exit: wire.ExitPayload{ExitCode: 126, Error: "start: the socket cannot start"}}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"MARK=run", "MARK=refuse"}, seen); diff != "" {
+		t.Errorf("Prepare's environments (-want +got):\n%s", diff)
+	}
 }
