@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -15,13 +14,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/pcsync/pcsync/internal/testing/lockedbuf"
+	"github.com/pcsync/pcsync/internal/testing/testgithub"
 	"github.com/pcsync/pcsync/internal/testing/testnet"
 	"github.com/pcsync/pcsync/internal/testing/testtool"
 	"github.com/pcsync/pcsync/pkg/adapters"
@@ -33,42 +32,6 @@ import (
 
 // realToken is the GitHub token the proxy holds.
 const realToken = "ghp_hostGitHubTokenHeldByTheProxy0123456789"
-
-// gitHubAPI stands in for api.github.com on loopback (TLS of a test CA):
-// /repos/<owner>/<repo> answers the repository's full name, /graphql a
-// viewer's login, each only with the real token in Bearer; it records
-// each request's host, path and Authorization.
-type gitHubAPI struct {
-	mu   sync.Mutex
-	seen []string
-}
-
-func (g *gitHubAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	g.mu.Lock()
-	g.seen = append(g.seen, r.Host+" "+r.URL.Path+" "+r.Header.Get("Authorization"))
-	g.mu.Unlock()
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	if r.Header.Get("Authorization") != "Bearer "+realToken {
-		w.WriteHeader(http.StatusUnauthorized)
-		_, _ = io.WriteString(w, `{"message":"Bad credentials"}`)
-		return
-	}
-	switch {
-	case r.URL.Path == "/graphql" && r.Method == http.MethodPost:
-		_, _ = io.WriteString(w, `{"data":{"viewer":{"login":"octocat"}}}`)
-	case strings.HasPrefix(r.URL.Path, "/repos/"):
-		_, _ = fmt.Fprintf(w, `{"full_name":%q}`, strings.TrimPrefix(r.URL.Path, "/repos/"))
-	default:
-		w.WriteHeader(http.StatusNotFound)
-		_, _ = io.WriteString(w, `{"message":"Not Found"}`)
-	}
-}
-
-func (g *gitHubAPI) requests() []string {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return append([]string(nil), g.seen...)
-}
 
 // runTokens takes token from loopback, and names ended as an ended run's.
 type runTokens struct{ token, ended string }
@@ -146,7 +109,7 @@ func TestRealGitHubCLI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	up := &gitHubAPI{}
+	up := &testgithub.API{Token: realToken}
 	logs := &lockedbuf.Buffer{}
 	tokens := runTokens{token: "pcsync-run-gh-test-0123456789", ended: "pcsync-run-ended-0123456789"}
 	proxy := proxyWithGitHub(t, up, tokens, logs)
@@ -184,8 +147,8 @@ func TestRealGitHubCLI(t *testing.T) {
 	if diff := cmp.Diff([]string{"acme/repo", "octocat"}, got); diff != "" {
 		t.Errorf("gh's answers (-want +got):\n%s", diff)
 	}
-	want := []string{"api.github.com /repos/acme/repo Bearer " + realToken, "api.github.com /graphql Bearer " + realToken}
-	if diff := cmp.Diff(want, up.requests()); diff != "" {
+	want := []string{"GET api.github.com /repos/acme/repo Bearer " + realToken, "POST api.github.com /graphql Bearer " + realToken}
+	if diff := cmp.Diff(want, up.Requests()); diff != "" {
 		t.Errorf("GitHub got (-want +got):\n%s", diff)
 	}
 	refusals := []struct{ name, dir, want string }{
@@ -204,7 +167,7 @@ func TestRealGitHubCLI(t *testing.T) {
 			t.Errorf("%s: gh %v: %v\n%s\nwant a failure saying %q", r.name, args, err, out, r.want)
 		}
 	}
-	if n := len(up.requests()); n != 2 {
+	if n := len(up.Requests()); n != 2 {
 		t.Errorf("GitHub got %d requests, want only the 2 let through", n)
 	}
 	for _, s := range []string{realToken, tokens.token} {
