@@ -268,7 +268,14 @@ func (c *Controller) removedLocked(next map[string]planned) {
 	if c.informer == nil {
 		return
 	}
-	for _, o := range c.informer.GetStore().List() {
+	// What the controller wrote that the informer does not show yet is
+	// counted too: a company written and removed in the next reconcile
+	// would otherwise keep its object until the reconcile after.
+	objs := c.informer.GetStore().List()
+	for _, w := range c.written {
+		objs = append(objs, w)
+	}
+	for _, o := range objs {
 		u, ok := o.(*unstructured.Unstructured)
 		if !ok || u.GetLabels()[cs.LabelOwner] != c.opts.Owner {
 			continue

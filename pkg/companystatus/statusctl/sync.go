@@ -45,6 +45,13 @@ func (c *Controller) changed(obj any) {
 	if fresh {
 		c.pending[name] = request{value: requested, seen: c.opts.Now()}
 	}
+	// An object of ours with no plan (its company left the config before
+	// the informer showed it) is planned gone now.
+	if _, planned := c.planned[name]; !planned && c.model != nil && u.GetLabels()[cs.LabelOwner] == c.opts.Owner {
+		if _, kept := c.model.Company(name); !kept {
+			c.replanLocked(maps.Clone(c.planned))
+		}
+	}
 	c.mu.Unlock()
 	c.queue.Add(name)
 	if fresh {
