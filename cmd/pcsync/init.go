@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -45,12 +46,13 @@ it first serves the GitHub CLI's socket in $GH_CONFIG_DIR.`,
 			}
 			// A GitHub credential's route for gh (package ghsocket): a
 			// socket that cannot start is said in the run's log; the CLI
-			// runs all the same.
+			// runs all the same. In a lease, where init is a command of
+			// the command server, the server serves it.
 			if gh, ok, err := ghsocket.FromEnv(os.Environ()); ok {
 				if err == nil {
 					_, err = ghsocket.Start(c.Context(), gh)
 				}
-				if err != nil {
+				if err != nil && !errors.Is(err, ghsocket.ErrServed) {
 					fmt.Fprintf(g.Stderr, "pcsync init: the GitHub CLI's socket: %v\n", err)
 				}
 			}

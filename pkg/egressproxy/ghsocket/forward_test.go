@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -160,7 +161,9 @@ func TestForwardStreams(t *testing.T) {
 
 // TestServe: Start writes gh's config naming its socket, and a client
 // that dials the socket for https://api.github.com, as gh does, reaches
-// the route; the route's absence is an error gh prints, naming it.
+// the route; a second Start leaves the socket to the first (ErrServed);
+// the route's absence is an error gh prints, naming it; after Close, a
+// Start replaces the stale socket a killed process would leave.
 func TestServe(t *testing.T) {
 	up := newRoute(t)
 	dir := filepath.Join(t.TempDir(), "gh")
@@ -201,6 +204,12 @@ func TestServe(t *testing.T) {
 	if diff := cmp.Diff([]string{"GET /credentials/gh/api/user Bearer " + runToken + " "}, up.requests()); diff != "" {
 		t.Errorf("the route got (-want +got):\n%s", diff)
 	}
+	if _, err := Start(ctx, opts); !errors.Is(err, ErrServed) {
+		t.Errorf("a second Start on a socket that answers: %v, want ErrServed", err)
+	}
+	if code, body := get(); code != 200 || body != "ok" {
+		t.Errorf("after a second Start: %d %q", code, body)
+	}
 	up.srv.Close()
 	if code, body := get(); code != http.StatusBadGateway || !strings.Contains(body, "the credential route "+up.srv.URL+"/credentials/gh/ did not answer") {
 		t.Errorf("the route gone: %d %q", code, body)
@@ -210,6 +219,21 @@ func TestServe(t *testing.T) {
 	}
 	if _, err := os.Stat(srv.Socket); !os.IsNotExist(err) {
 		t.Errorf("the socket after Close: %v", err)
+	}
+	// A killed forwarder's socket: the file, no listener.
+	ln, err := net.Listen("unix", srv.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	_ = ln.Close()
+	again, err := Start(ctx, opts)
+	if err != nil {
+		t.Fatalf("Start over a stale socket: %v", err)
+	}
+	defer again.Close()
+	if code, _ := get(); code != http.StatusBadGateway {
+		t.Errorf("through the new socket (the route gone): %d, want 502", code)
 	}
 }
 

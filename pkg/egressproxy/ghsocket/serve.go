@@ -80,6 +80,11 @@ func FromEnv(env []string) (Options, bool, error) {
 	return o, true, o.check()
 }
 
+// ErrServed is Start's error when another process serves the socket: a
+// lease's command server, whose commands may run pcsync init (its wait for
+// the proxy) with the same env.
+var ErrServed = errors.New("ghsocket: another process serves the socket")
+
 // Server is a Forwarder serving on its socket.
 type Server struct {
 	*Forwarder
@@ -89,9 +94,9 @@ type Server struct {
 	done   chan struct{}
 }
 
-// Start listens on Dir/http.sock (0600; a stale socket is replaced),
-// writes gh's config.yml naming it in Dir, and serves until ctx ends or
-// Close.
+// Start listens on Dir/http.sock (0600; a stale socket is replaced, one
+// that answers is left to its server: ErrServed), writes gh's config.yml
+// naming it in Dir, and serves until ctx ends or Close.
 func Start(ctx context.Context, opts Options) (*Server, error) {
 	f, err := NewForwarder(opts.Target)
 	if err != nil {
@@ -104,6 +109,10 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("ghsocket: %w", err)
 	}
 	sock := filepath.Join(opts.Dir, SocketName)
+	if c, err := net.DialTimeout("unix", sock, time.Second); err == nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("%w: %s", ErrServed, sock)
+	}
 	if err := os.Remove(sock); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("ghsocket: stale socket: %w", err)
 	}
@@ -178,6 +187,10 @@ func (s *Starter) Ensure(env []string) error {
 	}
 	opts.Logger = s.logger
 	srv, err := Start(s.ctx, opts)
+	if errors.Is(err, ErrServed) {
+		// Another process's: taken over once it is gone.
+		return nil
+	}
 	if err != nil {
 		return err
 	}
