@@ -83,9 +83,9 @@ test-e2e: e2e-paperclip
 # The Paperclip end-to-end package runs once (its own timeout), beside the
 # other packages: the machine has one real node, which test/realnode (listed
 # first, so started first) holds for minutes while the end-to-end tests that
-# need no real node run; those that need it start it when they come (its
-# TestMain makes it Lazy). Its output is printed when it ends; either failing
-# fails the run.
+# need no real node run; those that need it run last (onRealNode) and start
+# it then (its TestMain makes it Lazy). Its output is printed when it ends;
+# either failing fails the run.
 test-suites:
 	@e2e_log="$$(mktemp)"; \
 	( $(GO) test $(TEST_TAGS) $(E2E_FLAGS) ./test/e2e/paperclip >"$$e2e_log" 2>&1; echo $$? >"$$e2e_log.rc" ) & \

@@ -16,6 +16,9 @@
 // (internal/testing/testimages), and walkthrough_test.go follows the README's and
 // docs/paperclip.md's walkthroughs word for word there, from `make build
 // images … PUSH=1` to the real Claude Code in a pod saying "Not logged in".
+// A test of the real node calls onRealNode first: those tests run after the
+// others, one at a time, so that the others run while test/realnode (make
+// test runs it beside this package) holds the machine's one real node.
 //
 // Environment: PCSYNC_E2E_BIN (a pcsync binary instead of building one),
 // PCSYNC_E2E_SCREENSHOT (where TestRunPageInChromium copies its picture;

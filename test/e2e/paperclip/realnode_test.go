@@ -83,6 +83,31 @@ func realNodeImages(t testing.TB) string {
 	return realNodeRegistry
 }
 
+// realNodeTurn is held by the test that has the real node (onRealNode).
+var realNodeTurn sync.Mutex
+
+// onRealNode makes t a test of the real node: it runs once the package's
+// other tests are done (t.Parallel), and alone among the real node's
+// tests. make test runs this package beside test/realnode, which holds
+// the machine's one real node for most of the run: the tests that need
+// only kwok run meanwhile, and those that need the node wait for it
+// together, at the end.
+func onRealNode(t *testing.T) {
+	t.Helper()
+	t.Parallel()
+	realNodeTurn.Lock()
+	t.Cleanup(realNodeTurn.Unlock)
+}
+
+// checkTurn fails a test that takes the real node without onRealNode.
+func checkTurn(t testing.TB) {
+	t.Helper()
+	if _, ok := t.(*testing.T); ok && realNodeTurn.TryLock() {
+		realNodeTurn.Unlock()
+		t.Fatal("a test of the real node calls onRealNode first")
+	}
+}
+
 // newRealNodeSandboxWorld is a sandbox world whose lease pods run on the
 // real node, from the stand-in images.
 func newRealNodeSandboxWorld(t testing.TB, srv *server) *sandboxWorld {
@@ -94,6 +119,7 @@ func newRealNodeSandboxWorld(t testing.TB, srv *server) *sandboxWorld {
 // images' Settings and RealNode are set here).
 func newRealNodeSandboxWorldWith(t testing.TB, srv *server, o sandboxOptions) *sandboxWorld {
 	t.Helper()
+	checkTurn(t)
 	registry := realNodeImages(t)
 	host, _, _ := strings.Cut(registry, "/")
 	o.RealNode = true
@@ -126,6 +152,7 @@ func (sw *sandboxWorld) realNodeAgentIn(t testing.TB, name, envID string) agent 
 // lines in Paperclip's log, the pod ran on the real node from pcsync's
 // claude image with no helper container, and it is gone after the run.
 func TestSandboxClaudeRunOnRealNode(t *testing.T) {
+	onRealNode(t)
 	srv := sharedServer(t)
 	tr := readTranscript(t, realNodeTranscript)
 	sw := newRealNodeSandboxWorld(t, srv)

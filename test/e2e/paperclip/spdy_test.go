@@ -17,6 +17,7 @@ import (
 // Paperclip's log, the lease pod is gone after, and the proxy saw the
 // lease's exec ask for a WebSocket (refused) and then switch to SPDY.
 func TestSandboxClaudeRunOverSPDY(t *testing.T) {
+	onRealNode(t)
 	srv := sharedServer(t)
 	tr := readTranscript(t, realNodeTranscript)
 	proxy := testcluster.Get(t).StartHTTPProxy(t, testcluster.HTTPProxyOptions{RefuseWebSocket: true})

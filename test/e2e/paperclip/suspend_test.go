@@ -28,6 +28,7 @@ import (
 // start; test/realnode's TestKeptLeaseOnRealNode proves it kept byte for
 // byte.)
 func TestSandboxSuspendResumeOnRealNode(t *testing.T) {
+	onRealNode(t)
 	srv := sharedServer(t)
 	metrics := freeAddr(t)
 	sw := newRealNodeSandboxWorldWith(t, srv, sandboxOptions{

@@ -117,6 +117,7 @@ func checkWalkthroughEnd(t testing.TB, srv *server, c *testcluster.Cluster, comp
 // schedulable node while the test runs, as a reader's cluster would be.
 func realNodeCluster(t testing.TB) *testcluster.Cluster {
 	t.Helper()
+	checkTurn(t)
 	c := testcluster.Get(t)
 	if c.RealNode() == nil {
 		t.Fatalf("the cluster has no real node (TestMain sets Options.RealNode): %v", c.RealNodeError())
@@ -133,6 +134,7 @@ func realNodeCluster(t testing.TB) *testcluster.Cluster {
 // real node from the image step 1 built, the probe was ok, and Paperclip
 // shows the real Claude Code's own "Not logged in".
 func TestWalkthroughSandbox(t *testing.T) {
+	onRealNode(t)
 	srv := sharedServer(t)
 	tl := getTools(t)
 	c := realNodeCluster(t)
@@ -166,6 +168,7 @@ func TestWalkthroughSandbox(t *testing.T) {
 // step built, on the real node, and with no key Paperclip shows the CLI's
 // own "Not logged in".
 func TestWalkthroughREADME(t *testing.T) {
+	onRealNode(t)
 	srv := sharedServer(t)
 	tl := getTools(t)
 	c := realNodeCluster(t)
