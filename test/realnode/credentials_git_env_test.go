@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/cgi"
 	"os"
@@ -31,9 +32,18 @@ import (
 // tenant's Secret, and nowhere an agent can read it.
 const gitToken = "ghp_realnodeGitHubTokenHeldByTheProxy0123456789"
 
-// gitHubHosts are the names the test's GitHub stands in for: the proxy
-// pod resolves them to it (hostAliases) and trusts its CA.
-var gitHubHosts = []string{"github.com", "api.github.com"}
+// gitHubHosts are the names the test's GitHub stands in for, and the
+// header credential's API (headerHost): the proxy pod resolves them to it
+// (hostAliases) and trusts its CA.
+var gitHubHosts = []string{"github.com", "api.github.com", headerHost}
+
+// The tests' header credential: an API of its own at headerHost (served
+// by the GitHub stand-in), its key in the tenant's Secret, which the
+// proxy sends in X-Registry-Token after the scheme Token.
+const (
+	headerHost = "registry.example.com"
+	headerKey  = "rk_realnodeRegistryKeyHeldByTheProxy0123456789"
+)
 
 // gitHubServer is GitHub's git over HTTPS, of the test's own: git
 // http-backend (as CGI) serving acme/repo.git, which answers only a
@@ -44,6 +54,8 @@ type gitHubServer struct {
 	root string
 	mu   sync.Mutex
 	auth []string
+	// header: each request to headerHost, its path and X-Registry-Token.
+	header [][2]string
 }
 
 // newGitHubServer makes the repository, with a first commit of files.
@@ -65,6 +77,13 @@ func (s *gitHubServer) handler(tb testing.TB) http.Handler {
 		Env: []string{"GIT_PROJECT_ROOT=" + s.root, "GIT_HTTP_EXPORT_ALL=1"}}
 	want := "Basic " + base64.StdEncoding.EncodeToString([]byte("x-access-token:"+gitToken))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Host == headerHost {
+			s.mu.Lock()
+			s.header = append(s.header, [2]string{r.URL.Path, r.Header.Get("X-Registry-Token")})
+			s.mu.Unlock()
+			_, _ = io.WriteString(w, "registry answered "+r.URL.Path+"\n")
+			return
+		}
 		s.mu.Lock()
 		s.auth = append(s.auth, r.Header.Get("Authorization"))
 		s.mu.Unlock()
@@ -75,6 +94,14 @@ func (s *gitHubServer) handler(tb testing.TB) http.Handler {
 		}
 		git.ServeHTTP(w, r)
 	})
+}
+
+// headerRequests returns each request to headerHost: its path and
+// X-Registry-Token, in order.
+func (s *gitHubServer) headerRequests() [][2]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([][2]string(nil), s.header...)
 }
 
 // requests returns each request's Authorization, in order.
@@ -126,6 +153,7 @@ func newGitCredEnv(ctx context.Context, tb testing.TB, files map[string]string, 
 	e.caPEM = string(caPEM)
 	e.create(ctx, tb,
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "github"}, StringData: map[string]string{"token": gitToken}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "registry"}, StringData: map[string]string{"key": headerKey}},
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "test-ca"}, Data: map[string]string{"ca.pem": e.caPEM}})
 	m := e.writeConfig(tb, tb.TempDir(), e.ns[:i+1], p)
 	e.model = m
@@ -171,7 +199,7 @@ func (e *gitCredEnv) create(ctx context.Context, tb testing.TB, objs ...any) {
 }
 
 // writeConfig writes and loads the config: the company with its github
-// credential, an agent of two runs at once with room for git (up to a
+// and header credentials, an agent of two runs at once with room for git (up to a
 // core), the proxy on the real node resolving GitHub's names to the
 // stand-in and trusting its CA.
 func (e *gitCredEnv) writeConfig(tb testing.TB, dir, prefix string, p pushed) *config.Model {
@@ -185,9 +213,14 @@ spec:
   id: company-%s
   credentials:
     - {name: github, provider: github, secretRef: {name: github, key: token}}
+    - name: registry
+      provider: header
+      secretRef: {name: registry, key: key}
+      gatewayUrl: https://%s/v2
+      header: {name: X-Registry-Token, scheme: Token, urlEnv: REGISTRY_URL, tokenEnv: REGISTRY_TOKEN}
   agents:
 %s  patches:
-%s`, e.slug, e.slug, pl.Agent("name: pinned, adapter: claude_local, concurrency: 2"), proxyPatch(pl, gitHubHosts, true, ""))
+%s`, e.slug, e.slug, headerHost, pl.Agent("name: pinned, adapter: claude_local, concurrency: 2"), proxyPatch(pl, gitHubHosts, true, ""))
 	for name, text := range map[string]string{"settings.yaml": settings, "company.yaml": company} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
 			tb.Fatal(err)
