@@ -22,6 +22,7 @@ import (
 
 	"github.com/pcsync/pcsync/internal/lib/agentpod"
 	"github.com/pcsync/pcsync/internal/testing/testcluster"
+	"github.com/pcsync/pcsync/internal/testing/testgithub"
 	"github.com/pcsync/pcsync/internal/testing/testnet"
 	"github.com/pcsync/pcsync/pkg/config"
 	"github.com/pcsync/pcsync/pkg/egressproxy/agentenv"
@@ -54,6 +55,8 @@ type gitHubServer struct {
 	root string
 	mu   sync.Mutex
 	auth []string
+	// api answers api.github.com (the GitHub CLI's requests).
+	api testgithub.API
 	// header: each request to headerHost, its path and X-Registry-Token.
 	header [][2]string
 }
@@ -76,7 +79,12 @@ func (s *gitHubServer) handler(tb testing.TB) http.Handler {
 	git := &cgi.Handler{Path: filepath.Join(execPath, "git-http-backend"), Dir: s.root,
 		Env: []string{"GIT_PROJECT_ROOT=" + s.root, "GIT_HTTP_EXPORT_ALL=1"}}
 	want := "Basic " + base64.StdEncoding.EncodeToString([]byte("x-access-token:"+gitToken))
+	s.api.Token = gitToken
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Host == "api.github.com" {
+			s.api.ServeHTTP(w, r)
+			return
+		}
 		if r.Host == headerHost {
 			s.mu.Lock()
 			s.header = append(s.header, [2]string{r.URL.Path, r.Header.Get("X-Registry-Token")})
