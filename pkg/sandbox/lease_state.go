@@ -223,11 +223,12 @@ func (l *lease) endErr() error {
 
 // beginSuspend moves a ready kept lease that has had no command in flight
 // for idle to suspending and takes its command stream; ok is false when
-// it is not so (busy, used lately, or in another state).
+// it is not so (busy, its stream opening, used lately, or in another
+// state).
 func (l *lease) beginSuspend(idle time.Duration, now time.Time) (c *cmdclient.Client, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.Keep == nil || l.state != LeaseReady || l.running > 0 || now.Sub(l.lastUsed) < idle {
+	if l.Keep == nil || l.state != LeaseReady || l.running > 0 || l.opening != nil || now.Sub(l.lastUsed) < idle {
 		return nil, false
 	}
 	l.toLocked(LeaseReady, LeaseSuspending)

@@ -288,7 +288,7 @@ func (e *env) exec(t testing.TB, id string, p ExecParams) ExecResult {
 	defer cancel()
 	res, err := e.m.Execute(ctx, p, nil)
 	if err != nil {
-		t.Fatalf("execute %s: %v", p.Command, err)
+		t.Fatalf("execute %s: %v\nlogs:\n%s", p.Command, err, e.logs.String())
 	}
 	return res
 }

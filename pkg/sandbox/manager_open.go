@@ -124,13 +124,13 @@ func (l *lease) beginOpen(want bool) *openAttempt {
 }
 
 // settleOpen ends open op of l's stream with client c or err, and keeps c
-// unless the lease's end began meanwhile. Neither c nor err: the open gave
+// unless the lease's end or suspend began meanwhile (its pod goes). Neither c nor err: the open gave
 // up, and those who waited on it open their own.
 func (l *lease) settleOpen(op *openAttempt, c *cmdclient.Client, err error) (*cmdclient.Client, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.opening = nil
-	if c != nil && (l.state == LeaseEnding || l.state == LeaseGone) {
+	if c != nil && (l.state == LeaseEnding || l.state == LeaseGone || l.state == LeaseSuspending || l.state == LeaseSuspended) {
 		_ = c.Close()
 		c, err = nil, fmt.Errorf("lease %s: state %s", l.ID, l.state)
 	}

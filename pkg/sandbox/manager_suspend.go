@@ -2,13 +2,11 @@ package sandbox
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
-	"os"
 	"time"
 
+	"github.com/pcsync/pcsync/internal/lib/safefile"
 	"github.com/pcsync/pcsync/pkg/sandbox/cmdclient"
 )
 
@@ -91,17 +89,22 @@ func (m *Manager) held() []*lease {
 func (m *Manager) suspend(l *lease, c *cmdclient.Client) {
 	defer m.wg.Done()
 	began := time.Now()
-	if c != nil {
-		_ = c.Close()
-	}
 	ctx, cancel := context.WithTimeout(m.base(), m.opts.DeleteTimeout)
 	defer cancel()
 	// Where pods share the host, the command server outlives the pod: it
-	// is stopped, and its socket waited gone, so that the next pod's
-	// server is the one its stream reaches.
-	if m.opts.HostRoot != "" {
-		m.stopServer(ctx, l, nil)
-		waitNoFile(ctx, l.Socket)
+	// is stopped through the lease's own stream (a new one may not open
+	// in time on a loaded host) and waited until it lets go of its
+	// socket's lock, which it holds until its last cleanup: a next pod's
+	// server started before that finds the lock held, and the old one's
+	// end breaks the next pod's stream.
+	switch {
+	case m.opts.HostRoot != "":
+		m.stopServer(ctx, l, c)
+		if !waitUnlocked(ctx, l.Socket+".lock") {
+			m.log.Warn("sandbox lease suspending: its command server still holds its socket's lock", slog.String("lease", l.ID), slog.String("socket", l.Socket))
+		}
+	case c != nil:
+		_ = c.Close()
 	}
 	l.mu.Lock()
 	uid, rec := l.PodUID, l.Record
@@ -182,15 +185,18 @@ func (m *Manager) countSuspended(l *lease, on bool) {
 	}
 }
 
-// waitNoFile waits, up to 2 s, until path does not exist.
-func waitNoFile(ctx context.Context, path string) {
-	for range 100 {
-		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
-			return
+// waitUnlocked waits until no process holds the lock on path (true), for
+// up to 10 s or until ctx ends (false).
+func waitUnlocked(ctx context.Context, path string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for {
+		if held, err := safefile.Held(path); err == nil && !held {
+			return true
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return false
 		case <-time.After(20 * time.Millisecond):
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/pcsync/pcsync/internal/lib/agentpod"
 	"github.com/pcsync/pcsync/pkg/sandbox/leasepod"
@@ -418,7 +419,10 @@ func TestKeptLeaseDaemonCrashes(t *testing.T) {
 				if _, err := cs.Patch(ctx, info.ID, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 					t.Fatal(err)
 				}
-				if err := cs.Delete(ctx, info.ID, metav1.DeleteOptions{}); err != nil {
+				// Grace 0: once its finalizer goes, the API server removes
+				// it itself. With a grace period kwok's stage deletes it,
+				// by name, and that delete can reach the resume's new pod.
+				if err := cs.Delete(ctx, info.ID, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}); err != nil {
 					t.Fatal(err)
 				}
 			case "created":
